@@ -1,0 +1,5 @@
+"""``python -m ftmanifest``."""
+
+from ftmanifest.cli import entry
+
+entry()

@@ -1,0 +1,91 @@
+"""Command line: one module per subcommand, one error handler.
+
+Layer: edge.  Each subcommand module exposes ``add_parser(subparsers)`` and
+``run(args) -> int`` and imports the library lazily inside ``run`` so that
+``ftmanifest lint`` never pays for what ``ftmanifest verify`` needs.
+
+Exit codes: 0 ok, 1 a check refused, 2 unusable input or usage, 3 internal
+error, 130 interrupted.  Set FTMANIFEST_DEBUG=1 to see tracebacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from ftmanifest import __version__
+from ftmanifest.errors import EXIT_BUG, EXIT_INPUT, EXIT_INTERRUPTED, FtManifestError
+
+# name -> module under ftmanifest.cli; the one registry of subcommands.
+COMMANDS: dict[str, str] = {
+    "init": "init",
+    "lint": "lint",
+    "schema": "schema",
+    "digest": "digest",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on usage errors, which matches our convention."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="ftmanifest",
+        description="Signed, declarative manifests for fine-tuning experiments.",
+    )
+    parser.add_argument("--version", action="version", version=f"ftmanifest {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, module in COMMANDS.items():
+        mod = importlib.import_module(f"ftmanifest.cli.{module}")
+        mod.add_parser(sub)
+    return parser
+
+
+def add_format_argument(parser: argparse.ArgumentParser, *, sarif: bool = False) -> None:
+    choices = ["text", "json", "sarif"] if sarif else ["text", "json"]
+    parser.add_argument(
+        "--format", choices=choices, default="text", help="output format (default: text)"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    debug = os.environ.get("FTMANIFEST_DEBUG", "") not in ("", "0")
+    try:
+        return int(args.func(args))
+    except FtManifestError as exc:
+        if debug:
+            raise
+        if getattr(args, "format", "text") == "json":
+            import json
+
+            sys.stdout.write(json.dumps({"error": exc.to_dict()}, indent=2) + "\n")
+        else:
+            sys.stderr.write(f"ftmanifest: error: {exc.render()}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("ftmanifest: interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # Output piped into `head` or similar: not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_INPUT
+    except Exception as exc:  # pragma: no cover - a bug by definition
+        if debug:
+            raise
+        sys.stderr.write(
+            f"ftmanifest: internal error: {type(exc).__name__}: {exc}\n"
+            "This is a bug in ftmanifest; rerun with FTMANIFEST_DEBUG=1 for a traceback.\n"
+        )
+        return EXIT_BUG
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""The one record shape for everything a check reports.
+
+Layer: pure core.  Lint problems, drift rows, scan hits and audit results are
+all ``Finding`` records, so one output module can render any of them as a
+table, JSON or SARIF.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["error", "warning", "info"]
+
+SEVERITY_ORDER: Mapping[str, int] = {"error": 0, "warning": 1, "info": 2}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing a check found.
+
+    ``kind`` says which family of check produced it (``lint``, ``drift``,
+    ``secret``, ``pii``, ``unsafe-pickle``, ``malformed``, ``not-scanned``...);
+    ``rule`` is a stable identifier within that family (``FTM001``).
+    """
+
+    kind: str
+    rule: str
+    message: str
+    path: str | None = None
+    line: int | None = None
+    column: int | None = None
+    field: str | None = None
+    expected: str | None = None
+    observed: str | None = None
+    severity: Severity = "error"
+    hint: str | None = None
+    fingerprint: str | None = None
+    excerpt: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def location(self) -> str:
+        parts: list[str] = [self.path or "-"]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.column is not None:
+                parts.append(str(self.column))
+        return ":".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "rule": self.rule,
+            "severity": self.severity,
+            "message": self.message,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "field": self.field,
+            "expected": self.expected,
+            "observed": self.observed,
+            "hint": self.hint,
+        }
+        if self.fingerprint is not None:
+            out["fingerprint"] = self.fingerprint
+        if self.excerpt is not None:
+            out["excerpt"] = self.excerpt
+        if self.extra:
+            out["extra"] = dict(self.extra)
+        return out
+
+
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Stable order: by file, then position, then rule."""
+    return sorted(
+        findings,
+        key=lambda f: (
+            f.path or "",
+            f.line if f.line is not None else 0,
+            f.column if f.column is not None else 0,
+            f.rule,
+        ),
+    )

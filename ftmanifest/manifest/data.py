@@ -1,0 +1,122 @@
+"""The ``data``, ``evaluation``, ``export`` and ``security`` sections.
+
+Layer: manifest (pure).  Requirements digest items 2 (baseline first, sealed
+test split), 3 (versioned data), 9 (deliverable) and 10 (confidentiality).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ftmanifest.manifest.types import (
+    Digest,
+    FileMode,
+    FileRef,
+    NonEmpty,
+    NonNegativeInt,
+    Strict,
+)
+
+Role = Literal["train", "eval", "test", "baseline-eval", "other"]
+
+
+class Script(Strict):
+    """A cleaning or transformation step, pinned by digest."""
+
+    path: NonEmpty = Field(description="Script path, relative to the manifest's folder.")
+    digest: Digest | None = Field(default=None, description="sha256 digest of the script.")
+    description: str | None = Field(default=None, description="What it does.")
+
+
+class DataEntry(Strict):
+    """One data set or split."""
+
+    name: NonEmpty = Field(description="Name other sections refer to.")
+    role: Role | None = Field(default=None, description="train, eval, test, baseline-eval, other.")
+    path: NonEmpty = Field(description="File or folder, relative to the manifest's folder.")
+    digest: Digest | None = Field(default=None, description="File or tree digest.")
+    records: NonNegativeInt | None = Field(default=None, description="Number of records.")
+    format: Literal["jsonl", "json", "csv", "tsv", "parquet", "text", "images", "other"] | None = (
+        Field(default=None, description="Storage format.")
+    )
+    license: str | None = Field(default=None, description="License or rights under which it is used.")
+    contains_personal_data: bool | None = Field(
+        default=None, description="Whether it holds personal data (drives scanning and retention)."
+    )
+    sealed: bool = Field(
+        default=False, description="Final test split: every use is counted, never tuned on."
+    )
+    cleaning: list[Script] = Field(default_factory=list, description="Cleaning rules applied.")
+    transforms: list[Script] = Field(default_factory=list, description="Transformations applied.")
+
+
+class Baseline(Strict):
+    """The base model's evaluation, kept to compare every variant with."""
+
+    results: FileRef | None = Field(default=None, description="Baseline outputs/metrics file.")
+    config: FileRef | None = Field(default=None, description="Evaluation config used.")
+
+
+class Evaluation(Strict):
+    """Same procedure for every variant."""
+
+    procedure: NonEmpty | None = Field(
+        default=None, description="Id of the evaluation procedure, shared across variants."
+    )
+    baseline: Baseline = Field(default_factory=Baseline, description="Baseline results.")
+
+
+class Export(Strict):
+    """The deliverable and what it stays bound to."""
+
+    path: NonEmpty = Field(description="Output folder of the adapter or model.")
+    kind: Literal["adapter", "model", "merged"] = Field(
+        default="adapter", description="What is exported."
+    )
+    bind: list[Literal["base_revision", "base_tree_digest", "manifest_digest"]] = Field(
+        default_factory=lambda: ["base_revision", "base_tree_digest"],
+        description="Facts the export must carry and match when loaded.",
+    )
+
+
+class ScanPolicy(Strict):
+    """What is scanned, and when."""
+
+    secrets: bool = Field(default=True, description="Scan for secrets.")
+    pii: bool = Field(default=True, description="Scan for personal data.")
+    pickles: bool = Field(default=True, description="Scan pickles for unsafe imports.")
+    on: list[Literal["verify", "audit"]] = Field(
+        default_factory=lambda: ["audit"], description="Commands that run the scan."
+    )
+    baseline: str | None = Field(default=None, description="File of accepted fingerprints.")
+
+
+class FileModes(Strict):
+    """Most permissive mode allowed per artifact class."""
+
+    data: FileMode = Field(default="0640", description="Raw and processed data.")
+    checkpoints: FileMode = Field(default="0640", description="Checkpoints and adapters.")
+    logs: FileMode = Field(default="0640", description="Training logs.")
+    keys: FileMode = Field(default="0600", description="Private keys.")
+
+
+class Retention(Strict):
+    """How long each artifact class is kept, e.g. '30d'; null keeps forever."""
+
+    checkpoints: str | None = Field(default=None, description="Intermediate checkpoints.")
+    logs: str | None = Field(default=None, description="Logs.")
+    raw_data: str | None = Field(default=None, description="Raw data copies.")
+    backups: str | None = Field(default=None, description="Encrypted backups.")
+
+
+class Security(Strict):
+    """Confidentiality: scanning, permissions, retention, backups."""
+
+    scan: ScanPolicy = Field(default_factory=ScanPolicy, description="Scan policy.")
+    max_modes: FileModes = Field(default_factory=FileModes, description="File mode limits.")
+    retention: Retention = Field(default_factory=Retention, description="Retention per class.")
+    backup_recipients: list[NonEmpty] = Field(
+        default_factory=list, description="age recipients (age1...) backups are encrypted to."
+    )

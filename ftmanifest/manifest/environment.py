@@ -1,0 +1,110 @@
+"""The ``model`` and ``environment`` sections: what is trained, where.
+
+Layer: manifest (pure).  Requirements digest items 6 (backend on record) and
+8 (only the intended checkpoint revision).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ftmanifest.manifest.types import (
+    Digest,
+    FileRef,
+    NonEmpty,
+    NonNegativeInt,
+    PositiveInt,
+    Strict,
+)
+
+BackendKind = Literal["cuda", "rocm", "mps", "cpu"]
+
+
+class ModelFile(Strict):
+    """One file of the model snapshot."""
+
+    path: NonEmpty = Field(description="Path inside the snapshot, '/'-separated.")
+    digest: Digest | None = Field(default=None, description="sha256 digest of the file.")
+    size: NonNegativeInt | None = Field(default=None, description="Size in bytes.")
+
+
+class ModelSource(Strict):
+    """The base model: where it comes from and exactly which bytes."""
+
+    repo: NonEmpty | None = Field(
+        default=None, description="Hugging Face hub repo id, e.g. org/name."
+    )
+    path: NonEmpty | None = Field(
+        default=None, description="Local directory, relative to the manifest's folder."
+    )
+    revision: str | None = Field(
+        default=None, description="The snapshot's 40-hex commit; never a branch or tag."
+    )
+    files: list[ModelFile] = Field(default_factory=list, description="Every file with its digest.")
+    tree_digest: Digest | None = Field(
+        default=None, description="Digest over the sorted file list and file digests."
+    )
+    license: str | None = Field(default=None, description="License identifier of the weights.")
+    terms_accepted: bool = Field(
+        default=False, description="The download terms were read and accepted."
+    )
+    terms_url: str | None = Field(default=None, description="Where the terms can be read.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelSource:
+        if self.repo is None and self.path is None:
+            raise ValueError("give the model as 'repo' (hub id) or 'path' (local folder)")
+        return self
+
+
+class Device(Strict):
+    """One kind of accelerator and how many of it."""
+
+    name: NonEmpty = Field(description="Device name as the driver reports it.")
+    compute_capability: str | None = Field(
+        default=None, description="CUDA compute capability (8.0) or gfx target (gfx942)."
+    )
+    memory_mib: PositiveInt | None = Field(default=None, description="Device memory in MiB.")
+    count: PositiveInt = Field(default=1, description="How many of this device.")
+
+
+class Backend(Strict):
+    """The accelerator stack actually used."""
+
+    kind: BackendKind | None = Field(default=None, description="cuda, rocm, mps or cpu.")
+    runtime: str | None = Field(
+        default=None, description="CUDA or HIP runtime version (macOS version for mps)."
+    )
+    dnn: str | None = Field(default=None, description="cuDNN or MIOpen version.")
+    collectives: str | None = Field(default=None, description="NCCL or RCCL version.")
+    driver: str | None = Field(default=None, description="Kernel driver version.")
+    devices: list[Device] = Field(default_factory=list, description="Accelerators used.")
+
+
+class CodeRef(Strict):
+    """The training code's version."""
+
+    repo: str | None = Field(default=None, description="Where the training code lives.")
+    commit: str | None = Field(default=None, description="40-hex git commit of the training code.")
+    dirty: bool = Field(default=False, description="Uncommitted changes were present.")
+
+
+class Environment(Strict):
+    """Software and hardware the run depends on, with versions actually used."""
+
+    python: str | None = Field(default=None, description="Exact Python version, e.g. 3.11.7.")
+    packages: dict[NonEmpty, str] = Field(
+        default_factory=dict, description="Distribution name -> exact pin, e.g. '==2.13.0'."
+    )
+    lock: FileRef | None = Field(default=None, description="Lock file of the environment.")
+    backend: Backend = Field(default_factory=Backend, description="Accelerator stack.")
+    attn_implementation: str | None = Field(
+        default=None, description="Attention kernel: eager, sdpa, flash_attention_2..."
+    )
+    env_vars: dict[NonEmpty, str] = Field(
+        default_factory=dict,
+        description="Environment variables that change results, e.g. CUBLAS_WORKSPACE_CONFIG.",
+    )
+    code: CodeRef = Field(default_factory=CodeRef, description="Training code version.")

@@ -1,0 +1,46 @@
+"""Named constrained types and the strict base model.
+
+Layer: manifest (pure).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+COMMIT_PATTERN = r"^[0-9a-f]{40}$"
+
+Digest = Annotated[
+    str,
+    StringConstraints(pattern=DIGEST_PATTERN),
+    Field(description="A content digest that names its algorithm: sha256:<64 lowercase hex>."),
+]
+Identifier = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$"),
+    Field(description="An identifier: letters, digits, '.', '_', '-', '/'; at most 128 chars."),
+]
+NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+Rate = Annotated[float, Field(ge=0.0, le=1.0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+FileMode = Annotated[
+    str,
+    StringConstraints(pattern=r"^0?[0-7]{3}$"),
+    Field(description="An octal file mode such as 0600."),
+]
+
+
+class Strict(BaseModel):
+    """Base of every manifest section: unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class FileRef(Strict):
+    """A file named by path and pinned by digest."""
+
+    path: NonEmpty = Field(description="Path, relative to the manifest's folder.")
+    digest: Digest | None = Field(default=None, description="sha256 digest of the file.")
