@@ -121,3 +121,25 @@ class InternalError(FtManifestError, RuntimeError):
     """A bug in ftmanifest: it should never happen."""
 
     exit_code = EXIT_BUG
+
+
+class ManifestInvalidError(ManifestError):
+    """A manifest parsed but does not match the schema; carries every problem.
+
+    ``problems`` is a list of ``ftmanifest.findings.Finding`` records, one per
+    place, so the CLI can print all of them at once.
+    """
+
+    def __init__(self, message: str, *, problems: list, **kw: object) -> None:  # type: ignore[type-arg]
+        super().__init__(message, **kw)  # type: ignore[arg-type]
+        self.problems = problems
+
+    def render(self) -> str:
+        from ftmanifest.output import line_text
+
+        return "\n".join(line_text(p) for p in self.problems) or super().render()
+
+    def to_dict(self) -> dict[str, object]:
+        out = super().to_dict()
+        out["problems"] = [p.to_dict() for p in self.problems]
+        return out

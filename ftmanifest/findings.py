@@ -8,7 +8,8 @@ table, JSON or SARIF.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field as _field
 from typing import Any, Literal
 
 Severity = Literal["error", "warning", "info"]
@@ -38,7 +39,7 @@ class Finding:
     hint: str | None = None
     fingerprint: str | None = None
     excerpt: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = _field(default_factory=dict)
 
     def location(self) -> str:
         parts: list[str] = [self.path or "-"]

@@ -21,7 +21,17 @@ _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
 def line_text(f: Finding) -> str:
     """``file:line:col: RULE message (fix: hint)`` - the compiler-style line."""
-    text = f"{f.location()}: {f.rule} {f.message}"
+    text = f"{f.location()}: {f.rule} "
+    if f.field and not f.message.startswith(f.field):
+        text += f"{f.field}: "
+    text += f.message
+    facts = []
+    if f.expected is not None:
+        facts.append(f"expected {f.expected}")
+    if f.observed is not None:
+        facts.append(f"observed {f.observed}")
+    if facts:
+        text += "; " + ", ".join(facts)
     if f.hint:
         text += f" (fix: {f.hint})"
     return text

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from ftmanifest.manifest.types import (
     Digest,
@@ -32,6 +32,15 @@ class ModelFile(Strict):
 
 class ModelSource(Strict):
     """The base model: where it comes from and exactly which bytes."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["repo"], "properties": {"repo": {"type": "string"}}},
+                {"required": ["path"], "properties": {"path": {"type": "string"}}},
+            ]
+        }
+    )
 
     repo: NonEmpty | None = Field(
         default=None, description="Hugging Face hub repo id, e.g. org/name."

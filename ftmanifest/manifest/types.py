@@ -36,7 +36,9 @@ FileMode = Annotated[
 class Strict(BaseModel):
     """Base of every manifest section: unknown fields are refused."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False
+    )
 
 
 class FileRef(Strict):

@@ -1,0 +1,30 @@
+"""``ftmanifest schema``: print (or write) the JSON Schema generated from the model.
+
+Layer: edge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("schema", help="print the manifest JSON Schema generated from the model")
+    p.add_argument("--write", type=Path, action="append", default=[], metavar="PATH",
+                   help="write the schema to PATH instead of printing (repeatable)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.fsutil import atomic_write_text
+    from ftmanifest.manifest.schema import generate, render
+
+    text = render(generate())
+    if not args.write:
+        sys.stdout.write(text)
+    for path in args.write:
+        atomic_write_text(path, text)
+        sys.stderr.write(f"wrote {path}\n")
+    return 0

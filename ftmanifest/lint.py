@@ -1,0 +1,266 @@
+"""Static pinning rules: is the manifest complete enough to reproduce the run?
+
+Layer: pure core.  Rules read the schema-valid plain data of a ``Document``
+(no pydantic, no I/O) and yield problems; ``lint_document`` turns them into
+located ``Finding`` records.  Rule ids are stable: never renumber, only add.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ftmanifest.findings import Finding, sort_findings
+from ftmanifest.manifest.load import Document, Loc, format_loc
+
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+EXACT_PIN_RE = re.compile(r"^===?\s*[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
+PY_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+([a-z]+\d+)?$")
+
+
+@dataclass(frozen=True)
+class Problem:
+    loc: Loc
+    message: str
+    hint: str
+    expected: str | None = None
+    observed: str | None = None
+
+
+RuleFn = Callable[[dict[str, Any]], Iterator[Problem]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    title: str
+    check: RuleFn
+
+
+def _get(data: Any, *path: str | int) -> Any:
+    node = data
+    for part in path:
+        if isinstance(node, dict) and isinstance(part, str):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            return None
+    return node
+
+
+def _show(value: Any) -> str:
+    return "absent" if value is None else repr(value) if not isinstance(value, str) else value
+
+
+# --- model -----------------------------------------------------------------
+
+
+def _revision(data: dict[str, Any]) -> Iterator[Problem]:
+    rev = _get(data, "model", "revision")
+    if not isinstance(rev, str) or not COMMIT_RE.match(rev):
+        yield Problem(
+            ("model", "revision"),
+            "model revision is not pinned to a commit",
+            "set model.revision to the 40-hex commit (`ftmanifest lock` resolves a branch)",
+            expected="a 40-hex commit id", observed=_show(rev),
+        )
+
+
+def _model_files(data: dict[str, Any]) -> Iterator[Problem]:
+    files = _get(data, "model", "files") or []
+    if not files:
+        yield Problem(("model", "files"), "model files are not listed with digests",
+                      "list every file under model.files (`ftmanifest lock` fills them)",
+                      expected="model.files with a digest each", observed="no files")
+    for i, f in enumerate(files):
+        if not _get(f, "digest"):
+            yield Problem(("model", "files", i), f"model file {_get(f, 'path')!r} has no digest",
+                          "add its sha256 digest (`ftmanifest lock`)",
+                          expected="sha256:<hex>", observed="absent")
+    if files and not _get(data, "model", "tree_digest"):
+        yield Problem(("model", "tree_digest"), "model tree digest is missing",
+                      "add model.tree_digest (`ftmanifest lock`)",
+                      expected="sha256:<hex>", observed="absent")
+
+
+# --- environment -----------------------------------------------------------
+
+
+def _packages(data: dict[str, Any]) -> Iterator[Problem]:
+    packages = _get(data, "environment", "packages") or {}
+    if not packages:
+        yield Problem(("environment", "packages"), "no package versions are pinned",
+                      "list packages with exact versions under environment.packages",
+                      expected="name: ==X.Y.Z entries", observed="none")
+    for name, spec in packages.items():
+        if not isinstance(spec, str) or not EXACT_PIN_RE.match(spec.strip()):
+            yield Problem(("environment", "packages", name),
+                          f"package {name!r} is not pinned to an exact version",
+                          f"write '{name}: ==<installed version>'",
+                          expected="==X.Y.Z", observed=_show(spec))
+    lock = _get(data, "environment", "lock")
+    if not _get(lock, "digest"):
+        yield Problem(("environment", "lock", "digest"),
+                      "lock file digest is missing",
+                      "add environment.lock with path and sha256 digest of the lock file",
+                      expected="environment.lock.digest", observed="absent")
+
+
+def _python(data: dict[str, Any]) -> Iterator[Problem]:
+    py = _get(data, "environment", "python")
+    if not isinstance(py, str) or not PY_VERSION_RE.match(py):
+        yield Problem(("environment", "python"),
+                      "python version is not exact",
+                      "set environment.python to the full version, e.g. 3.11.7",
+                      expected="X.Y.Z", observed=_show(py))
+
+
+def _backend(data: dict[str, Any]) -> Iterator[Problem]:
+    backend = _get(data, "environment", "backend") or {}
+    kind = backend.get("kind")
+    loc: Loc = ("environment", "backend")
+    if kind is None:
+        yield Problem((*loc, "kind"), "backend kind is not recorded",
+                      "set environment.backend.kind to cuda, rocm, mps or cpu",
+                      expected="cuda|rocm|mps|cpu", observed="absent")
+        return
+    if kind in ("cuda", "rocm"):
+        runtime = "CUDA" if kind == "cuda" else "HIP"
+        for key, what in (("runtime", f"{runtime} runtime version"), ("driver", "driver version")):
+            if not backend.get(key):
+                yield Problem((*loc, key), f"{what} is not recorded for backend {kind}",
+                              f"set environment.backend.{key} (`ftmanifest lock` probes it)",
+                              expected=what, observed="absent")
+
+
+# --- seeds and data --------------------------------------------------------
+
+
+def _seeds(data: dict[str, Any]) -> Iterator[Problem]:
+    seeds = _get(data, "seeds") or {}
+    missing = [k for k in ("python", "numpy", "torch", "data_order") if seeds.get(k) is None]
+    if missing:
+        yield Problem(("seeds", missing[0]),
+                      f"seeds not set: {', '.join(missing)}",
+                      "set every seed under seeds: python, numpy, torch, data_order",
+                      expected="an integer each", observed=f"missing {', '.join(missing)}")
+
+
+def _data(data: dict[str, Any]) -> Iterator[Problem]:
+    entries = _get(data, "data") or []
+    if not entries:
+        yield Problem(("data",), "no data entries", "list the data sets under data:",
+                      expected="at least one data entry", observed="none")
+    for i, entry in enumerate(entries):
+        name = entry.get("name", f"#{i}")
+        for key, fix in (
+            ("digest", "`ftmanifest lock` computes it"),
+            ("role", "train, eval, test, baseline-eval or other"),
+            ("records", "the number of records"),
+            ("license", "the license or rights it is used under"),
+        ):
+            if entry.get(key) is None:
+                yield Problem(("data", i, key), f"data entry {name!r} has no {key}",
+                              f"add data[{i}].{key}: {fix}",
+                              expected=key, observed="absent")
+
+
+def _sealed_test(data: dict[str, Any]) -> Iterator[Problem]:
+    entries = _get(data, "data") or []
+    if not any(e.get("role") == "test" and e.get("sealed") for e in entries):
+        tests = [i for i, e in enumerate(entries) if e.get("role") == "test"]
+        loc: Loc = ("data", tests[0], "sealed") if tests else ("data",)
+        yield Problem(loc, "no sealed test split",
+                      "mark the final test split 'role: test' and 'sealed: true'",
+                      expected="a data entry with role test and sealed true",
+                      observed="test split not sealed" if tests else "no test split")
+
+
+# --- method and training ---------------------------------------------------
+
+
+def _lora_targets(data: dict[str, Any]) -> Iterator[Problem]:
+    method = _get(data, "method") or {}
+    if method.get("kind") != "lora":
+        return
+    targets = method.get("target_modules")
+    if not isinstance(targets, list) or not targets:
+        yield Problem(("method", "target_modules"),
+                      "LoRA target modules are not explicit",
+                      "list the module names, e.g. [q_proj, v_proj]; not 'all-linear'",
+                      expected="a list of module names", observed=_show(targets))
+
+
+def _step_sizing(data: dict[str, Any]) -> Iterator[Problem]:
+    training = _get(data, "training") or {}
+    loc: Loc = ("training",)
+    if training.get("grad_accum") is None:
+        yield Problem((*loc, "grad_accum"), "gradient accumulation is not declared",
+                      "set training.grad_accum (1 when not accumulating)",
+                      expected="an integer >= 1", observed="absent")
+    if training.get("loss_normalization") is None:
+        yield Problem((*loc, "loss_normalization"), "loss normalisation is not declared",
+                      "set training.loss_normalization to per-token or per-sequence",
+                      expected="per-token|per-sequence", observed="absent")
+
+
+# --- hypothesis and guards -------------------------------------------------
+
+
+def _hypothesis(data: dict[str, Any]) -> Iterator[Problem]:
+    text = _get(data, "experiment", "hypothesis")
+    if not isinstance(text, str) or not text.strip():
+        yield Problem(("experiment", "hypothesis"), "no hypothesis",
+                      "state in experiment.hypothesis what should improve and by how much",
+                      expected="a sentence", observed="absent")
+
+
+def _guards(data: dict[str, Any]) -> Iterator[Problem]:
+    guards = _get(data, "experiment", "guards") or []
+    if not guards:
+        yield Problem(("experiment", "guards"), "no guard says what must not get worse",
+                      "add experiment.guards (per-category metric, format validity, ...)",
+                      expected="at least one guard", observed="none")
+        return
+    if _get(data, "experiment", "task") == "classification":
+        if not any(g.get("kind") == "per_category" for g in guards):
+            yield Problem(("experiment", "guards"),
+                          "classification guards only a global average",
+                          "add a guard with kind: per_category and max_drop",
+                          expected="a per_category guard", observed="global metrics only")
+
+
+RULES: dict[str, Rule] = {
+    r.id: r
+    for r in (
+        Rule("FTM001", "model revision is a 40-hex commit", _revision),
+        Rule("FTM002", "every model file has a digest", _model_files),
+        Rule("FTM010", "packages pinned exactly, lock file digest present", _packages),
+        Rule("FTM011", "python version exact", _python),
+        Rule("FTM020", "backend kind, runtime and driver recorded", _backend),
+        Rule("FTM030", "all seeds set", _seeds),
+        Rule("FTM040", "data entries have digest, role, records, license", _data),
+        Rule("FTM041", "a sealed test split exists", _sealed_test),
+        Rule("FTM050", "LoRA lists explicit target modules", _lora_targets),
+        Rule("FTM060", "grad accumulation and loss normalisation declared", _step_sizing),
+        Rule("FTM070", "a hypothesis is stated", _hypothesis),
+        Rule("FTM071", "guards exist; classification guards are per-category", _guards),
+    )
+}
+
+
+def lint_document(doc: Document) -> list[Finding]:
+    """Run every rule on a schema-valid document."""
+    found = []
+    for rule in RULES.values():
+        for p in rule.check(doc.data):
+            line, col = doc.position(p.loc)
+            found.append(Finding(
+                kind="lint", rule=rule.id, message=p.message, path=str(doc.path),
+                line=line, column=col, field=format_loc(p.loc) or None,
+                expected=p.expected, observed=p.observed, hint=p.hint,
+            ))
+    return sort_findings(found)

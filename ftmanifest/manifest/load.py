@@ -1,0 +1,390 @@
+"""Read a manifest file (YAML, JSON or TOML) into plain data with positions.
+
+Layer: manifest (reads one file, judges nothing beyond syntax).  The result
+keeps the line and column of every key so that later checks can name the
+exact place of a problem.  YAML is composed to nodes (libyaml through
+ruamel.yaml.clib when present, YAML 1.2 resolution) and constructed here, so
+there is one place that decides what a value is.
+
+Refused here, each with a location: files over ``MAX_BYTES``, non-UTF-8
+bytes, syntax errors, duplicate keys, alias expansion beyond ``MAX_NODES``,
+nesting deeper than ``MAX_DEPTH``, non-string keys, NaN/infinity.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ftmanifest.errors import InputNotFoundError, ManifestError
+
+MAX_BYTES = 1 << 20
+MAX_NODES = 100_000
+MAX_DEPTH = 64
+
+Loc = tuple[str | int, ...]
+
+_SUFFIX_FORMAT = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml"}
+
+
+@dataclass
+class Document:
+    """A parsed manifest file: plain data plus where each key stands."""
+
+    path: Path
+    format: str
+    text: str
+    data: Any
+    positions: dict[Loc, tuple[int, int]] = field(default_factory=dict)
+
+    def position(self, loc: Loc) -> tuple[int | None, int | None]:
+        """1-based (line, column) of ``loc`` or of its nearest located parent."""
+        probe = tuple(loc)
+        while probe:
+            if probe in self.positions:
+                return self.positions[probe]
+            probe = probe[:-1]
+        return (1, 1) if self.text else (None, None)
+
+
+def detect_format(path: Path) -> str:
+    return _SUFFIX_FORMAT.get(path.suffix.lower(), "yaml")
+
+
+def read_document(path: str | Path) -> Document:
+    """Read and parse ``path``; raise ``ManifestError`` with a location on failure."""
+    p = Path(path)
+    name = str(path)
+    try:
+        with p.open("rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise InputNotFoundError(
+            "manifest not found", path=name, hint="check the path, or create one with `ftmanifest init`"
+        ) from None
+    except IsADirectoryError:
+        raise ManifestError("is a directory, not a manifest file", path=name) from None
+    except OSError as exc:
+        raise ManifestError(f"cannot read the file: {exc.strerror}", path=name) from None
+    if len(raw) > MAX_BYTES:
+        raise ManifestError(
+            "file is too large for a manifest",
+            path=name,
+            expected=f"at most {MAX_BYTES} bytes",
+            observed=f"more than {MAX_BYTES} bytes",
+            hint="a manifest pins data by digest; it never embeds the data itself",
+        )
+    text = decode_utf8(raw, name)
+    return parse_text(text, name, detect_format(p))
+
+
+def decode_utf8(raw: bytes, name: str) -> str:
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ManifestError(
+            "file is not valid UTF-8",
+            path=name,
+            line=line,
+            column=col,
+            observed=f"byte 0x{raw[exc.start]:02x}",
+            expected="UTF-8 text",
+            hint="re-save the file as UTF-8",
+        ) from None
+
+
+def parse_text(text: str, name: str, fmt: str) -> Document:
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise ManifestError("file contains a NUL character", path=name, line=line)
+    if fmt == "json":
+        return _parse_json(text, name)
+    if fmt == "toml":
+        return _parse_toml(text, name)
+    return _parse_yaml(text, name)
+
+
+# --- YAML -------------------------------------------------------------------
+
+
+def _parse_yaml(text: str, name: str) -> Document:
+    """Compose YAML nodes with libyaml (PyYAML's C loader when present) with no
+    implicit typing, then resolve plain scalars by the YAML 1.2 core schema
+    here: one place decides what a value is, every key keeps its mark,
+    duplicate keys and tags are refused, and alias expansion is counted."""
+    import yaml
+
+    loader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+    try:
+        root = yaml.compose(text, Loader=loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise ManifestError(
+            f"YAML syntax: {problem}",
+            path=name,
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
+            hint="fix the YAML at that place",
+        ) from None
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError) as exc:
+        raise ManifestError(f"YAML syntax: {_one_line(exc)}", path=name) from None
+    positions: dict[Loc, tuple[int, int]] = {}
+    data = None if root is None else _node(root, (), positions, name, [0])
+    return Document(Path(name), "yaml", text, data, positions)
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_NULL_RE = re.compile(r"^(?:~|null|Null|NULL|)$")
+_BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_INT_RE = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_FLOAT_RE = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
+_SPECIAL_FLOAT_RE = re.compile(r"^(?:[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+
+
+def _mark(node: Any) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+def _node(node: Any, loc: Loc, pos: dict[Loc, tuple[int, int]], name: str, count: list[int]) -> Any:
+    """Plain data from a composed node.  The counter bounds alias expansion:
+    a "billion laughs" document is small on disk and shared in memory, but
+    walking it visits every repetition."""
+    count[0] += 1
+    if count[0] > MAX_NODES:
+        raise ManifestError(
+            "document expands to too many values (alias/anchor bomb?)",
+            path=name,
+            expected=f"at most {MAX_NODES} values",
+            hint="remove the anchors/aliases that repeat large blocks",
+        )
+    line, col = _mark(node)
+    if len(loc) > MAX_DEPTH:
+        raise ManifestError(f"nesting deeper than {MAX_DEPTH} levels", path=name, line=line, column=col)
+    kind = node.id
+    if kind == "mapping":
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            kl = _mark(key_node)
+            if key_node.id == "scalar" and key_node.value == "<<" and not key_node.style:
+                raise ManifestError("merge keys (<<) are not supported", path=name,
+                                    line=kl[0], column=kl[1], hint="write the keys out")
+            key = _node(key_node, loc, {}, name, count)
+            if not isinstance(key, str):
+                raise ManifestError(f"mapping key {key!r} is not a string", path=name,
+                                    line=kl[0], column=kl[1], hint="quote the key")
+            child = (*loc, key)
+            if key in out:
+                first = pos.get(child, (None, None))
+                raise ManifestError(
+                    f"duplicate key '{key}' (first at line {first[0]})", path=name,
+                    line=kl[0], column=kl[1], field=format_loc(child), hint="keep one",
+                )
+            pos[child] = kl
+            out[key] = _node(value_node, child, pos, name, count)
+        return out
+    if kind == "sequence":
+        items = []
+        for i, item in enumerate(node.value):
+            child = (*loc, i)
+            pos[child] = _mark(item)
+            items.append(_node(item, child, pos, name, count))
+        return items
+    return _yaml_scalar(node, loc, name)
+
+
+def _yaml_scalar(node: Any, loc: Loc, name: str) -> Any:
+    """YAML 1.2 core schema resolution of one scalar (quoted means string)."""
+    value: str = node.value
+    line, col = _mark(node)
+    if node.tag != _STR_TAG:
+        raise ManifestError(f"YAML tags are not supported ({node.tag})", path=name, line=line,
+                            column=col, field=format_loc(loc) or None,
+                            hint="remove the tag; write a plain value")
+    if node.style:  # quoted or block scalar ('' or None means plain)
+        return value
+    if _NULL_RE.match(value):
+        return None
+    if _BOOL_RE.match(value):
+        return value.lower() == "true"
+    if _INT_RE.match(value):
+        return int(value, 0) if value[:2] in ("0o", "0x") else int(value, 10)
+    if _FLOAT_RE.match(value):
+        return float(value)
+    if _SPECIAL_FLOAT_RE.match(value):
+        raise ManifestError("NaN and infinity are not allowed", path=name, line=line,
+                            column=col, field=format_loc(loc) or None, observed=value,
+                            expected="a finite number")
+    return value
+
+
+# --- JSON -------------------------------------------------------------------
+
+
+def _parse_json(text: str, name: str) -> Document:
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise _Duplicate(key)
+            out[key] = value
+        return out
+
+    def bad_constant(token: str) -> Any:
+        raise _BadConstant(token)
+
+    try:
+        data = json.loads(text, object_pairs_hook=pairs, parse_constant=bad_constant)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(
+            f"JSON syntax: {exc.msg}", path=name, line=exc.lineno, column=exc.colno
+        ) from None
+    except _Duplicate as exc:
+        line, col = _find_key(text, exc.key, nth=2)
+        raise ManifestError(
+            f"duplicate key '{exc.key}'", path=name, line=line, column=col, hint="keep one"
+        ) from None
+    except _BadConstant as exc:
+        raise ManifestError(
+            f"{exc.token} is not allowed", path=name, expected="a finite number"
+        ) from None
+    except RecursionError:
+        raise ManifestError(f"nesting deeper than {MAX_DEPTH} levels", path=name) from None
+    _check_shape(data, (), name, [0])
+    positions = _json_positions(text)
+    return Document(Path(name), "json", text, data, positions)
+
+
+class _Duplicate(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+class _BadConstant(Exception):
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+
+def _check_shape(node: Any, loc: Loc, name: str, count: list[int]) -> None:
+    count[0] += 1
+    if count[0] > MAX_NODES or len(loc) > MAX_DEPTH:
+        raise ManifestError("document is too large or too deeply nested", path=name)
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _check_shape(v, (*loc, k), name, count)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _check_shape(v, (*loc, i), name, count)
+
+
+def _json_positions(text: str) -> dict[Loc, tuple[int, int]]:
+    """Positions of keys in valid JSON, read through ruamel (JSON is YAML 1.2)."""
+    try:
+        return _parse_yaml(text, "").positions
+    except Exception:  # positions are a courtesy; the data came from json
+        return {}
+
+
+def _find_key(text: str, key: str, nth: int = 1) -> tuple[int | None, int | None]:
+    needle = json.dumps(key)
+    start = -1
+    for _ in range(nth):
+        start = text.find(needle, start + 1)
+        if start < 0:
+            return None, None
+    line = text.count("\n", 0, start) + 1
+    return line, start - (text.rfind("\n", 0, start) + 1) + 1
+
+
+# --- TOML -------------------------------------------------------------------
+
+
+def _parse_toml(text: str, name: str) -> Document:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        line, col = (int(found.group(1)), int(found.group(2))) if found else (None, None)
+        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        raise ManifestError(f"TOML syntax: {message}", path=name, line=line, column=col) from None
+    data = _toml_plain(data, (), name)
+    _check_shape(data, (), name, [0])
+    return Document(Path(name), "toml", text, data, _toml_positions(text, data))
+
+
+def _toml_plain(node: Any, loc: Loc, name: str) -> Any:
+    if isinstance(node, dict):
+        return {k: _toml_plain(v, (*loc, k), name) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_toml_plain(v, (*loc, i), name) for i, v in enumerate(node)]
+    if isinstance(node, float) and (math.isnan(node) or math.isinf(node)):
+        raise ManifestError(
+            "NaN and infinity are not allowed", path=name, field=_dotted(loc),
+            expected="a finite number",
+        )
+    if isinstance(node, (_dt.date, _dt.datetime, _dt.time)):
+        return node.isoformat()
+    return node
+
+
+def _toml_positions(text: str, data: Any) -> dict[Loc, tuple[int, int]]:
+    """Best-effort key positions: TOML parsers in the stdlib keep none.
+
+    Tables (``[a.b]``) and ``key =`` lines are matched in order; keys inside
+    arrays of tables get the position of their ``[[...]]`` header.
+    """
+    positions: dict[Loc, tuple[int, int]] = {}
+    table: Loc = ()
+    array_index: dict[Loc, int] = {}
+    header = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
+    assign = re.compile(r"^(\s*)([A-Za-z0-9_\-\"'.]+)\s*=")
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        h = header.match(line)
+        if h:
+            parts: Loc = tuple(p.strip().strip("\"'") for p in h.group(2).split("."))
+            if h.group(1) == "[[":
+                idx = array_index.get(parts, -1) + 1
+                array_index[parts] = idx
+                positions.setdefault(parts, (lineno, 1))
+                parts = (*parts, idx)
+            table = parts
+            positions.setdefault(table, (lineno, 1))
+            continue
+        a = assign.match(line)
+        if a:
+            keys = tuple(k.strip("\"'") for k in a.group(2).split("."))
+            positions.setdefault((*table, *keys), (lineno, len(a.group(1)) + 1))
+    return positions
+
+
+def _dotted(loc: Loc) -> str:
+    return format_loc(loc)
+
+
+def format_loc(loc: Loc) -> str:
+    """``("data", 0, "digest")`` -> ``data[0].digest``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
