@@ -1,0 +1,190 @@
+"""Tests for ftmanifest.statcache: location, safety, concurrency, failure modes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ftmanifest.hashing import FileDigest, hash_files
+from ftmanifest.statcache import (
+    DB_NAME,
+    FLUSH_ENTRIES,
+    StatCache,
+    StatKey,
+    _i64,
+    cache_dir,
+)
+
+HOUR_NS = 3600 * 10**9
+REPO = Path(__file__).resolve().parents[1]
+
+
+def old_files(folder: Path, n: int, size: int = 64) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    t = time.time_ns() - HOUR_NS
+    paths = []
+    for i in range(n):
+        p = folder / f"f{i:05d}"
+        p.write_bytes(i.to_bytes(4, "big") * (size // 4))
+        os.utime(p, ns=(t, t))
+        paths.append(p)
+    return paths
+
+
+def test_cache_dir_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("FTMANIFEST_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert cache_dir() == tmp_path / "home" / ".cache" / "ftmanifest"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/ignored")
+    assert cache_dir() == tmp_path / "home" / ".cache" / "ftmanifest"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "ftmanifest"
+    monkeypatch.setenv("FTMANIFEST_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache_dir() == tmp_path / "mine"
+
+
+def test_directory_created_private(tmp_path: Path) -> None:
+    cache = StatCache(tmp_path / "a" / "b")
+    assert cache.enabled
+    assert (tmp_path / "a" / "b").stat().st_mode & 0o777 == 0o700
+    cache.close()
+
+
+def test_directory_writable_by_others_disables_cache(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (p,) = old_files(tmp_path / "d", 1)
+    cache = StatCache(shared)
+    assert not cache.enabled and "writable by another user" in caplog.text
+    assert isinstance(hash_files([p], cache=cache)[p], FileDigest)
+    assert not (shared / DB_NAME).exists()
+
+
+def test_corrupt_cache_degrades_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = tmp_path / "c"
+    folder.mkdir(mode=0o700)
+    (folder / DB_NAME).write_bytes(b"this is not a database" * 100)
+    paths = old_files(tmp_path / "d", 3)
+    with caplog.at_level(logging.WARNING):
+        results = hash_files(paths, cache=StatCache(folder))
+    assert all(isinstance(r, FileDigest) for r in results.values())
+    assert "unusable" in caplog.text and str(folder / DB_NAME) in caplog.text
+
+
+def test_locked_cache_degrades_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = tmp_path / "c"
+    StatCache(folder).close()  # create the database, in WAL mode
+    holder = sqlite3.connect(folder / DB_NAME, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process mid-write, for ever
+    try:
+        cache = StatCache(folder, timeout=0.05)
+        paths = old_files(tmp_path / "d", 3)
+        with caplog.at_level(logging.WARNING):
+            results = hash_files(paths, cache=cache)
+        assert all(isinstance(r, FileDigest) for r in results.values())
+        assert not cache.enabled and "locked" in caplog.text
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_entries_are_written_in_batches(tmp_path: Path) -> None:
+    cache = StatCache(tmp_path / "c")
+    key = StatKey(1, 2, 3, 4, 5)
+    reader = sqlite3.connect(cache.path)
+
+    def rows() -> int:
+        return int(reader.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+    for i in range(FLUSH_ENTRIES - 1):
+        cache.put(f"/p{i}", "sha256", key, "sha256:00", hashed_at_ns=time.time_ns())
+    assert rows() == 0  # still queued: no per-file commit
+    cache.put("/last", "sha256", key, "sha256:00", hashed_at_ns=time.time_ns())
+    assert rows() == FLUSH_ENTRIES  # one transaction for the batch
+    cache.close()
+    reader.close()
+
+
+def test_unsigned_64_bit_stat_fields_round_trip(tmp_path: Path) -> None:
+    key = StatKey(_i64(2**64 - 1), _i64(2**63 + 5), 10, 1, 2)
+    with StatCache(tmp_path / "c") as cache:
+        cache.put("/p", "sha256", key, "sha256:ab", hashed_at_ns=time.time_ns())
+    with StatCache(tmp_path / "c") as cache:
+        assert cache.lookup("/p", "sha256", key) == "sha256:ab"
+        assert cache.lookup("/p", "sha256", StatKey(key.dev, key.ino, 11, 1, 2)) is None
+        assert cache.lookup("/p", "sha512", key) is None
+
+
+def test_threads_share_one_cache(tmp_path: Path) -> None:
+    paths = old_files(tmp_path / "d", 40)
+    cache = StatCache(tmp_path / "c")
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            results = hash_files(paths, cache=cache, workers=2)
+            assert all(isinstance(r, FileDigest) for r in results.values())
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    cache.close()
+    again = StatCache(tmp_path / "c")
+    hash_files(paths, cache=again)
+    assert again.hits == 40
+
+
+_CHILD = """
+import json, sys
+from ftmanifest.hashing import hash_files
+from ftmanifest.statcache import StatCache
+paths = sys.argv[2:]
+sys.stdin.readline()  # start together
+cache = StatCache(sys.argv[1])
+out = hash_files(paths, cache=cache, workers=2)
+print(json.dumps({str(k): v.digest for k, v in out.items()}), cache.enabled)
+"""
+
+
+def test_two_processes_share_one_cache(tmp_path: Path) -> None:
+    paths = old_files(tmp_path / "d", 3000, size=16)
+    folder = tmp_path / "c"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    args = [sys.executable, "-c", _CHILD, str(folder), *map(str, paths)]
+    procs = [
+        subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        for _ in range(2)
+    ]
+    outs = [p.communicate("go\n", timeout=60)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    digests = [json.loads(o.rsplit(" ", 1)[0]) for o in outs]
+    assert digests[0] == digests[1] and len(digests[0]) == 3000
+    assert all(o.rsplit(" ", 1)[1].strip() == "True" for o in outs)  # neither gave up
+    with sqlite3.connect(folder / DB_NAME) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert db.execute("SELECT count(*) FROM entries").fetchone()[0] == 3000
+    cache = StatCache(folder)
+    hash_files(paths, cache=cache)
+    assert cache.hits == 3000
