@@ -1,0 +1,78 @@
+"""Probe: git commit and dirty state of the training code.
+
+Layer: probe (edge).  Runs ``git rev-parse HEAD`` and ``git status
+--porcelain`` in the given folder, without a shell and without taking git's
+index lock (GIT_OPTIONAL_LOCKS=0), so probing never races a user's git.
+
+Untracked files count as dirty: a new script the run imports is not in the
+commit, so the commit alone cannot reproduce the run.  Files git ignores do
+not count (checkpoints, caches and outputs usually are ignored).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ftmanifest.probe._context import ProbeContext
+
+GitStatus = Literal["ok", "no-commits", "not-a-repo", "no-git", "error"]
+
+
+@dataclass(frozen=True)
+class GitState:
+    status: GitStatus
+    commit: str | None = None
+    """40-hex HEAD commit."""
+    dirty: bool = False
+    """Tracked changes or untracked files are present."""
+    changed: int = 0
+    """Number of 'git status --porcelain' lines (tracked changes + untracked)."""
+    untracked: int = 0
+    root: str | None = None
+    note: str | None = None
+
+
+def parse_porcelain(text: str) -> tuple[int, int]:
+    """(changed lines, untracked lines) of ``git status --porcelain`` v1 output."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return len(lines), sum(1 for line in lines if line.startswith("??"))
+
+
+def probe_dir(ctx: ProbeContext, folder: Path) -> GitState:
+    """Git state of ``folder`` (any folder inside a work tree)."""
+    env = dict(ctx.environ)
+    env["GIT_OPTIONAL_LOCKS"] = "0"
+    env.setdefault("LC_ALL", "C")
+    git = dataclasses.replace(ctx, environ=env)
+    if not folder.is_dir():
+        return GitState("not-a-repo", root=str(folder), note="folder does not exist")
+    top = git.run(["git", "rev-parse", "--show-toplevel"], cwd=str(folder))
+    if not top.found:
+        return GitState("no-git", root=str(folder), note=top.error)
+    if not top.ok:
+        if "not a git repository" in top.stderr.lower():
+            return GitState("not-a-repo", root=str(folder), note=top.error)
+        return GitState("error", root=str(folder), note=top.error)
+    root = top.stdout.strip() or str(folder)
+    status = git.run(["git", "status", "--porcelain", "--untracked-files=normal"], cwd=root)
+    if not status.ok:
+        return GitState("error", root=root, note=status.error)
+    changed, untracked = parse_porcelain(status.stdout)
+    head = git.run(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=root)
+    commit = head.stdout.strip() if head.ok else None
+    return GitState(
+        status="ok" if commit else "no-commits",
+        commit=commit or None,
+        dirty=changed > 0,
+        changed=changed,
+        untracked=untracked,
+        root=root,
+    )
+
+
+def probe(ctx: ProbeContext) -> GitState | None:
+    """None when no training-code folder was given."""
+    return None if ctx.root is None else probe_dir(ctx, Path(ctx.root))
