@@ -1,0 +1,53 @@
+"""``ftmanifest keygen``: write an Ed25519 signing key pair in OpenSSH format.
+
+Layer: edge.  The private key is created 0600; the public key line and the
+matching allowed-signers line are printed so the key can be trusted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DEFAULT_KEY = Path("~/.ftmanifest/id_ed25519")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("keygen", help="create an Ed25519 signing key pair (OpenSSH format)")
+    p.add_argument(
+        "-f",
+        dest="path",
+        default=str(DEFAULT_KEY),
+        metavar="PATH",
+        help=f"private key file; the public key goes to PATH.pub (default: {DEFAULT_KEY})",
+    )
+    p.add_argument("--comment", default="", help="comment stored in PATH.pub (e.g. your email)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--passphrase-env",
+        metavar="VAR",
+        help="encrypt the key with the passphrase held in environment variable VAR",
+    )
+    group.add_argument("--no-passphrase", action="store_true", help="leave the key unencrypted")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.signing.keys import generate_key_pair
+    from ftmanifest.signing.passphrase import for_new_key
+
+    path = Path(args.path).expanduser()
+    passphrase = for_new_key(args.passphrase_env, args.no_passphrase)
+    fp = generate_key_pair(path, comment=args.comment, passphrase=passphrase)
+    pub = path.with_name(path.name + ".pub")
+    key_line = " ".join(pub.read_text(encoding="utf-8").split()[:2])
+    principal = args.comment or "PRINCIPAL"
+    sys.stdout.write(
+        f"private key: {path} ({'encrypted' if passphrase else 'not encrypted'})\n"
+        f"public key:  {pub}\n"
+        f"fingerprint: {fp}\n"
+        "to trust it, add this line to .ftmanifest/allowed_signers:\n"
+        f'  {principal} namespaces="ftmanifest" {key_line}\n'
+    )
+    return 0

@@ -1,0 +1,68 @@
+"""``ftmanifest sign M --key K``: sign a manifest into ``M.sig.json``.
+
+Layer: edge.  Signing again with another key adds a signature to the same
+envelope (author, then reviewer); ``--replace`` starts a new envelope.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from ftmanifest.cli import add_format_argument
+
+    p = sub.add_parser("sign", help="sign a manifest (DSSE envelope beside it)")
+    p.add_argument("manifest", metavar="MANIFEST")
+    p.add_argument("--key", required=True, metavar="PATH", help="Ed25519 private key (OpenSSH)")
+    p.add_argument(
+        "--passphrase-env",
+        metavar="VAR",
+        help="read the key's passphrase from environment variable VAR (else asked if needed)",
+    )
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="start a new envelope, dropping signatures over an older version",
+    )
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.manifest import load_manifest
+    from ftmanifest.output import to_json
+    from ftmanifest.signing.keys import load_private_key
+    from ftmanifest.signing.passphrase import for_unlock
+    from ftmanifest.signing.sign import sign_manifest
+
+    loaded = load_manifest(args.manifest)
+    key_path = Path(args.key).expanduser()
+    key = load_private_key(key_path, for_unlock(args.passphrase_env, str(key_path)))
+    result = sign_manifest(Path(args.manifest), loaded.canonical(), key, replace=args.replace)
+    if args.format == "json":
+        sys.stdout.write(
+            to_json(
+                {
+                    "manifest": args.manifest,
+                    "envelope": str(result.envelope_path),
+                    "keyid": result.keyid,
+                    "status": result.status,
+                    "signatures": result.signatures,
+                }
+            )
+        )
+    else:
+        verb = {
+            "created": "signed",
+            "appended": "added a signature to",
+            "replaced": "replaced the envelope of",
+            "already-signed": "already signed (unchanged):",
+        }[result.status]
+        sys.stdout.write(
+            f"{verb} {args.manifest} with {result.keyid}\n"
+            f"  envelope: {result.envelope_path} ({result.signatures} signature(s))\n"
+        )
+    return 0

@@ -1,0 +1,100 @@
+"""``ftmanifest signers M``: list who signed a manifest and whether it holds.
+
+Layer: edge.  Lists every signature of ``M.sig.json`` (key id, principals from
+the trust file, key status, whether it verifies) and then gives the same
+verdict as ``verify``'s signature check, with the same exit code: 0 trusted,
+1 refused, 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from ftmanifest.cli import add_format_argument
+
+    p = sub.add_parser("signers", help="list the signatures of a manifest and who made them")
+    p.add_argument("manifest", metavar="MANIFEST")
+    p.add_argument(
+        "--trust",
+        metavar="PATH",
+        help="allowed signers file (default: .ftmanifest/allowed_signers up to the repo root)",
+    )
+    p.add_argument(
+        "--threshold",
+        type=int,
+        default=1,
+        metavar="N",
+        help="distinct trusted keys required for the verdict (default: 1)",
+    )
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def _verifies(value: bool | None) -> str:
+    return {True: "yes", False: "NO", None: "unchecked"}[value]
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.errors import FtManifestError
+    from ftmanifest.manifest import load_manifest
+    from ftmanifest.output import to_json
+    from ftmanifest.signing.verify import inspect_signatures, verify_manifest_signature
+
+    manifest = Path(args.manifest)
+    trust_arg = Path(args.trust) if args.trust else None
+    env_path, trust, checks = inspect_signatures(manifest, trust_path=trust_arg)
+    error: FtManifestError | None = None
+    report = None
+    try:
+        loaded = load_manifest(manifest)
+        report = verify_manifest_signature(
+            manifest, loaded.canonical(), trust_path=trust_arg, threshold=args.threshold
+        )
+    except FtManifestError as exc:
+        error = exc
+    if args.format == "json":
+        doc: dict[str, Any] = {
+            "manifest": str(manifest),
+            "envelope": str(env_path),
+            "trust": str(trust.path) if trust else None,
+            "warnings": list(trust.warnings) if trust else [],
+            "signatures": [
+                {
+                    "index": c.index,
+                    "keyid": c.keyid,
+                    "principals": list(c.principals),
+                    "status": c.status,
+                    "verifies": c.verifies,
+                    "detail": c.detail,
+                }
+                for c in checks
+            ],
+            "threshold": args.threshold,
+            "ok": error is None,
+            "error": error.to_dict() if error else None,
+        }
+        sys.stdout.write(to_json(doc))
+    else:
+        for warning in trust.warnings if trust else ():
+            sys.stderr.write(f"ftmanifest: warning: {warning}\n")
+        where = str(trust.path) if trust else "none found (signatures unchecked)"
+        lines = [f"envelope: {env_path}", f"trust:    {where}"]
+        for c in checks:
+            who = ",".join(c.principals) or "-"
+            lines.append(
+                f"  #{c.index} {c.keyid}  {who}  {c.status}  verifies: {_verifies(c.verifies)}"
+            )
+        if report is not None:
+            lines.append(
+                f"verdict: trusted ({len(report.valid_keyids)} distinct trusted key(s), "
+                f"threshold {args.threshold})"
+            )
+        sys.stdout.write("\n".join(lines) + "\n")
+        if error is not None:
+            sys.stderr.write(f"ftmanifest: refused: {error.render()}\n")
+    return 0 if error is None else error.exit_code

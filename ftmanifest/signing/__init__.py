@@ -1,0 +1,40 @@
+"""Signed manifests: DSSE envelopes, Ed25519 keys, allowed-signers trust.
+
+Layer: signing (above manifest, below drift/verify and cli).  Thin public API;
+names load lazily so importing ``ftmanifest.signing.errors`` stays cheap.
+
+    verify_manifest_signature(manifest_path, canonical, *, trust_path=None,
+                              threshold=1, now=None) -> SignatureReport
+    sign_manifest(manifest_path, canonical, key, *, replace=False) -> SignResult
+    load_private_key(path, passphrase=None) -> Ed25519PrivateKey
+    generate_key_pair(path, *, comment="", passphrase=None) -> fingerprint
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "verify_manifest_signature": "verify",
+    "inspect_signatures": "verify",
+    "SignatureReport": "verify",
+    "SignatureCheck": "verify",
+    "sign_manifest": "sign",
+    "SignResult": "sign",
+    "envelope_path_for": "sign",
+    "load_private_key": "keys",
+    "generate_key_pair": "keys",
+    "fingerprint": "keys",
+    "find_trust_file": "trust",
+    "load_trust": "trust",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ftmanifest.signing' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"ftmanifest.signing.{module}"), name)

@@ -1,0 +1,133 @@
+"""Errors raised by signing and signature verification, one class per reason.
+
+Layer: signing.  Tamper and trust problems are ``RefusedError`` subclasses
+(exit 1); unreadable or malformed input files are ``InputError`` subclasses
+(exit 2).  Every class carries a stable ``reason`` code (``bad-signature``,
+``unknown-key``...) that the JSON output includes, so scripts never parse
+messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ftmanifest.errors import InputError, InputNotFoundError, RefusedError
+
+
+class _Reasoned:
+    """Adds a stable ``reason`` code to an ``FtManifestError`` subclass."""
+
+    reason: ClassVar[str] = ""
+
+    def render(self) -> str:
+        text: str = super().render()  # type: ignore[misc]
+        return f"{text}\n  reason: {self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = super().to_dict()  # type: ignore[misc]
+        data["reason"] = self.reason
+        return data
+
+
+# --- refusals: the signature set does not establish trust (exit 1) ---------
+
+
+class SignatureRefusedError(_Reasoned, RefusedError):
+    """Root of every signature/trust refusal."""
+
+
+class UnsignedError(SignatureRefusedError):
+    reason = "unsigned"
+
+
+class BadSignatureError(SignatureRefusedError):
+    reason = "bad-signature"
+
+
+class WrongPayloadTypeError(SignatureRefusedError):
+    reason = "wrong-payload-type"
+
+
+class UnknownKeyError(SignatureRefusedError):
+    reason = "unknown-key"
+
+
+class ExpiredKeyError(SignatureRefusedError):
+    reason = "expired-key"
+
+
+class NotYetValidKeyError(SignatureRefusedError):
+    reason = "not-yet-valid"
+
+
+class WrongNamespaceError(SignatureRefusedError):
+    reason = "wrong-namespace"
+
+
+class ThresholdNotMetError(SignatureRefusedError):
+    reason = "threshold-not-met"
+
+
+class PayloadMismatchError(SignatureRefusedError):
+    reason = "payload-mismatch"
+
+
+class ManifestChangedError(SignatureRefusedError):
+    reason = "manifest-changed"
+
+
+class StaleEnvelopeError(SignatureRefusedError):
+    """``sign`` found an envelope for a different version of the manifest."""
+
+    reason = "stale-envelope"
+
+
+class InsecureKeyPermissionsError(SignatureRefusedError):
+    reason = "insecure-key-permissions"
+
+
+# --- unusable input files (exit 2) -------------------------------------------
+
+
+class SigningInputError(_Reasoned, InputError):
+    """Root of every malformed signing-related input file."""
+
+
+class MalformedEnvelopeError(SigningInputError):
+    reason = "malformed-envelope"
+
+
+class MalformedPayloadError(SigningInputError):
+    reason = "malformed-payload"
+
+
+class MalformedKeyError(SigningInputError):
+    reason = "malformed-key"
+
+
+class UnsupportedKeyError(SigningInputError):
+    reason = "unsupported-key"
+
+
+class BadPassphraseError(SigningInputError):
+    reason = "bad-passphrase"
+
+
+class KeyExistsError(SigningInputError, FileExistsError):
+    reason = "key-exists"
+
+
+class MalformedTrustFileError(SigningInputError):
+    reason = "malformed-trust-file"
+
+
+class TrustFileNotFoundError(_Reasoned, InputNotFoundError):
+    reason = "no-trust-file"
+
+
+class KeyNotFoundError(_Reasoned, InputNotFoundError):
+    reason = "no-key-file"
+
+
+# Status codes a single signature can have in a report (besides these errors).
+STATUS_VALID = "valid"

@@ -1,0 +1,66 @@
+"""Where key passphrases come from: an environment variable or a prompt.
+
+Layer: signing (edge: reads the environment and the terminal).  Never from
+the command line, where other users can read it in the process list.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from collections.abc import Callable
+
+from ftmanifest.errors import UsageError
+
+
+def from_env(var: str) -> bytes:
+    value = os.environ.get(var)
+    if value is None:
+        raise UsageError(
+            f"environment variable {var} (named by --passphrase-env) is not set",
+            field="--passphrase-env",
+            hint=f"export {var}=... first, or omit --passphrase-env to be asked",
+        )
+    return value.encode("utf-8")
+
+
+def _require_tty(what: str) -> None:
+    if not sys.stdin.isatty():
+        raise UsageError(
+            f"{what}, but there is no terminal to ask on",
+            field="--passphrase-env",
+            hint="pass --passphrase-env VAR naming a variable that holds the passphrase",
+        )
+
+
+def for_unlock(env_var: str | None, path: str) -> Callable[[], bytes]:
+    """A callable the key loader calls only if the key is encrypted."""
+    if env_var:
+        return lambda: from_env(env_var)
+
+    def ask() -> bytes:
+        _require_tty(f"{path} is encrypted and needs a passphrase")
+        return getpass.getpass(f"Passphrase for {path}: ").encode("utf-8")
+
+    return ask
+
+
+def for_new_key(env_var: str | None, no_passphrase: bool) -> bytes | None:
+    """The passphrase for a new key (None: unencrypted)."""
+    if no_passphrase:
+        return None
+    if env_var:
+        value = from_env(env_var)
+        if not value:
+            raise UsageError(
+                f"environment variable {env_var} is empty",
+                field="--passphrase-env",
+                hint="set a passphrase, or pass --no-passphrase for an unencrypted key",
+            )
+        return value
+    _require_tty("a passphrase for the new key is needed")
+    first = getpass.getpass("Passphrase for the new key (empty for none): ")
+    if first != getpass.getpass("Same passphrase again: "):
+        raise UsageError("the two passphrases differ", hint="run keygen again")
+    return first.encode("utf-8") or None

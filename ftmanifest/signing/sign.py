@@ -1,0 +1,81 @@
+"""Sign a manifest: create or extend its DSSE envelope ``M.sig.json``.
+
+Layer: signing (edge: writes the envelope atomically).  Takes the canonical
+manifest dict, so it never depends on how the manifest file was formatted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from ftmanifest.signing._io import write_atomic
+from ftmanifest.signing.dsse import PAYLOAD_TYPE, Envelope, Signature, pae, parse_envelope
+from ftmanifest.signing.errors import MalformedEnvelopeError, StaleEnvelopeError
+from ftmanifest.signing.keys import fingerprint
+from ftmanifest.signing.statement import statement_payload
+
+ENVELOPE_SUFFIX = ".sig.json"
+SignStatus = Literal["created", "appended", "already-signed", "replaced"]
+
+
+def envelope_path_for(manifest_path: Path) -> Path:
+    """``exp.yaml`` -> ``exp.yaml.sig.json`` in the same folder."""
+    return manifest_path.with_name(manifest_path.name + ENVELOPE_SUFFIX)
+
+
+@dataclass(frozen=True)
+class SignResult:
+    envelope_path: Path
+    keyid: str
+    status: SignStatus
+    signatures: int
+
+
+def sign_manifest(
+    manifest_path: Path,
+    canonical: dict[str, Any],
+    key: Ed25519PrivateKey,
+    *,
+    replace: bool = False,
+) -> SignResult:
+    """Sign ``canonical`` (the manifest at ``manifest_path``) with ``key``.
+
+    An existing envelope over the same payload gets this signature appended
+    (author, then reviewer); one over a different payload is refused unless
+    ``replace`` starts a new envelope.
+    """
+    payload = statement_payload(manifest_path.name, canonical)
+    keyid = fingerprint(key.public_key())
+    new_sig = Signature(keyid=keyid, sig=key.sign(pae(PAYLOAD_TYPE, payload)))
+    target = envelope_path_for(manifest_path)
+    status: SignStatus = "created"
+    signatures: tuple[Signature, ...] = (new_sig,)
+    if target.exists():
+        if replace:
+            status = "replaced"
+        else:
+            try:
+                old = parse_envelope(target.read_bytes(), str(target))
+            except MalformedEnvelopeError as exc:
+                exc.hint = "inspect it, then start a new envelope with --replace"
+                raise
+            if old.payload != payload:
+                raise StaleEnvelopeError(
+                    "the existing envelope signs a different version of this manifest",
+                    path=str(target),
+                    expected="the signatures in the envelope to cover the manifest as it is now",
+                    observed=f"{len(old.signatures)} signature(s) over an older payload",
+                    hint="if the change is intended, start a new envelope: "
+                    "ftmanifest sign M --key K --replace (every signer must sign again)",
+                )
+            if any(s.keyid == keyid for s in old.signatures):
+                return SignResult(target, keyid, "already-signed", len(old.signatures))
+            status = "appended"
+            signatures = (*old.signatures, new_sig)
+    envelope = Envelope(payload_type=PAYLOAD_TYPE, payload=payload, signatures=signatures)
+    write_atomic(target, envelope.to_bytes())
+    return SignResult(target, keyid, status, len(signatures))
