@@ -1,0 +1,91 @@
+"""``ftmanifest scan PATH...``: secrets, personal data and unsafe pickles.
+
+Layer: edge (parsing and printing).  Exit codes: 0 clean, 1 findings outside
+the baseline (a ``not-scanned`` file counts unless ``--allow-not-scanned``),
+2 unusable input or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FINDINGS = 0, 1
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("scan", help="scan data and artifacts for secrets, PII, pickles")
+    p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    p.add_argument("--format", choices=["text", "json", "sarif"], default="text")
+    p.add_argument("--baseline", type=Path, help="accepted fingerprints (JSON)")
+    p.add_argument("--write-baseline", type=Path, metavar="FILE",
+                   help="write every current finding as accepted and exit 0")  # fmt: skip
+    p.add_argument("--redact-to", type=Path, metavar="DIR",
+                   help="write redacted copies of text files under DIR")  # fmt: skip
+    p.add_argument("--overwrite", action="store_true", help="let --redact-to replace files")
+    p.add_argument("--no-secrets", action="store_true")
+    p.add_argument("--no-pii", action="store_true")
+    p.add_argument("--no-pickles", action="store_true")
+    p.add_argument("--ner", action="store_true", help="names/addresses via a NER backend")
+    p.add_argument("--allow-not-scanned", action="store_true",
+                   help="files that could not be scanned do not fail the run")  # fmt: skip
+    p.add_argument("--max-size", type=int, default=64 << 30, help="per-file size cap (bytes)")
+    p.add_argument("--jobs", type=int, default=0, help="worker processes (default: all cores)")
+    p.set_defaults(func=run)
+
+
+def _fails(kind: str, severity: str, allow_not_scanned: bool) -> bool:
+    if severity == "info":
+        return False
+    return not (kind == "not-scanned" and allow_not_scanned)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.output import render_findings
+    from ftmanifest.scan import baseline as bl
+    from ftmanifest.scan.engine import ScanOptions, scan_paths
+    from ftmanifest.scan.redact import check_target
+
+    if args.redact_to:
+        check_target(args.redact_to, args.paths)
+    opts = ScanOptions(
+        secrets=not args.no_secrets, pii=not args.no_pii, pickles=not args.no_pickles,
+        max_bytes=args.max_size, jobs=args.jobs, ner=args.ner,
+    )  # fmt: skip
+    result = scan_paths(args.paths, opts)
+    findings = result.findings
+    if args.write_baseline:
+        previous = bl.load(args.write_baseline) if args.write_baseline.exists() else {}
+        n = bl.write(args.write_baseline, findings, previous)
+        sys.stderr.write(f"ftmanifest: wrote {n} accepted fingerprints to {args.write_baseline}\n")
+    suppressed = 0
+    if args.baseline:
+        findings, suppressed = bl.apply(findings, bl.load(args.baseline), str(args.baseline))
+    if args.redact_to:
+        _redact(args, result.findings, result.files)
+    summary = {**result.summary(), "suppressed": suppressed}
+    sys.stdout.write(render_findings(findings, args.format, summary=summary))
+    if args.write_baseline:
+        return EXIT_OK
+    failing = [f for f in findings if _fails(f.kind, f.severity, args.allow_not_scanned)]
+    return EXIT_FINDINGS if failing else EXIT_OK
+
+
+def _redact(args: argparse.Namespace, findings: list, files: list[str]) -> None:
+    from ftmanifest.scan.redact import write_redacted
+    from ftmanifest.scan.text import sniff
+
+    by_path: dict[str, list] = {}
+    for f in findings:
+        by_path.setdefault(f.path, []).append(f)
+    for name in files:
+        src = Path(name)
+        if sniff(src) not in ("text", "empty"):
+            continue
+        rel = next(
+            (src.resolve().relative_to(p.resolve()) for p in args.paths
+             if p.is_dir() and p.resolve() in src.resolve().parents),
+            Path(src.name),
+        )  # fmt: skip
+        write_redacted(src, args.redact_to / rel, by_path.get(name, []), overwrite=args.overwrite)

@@ -1,0 +1,193 @@
+"""The default-deny import allowlist for pickles, and the verdict on a walk.
+
+Layer: pure core scanner rules.  Every ``module.name`` a pickle imports must be
+on this list, which holds exactly what ``torch.save`` of tensors, state dicts,
+optimizer and LR-scheduler state, RNG state (``rng_state.pth``) and
+transformers' ``TrainingArguments`` (``training_args.bin``) need.  The list was
+discovered by building those real artifacts (see
+``tests/scan/trainer_checkpoint_test.py``); the torch entries also match the
+globals torch's own ``weights_only`` unpickler accepts.  Names are exact - no
+module prefixes - so ``torch.load`` or ``numpy.load`` can never slip through.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+from ftmanifest.findings import Finding
+from ftmanifest.scan.pickles import WalkResult, is_flat_tensor_mapping
+
+_DTYPES = (
+    "Float Double Half BFloat16 Long Int Short Char Byte Bool ComplexFloat ComplexDouble"
+).split()
+_QTYPES = "QInt8 QUInt8 QInt32 QUInt4x2 QUInt2x4".split()
+_TORCH_DTYPES = (
+    "float16 float32 float64 bfloat16 half float double complex32 complex64 complex128 "
+    "int8 int16 int32 int64 uint8 uint16 uint32 uint64 bool qint8 quint8 qint32 quint4x2 "
+    "quint2x4 float8_e4m3fn float8_e4m3fnuz float8_e5m2 float8_e5m2fnuz float8_e8m0fnu "
+    "float4_e2m1fn_x2 bits8 bits16 bits1x8 bits2x4 bits4x2"
+).split()
+_REBUILDERS = (
+    "_rebuild_tensor _rebuild_tensor_v2 _rebuild_tensor_v3 _rebuild_parameter "
+    "_rebuild_parameter_with_state _rebuild_qtensor _rebuild_sparse_tensor "
+    "_rebuild_meta_tensor_no_storage _rebuild_device_tensor_from_numpy "
+    "_rebuild_device_tensor_from_cpu_tensor _rebuild_nested_tensor _rebuild_wrapper_subclass"
+).split()
+_TRAINING_ARGS = (
+    "transformers.training_args.TrainingArguments",
+    "transformers.training_args.OptimizerNames",
+    "transformers.training_args.ParallelMode",
+    "transformers.training_args_seq2seq.Seq2SeqTrainingArguments",
+    "transformers.trainer_utils.IntervalStrategy",
+    "transformers.trainer_utils.SaveStrategy",
+    "transformers.trainer_utils.HubStrategy",
+    "transformers.trainer_utils.SchedulerType",
+    "transformers.trainer_utils.FSDPOption",
+    "transformers.debug_utils.DebugOption",
+    "transformers.trainer_pt_utils.AcceleratorConfig",
+    "accelerate.state.PartialState",
+    "accelerate.utils.dataclasses.DistributedType",
+)
+
+DEFAULT_ALLOWED: frozenset[str] = frozenset(
+    [f"torch.{d}Storage" for d in _DTYPES + _QTYPES]
+    + [f"torch.cuda.{d}Storage" for d in _DTYPES]
+    + [f"torch.{d}" for d in _TORCH_DTYPES]
+    + [f"torch._utils.{r}" for r in _REBUILDERS]
+    + [
+        "torch._tensor._rebuild_from_type_v2",
+        "torch.serialization._get_layout",
+        "torch.storage.TypedStorage",
+        "torch.storage.UntypedStorage",
+        "torch.UntypedStorage",
+        "torch.Size",
+        "torch.Tensor",
+        "torch.device",
+        "torch.nn.parameter.Parameter",
+        "torch.per_tensor_affine",
+        "torch.per_channel_affine",
+        "torch.per_channel_affine_float_qparams",
+        "torch.per_tensor_symmetric",
+        "torch.per_channel_symmetric",
+        # numpy arrays and scalars (RNG state, numpy values in state dicts)
+        "numpy.core.multiarray._reconstruct",
+        "numpy._core.multiarray._reconstruct",
+        "numpy.core.multiarray.scalar",
+        "numpy._core.multiarray.scalar",
+        "numpy.ndarray",
+        "numpy.dtype",
+        # containers and the protocol-2 spelling of bytes
+        "collections.OrderedDict",
+        "collections.Counter",
+        "_codecs.encode",
+    ]
+    + [
+        f"{m}.{n}"
+        for m in ("builtins", "__builtin__")
+        for n in ("set", "frozenset", "bytearray", "complex")
+    ]
+    + list(_TRAINING_ARGS)
+)
+
+HINT = (
+    "never load this file with pickle or torch.load(weights_only=False); "
+    "re-export the weights as safetensors from a trusted source"
+)
+WEIGHTS_HINT = "save the state dict with safetensors (save_file) instead of torch.save"
+
+
+def fingerprint(*parts: str) -> str:
+    """A stable, location-free fingerprint for a baseline (imports are not secrets)."""
+    return "sha256:" + hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()
+
+
+def judge(
+    result: WalkResult,
+    *,
+    path: str,
+    member: str | None = None,
+    allow: Iterable[str] = (),
+    weights_check: bool = True,
+) -> list[Finding]:
+    """Turn one walk into findings: imports off the list, defects, caps."""
+    allowed = DEFAULT_ALLOWED.union(allow)
+    where = f" in {member}" if member else ""
+    out: list[Finding] = []
+    seen: dict[str, int] = {}
+    for imp in result.imports:
+        if imp.dotted in allowed:
+            continue
+        seen[imp.dotted] = seen.get(imp.dotted, 0) + 1
+        if seen[imp.dotted] > 1:
+            continue
+        out.append(
+            Finding(
+                kind="unsafe-pickle",
+                rule="pickle.unsafe-import",
+                message=f"pickle imports {imp.dotted} at offset {imp.offset}{where}",
+                path=path,
+                field=member,
+                expected="an import on the torch/transformers allowlist",
+                observed=imp.dotted,
+                severity="error",
+                hint=HINT,
+                fingerprint=fingerprint("pickle.unsafe-import", imp.dotted),
+                extra={
+                    "offset": imp.offset,
+                    "member": member,
+                    "import": imp.dotted,
+                    "opcode": imp.opcode,
+                },
+            )
+        )
+    for prob in result.problems:
+        unsafe = prob.kind == "unsafe-pickle"
+        out.append(
+            Finding(
+                kind=prob.kind,
+                rule=prob.rule,
+                message=f"{prob.message}{where} (offset {prob.offset})",
+                path=path,
+                field=member,
+                severity="error" if unsafe or prob.rule == "pickle.truncated" else "warning",
+                hint=HINT if unsafe else None,
+                fingerprint=fingerprint(prob.rule, member or ""),
+                extra={"offset": prob.offset, "member": member},
+            )
+        )
+    if result.capped:
+        out.append(not_scanned(path, f"pickle not fully scanned{where}: {result.capped}", member))
+    if weights_check and not out and result.stopped and is_flat_tensor_mapping(result.value):
+        out.append(weights_finding(path, member))
+    return out
+
+
+def weights_finding(path: str, member: str | None = None) -> Finding:
+    where = f" in {member}" if member else ""
+    return Finding(
+        kind="unsafe-pickle",
+        rule="pickle.weights-as-pickle",
+        message=f"tensor weights stored as a pickle{where}; safetensors would do",
+        path=path,
+        field=member,
+        severity="info",
+        hint=WEIGHTS_HINT,
+        fingerprint=fingerprint("pickle.weights-as-pickle", member or ""),
+        extra={"member": member},
+    )
+
+
+def not_scanned(
+    path: str, message: str, member: str | None = None, rule: str = "scan.over-cap"
+) -> Finding:
+    return Finding(
+        kind="not-scanned",
+        rule=rule,
+        message=message,
+        path=path,
+        field=member,
+        severity="warning",
+        hint="raise the cap or inspect the file by hand; it was not checked in full",
+        extra={"member": member},
+    )

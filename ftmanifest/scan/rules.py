@@ -1,0 +1,395 @@
+"""The secret rule table: one small record per provider format.
+
+Layer: pure core (scan rules).  A rule is found through literal *keywords*
+(matched ASCII-case-insensitively; the multi-pattern engine only locates them)
+and confirmed by a linear-time regex run in a small window around each keyword
+hit, then by a validator.  Every rule carries true- and false-positive
+examples; ``tests/scan/secrets_rules_test.py`` runs all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ftmanifest.scan import secrets as v
+
+Validator = Callable[[Any, int], bool]  # (re.Match[bytes], group) -> keep?
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One detector.  ``regex`` is a bytes pattern without nested quantifiers."""
+
+    id: str
+    kind: str  # "secret" or "pii"
+    description: str
+    regex: str
+    keywords: tuple[str, ...] = ()  # lowercase literals that must occur in a match
+    # Regex anchors for keyword-less PII rules: (pattern, length).  A length > 0
+    # means the pattern has that fixed length and the rule regex is matched at the
+    # anchor's start; length 0 means "token" mode: the hit is widened to the run of
+    # ``token_chars`` around it and the rule regex must match that run exactly.
+    anchors: tuple[tuple[str, int], ...] = ()
+    token_chars: str = ""
+    severity: str = "error"
+    validator: Validator | None = None
+    group: int = 0  # the group holding the sensitive value
+    back: int = 0  # how far a match may start before its keyword
+    back_chars: str = ""  # ... over these characters (a regex class body)
+    # Hyperscan-only speed-up: a necessary condition of ``regex`` (same flags) whose
+    # matches end within ``gate_len`` bytes after the keyword; keyword hits with no
+    # gate match nearby are dropped unconfirmed.  It never changes the findings.
+    gate: str | None = None
+    gate_len: int = 0
+    fwd: int = 256  # window after a keyword hit
+    ignore_case: bool = False
+    true_positives: tuple[str, ...] = ()
+    false_positives: tuple[str, ...] = ()
+
+
+_GEN_KEYS = r"(?:password|passwd|pwd|secret|token|api[_\-]?key|access[_\-]?key|auth[_\-]?key)"
+
+SECRET_RULES: tuple[Rule, ...] = (
+    Rule(
+        "secret.aws-access-key-id",
+        "secret",
+        "AWS access key id",
+        r"(?:AKIA|ASIA)[A-Z2-7]{16}",
+        ("akia", "asia"),
+        validator=v.aws_key_id,
+        fwd=24,
+        true_positives=("key = AKIAQWB5PDKHX6PYGPAN",),
+        false_positives=("AKIAIOSFODNN7EXAMPLE", "XAKIAQWB5PDKHX6PYGPAN1"),
+    ),
+    Rule(
+        "secret.aws-secret-access-key",
+        "secret",
+        "AWS secret access key assignment",
+        r"aws[\w\-]{0,30}?secret[\w\-]{0,30}?[\"']?\s{0,3}[:=]{1,2}>?\s{0,3}[\"']?"
+        r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
+        ("aws",),
+        validator=v.provider_token,
+        gate=r"aws[\w\-]{0,30}secret",
+        gate_len=70,
+        group=1,
+        fwd=160,
+        ignore_case=True,
+        true_positives=(
+            "aws_secret_access_key = 0JxXujr4qqaaABvvLOzAxzXMcU1vsHiQMaRiNTN9",
+            'AWS_SECRET_ACCESS_KEY="0JxXujr4qqaaABvvLOzAxzXMcU1vsHiQMaRiNTN9"',
+        ),
+        false_positives=(
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "aws_secret_access_key = ${AWS_SECRET_ACCESS_KEY}",
+        ),
+    ),
+    Rule(
+        "secret.github-pat",
+        "secret",
+        "GitHub classic token (ghp_, gho_, ghu_, ghs_, ghr_)",
+        r"gh[pousr]_[A-Za-z0-9]{36}",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+        validator=v.provider_token,
+        fwd=40,
+        true_positives=(
+            "token: ghp_SulEETldq8b8Vw2zbJYAxyL1aCcTlN99mhWp",
+            "gho_708DwGw5HqXDgLVXZx3scB8fnvGNx6jvr7SI",
+        ),
+        false_positives=("ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx", "ghp_short1234"),
+    ),
+    Rule(
+        "secret.github-fine-grained-pat",
+        "secret",
+        "GitHub fine-grained token",
+        r"github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}",
+        ("github_pat_",),
+        validator=v.provider_token,
+        fwd=100,
+        true_positives=(
+            "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",
+        ),
+        false_positives=("github_pat_YOUR_TOKEN_HERE",),
+    ),
+    Rule(
+        "secret.gitlab-pat",
+        "secret",
+        "GitLab personal access token",
+        r"glpat-[A-Za-z0-9_\-]{20,50}",
+        ("glpat-",),
+        validator=v.provider_token,
+        fwd=60,
+        true_positives=("GITLAB_TOKEN=glpat-y0I9lO7F3vlfFrGYJ3Gx",),
+        false_positives=("glpat-xxxxxxxxxxxxxxxxxxxx", "glpat-<your-token-here>"),
+    ),
+    Rule(
+        "secret.huggingface-token",
+        "secret",
+        "Hugging Face access token",
+        r"hf_[A-Za-z0-9]{34}",
+        ("hf_",),
+        validator=v.provider_token,
+        gate=r"hf_[A-Za-z0-9]{34}",
+        gate_len=37,
+        fwd=40,
+        true_positives=('{"hub_token": "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"}',),
+        false_positives=("hf_hub_download(repo_id)", "hf_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"),
+    ),
+    Rule(
+        "secret.anthropic-api-key",
+        "secret",
+        "Anthropic API key",
+        r"sk-ant-(?:api|admin)\d{2}-[A-Za-z0-9_\-]{80,120}",
+        ("sk-ant-",),
+        validator=v.provider_token,
+        fwd=140,
+        true_positives=(
+            "sk-ant-api03-e17SWjAEVaSZJ0oVeMmLRLTq10V7suW9zrlSaWnPsPW23C-L9WXuHM-G1cON_Ks9dp4FL"
+            "frYb9JF8eF_ItKL-8pcqMKRLAA",
+        ),
+        false_positives=("sk-ant-api03-YOUR-KEY", "sk-ant-api03-" + "x" * 93),
+    ),
+    Rule(
+        "secret.openai-api-key",
+        "secret",
+        "OpenAI API key (sk-, sk-proj-)",
+        r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,200}",
+        ("sk-",),
+        validator=v.openai_key,
+        gate=r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20}",
+        gate_len=40,
+        fwd=220,
+        true_positives=(
+            "OPENAI_API_KEY=sk-proj-Ds0GPRZwwrPwV81Aw71l33SCx9vHjHkm1x72EsSfUQUAkNX7",
+            "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",
+        ),
+        false_positives=(
+            "sk-learn-classification-pipeline",
+            "task-proj-abcdefghijklmnopqrstu",
+            "sk-proj-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+        ),
+    ),
+    Rule(
+        "secret.google-api-key",
+        "secret",
+        "Google API key",
+        r"AIza[0-9A-Za-z_\-]{35}",
+        ("aiza",),
+        validator=v.provider_token,
+        fwd=40,
+        true_positives=("key=AIzad7SUqeaG6nyb229X8YzL7iMa3K8Nsv9-Qt2",),
+        false_positives=("AIzaYOUR_API_KEY", "AIza" + "0" * 35),
+    ),
+    Rule(
+        "secret.slack-token",
+        "secret",
+        "Slack token (xoxb-, xoxp-, ...)",
+        r"xox[abposr]-[0-9]{6,}-[0-9A-Za-z\-]{10,250}",
+        ("xox",),
+        validator=v.provider_token,
+        fwd=270,
+        true_positives=("xoxb-980134110561-6701139124722-NlAZkeNncJgQyVerdKKhVz4N",),
+        false_positives=("xoxb-your-token-here", "xoxo-hugs-and-kisses-forever"),
+    ),
+    Rule(
+        "secret.slack-webhook",
+        "secret",
+        "Slack incoming webhook URL",
+        r"https://hooks\.slack\.com/services/T[A-Z0-9]{8,12}/B[A-Z0-9]{8,12}/[A-Za-z0-9]{24}",
+        ("hooks.slack.com",),
+        validator=v.provider_token,
+        back_chars="htps:/",
+        back=8,
+        fwd=120,
+        true_positives=(
+            "https://hooks.slack.com/services/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",
+        ),
+        false_positives=(
+            "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+        ),
+    ),
+    Rule(
+        "secret.stripe-live-key",
+        "secret",
+        "Stripe live secret or restricted key",
+        r"(?:sk|rk)_live_[0-9A-Za-z]{24,99}",
+        ("sk_live_", "rk_live_"),
+        validator=v.provider_token,
+        fwd=110,
+        true_positives=("sk_live_cf3hGMDpy4DE9ugYHbIUyd2j", "rk_live_88BRYoVhf6QF0niSNyw1psv7"),
+        false_positives=("sk_test_cf3hGMDpy4DE9ugYHbIUyd2j", "sk_live_XXXXXXXXXXXXXXXXXXXXXXXX"),
+    ),
+    Rule(
+        "secret.azure-storage-key",
+        "secret",
+        "Azure storage connection string AccountKey",
+        r"AccountKey=([A-Za-z0-9+/]{86}==)",
+        ("accountkey=",),
+        validator=v.provider_token,
+        group=1,
+        fwd=110,
+        true_positives=(
+            "DefaultEndpointsProtocol=https;AccountName=x;AccountKey=ssXBRbeX3bkSblzKIDESEF9nZBT6"
+            "9rIA2vCZ26Xu7DNiT1Ekv8XwTYI4jlKSeBD2ELC8oR4L6fFPPKaV6HpTEQ==",
+        ),
+        false_positives=("AccountKey=<your-account-key>", "AccountKey=" + "A" * 86 + "=="),
+    ),
+    Rule(
+        "secret.azure-sas-signature",
+        "secret",
+        "Azure SAS token signature",
+        r"[?&]sig=([A-Za-z0-9%+/]{40,120})",
+        ("sig=",),
+        validator=v.azure_sas,
+        back_chars="?&",
+        group=1,
+        back=1,
+        fwd=130,
+        true_positives=(
+            "https://a.blob.core.windows.net/c?sv=2022-11-02&ss=b&se=2030-01-01"
+            "&sig=zdDkZUNx7UKi7uEwAf3Ia7h50vfeSmjE/l8gFg+YhgG%3D",
+        ),
+        false_positives=("https://x.org/?sig=zdDkZUNx7UKi7uEwAf3Ia7h50vfeSmjE/l8gFg+YhgG%3D",),
+    ),
+    Rule(
+        "secret.wandb-api-key",
+        "secret",
+        "Weights & Biases API key in a wandb context",
+        r"wandb[\w.\-]{0,30}?(?:\(\s{0,3}key\s{0,3}=|[\"']?\s{0,3}[:=])\s{0,3}[\"']?"
+        r"((?:local-)?[0-9a-f]{40})(?![0-9A-Za-z])",
+        ("wandb",),
+        validator=v.provider_token,
+        gate=r"wandb[\w.\-]{0,30}(?:\(\s{0,3}key\s{0,3}=|[\"']?\s{0,3}[:=])",
+        gate_len=60,
+        group=1,
+        fwd=140,
+        ignore_case=True,
+        true_positives=(
+            "WANDB_API_KEY=de91165c672a325260ebfdc409e7349f28ca442f",
+            'wandb.login(key="de91165c672a325260ebfdc409e7349f28ca442f")',
+        ),
+        false_positives=("wandb_run_id = 0123456789", "WANDB_API_KEY=$WANDB_API_KEY"),
+    ),
+    Rule(
+        "secret.pypi-token",
+        "secret",
+        "PyPI upload token",
+        r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\-]{50,300}",
+        ("pypi-ageichlwas5vcmc",),
+        validator=v.provider_token,
+        fwd=330,
+        true_positives=(
+            "pypi-AgEIcHlwaS5vcmcFk2FJh-FgzKVmj1OWaKqd4scg2InWqPiNvrH-PKeiddpgqT3HcD2qUzQTbuu",
+        ),
+        false_positives=("pypi-AgEIcHlwaS5vcmc", "pypi-AgEIcHlwaS5vcmc" + "x" * 60),
+    ),
+    Rule(
+        "secret.npm-token",
+        "secret",
+        "npm access token",
+        r"npm_[A-Za-z0-9]{36}",
+        ("npm_",),
+        validator=v.provider_token,
+        fwd=40,
+        true_positives=(
+            "//registry.npmjs.org/:_authToken=npm_UgrHMkOTjCW8BYBhvuC6oDMBkCdXQ7kIEFMa",
+        ),
+        false_positives=("npm_config_cache_directory_for_builds", "npm_" + "x" * 36),
+    ),
+    Rule(
+        "secret.private-key",
+        "secret",
+        "private key block (PEM, OpenSSH, PGP)",
+        r"-----BEGIN[A-Z ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:\\r|\\n|\s){1,8}"
+        r"(?:[A-Za-z\-]{1,20}: [^\r\n\\]{1,100}(?:\\r|\\n|\s){1,4}){0,4}[A-Za-z0-9+/=]{40}",
+        ("-----begin",),
+        validator=v.private_key,
+        fwd=600,
+        true_positives=(
+            "-----BEGIN RSA PRIVATE KEY-----\nWbnxXcOdNX8Z5hs1UcAKKjdlT0NbJEjelMSA9lpER2YaXWwAPXPnVFmBLNIjvj0x\n",  # noqa: E501
+            '{"key": "-----BEGIN OPENSSH PRIVATE KEY-----\\nWbnxXcOdNX8Z5hs1UcAKKjdlT0NbJEjelMSA9lpER2Y\\n"}',  # noqa: E501
+        ),
+        false_positives=(
+            "-----BEGIN PUBLIC KEY-----\nWbnxXcOdNX8Z5hs1UcAKKjdlT0NbJEjelMSA9lpER2Y\n",
+            "-----BEGIN PRIVATE KEY-----\n...\n-----END PRIVATE KEY-----",
+        ),
+    ),
+    Rule(
+        "secret.jwt",
+        "secret",
+        "JSON Web Token",
+        r"eyJ[A-Za-z0-9_\-]{8,2000}\.eyJ[A-Za-z0-9_\-]{4,8000}\.[A-Za-z0-9_\-]{8,2000}",
+        ("eyj",),
+        validator=v.jwt,
+        fwd=12100,
+        true_positives=(
+            "Authorization: Bearer eyJhbGciOiAiSFMyNTYiLCAidHlwIjogIkpXVCJ9.eyJzdWIiOiAiMTIzNDU2"
+            "Nzg5MCIsICJuYW1lIjogIkFkYSIsICJpYXQiOiAxNTE2MjM5MDIyfQ.nq1gAaeE9TY7BzJzMTEUTFh-ZSssE",
+        ),
+        false_positives=("eyJub3QiOiAiand0In0.eyJhIjogMX0.abcdefghijkl",),
+    ),
+    Rule(
+        "secret.url-password",
+        "secret",
+        "URL with an embedded password",
+        r"[A-Za-z][A-Za-z0-9+.\-]{1,20}://[^\s:@/\"'<>\\]{1,64}:([^\s:@/\"'<>\\]{3,128})@"
+        r"[A-Za-z0-9.\-]{2,253}",
+        ("://",),
+        validator=v.url_password,
+        back_chars=r"A-Za-z0-9+.\-",
+        gate=r"://[^\s:@/\"'<>\\]{1,64}:[^\s:@/\"'<>\\]{3}",
+        gate_len=80,
+        group=1,
+        back=22,
+        fwd=480,
+        true_positives=("postgres://admin:oPeKKO1O4IUAAoBE@db.internal.corp:5432/app",),
+        false_positives=(
+            "postgres://user:password@localhost/db",
+            "https://user:${DB_PASSWORD}@db.example.com",
+            "https://github.com/a/b",
+        ),
+    ),
+    Rule(
+        "secret.generic-assignment",
+        "secret",
+        "high-entropy value assigned to a secret-like key",
+        r"[\w.\-]{0,40}" + _GEN_KEYS + r"[\w.\-]{0,40}[\"']?\s{0,3}(?::=|=>|=|:)\s{0,3}[\"']?"
+        r"([^\s\"'`,;(){}\[\]<>\\]{8,200})",
+        (
+            "password",
+            "passwd",
+            "pwd",
+            "secret",
+            "token",
+            "api_key",
+            "apikey",
+            "api-key",
+            "access_key",
+            "accesskey",
+            "auth_key",
+        ),
+        validator=v.generic_assignment,
+        back_chars=r"\w.\-",
+        gate=_GEN_KEYS + r"[\w.\-]{0,40}[\"']?\s{0,3}(?::=|=>|=|:)\s{0,3}[\"']?"
+        r"[^\s\"'`,;(){}\[\]<>\\]{8}",
+        gate_len=130,
+        group=1,
+        back=48,
+        fwd=300,
+        ignore_case=True,
+        severity="warning",
+        true_positives=(
+            'db_password = "oPeKKO1O4IUAAoBE"',
+            '{"client_secret": "x9Q2mZ7vR4tL8wK1pN"}',
+        ),
+        false_positives=(
+            'password = "YOUR_PASSWORD"',
+            "api_key = os.environ['API_KEY']",
+            '"tokenizer_class": "LlamaTokenizer2Fast"',
+            '"max_tokens": 4096',
+            "token = ${HF_TOKEN}",
+            "secret_sha = 3f786850e387550fdab836ed7e6dc881de23001b",
+        ),
+    ),
+)

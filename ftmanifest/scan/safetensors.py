@@ -1,0 +1,238 @@
+"""Check a safetensors file's header without loading any tensor.
+
+Layer: pure core scanner.  Reads the 8-byte length and the JSON header only,
+with the same rules the safetensors library enforces (length bounded by the
+file and a cap, strict UTF-8 JSON object, no duplicate keys, known dtypes,
+byte sizes matching shapes, offsets covering the data section contiguously),
+and hands every ``__metadata__`` string to the text scanner.  Every defect is a
+``malformed`` finding; nothing here raises on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ftmanifest.findings import Finding
+
+MAX_HEADER = 100_000_000  # the safetensors library's own cap
+DTYPE_BITS: dict[str, int] = {
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "F8_E4M3FNUZ": 8,
+    "F8_E5M2FNUZ": 8,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "I64": 64,
+    "U64": 64,
+    "F64": 64,
+    "C64": 64,
+}
+
+
+class _Malformed(Exception):
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
+def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Malformed("safetensors.duplicate-key", f"key {_short(key)!r} appears twice")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise _Malformed("safetensors.header-not-json", f"non-standard JSON constant {name}")
+
+
+def _short(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def check_safetensors(
+    path: Path,
+    *,
+    text_scanner: Callable[..., list[Finding]] | None = None,
+    max_header: int = MAX_HEADER,
+) -> list[Finding]:
+    """All findings for one safetensors file's header and metadata."""
+    where = str(path)
+    out: list[Finding] = []
+
+    def bad(rule: str, message: str, **extra: Any) -> None:
+        out.append(
+            Finding(
+                kind="malformed",
+                rule=rule,
+                message=message,
+                path=where,
+                severity="error",
+                hint="re-export the file with safetensors.save_file; loaders reject it",
+                extra=extra,
+            )
+        )
+
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, 2)
+            fh.seek(0)
+            prefix = fh.read(8)
+            if len(prefix) < 8:
+                bad(
+                    "safetensors.truncated", f"file is {size} bytes, shorter than the length prefix"
+                )
+                return out
+            (n,) = struct.unpack("<Q", prefix)
+            if n > max_header:
+                bad(
+                    "safetensors.header-too-large",
+                    f"header length {n} exceeds the cap of {max_header} bytes",
+                    header_length=n,
+                )
+                return out
+            if n > size - 8:
+                bad(
+                    "safetensors.header-beyond-file",
+                    f"header length {n} runs past the end of a {size}-byte file",
+                    header_length=n,
+                )
+                return out
+            raw = fh.read(n)
+    except OSError as exc:
+        return [
+            Finding(
+                kind="not-scanned",
+                rule="scan.unreadable",
+                message=f"cannot read file: {exc.strerror or exc}",
+                path=where,
+                severity="warning",
+            )
+        ]
+    try:
+        header = _parse(raw)
+    except _Malformed as exc:
+        bad(exc.rule, str(exc))
+        return out
+    try:
+        _check_tensors(header, size - 8 - n)
+    except _Malformed as exc:
+        bad(exc.rule, str(exc))
+    meta = header.get("__metadata__")
+    if meta is None:
+        return out
+    if not isinstance(meta, dict):
+        bad("safetensors.metadata-not-object", "__metadata__ is not a JSON object")
+        return out
+    for key, value in meta.items():
+        if not isinstance(value, str):
+            bad(
+                "safetensors.metadata-not-string",
+                f"__metadata__ value for {_short(key)!r} is {type(value).__name__}, not a string",
+                metadata_key=key,
+            )
+        elif text_scanner is not None:
+            out.extend(text_scanner(value, path=where, extra={"metadata_key": key}))
+    return out
+
+
+def _parse(raw: bytes) -> dict[str, Any]:
+    if not raw.startswith(b"{"):
+        raise _Malformed("safetensors.header-not-json", "header does not start with '{'")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Malformed(
+            "safetensors.header-not-utf8", f"header is not UTF-8 (byte {exc.start})"
+        ) from None
+    try:
+        header = json.loads(text, object_pairs_hook=_pairs_hook, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            msg = f"header is not valid JSON: {exc.msg} at {exc.pos}"
+        else:
+            msg = "header is not valid JSON"
+        raise _Malformed("safetensors.header-not-json", msg) from None
+    if not isinstance(header, dict):
+        raise _Malformed("safetensors.header-not-object", "header is not a JSON object")
+    return header
+
+
+def _check_tensors(header: dict[str, Any], data_len: int) -> None:
+    spans: list[tuple[int, int, str]] = []
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        label = _short(name)
+        if not isinstance(info, dict):
+            raise _Malformed("safetensors.bad-tensor", f"tensor {label!r} is not an object")
+        dtype, shape, offs = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+        if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+            raise _Malformed(
+                "safetensors.bad-dtype", f"tensor {label!r} has unknown dtype {_short(str(dtype))}"
+            )
+        if not isinstance(shape, list) or not all(_uint(d) for d in shape):
+            raise _Malformed(
+                "safetensors.bad-shape", f"tensor {label!r}: shape is not a list of sizes"
+            )
+        if not (isinstance(offs, list) and len(offs) == 2 and all(_uint(o) for o in offs)):
+            raise _Malformed(
+                "safetensors.bad-offsets", f"tensor {label!r}: data_offsets is not [begin, end]"
+            )
+        begin, end = offs
+        if begin > end:
+            raise _Malformed("safetensors.bad-offsets", f"tensor {label!r}: begin > end")
+        if end > data_len:
+            raise _Malformed(
+                "safetensors.data-out-of-bounds",
+                f"tensor {label!r} ends at {end}, past the {data_len}-byte data section "
+                "(truncated file?)",
+            )
+        bits = math.prod(shape) * DTYPE_BITS[dtype]
+        if bits % 8 or bits // 8 != end - begin:
+            raise _Malformed(
+                "safetensors.size-mismatch",
+                f"tensor {label!r}: {dtype}{shape} needs {bits / 8:g} bytes, "
+                f"offsets give {end - begin}",
+            )
+        spans.append((begin, end, label))
+    spans.sort()
+    cursor = 0
+    for begin, end, label in spans:
+        if begin < cursor:
+            raise _Malformed(
+                "safetensors.overlapping-offsets", f"tensor {label!r} overlaps the previous one"
+            )
+        if begin > cursor:
+            raise _Malformed(
+                "safetensors.offsets-gap", f"unused bytes {cursor}..{begin} before {label!r}"
+            )
+        cursor = end
+    if cursor != data_len:
+        raise _Malformed(
+            "safetensors.trailing-data",
+            f"data section has {data_len - cursor} bytes no tensor accounts for",
+        )
+
+
+def _uint(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -1,0 +1,159 @@
+"""Validators that turn a secret-shaped match into a finding or silence it.
+
+Layer: pure core (scan rules).  Each function takes the matched value and the
+buffer it came from and answers "is this a real secret?".  They encode the hard
+negatives of issue 5: placeholders, environment references, digests, UUIDs,
+base64 image data and low-entropy strings stay quiet.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from collections import Counter
+from typing import Any
+
+Match = Any  # re.Match[bytes]; kept loose for Python 3.10 typing
+
+_PLACEHOLDER_WORDS = (
+    b"EXAMPLE",
+    b"YOUR",
+    b"XXXX",
+    b"REDACTED",
+    b"PLACEHOLDER",
+    b"DUMMY",
+    b"CHANGEME",
+    b"CHANGE_ME",
+    b"SAMPLE",
+    b"INSERT",
+    b"REPLACE",
+    b"SECRET_HERE",
+    b"TOKEN_HERE",
+    b"KEY_HERE",
+)
+_ENV_REF = re.compile(
+    rb"\$\{|\$\(|^\$[A-Za-z_]|%\(|\{\{|os\.environ|getenv|process\.env|ENV\[|<[^>]*>|\*\*\*\*",
+    re.IGNORECASE,
+)
+_REPEAT = re.compile(rb"(.)\1{5}")
+_HEX = re.compile(rb"[0-9a-fA-F]+")
+_UUID = re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def entropy(value: bytes) -> float:
+    """Shannon entropy in bits per byte."""
+    if not value:
+        return 0.0
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+def is_placeholder(value: bytes) -> bool:
+    """``YOUR_API_KEY``, ``AKIA...EXAMPLE``, ``xxxxxx``, ``<token>``, ``${VAR}``..."""
+    upper = value.upper()
+    if any(w in upper for w in _PLACEHOLDER_WORDS):
+        return True
+    if _ENV_REF.search(value) or _REPEAT.search(value):
+        return True
+    return len(value) >= 16 and entropy(value) < 3.0
+
+
+def token_boundary(buf: bytes, start: int, end: int, chars: bytes = b"") -> bool:
+    """True when the match is not part of a longer alphanumeric run."""
+    allowed = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" + chars)
+    before = buf[start - 1] if start > 0 else 32
+    after = buf[end] if end < len(buf) else 32
+    return before not in allowed and after not in allowed
+
+
+def provider_token(m: Match, g: int) -> bool:
+    """A token with a provider prefix: bounded by non-token chars, not a placeholder."""
+    value, buf, start, end = m.group(g), m.string, m.start(g), m.end(g)
+    return token_boundary(buf, start, end, b"_-") and not is_placeholder(value)
+
+
+def aws_key_id(m: Match, g: int) -> bool:
+    value, buf, start, end = m.group(g), m.string, m.start(g), m.end(g)
+    return token_boundary(buf, start, end) and not is_placeholder(value)
+
+
+def high_entropy(m: Match, g: int) -> bool:
+    """Assigned values: random-looking, not a digest, UUID or reference."""
+    value = m.group(g)
+    if is_placeholder(value) or _UUID.fullmatch(value):
+        return False
+    if _HEX.fullmatch(value) and len(value) in (32, 40, 56, 64, 96, 128):
+        return False  # md5/sha1/sha2 digests and git SHAs
+    if value.startswith((b"sha256-", b"sha384-", b"sha512-", b"sha256:", b"data:", b"http")):
+        return False
+    has_digit = any(48 <= c <= 57 for c in value)
+    has_alpha = any(65 <= c <= 90 or 97 <= c <= 122 for c in value)
+    threshold = 3.0 if len(value) < 20 else 3.5
+    return has_digit and has_alpha and entropy(value) >= threshold
+
+
+_TOKEN_KEY_EXCLUDE = re.compile(
+    rb"token(?:izer|s\b|_ids?\b|_type|_count|_len|_length|_id_|s_)|max_?tokens|num_?tokens",
+    re.IGNORECASE,
+)
+
+
+def generic_assignment(m: Match, g: int) -> bool:
+    """``password = "..."``: the key must not be a tokenizer/count field."""
+    buf, start = m.string, m.start(g)
+    if _TOKEN_KEY_EXCLUDE.search(buf, m.start(), start):
+        return False
+    return high_entropy(m, g)
+
+
+def openai_key(m: Match, g: int) -> bool:
+    value = m.group(g)
+    if value.startswith(b"sk-ant-"):
+        return False
+    if not (any(c.isdigit() for c in value.decode()) and value.lower() != value):
+        return False
+    return provider_token(m, g) and entropy(value) >= 3.5
+
+
+def jwt(m: Match, g: int) -> bool:
+    """Three base64url parts whose header decodes to JSON with ``alg``."""
+    value, buf, start, end = m.group(g), m.string, m.start(g), m.end(g)
+    if not token_boundary(buf, start, end, b"_-."):
+        return False
+    head = value.split(b".", 1)[0]
+    try:
+        decoded = base64.urlsafe_b64decode(head + b"=" * (-len(head) % 4))
+        obj = json.loads(decoded)
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(obj, dict) and "alg" in obj
+
+
+_URL_PASS_QUIET = re.compile(
+    rb"^(?:pass(?:word)?|pwd|secret|token|changeme|x+|\*+|\.+|test|example|none|null)$",
+    re.IGNORECASE,
+)
+
+
+def url_password(m: Match, g: int) -> bool:
+    """``scheme://user:pass@host`` with a real-looking password."""
+    value, buf, end = m.group(g), m.string, m.end(g)
+    if _URL_PASS_QUIET.match(value) or is_placeholder(value):
+        return False
+    host = buf[end + 1 : end + 64].split(b"/", 1)[0].lower()
+    return not host.startswith((b"example.", b"host", b"localhost.example"))
+
+
+def azure_sas(m: Match, g: int) -> bool:
+    """``sig=`` counts only in a SAS URL (``sv=`` within the same URL)."""
+    value, buf, start = m.group(g), m.string, m.start(g)
+    return b"sv=" in buf[max(0, start - 400) : start] and not is_placeholder(value)
+
+
+def private_key(m: Match, g: int) -> bool:
+    buf, end = m.string, m.end(g)
+    body = buf[end - 40 : end]
+    return not is_placeholder(body)

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import time
+
+import pytest
+
+from ftmanifest.scan.engine import ScanOptions, scan_paths
+from ftmanifest.scan.text import scan_text
+
+GHP = "ghp_SulEETldq8b8Vw2zbJYAxyL1aCcTlN99mhWp"
+
+
+def test_scan_text_contract() -> None:
+    (f,) = scan_text(f"hub token {GHP}", path="m.bin", line=None, extra={"offset": 17})
+    assert (f.kind, f.rule, f.path, f.line, f.column) == (
+        "secret",
+        "secret.github-pat",
+        "m.bin",
+        1,
+        11,
+    )
+    assert f.extra["offset"] == 17
+    (g,) = scan_text(GHP, path="m.safetensors", line=3, extra={"metadata_key": "k"})
+    assert g.line == 3 and g.column is None and g.extra["metadata_key"] == "k"
+
+
+def test_jsonl_reports_record_line(tmp_path) -> None:
+    p = tmp_path / "d.jsonl"
+    rows = [{"text": "hello"}] * 5 + [{"text": f"my key {GHP}"}] + [{"text": "bye"}]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (f,) = scan_paths([p]).findings
+    assert f.line == 6 and f.extra["record"] == 6
+
+
+def test_csv_and_tsv_row_column(tmp_path) -> None:
+    for name, delim in (("d.csv", ","), ("d.tsv", "\t")):
+        p = tmp_path / name
+        with p.open("w", newline="") as fh:
+            w = csv.writer(fh, delimiter=delim)
+            w.writerow(["id", "note", "mail"])
+            w.writerow(["1", "a, quoted, note", "ana.silva@uni-lisboa.pt"])
+        (f,) = scan_paths([p]).findings
+        assert (f.extra["row"], f.extra["column"]) == (2, 3), name
+
+
+def test_gzip_variant(tmp_path) -> None:
+    p = tmp_path / "d.jsonl.gz"
+    with gzip.open(p, "wt") as fh:
+        fh.write('{"a": 1}\n' * 3 + f'{{"t": "{GHP}"}}\n')
+    (f,) = scan_paths([p]).findings
+    assert f.line == 4 and f.extra["compressed"] == "gzip"
+
+
+def test_parquet_row_and_column(tmp_path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    p = tmp_path / "d.parquet"
+    table = pa.table({"n": [1, 2, 3], "text": ["a", "b", f"tok {GHP}"]})
+    pq.write_table(table, p)
+    (f,) = scan_paths([p]).findings
+    assert f.extra["row"] == 3 and f.extra["column"] == "text"
+
+
+def test_unknown_binary_is_not_scanned(tmp_path) -> None:
+    p = tmp_path / "blob.dat"
+    p.write_bytes(bytes(range(256)) * 4)
+    (f,) = scan_paths([p]).findings
+    assert f.kind == "not-scanned"
+
+
+def test_over_size_cap_is_not_scanned(tmp_path) -> None:
+    p = tmp_path / "big.txt"
+    p.write_text("x" * 2000)
+    (f,) = scan_paths([p], ScanOptions(max_bytes=1000)).findings
+    assert f.kind == "not-scanned" and "size cap" in f.message
+
+
+def test_ner_without_backend_says_so(tmp_path) -> None:
+    p = tmp_path / "a.txt"
+    p.write_text("Ada Lovelace lives at 12 Example Road")
+    (f,) = scan_paths([p], ScanOptions(ner=True)).findings
+    assert f.kind == "not-scanned" and "NER" in f.message
+
+
+@pytest.mark.parametrize("engine", ["re", "hyperscan"])
+def test_five_megabyte_line_is_bounded(tmp_path, engine: str) -> None:
+    p = tmp_path / "one.txt"
+    p.write_bytes(b"a" * 2_500_000 + b" " * 2_000_000 + b"1.2" * 200_000 + f" {GHP}".encode())
+    t0 = time.perf_counter()
+    found = scan_paths([p], ScanOptions(engine=engine)).findings
+    assert time.perf_counter() - t0 < 20
+    assert [f.rule for f in found] == ["secret.github-pat"] and found[0].line == 1
