@@ -10,8 +10,9 @@ import tempfile
 from pathlib import Path
 
 
-def atomic_write_bytes(path: str | Path, data: bytes, *, mode: int = 0o644,
-                       exclusive: bool = False) -> None:
+def atomic_write_bytes(
+    path: str | Path, data: bytes, *, mode: int = 0o644, exclusive: bool = False
+) -> None:
     """Write to a temp file in the same folder, fsync, then rename over ``path``.
 
     ``exclusive`` refuses to replace an existing file (FileExistsError).

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.manifest.load import Document, Loc, format_loc
@@ -20,8 +19,7 @@ EXACT_PIN_RE = re.compile(r"^===?\s*[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
 PY_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+([a-z]+\d+)?$")
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     loc: Loc
     message: str
     hint: str
@@ -32,8 +30,7 @@ class Problem:
 RuleFn = Callable[[dict[str, Any]], Iterator[Problem]]
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     id: str
     title: str
     check: RuleFn
@@ -65,25 +62,38 @@ def _revision(data: dict[str, Any]) -> Iterator[Problem]:
             ("model", "revision"),
             "model revision is not pinned to a commit",
             "set model.revision to the 40-hex commit (`ftmanifest lock` resolves a branch)",
-            expected="a 40-hex commit id", observed=_show(rev),
+            expected="a 40-hex commit id",
+            observed=_show(rev),
         )
 
 
 def _model_files(data: dict[str, Any]) -> Iterator[Problem]:
     files = _get(data, "model", "files") or []
     if not files:
-        yield Problem(("model", "files"), "model files are not listed with digests",
-                      "list every file under model.files (`ftmanifest lock` fills them)",
-                      expected="model.files with a digest each", observed="no files")
+        yield Problem(
+            ("model", "files"),
+            "model files are not listed with digests",
+            "list every file under model.files (`ftmanifest lock` fills them)",
+            expected="model.files with a digest each",
+            observed="no files",
+        )
     for i, f in enumerate(files):
         if not _get(f, "digest"):
-            yield Problem(("model", "files", i), f"model file {_get(f, 'path')!r} has no digest",
-                          "add its sha256 digest (`ftmanifest lock`)",
-                          expected="sha256:<hex>", observed="absent")
+            yield Problem(
+                ("model", "files", i),
+                f"model file {_get(f, 'path')!r} has no digest",
+                "add its sha256 digest (`ftmanifest lock`)",
+                expected="sha256:<hex>",
+                observed="absent",
+            )
     if files and not _get(data, "model", "tree_digest"):
-        yield Problem(("model", "tree_digest"), "model tree digest is missing",
-                      "add model.tree_digest (`ftmanifest lock`)",
-                      expected="sha256:<hex>", observed="absent")
+        yield Problem(
+            ("model", "tree_digest"),
+            "model tree digest is missing",
+            "add model.tree_digest (`ftmanifest lock`)",
+            expected="sha256:<hex>",
+            observed="absent",
+        )
 
 
 # --- environment -----------------------------------------------------------
@@ -92,30 +102,43 @@ def _model_files(data: dict[str, Any]) -> Iterator[Problem]:
 def _packages(data: dict[str, Any]) -> Iterator[Problem]:
     packages = _get(data, "environment", "packages") or {}
     if not packages:
-        yield Problem(("environment", "packages"), "no package versions are pinned",
-                      "list packages with exact versions under environment.packages",
-                      expected="name: ==X.Y.Z entries", observed="none")
+        yield Problem(
+            ("environment", "packages"),
+            "no package versions are pinned",
+            "list packages with exact versions under environment.packages",
+            expected="name: ==X.Y.Z entries",
+            observed="none",
+        )
     for name, spec in packages.items():
         if not isinstance(spec, str) or not EXACT_PIN_RE.match(spec.strip()):
-            yield Problem(("environment", "packages", name),
-                          f"package {name!r} is not pinned to an exact version",
-                          f"write '{name}: ==<installed version>'",
-                          expected="==X.Y.Z", observed=_show(spec))
+            yield Problem(
+                ("environment", "packages", name),
+                f"package {name!r} is not pinned to an exact version",
+                f"write '{name}: ==<installed version>'",
+                expected="==X.Y.Z",
+                observed=_show(spec),
+            )
     lock = _get(data, "environment", "lock")
     if not _get(lock, "digest"):
-        yield Problem(("environment", "lock", "digest"),
-                      "lock file digest is missing",
-                      "add environment.lock with path and sha256 digest of the lock file",
-                      expected="environment.lock.digest", observed="absent")
+        yield Problem(
+            ("environment", "lock", "digest"),
+            "lock file digest is missing",
+            "add environment.lock with path and sha256 digest of the lock file",
+            expected="environment.lock.digest",
+            observed="absent",
+        )
 
 
 def _python(data: dict[str, Any]) -> Iterator[Problem]:
     py = _get(data, "environment", "python")
     if not isinstance(py, str) or not PY_VERSION_RE.match(py):
-        yield Problem(("environment", "python"),
-                      "python version is not exact",
-                      "set environment.python to the full version, e.g. 3.11.7",
-                      expected="X.Y.Z", observed=_show(py))
+        yield Problem(
+            ("environment", "python"),
+            "python version is not exact",
+            "set environment.python to the full version, e.g. 3.11.7",
+            expected="X.Y.Z",
+            observed=_show(py),
+        )
 
 
 def _backend(data: dict[str, Any]) -> Iterator[Problem]:
@@ -123,17 +146,25 @@ def _backend(data: dict[str, Any]) -> Iterator[Problem]:
     kind = backend.get("kind")
     loc: Loc = ("environment", "backend")
     if kind is None:
-        yield Problem((*loc, "kind"), "backend kind is not recorded",
-                      "set environment.backend.kind to cuda, rocm, mps or cpu",
-                      expected="cuda|rocm|mps|cpu", observed="absent")
+        yield Problem(
+            (*loc, "kind"),
+            "backend kind is not recorded",
+            "set environment.backend.kind to cuda, rocm, mps or cpu",
+            expected="cuda|rocm|mps|cpu",
+            observed="absent",
+        )
         return
     if kind in ("cuda", "rocm"):
         runtime = "CUDA" if kind == "cuda" else "HIP"
         for key, what in (("runtime", f"{runtime} runtime version"), ("driver", "driver version")):
             if not backend.get(key):
-                yield Problem((*loc, key), f"{what} is not recorded for backend {kind}",
-                              f"set environment.backend.{key} (`ftmanifest lock` probes it)",
-                              expected=what, observed="absent")
+                yield Problem(
+                    (*loc, key),
+                    f"{what} is not recorded for backend {kind}",
+                    f"set environment.backend.{key} (`ftmanifest lock` probes it)",
+                    expected=what,
+                    observed="absent",
+                )
 
 
 # --- seeds and data --------------------------------------------------------
@@ -143,17 +174,25 @@ def _seeds(data: dict[str, Any]) -> Iterator[Problem]:
     seeds = _get(data, "seeds") or {}
     missing = [k for k in ("python", "numpy", "torch", "data_order") if seeds.get(k) is None]
     if missing:
-        yield Problem(("seeds", missing[0]),
-                      f"seeds not set: {', '.join(missing)}",
-                      "set every seed under seeds: python, numpy, torch, data_order",
-                      expected="an integer each", observed=f"missing {', '.join(missing)}")
+        yield Problem(
+            ("seeds", missing[0]),
+            f"seeds not set: {', '.join(missing)}",
+            "set every seed under seeds: python, numpy, torch, data_order",
+            expected="an integer each",
+            observed=f"missing {', '.join(missing)}",
+        )
 
 
 def _data(data: dict[str, Any]) -> Iterator[Problem]:
     entries = _get(data, "data") or []
     if not entries:
-        yield Problem(("data",), "no data entries", "list the data sets under data:",
-                      expected="at least one data entry", observed="none")
+        yield Problem(
+            ("data",),
+            "no data entries",
+            "list the data sets under data:",
+            expected="at least one data entry",
+            observed="none",
+        )
     for i, entry in enumerate(entries):
         name = entry.get("name", f"#{i}")
         for key, fix in (
@@ -163,9 +202,13 @@ def _data(data: dict[str, Any]) -> Iterator[Problem]:
             ("license", "the license or rights it is used under"),
         ):
             if entry.get(key) is None:
-                yield Problem(("data", i, key), f"data entry {name!r} has no {key}",
-                              f"add data[{i}].{key}: {fix}",
-                              expected=key, observed="absent")
+                yield Problem(
+                    ("data", i, key),
+                    f"data entry {name!r} has no {key}",
+                    f"add data[{i}].{key}: {fix}",
+                    expected=key,
+                    observed="absent",
+                )
 
 
 def _sealed_test(data: dict[str, Any]) -> Iterator[Problem]:
@@ -173,10 +216,13 @@ def _sealed_test(data: dict[str, Any]) -> Iterator[Problem]:
     if not any(e.get("role") == "test" and e.get("sealed") for e in entries):
         tests = [i for i, e in enumerate(entries) if e.get("role") == "test"]
         loc: Loc = ("data", tests[0], "sealed") if tests else ("data",)
-        yield Problem(loc, "no sealed test split",
-                      "mark the final test split 'role: test' and 'sealed: true'",
-                      expected="a data entry with role test and sealed true",
-                      observed="test split not sealed" if tests else "no test split")
+        yield Problem(
+            loc,
+            "no sealed test split",
+            "mark the final test split 'role: test' and 'sealed: true'",
+            expected="a data entry with role test and sealed true",
+            observed="test split not sealed" if tests else "no test split",
+        )
 
 
 # --- method and training ---------------------------------------------------
@@ -188,23 +234,34 @@ def _lora_targets(data: dict[str, Any]) -> Iterator[Problem]:
         return
     targets = method.get("target_modules")
     if not isinstance(targets, list) or not targets:
-        yield Problem(("method", "target_modules"),
-                      "LoRA target modules are not explicit",
-                      "list the module names, e.g. [q_proj, v_proj]; not 'all-linear'",
-                      expected="a list of module names", observed=_show(targets))
+        yield Problem(
+            ("method", "target_modules"),
+            "LoRA target modules are not explicit",
+            "list the module names, e.g. [q_proj, v_proj]; not 'all-linear'",
+            expected="a list of module names",
+            observed=_show(targets),
+        )
 
 
 def _step_sizing(data: dict[str, Any]) -> Iterator[Problem]:
     training = _get(data, "training") or {}
     loc: Loc = ("training",)
     if training.get("grad_accum") is None:
-        yield Problem((*loc, "grad_accum"), "gradient accumulation is not declared",
-                      "set training.grad_accum (1 when not accumulating)",
-                      expected="an integer >= 1", observed="absent")
+        yield Problem(
+            (*loc, "grad_accum"),
+            "gradient accumulation is not declared",
+            "set training.grad_accum (1 when not accumulating)",
+            expected="an integer >= 1",
+            observed="absent",
+        )
     if training.get("loss_normalization") is None:
-        yield Problem((*loc, "loss_normalization"), "loss normalisation is not declared",
-                      "set training.loss_normalization to per-token or per-sequence",
-                      expected="per-token|per-sequence", observed="absent")
+        yield Problem(
+            (*loc, "loss_normalization"),
+            "loss normalisation is not declared",
+            "set training.loss_normalization to per-token or per-sequence",
+            expected="per-token|per-sequence",
+            observed="absent",
+        )
 
 
 # --- hypothesis and guards -------------------------------------------------
@@ -213,24 +270,35 @@ def _step_sizing(data: dict[str, Any]) -> Iterator[Problem]:
 def _hypothesis(data: dict[str, Any]) -> Iterator[Problem]:
     text = _get(data, "experiment", "hypothesis")
     if not isinstance(text, str) or not text.strip():
-        yield Problem(("experiment", "hypothesis"), "no hypothesis",
-                      "state in experiment.hypothesis what should improve and by how much",
-                      expected="a sentence", observed="absent")
+        yield Problem(
+            ("experiment", "hypothesis"),
+            "no hypothesis",
+            "state in experiment.hypothesis what should improve and by how much",
+            expected="a sentence",
+            observed="absent",
+        )
 
 
 def _guards(data: dict[str, Any]) -> Iterator[Problem]:
     guards = _get(data, "experiment", "guards") or []
     if not guards:
-        yield Problem(("experiment", "guards"), "no guard says what must not get worse",
-                      "add experiment.guards (per-category metric, format validity, ...)",
-                      expected="at least one guard", observed="none")
+        yield Problem(
+            ("experiment", "guards"),
+            "no guard says what must not get worse",
+            "add experiment.guards (per-category metric, format validity, ...)",
+            expected="at least one guard",
+            observed="none",
+        )
         return
     if _get(data, "experiment", "task") == "classification":
         if not any(g.get("kind") == "per_category" for g in guards):
-            yield Problem(("experiment", "guards"),
-                          "classification guards only a global average",
-                          "add a guard with kind: per_category and max_drop",
-                          expected="a per_category guard", observed="global metrics only")
+            yield Problem(
+                ("experiment", "guards"),
+                "classification guards only a global average",
+                "add a guard with kind: per_category and max_drop",
+                expected="a per_category guard",
+                observed="global metrics only",
+            )
 
 
 RULES: dict[str, Rule] = {
@@ -258,9 +326,18 @@ def lint_document(doc: Document) -> list[Finding]:
     for rule in RULES.values():
         for p in rule.check(doc.data):
             line, col = doc.position(p.loc)
-            found.append(Finding(
-                kind="lint", rule=rule.id, message=p.message, path=str(doc.path),
-                line=line, column=col, field=format_loc(p.loc) or None,
-                expected=p.expected, observed=p.observed, hint=p.hint,
-            ))
+            found.append(
+                Finding(
+                    kind="lint",
+                    rule=rule.id,
+                    message=p.message,
+                    path=str(doc.path),
+                    line=line,
+                    column=col,
+                    field=format_loc(p.loc) or None,
+                    expected=p.expected,
+                    observed=p.observed,
+                    hint=p.hint,
+                )
+            )
     return sort_findings(found)

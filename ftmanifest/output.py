@@ -47,7 +47,7 @@ def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     out = []
     for n, r in enumerate(cells):
-        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
         if n == 0:
             out.append("  ".join("-" * w for w in widths))
     return "\n".join(out) + "\n"

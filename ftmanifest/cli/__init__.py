@@ -25,6 +25,10 @@ COMMANDS: dict[str, str] = {
     "lint": "lint",
     "schema": "schema",
     "digest": "digest",
+    "keygen": "keygen",
+    "sign": "sign",
+    "signers": "signers",
+    "scan": "scan",
 }
 
 
@@ -32,7 +36,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse exits 2 on usage errors, which matches our convention."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser, or (``only``) just the one subcommand being run, so a
+    command never pays for importing the others' modules."""
     parser = _Parser(
         prog="ftmanifest",
         description="Signed, declarative manifests for fine-tuning experiments.",
@@ -41,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, module in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         mod = importlib.import_module(f"ftmanifest.cli.{module}")
         mod.add_parser(sub)
     return parser
@@ -54,7 +62,9 @@ def add_format_argument(parser: argparse.ArgumentParser, *, sarif: bool = False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only=first if first in COMMANDS else None)
     args = parser.parse_args(argv)
     debug = os.environ.get("FTMANIFEST_DEBUG", "") not in ("", "0")
     try:

@@ -15,8 +15,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
     p = sub.add_parser("digest", help="print the digest of a manifest's canonical form")
     p.add_argument("manifests", nargs="+", metavar="MANIFEST")
-    p.add_argument("--canonical", action="store_true",
-                   help="print the canonical JSON itself instead of its digest")
+    p.add_argument(
+        "--canonical",
+        action="store_true",
+        help="print the canonical JSON itself instead of its digest",
+    )
     add_format_argument(p)
     p.set_defaults(func=run)
 

@@ -36,15 +36,23 @@ def run(args: argparse.Namespace) -> int:
     path: Path = args.path
     exp_id = args.experiment_id or re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem).strip("-._")
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$", exp_id or ""):
-        raise InputError("experiment id is not usable", field="experiment.id",
-                         expected="letters, digits, '.', '_', '-'", observed=exp_id,
-                         hint="pass --id NAME")
+        raise InputError(
+            "experiment id is not usable",
+            field="experiment.id",
+            expected="letters, digits, '.', '_', '-'",
+            observed=exp_id,
+            hint="pass --id NAME",
+        )
     if path.exists() and not args.force:
-        raise InputError("file exists; not overwriting it", path=str(path),
-                         hint="choose another PATH or pass --force")
+        raise InputError(
+            "file exists; not overwriting it",
+            path=str(path),
+            hint="choose another PATH or pass --force",
+        )
     if not path.parent.is_dir():
-        raise InputError("folder does not exist", path=str(path.parent),
-                         hint=f"mkdir -p {path.parent}")
+        raise InputError(
+            "folder does not exist", path=str(path.parent), hint=f"mkdir -p {path.parent}"
+        )
     atomic_write_text(path, render_template(exp_id, SCHEMA_ID))
     sys.stderr.write(f"wrote {path}; fill in every FILL, then run `ftmanifest lint {path}`\n")
     return 0

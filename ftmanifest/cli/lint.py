@@ -38,17 +38,29 @@ def run(args: argparse.Namespace) -> int:
             findings.extend(exc.problems)
         except FtManifestError as exc:
             unusable += 1
-            findings.append(Finding(
-                kind="input", rule="FTM000", message=exc.message, path=exc.path or path,
-                line=exc.line, column=exc.column, field=exc.field, expected=exc.expected,
-                observed=exc.observed, hint=exc.hint,
-            ))
+            findings.append(
+                Finding(
+                    kind="input",
+                    rule="FTM000",
+                    message=exc.message,
+                    path=exc.path or path,
+                    line=exc.line,
+                    column=exc.column,
+                    field=exc.field,
+                    expected=exc.expected,
+                    observed=exc.observed,
+                    hint=exc.hint,
+                )
+            )
     files = len(args.manifests)
     sys.stdout.write(render_findings(findings, args.format, files=files, unusable=unusable))
     if args.format == "text":
         bad = len({f.path for f in findings})
-        summary = (f"{len(findings)} problem(s) in {bad} of {files} manifest(s)" if findings
-                   else f"{files} manifest(s) pinned, no problems")
+        summary = (
+            f"{len(findings)} problem(s) in {bad} of {files} manifest(s)"
+            if findings
+            else f"{files} manifest(s) pinned, no problems"
+        )
         sys.stderr.write(summary + "\n")
     if unusable:
         return EXIT_INPUT

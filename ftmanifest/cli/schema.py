@@ -12,8 +12,14 @@ from pathlib import Path
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("schema", help="print the manifest JSON Schema generated from the model")
-    p.add_argument("--write", type=Path, action="append", default=[], metavar="PATH",
-                   help="write the schema to PATH instead of printing (repeatable)")
+    p.add_argument(
+        "--write",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="write the schema to PATH instead of printing (repeatable)",
+    )
     p.set_defaults(func=run)
 
 

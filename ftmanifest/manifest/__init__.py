@@ -11,7 +11,6 @@ Layer: manifest.  Two entry points:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +31,9 @@ def check_version(doc: Document) -> None:
     if not isinstance(data, dict):
         raise ManifestError(
             "a manifest is a mapping of sections",
-            path=name, line=1, column=1,
+            path=name,
+            line=1,
+            column=1,
             expected="a mapping starting with 'ftmanifest: 1'",
             observed=type(data).__name__ if data is not None else "an empty document",
             hint="start from `ftmanifest init PATH`",
@@ -41,23 +42,35 @@ def check_version(doc: Document) -> None:
     if "ftmanifest" not in data:
         raise ManifestError(
             "not an ftmanifest manifest: the format version is missing",
-            path=name, line=1, column=1, field="ftmanifest",
-            expected=f"ftmanifest: {FORMAT_VERSION}", observed="absent",
+            path=name,
+            line=1,
+            column=1,
+            field="ftmanifest",
+            expected=f"ftmanifest: {FORMAT_VERSION}",
+            observed="absent",
             hint=f"add 'ftmanifest: {FORMAT_VERSION}' as the first line",
         )
     version = data["ftmanifest"]
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
         raise ManifestError(
             "format version is not a positive integer",
-            path=name, line=line, column=col, field="ftmanifest",
-            expected=str(FORMAT_VERSION), observed=json.dumps(version, default=str),
+            path=name,
+            line=line,
+            column=col,
+            field="ftmanifest",
+            expected=str(FORMAT_VERSION),
+            observed=json.dumps(version, default=str),
             hint=f"write 'ftmanifest: {FORMAT_VERSION}'",
         )
     if version > FORMAT_VERSION:
         raise UnsupportedVersionError(
             f"manifest format {version} is newer than this ftmanifest understands",
-            path=name, line=line, column=col, field="ftmanifest",
-            expected=f"at most {FORMAT_VERSION}", observed=str(version),
+            path=name,
+            line=line,
+            column=col,
+            field="ftmanifest",
+            expected=f"at most {FORMAT_VERSION}",
+            observed=str(version),
             hint="upgrade ftmanifest (pip install -U ftmanifest)",
         )
 
@@ -71,18 +84,20 @@ def load_document(path: str | Path) -> Document:
     problems = schema_findings(doc)
     if problems:
         raise ManifestInvalidError(
-            f"{len(problems)} schema problem(s)", path=str(doc.path), problems=problems,
+            f"{len(problems)} schema problem(s)",
+            path=str(doc.path),
+            problems=problems,
         )
     return doc
 
 
-@dataclass
 class LoadedManifest:
     """A validated manifest and the document it came from."""
 
-    path: Path
-    document: Document
-    manifest: Manifest
+    def __init__(self, path: Path, document: Document, manifest: Manifest) -> None:
+        self.path = path
+        self.document = document
+        self.manifest = manifest
 
     def canonical(self) -> dict[str, Any]:
         """The JSON data whose RFC 8785 form is digested and signed.
@@ -124,13 +139,22 @@ def build_model(doc: Document) -> Manifest:
             loc = _data_loc(doc.data, tuple(err["loc"]))
             line, col = doc.position(loc)
             field = format_loc(loc) or "(document)"
-            problems.append(Finding(
-                kind="schema", rule="FTM000", message=err["msg"],
-                path=str(doc.path), line=line, column=col, field=field,
-                observed=json.dumps(err.get("input"), default=str)[:80],
-            ))
+            problems.append(
+                Finding(
+                    kind="schema",
+                    rule="FTM000",
+                    message=err["msg"],
+                    path=str(doc.path),
+                    line=line,
+                    column=col,
+                    field=field,
+                    observed=json.dumps(err.get("input"), default=str)[:80],
+                )
+            )
         raise ManifestInvalidError(
-            f"{len(problems)} schema problem(s)", path=str(doc.path), problems=problems,
+            f"{len(problems)} schema problem(s)",
+            path=str(doc.path),
+            problems=problems,
         ) from None
 
 

@@ -41,7 +41,9 @@ class DataEntry(Strict):
     format: Literal["jsonl", "json", "csv", "tsv", "parquet", "text", "images", "other"] | None = (
         Field(default=None, description="Storage format.")
     )
-    license: str | None = Field(default=None, description="License or rights under which it is used.")
+    license: str | None = Field(
+        default=None, description="License or rights under which it is used."
+    )
     contains_personal_data: bool | None = Field(
         default=None, description="Whether it holds personal data (drives scanning and retention)."
     )

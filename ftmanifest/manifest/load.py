@@ -13,11 +13,9 @@ nesting deeper than ``MAX_DEPTH``, non-string keys, NaN/infinity.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import math
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +30,24 @@ Loc = tuple[str | int, ...]
 _SUFFIX_FORMAT = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml"}
 
 
-@dataclass
 class Document:
     """A parsed manifest file: plain data plus where each key stands."""
 
-    path: Path
-    format: str
-    text: str
-    data: Any
-    positions: dict[Loc, tuple[int, int]] = field(default_factory=dict)
+    __slots__ = ("path", "format", "text", "data", "positions")
+
+    def __init__(
+        self,
+        path: Path,
+        format: str,
+        text: str,
+        data: Any,
+        positions: dict[Loc, tuple[int, int]] | None = None,
+    ) -> None:
+        self.path = path
+        self.format = format
+        self.text = text
+        self.data = data
+        self.positions = positions if positions is not None else {}
 
     def position(self, loc: Loc) -> tuple[int | None, int | None]:
         """1-based (line, column) of ``loc`` or of its nearest located parent."""
@@ -65,7 +72,9 @@ def read_document(path: str | Path) -> Document:
             raw = fh.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise InputNotFoundError(
-            "manifest not found", path=name, hint="check the path, or create one with `ftmanifest init`"
+            "manifest not found",
+            path=name,
+            hint="check the path, or create one with `ftmanifest init`",
         ) from None
     except IsADirectoryError:
         raise ManifestError("is a directory, not a manifest file", path=name) from None
@@ -144,6 +153,8 @@ def _parse_yaml(text: str, name: str) -> Document:
 
 
 _STR_TAG = "tag:yaml.org,2002:str"
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
 _NULL_RE = re.compile(r"^(?:~|null|Null|NULL|)$")
 _BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 _INT_RE = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
@@ -169,25 +180,50 @@ def _node(node: Any, loc: Loc, pos: dict[Loc, tuple[int, int]], name: str, count
         )
     line, col = _mark(node)
     if len(loc) > MAX_DEPTH:
-        raise ManifestError(f"nesting deeper than {MAX_DEPTH} levels", path=name, line=line, column=col)
+        raise ManifestError(
+            f"nesting deeper than {MAX_DEPTH} levels", path=name, line=line, column=col
+        )
     kind = node.id
+    if kind != "scalar" and node.tag not in (_MAP_TAG, _SEQ_TAG):
+        raise ManifestError(
+            f"YAML tags are not supported ({node.tag})",
+            path=name,
+            line=line,
+            column=col,
+            field=format_loc(loc) or None,
+            hint="remove the tag; write a plain value",
+        )
     if kind == "mapping":
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
             kl = _mark(key_node)
             if key_node.id == "scalar" and key_node.value == "<<" and not key_node.style:
-                raise ManifestError("merge keys (<<) are not supported", path=name,
-                                    line=kl[0], column=kl[1], hint="write the keys out")
+                raise ManifestError(
+                    "merge keys (<<) are not supported",
+                    path=name,
+                    line=kl[0],
+                    column=kl[1],
+                    hint="write the keys out",
+                )
             key = _node(key_node, loc, {}, name, count)
             if not isinstance(key, str):
-                raise ManifestError(f"mapping key {key!r} is not a string", path=name,
-                                    line=kl[0], column=kl[1], hint="quote the key")
+                raise ManifestError(
+                    f"mapping key {key!r} is not a string",
+                    path=name,
+                    line=kl[0],
+                    column=kl[1],
+                    hint="quote the key",
+                )
             child = (*loc, key)
             if key in out:
                 first = pos.get(child, (None, None))
                 raise ManifestError(
-                    f"duplicate key '{key}' (first at line {first[0]})", path=name,
-                    line=kl[0], column=kl[1], field=format_loc(child), hint="keep one",
+                    f"duplicate key '{key}' (first at line {first[0]})",
+                    path=name,
+                    line=kl[0],
+                    column=kl[1],
+                    field=format_loc(child),
+                    hint="keep one",
                 )
             pos[child] = kl
             out[key] = _node(value_node, child, pos, name, count)
@@ -207,9 +243,14 @@ def _yaml_scalar(node: Any, loc: Loc, name: str) -> Any:
     value: str = node.value
     line, col = _mark(node)
     if node.tag != _STR_TAG:
-        raise ManifestError(f"YAML tags are not supported ({node.tag})", path=name, line=line,
-                            column=col, field=format_loc(loc) or None,
-                            hint="remove the tag; write a plain value")
+        raise ManifestError(
+            f"YAML tags are not supported ({node.tag})",
+            path=name,
+            line=line,
+            column=col,
+            field=format_loc(loc) or None,
+            hint="remove the tag; write a plain value",
+        )
     if node.style:  # quoted or block scalar ('' or None means plain)
         return value
     if _NULL_RE.match(value):
@@ -221,9 +262,15 @@ def _yaml_scalar(node: Any, loc: Loc, name: str) -> Any:
     if _FLOAT_RE.match(value):
         return float(value)
     if _SPECIAL_FLOAT_RE.match(value):
-        raise ManifestError("NaN and infinity are not allowed", path=name, line=line,
-                            column=col, field=format_loc(loc) or None, observed=value,
-                            expected="a finite number")
+        raise ManifestError(
+            "NaN and infinity are not allowed",
+            path=name,
+            line=line,
+            column=col,
+            field=format_loc(loc) or None,
+            observed=value,
+            expected="a finite number",
+        )
     return value
 
 
@@ -319,7 +366,10 @@ def _parse_toml(text: str, name: str) -> Document:
     except tomllib.TOMLDecodeError as exc:
         found = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
         line, col = (int(found.group(1)), int(found.group(2))) if found else (None, None)
-        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        if line is None and "end of document" in str(exc):
+            line = text.count("\n") + 1
+            col = len(text) - (text.rfind("\n") + 1) + 1
+        message = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(exc))
         raise ManifestError(f"TOML syntax: {message}", path=name, line=line, column=col) from None
     data = _toml_plain(data, (), name)
     _check_shape(data, (), name, [0])
@@ -327,13 +377,17 @@ def _parse_toml(text: str, name: str) -> Document:
 
 
 def _toml_plain(node: Any, loc: Loc, name: str) -> Any:
+    import datetime as _dt
+
     if isinstance(node, dict):
         return {k: _toml_plain(v, (*loc, k), name) for k, v in node.items()}
     if isinstance(node, list):
         return [_toml_plain(v, (*loc, i), name) for i, v in enumerate(node)]
     if isinstance(node, float) and (math.isnan(node) or math.isinf(node)):
         raise ManifestError(
-            "NaN and infinity are not allowed", path=name, field=_dotted(loc),
+            "NaN and infinity are not allowed",
+            path=name,
+            field=_dotted(loc),
             expected="a finite number",
         )
     if isinstance(node, (_dt.date, _dt.datetime, _dt.time)):

@@ -31,9 +31,7 @@ class Manifest(Strict):
     data: list[DataEntry] = Field(default_factory=list, description="Data sets and splits.")
     method: Method | None = Field(default=None, description="What is trained: full, lora, peft.")
     training: Training = Field(default_factory=Training, description="Step sizing.")
-    distributed: Distributed = Field(
-        default_factory=Distributed, description="Process layout."
-    )
+    distributed: Distributed = Field(default_factory=Distributed, description="Process layout.")
     evaluation: Evaluation = Field(default_factory=Evaluation, description="Evaluation.")
     export: Export | None = Field(default=None, description="The deliverable.")
     security: Security = Field(default_factory=Security, description="Confidentiality policy.")

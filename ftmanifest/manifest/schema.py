@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 SCHEMA_ID = "https://ftmanifest.dev/schema/v1/ftmanifest.schema.json"
@@ -34,6 +34,6 @@ def render(schema: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=1)
 def packaged() -> dict[str, Any]:
-    text = resources.files("ftmanifest.manifest").joinpath(PACKAGED_NAME).read_text("utf-8")
+    text = Path(__file__).with_name(PACKAGED_NAME).read_text("utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema

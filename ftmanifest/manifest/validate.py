@@ -70,6 +70,10 @@ def _show(value: Any) -> str:
 
 @lru_cache(maxsize=256)
 def _pattern(text: str) -> re.Pattern[str]:
+    # JSON Schema patterns are ECMA-262: a final "$" matches only at the very
+    # end, while Python's also matches before a trailing newline.
+    if text.endswith("$") and not text.endswith("\\$"):
+        text = text[:-1] + r"\Z"
     return re.compile(text)
 
 
@@ -77,8 +81,12 @@ class _Problem:
     __slots__ = ("loc", "message", "expected", "observed", "hint")
 
     def __init__(
-        self, loc: Loc, message: str, expected: str | None = None,
-        observed: str | None = None, hint: str | None = None,
+        self,
+        loc: Loc,
+        message: str,
+        expected: str | None = None,
+        observed: str | None = None,
+        hint: str | None = None,
     ) -> None:
         self.loc, self.message = loc, message
         self.expected, self.observed, self.hint = expected, observed, hint
@@ -102,7 +110,7 @@ class SchemaChecker:
             if not ref.startswith("#/$defs/"):
                 raise ValueError(f"unsupported $ref {ref}")
             extra = {k: v for k, v in schema.items() if k != "$ref"}
-            schema = {**self.defs[ref[len("#/$defs/"):]], **extra}
+            schema = {**self.defs[ref[len("#/$defs/") :]], **extra}
         return schema
 
     def _check(self, node: Any, schema: dict[str, Any], loc: Loc, out: list[_Problem]) -> None:
@@ -113,10 +121,14 @@ class SchemaChecker:
             self._check_union(node, schema, loc, out)
             return
         if "type" in schema and not _is_type(node, schema["type"]):
-            out.append(_Problem(
-                loc, "wrong type", expected=_TYPE_NAMES.get(schema["type"], schema["type"]),
-                observed=f"{_TYPE_NAMES.get(json_type(node), json_type(node))} {_show(node)}",
-            ))
+            out.append(
+                _Problem(
+                    loc,
+                    "wrong type",
+                    expected=_TYPE_NAMES.get(schema["type"], schema["type"]),
+                    observed=f"{_TYPE_NAMES.get(json_type(node), json_type(node))} {_show(node)}",
+                )
+            )
             return
         if "const" in schema and not _same(node, schema["const"]):
             out.append(_Problem(loc, "wrong value", _show(schema["const"]), _show(node)))
@@ -136,7 +148,9 @@ class SchemaChecker:
         elif isinstance(node, list):
             self._check_array(node, schema, loc, out)
 
-    def _check_union(self, node: Any, schema: dict[str, Any], loc: Loc, out: list[_Problem]) -> None:
+    def _check_union(
+        self, node: Any, schema: dict[str, Any], loc: Loc, out: list[_Problem]
+    ) -> None:
         branches = [self._resolve(b) for b in schema.get("oneOf", schema.get("anyOf", []))]
         disc = schema.get("discriminator")
         if disc and isinstance(node, dict):
@@ -148,10 +162,15 @@ class SchemaChecker:
                 return
             if not isinstance(tag, str) or tag not in mapping:
                 close = difflib.get_close_matches(str(tag), list(mapping), n=1)
-                out.append(_Problem(
-                    (*loc, prop), "unknown kind", f"one of {', '.join(sorted(mapping))}",
-                    _show(tag), f"did you mean {close[0]!r}?" if close else None,
-                ))
+                out.append(
+                    _Problem(
+                        (*loc, prop),
+                        "unknown kind",
+                        f"one of {', '.join(sorted(mapping))}",
+                        _show(tag),
+                        f"did you mean {close[0]!r}?" if close else None,
+                    )
+                )
                 return
             self._check(node, {"$ref": mapping[tag]}, loc, out)
             return
@@ -159,8 +178,14 @@ class SchemaChecker:
             # "one of these fields is required" (e.g. model.repo or model.path)
             if not any(not self.problems_of(node, b, loc) for b in branches):
                 names = [n for b in branches for n in b.get("required", [])]
-                out.append(_Problem(loc, f"needs one of: {', '.join(names)}",
-                                    expected=" or ".join(names), observed="neither"))
+                out.append(
+                    _Problem(
+                        loc,
+                        f"needs one of: {', '.join(names)}",
+                        expected=" or ".join(names),
+                        observed="neither",
+                    )
+                )
             return
         matching = [b for b in branches if "type" not in b or _is_type(node, b["type"])]
         for b in matching:
@@ -182,18 +207,31 @@ class SchemaChecker:
         self._check(node, schema, loc, sub)
         return sub
 
-    def _check_string(self, node: str, schema: dict[str, Any], loc: Loc, out: list[_Problem]) -> None:
+    def _check_string(
+        self, node: str, schema: dict[str, Any], loc: Loc, out: list[_Problem]
+    ) -> None:
         if "minLength" in schema and len(node) < schema["minLength"]:
-            out.append(_Problem(loc, "string too short",
-                                f"at least {schema['minLength']} characters", _show(node)))
+            out.append(
+                _Problem(
+                    loc,
+                    "string too short",
+                    f"at least {schema['minLength']} characters",
+                    _show(node),
+                )
+            )
         if "maxLength" in schema and len(node) > schema["maxLength"]:
-            out.append(_Problem(loc, "string too long",
-                                f"at most {schema['maxLength']} characters", _show(node)))
+            out.append(
+                _Problem(
+                    loc, "string too long", f"at most {schema['maxLength']} characters", _show(node)
+                )
+            )
         if "pattern" in schema and not _pattern(schema["pattern"]).search(node):
             expected = schema.get("description") or f"text matching {schema['pattern']}"
             out.append(_Problem(loc, "badly formed value", expected, _show(node)))
 
-    def _check_number(self, node: float, schema: dict[str, Any], loc: Loc, out: list[_Problem]) -> None:
+    def _check_number(
+        self, node: float, schema: dict[str, Any], loc: Loc, out: list[_Problem]
+    ) -> None:
         limits = (
             ("minimum", lambda v, b: v >= b, ">="),
             ("maximum", lambda v, b: v <= b, "<="),
@@ -202,16 +240,25 @@ class SchemaChecker:
         )
         for key, ok, sign in limits:
             if key in schema and not ok(node, schema[key]):
-                out.append(_Problem(loc, "number out of range", f"{sign} {schema[key]}", _show(node)))
+                out.append(
+                    _Problem(loc, "number out of range", f"{sign} {schema[key]}", _show(node))
+                )
 
-    def _check_object(self, node: dict[str, Any], schema: dict[str, Any], loc: Loc,
-                      out: list[_Problem]) -> None:
+    def _check_object(
+        self, node: dict[str, Any], schema: dict[str, Any], loc: Loc, out: list[_Problem]
+    ) -> None:
         props: dict[str, Any] = schema.get("properties", {})
         for name in schema.get("required", ()):
             if name not in node:
-                out.append(_Problem((*loc, name), "missing required field",
-                                    expected=f"a value for '{name}'", observed="absent",
-                                    hint=f"add '{name}:'"))
+                out.append(
+                    _Problem(
+                        (*loc, name),
+                        "missing required field",
+                        expected=f"a value for '{name}'",
+                        observed="absent",
+                        hint=f"add '{name}:'",
+                    )
+                )
         names_schema = schema.get("propertyNames")
         extra = schema.get("additionalProperties", True)
         for key, value in node.items():
@@ -221,22 +268,38 @@ class SchemaChecker:
                 self._check(value, props[key], (*loc, key), out)
             elif extra is False:
                 close = difflib.get_close_matches(key, list(props), n=1, cutoff=0.6)
-                hint = f"did you mean '{close[0]}'?" if close else \
-                    f"allowed here: {', '.join(sorted(props))}"
+                hint = (
+                    f"did you mean '{close[0]}'?"
+                    if close
+                    else f"allowed here: {', '.join(sorted(props))}"
+                )
                 out.append(_Problem((*loc, key), f"unknown field '{key}'", hint=hint))
             elif isinstance(extra, dict):
                 self._check(value, extra, (*loc, key), out)
         if "anyOf" in schema:
             self._check_union(node, {"anyOf": schema["anyOf"]}, loc, out)
 
-    def _check_array(self, node: list[Any], schema: dict[str, Any], loc: Loc,
-                     out: list[_Problem]) -> None:
+    def _check_array(
+        self, node: list[Any], schema: dict[str, Any], loc: Loc, out: list[_Problem]
+    ) -> None:
         if "minItems" in schema and len(node) < schema["minItems"]:
-            out.append(_Problem(loc, "list too short", f"at least {schema['minItems']} items",
-                                f"{len(node)} items"))
+            out.append(
+                _Problem(
+                    loc,
+                    "list too short",
+                    f"at least {schema['minItems']} items",
+                    f"{len(node)} items",
+                )
+            )
         if "maxItems" in schema and len(node) > schema["maxItems"]:
-            out.append(_Problem(loc, "list too long", f"at most {schema['maxItems']} items",
-                                f"{len(node)} items"))
+            out.append(
+                _Problem(
+                    loc,
+                    "list too long",
+                    f"at most {schema['maxItems']} items",
+                    f"{len(node)} items",
+                )
+            )
         items = schema.get("items")
         if isinstance(items, dict):
             for i, value in enumerate(node):
@@ -257,6 +320,14 @@ def _finding(doc: Document, p: _Problem) -> Finding:
     field = format_loc(p.loc) or "(document)"
     message = p.message
     return Finding(
-        kind="schema", rule=RULE, message=message, path=str(doc.path), line=line, column=col,
-        field=field, expected=p.expected, observed=p.observed, hint=p.hint,
+        kind="schema",
+        rule=RULE,
+        message=message,
+        path=str(doc.path),
+        line=line,
+        column=col,
+        field=field,
+        expected=p.expected,
+        observed=p.observed,
+        hint=p.hint,
     )

@@ -1,0 +1,46 @@
+# Two commands set everything up on a fresh machine:
+#   make demo   - create .venv if missing, install, walk through the tool on the examples
+#   make test   - create .venv if missing, install with test extras, run the whole suite
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+# torch first, pinned: it is the CPU build these machines carry on disk; an
+# unpinned torch would pull a CUDA build of several GB.
+TORCH ?= torch==2.13.0
+JOBS ?= 2
+
+.PHONY: demo test bench schema lint-self clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed-demo: pyproject.toml | $(PY)
+	$(PIP) install -q $(TORCH)
+	$(PIP) install -q -e '.[ml]'
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(PY)
+	$(PIP) install -q $(TORCH)
+	$(PIP) install -q -e '.[ml,dev]'
+	touch $@
+
+demo: $(VENV)/.installed-demo
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash manifests/demo.sh
+
+test: $(VENV)/.installed-test
+	$(PY) -m pytest -n $(JOBS) -q
+
+bench: $(VENV)/.installed-test
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+schema: $(VENV)/.installed-demo
+	$(PY) -m ftmanifest schema --write schema/ftmanifest.schema.json \
+		--write ftmanifest/manifest/ftmanifest.schema.json
+
+lint-self: $(VENV)/.installed-test
+	$(PY) -m ruff check ftmanifest tests benchmarks
+	$(PY) -m mypy ftmanifest
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis demo-out

@@ -1,0 +1,98 @@
+"""The real pre-commit runs our hook from a real git repository at a commit."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import CLF, ROOT
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.org",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.org",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def _git(cwd: Path, *args: str) -> str:
+    out = subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env={**os.environ, **GIT_ENV},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+def _snapshot_of_this_project(dest: Path) -> str:
+    """A git repo holding this working tree (tracked and untracked, not ignored)."""
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
+    for rel in filter(None, files):
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    _git(dest, "init", "-q")
+    _git(dest, "add", "-A")
+    _git(dest, "commit", "-qm", "snapshot")
+    return _git(dest, "rev-parse", "HEAD")
+
+
+def test_pre_commit_rejects_unpinned_and_passes_pinned(tmp_path: Path) -> None:
+    hook_repo = tmp_path / "ftmanifest-repo"
+    hook_repo.mkdir()
+    rev = _snapshot_of_this_project(hook_repo)
+
+    user = tmp_path / "user-repo"
+    (user / "manifests").mkdir(parents=True)
+    _git(user, "init", "-q")
+    (user / ".pre-commit-config.yaml").write_text(
+        f"repos:\n  - repo: {hook_repo}\n    rev: {rev}\n    hooks:\n      - id: ftmanifest-lint\n"
+    )
+    (user / "manifests" / "exp.yaml").write_text(CLF.read_text())
+    (user / "notes.yaml").write_text("not: a manifest\n")  # outside the files pattern
+    _git(user, "add", "-A")
+
+    env = {**os.environ, **GIT_ENV, "PRE_COMMIT_HOME": str(tmp_path / "pc-home")}
+    env.pop("FTMANIFEST_DEBUG", None)
+
+    def pre_commit() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pre_commit", "run", "--all-files"],
+            cwd=user,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+
+    passed = pre_commit()
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "ftmanifest lint" in passed.stdout and "Passed" in passed.stdout
+
+    text = CLF.read_text()
+    (user / "manifests" / "exp.yaml").write_text(
+        text.replace("  revision: ", "  revision: main  # ", 1)
+    )
+    _git(user, "add", "-A")
+    failed = pre_commit()
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    line_no = next(i for i, t in enumerate(text.splitlines(), 1) if t.startswith("  revision: "))
+    assert f"manifests/exp.yaml:{line_no}:3: FTM001" in failed.stdout
