@@ -17,12 +17,12 @@ $(PY):
 
 $(VENV)/.installed-demo: pyproject.toml | $(PY)
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e '.[ml]'
+	$(PIP) install -q -e '.[ml]' --config-settings editable_mode=compat
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e '.[ml,dev]'
+	$(PIP) install -q -e '.[ml,dev]' --config-settings editable_mode=compat
 	touch $@
 
 demo: $(VENV)/.installed-demo
@@ -37,6 +37,7 @@ bench: $(VENV)/.installed-test
 schema: $(VENV)/.installed-demo
 	$(PY) -m ftmanifest schema --write schema/ftmanifest.schema.json \
 		--write ftmanifest/manifest/ftmanifest.schema.json
+	$(PY) -c 'import pathlib; from ftmanifest.manifest.schema import generate, markdown_reference, with_reference; p = pathlib.Path("README.md"); p.write_text(with_reference(p.read_text(), markdown_reference(generate())))'
 
 lint-self: $(VENV)/.installed-test
 	$(PY) -m ruff check ftmanifest tests benchmarks

@@ -313,7 +313,7 @@ def test_non_utf8_name_is_refused(tmp_path: Path) -> None:
 
 
 def test_symlink_escaping_root_is_refused(tmp_path: Path) -> None:
-    root = tmp_path / "root"
+    root = tmp_path / "top"
     secret = write(tmp_path / "outside" / "secret", b"s")
     write(root / "ok", b"ok")
     (root / "link").symlink_to(secret)
@@ -325,7 +325,7 @@ def test_symlink_escaping_root_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SymlinkEscapeError):
         list_tree(root)
     (root / "dirlink").unlink()
-    (root / "rel").symlink_to("../root/../outside/secret")  # '..' tricks resolve outside too
+    (root / "rel").symlink_to("../top/../outside/secret")  # '..' tricks resolve outside too
     with pytest.raises(SymlinkEscapeError):
         list_tree(root)
 

@@ -13,6 +13,11 @@ from pathlib import Path
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("schema", help="print the manifest JSON Schema generated from the model")
     p.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print a field reference table (for the README) instead",
+    )
+    p.add_argument(
         "--write",
         type=Path,
         action="append",
@@ -25,9 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run(args: argparse.Namespace) -> int:
     from ftmanifest.fsutil import atomic_write_text
-    from ftmanifest.manifest.schema import generate, render
+    from ftmanifest.manifest.schema import generate, markdown_reference, render
 
-    text = render(generate())
+    text = markdown_reference(generate()) if args.markdown else render(generate())
     if not args.write:
         sys.stdout.write(text)
     for path in args.write:

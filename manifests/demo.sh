@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# `make demo`: an offline, end-to-end walk through everything ftmanifest can do
+# on the shipped example manifests, showing passes and refusals.
+# Works in demo-out/ (git-ignored); safe to run again.
+set -u
+cd "$(dirname "$0")/.."
+OUT=demo-out
+rm -rf "$OUT"
+mkdir -p "$OUT"
+FAILED=0
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# expect CODE CMD...: run CMD, show its output, and check its exit code.
+expect() {
+  local want=$1; shift
+  printf '$ %s\n' "$*"
+  "$@"
+  local got=$?
+  if [ "$got" -eq "$want" ]; then
+    printf '   -> exit %s (as expected)\n' "$got"
+  else
+    printf '   -> exit %s, expected %s: DEMO FAILED\n' "$got" "$want"
+    FAILED=1
+  fi
+}
+
+step "version"
+expect 0 ftmanifest --version
+
+step "1. lint: the shipped manifests are fully pinned (pass)"
+expect 0 ftmanifest lint manifests/*.yaml
+
+step "2. lint: a manifest that trains on a branch, not a commit (refused, exit 1)"
+sed 's/^  revision: .*/  revision: main/' manifests/docroute-lora-r16.yaml > "$OUT/on-main.yaml"
+expect 1 ftmanifest lint "$OUT/on-main.yaml"
+
+step "3. lint: a misspelt field (unusable, exit 2, with a did-you-mean)"
+sed 's/^  seq_len:/  seq_length:/' manifests/docroute-lora-r16.yaml > "$OUT/typo.yaml"
+expect 2 ftmanifest lint "$OUT/typo.yaml"
+
+step "4. init: a template that lint rejects until it is filled in"
+expect 0 ftmanifest init "$OUT/new-experiment.yaml"
+expect 1 ftmanifest lint "$OUT/new-experiment.yaml"
+
+step "5. digest: comments do not change the canonical digest; values do"
+expect 0 ftmanifest digest manifests/docroute-lora-r16.yaml
+sed 's/# every department, not one global average/# (comment edited)/' \
+  manifests/docroute-lora-r16.yaml > "$OUT/comment-edit.yaml"
+expect 0 ftmanifest digest "$OUT/comment-edit.yaml"
+sed 's/max_drop: 0.02/max_drop: 0.05/' manifests/docroute-lora-r16.yaml > "$OUT/value-edit.yaml"
+expect 0 ftmanifest digest "$OUT/value-edit.yaml"
+
+step "6. schema: generated from the model, identical to the committed file"
+ftmanifest schema > "$OUT/schema.json"
+expect 0 cmp "$OUT/schema.json" schema/ftmanifest.schema.json
+
+step "7. signing: keygen, sign, check trust; a tampered manifest is refused"
+mkdir -p "$OUT/signed/.ftmanifest"
+( cd "$OUT/signed" && git init -q . )
+cp manifests/docroute-lora-r16.yaml "$OUT/signed/exp.yaml"
+expect 0 ftmanifest keygen -f "$OUT/keys/alice" --no-passphrase --comment alice@example.org
+printf 'alice@example.org namespaces="ftmanifest" %s\n' "$(cut -d' ' -f1,2 "$OUT/keys/alice.pub")" \
+  > "$OUT/signed/.ftmanifest/allowed_signers"
+expect 0 ftmanifest sign "$OUT/signed/exp.yaml" --key "$OUT/keys/alice"
+expect 0 ftmanifest signers "$OUT/signed/exp.yaml"
+sed -i 's/max_steps: 1200/max_steps: 1300/' "$OUT/signed/exp.yaml"
+expect 1 ftmanifest signers "$OUT/signed/exp.yaml"
+
+step "8. scan: a clean data set passes; a leaked token, personal data and a malicious pickle are found"
+mkdir -p "$OUT/data-clean" "$OUT/data-leaky"
+python - "$OUT" <<'PY'
+import json, pickle, random, string, sys
+out = sys.argv[1]
+rows = [{"messages": [{"role": "user", "content": f"Where is parcel {i}?"},
+                      {"role": "assistant", "content": "shipping"}]} for i in range(50)]
+with open(f"{out}/data-clean/train.jsonl", "w") as fh:
+    fh.writelines(json.dumps(r) + "\n" for r in rows)
+# A made-up token in GitHub's format, generated here so no secret is committed.
+rnd = random.Random(7)
+token = "ghp_" + "".join(rnd.choice(string.ascii_letters + string.digits) for _ in range(36))
+rows[3]["messages"][0]["content"] = f"my token is {token}, mail me at jane.doe@example.com"
+with open(f"{out}/data-leaky/train.jsonl", "w") as fh:
+    fh.writelines(json.dumps(r) + "\n" for r in rows)
+
+class Payload:  # what a booby-trapped checkpoint does: run a command when loaded
+    def __reduce__(self):
+        import os
+        return (os.system, ("echo owned",))
+
+with open(f"{out}/data-leaky/pytorch_model.bin", "wb") as fh:
+    pickle.dump({"weight": Payload()}, fh)
+PY
+expect 0 ftmanifest scan "$OUT/data-clean"
+expect 1 ftmanifest scan "$OUT/data-leaky"
+
+step "summary"
+if [ "$FAILED" -eq 0 ]; then
+  echo "demo finished: every pass passed and every refusal was refused"
+else
+  echo "demo FAILED: see the steps marked DEMO FAILED above"
+fi
+exit "$FAILED"
