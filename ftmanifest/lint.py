@@ -57,6 +57,8 @@ def _show(value: Any) -> str:
 
 def _revision(data: dict[str, Any]) -> Iterator[Problem]:
     rev = _get(data, "model", "revision")
+    if _get(data, "model", "repo") is None and rev is None:
+        return  # a local folder has no hub commit: its tree digest pins it (FTM002)
     if not isinstance(rev, str) or not COMMIT_RE.match(rev):
         yield Problem(
             ("model", "revision"),

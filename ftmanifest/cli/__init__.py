@@ -29,6 +29,8 @@ COMMANDS: dict[str, str] = {
     "sign": "sign",
     "signers": "signers",
     "scan": "scan",
+    "lock": "lock",
+    "verify": "verify",
 }
 
 

@@ -24,6 +24,11 @@ class Budget(Strict):
     max_gpu_hours: float | None = Field(
         default=None, gt=0, description="Accelerator-hours at most, summed over devices."
     )
+    disk_gib: float | None = Field(
+        default=None,
+        gt=0,
+        description="Free disk the run needs (checkpoints, logs, evaluation, retries), in GiB.",
+    )
 
 
 class PerCategoryGuard(Strict):

@@ -33,6 +33,18 @@ class GitState:
     untracked: int = 0
     root: str | None = None
     note: str | None = None
+    dirty_paths: tuple[str, ...] = ()
+    """Paths (relative to ``root``) that 'git status --porcelain' lists."""
+
+
+def porcelain_paths(text: str) -> tuple[str, ...]:
+    """The path of each ``git status --porcelain`` v1 line (the new name of a rename)."""
+    out = []
+    for line in text.splitlines():
+        if len(line) > 3:
+            path = line[3:].split(" -> ")[-1]
+            out.append(path[1:-1] if path.startswith('"') and path.endswith('"') else path)
+    return tuple(out)
 
 
 def parse_porcelain(text: str) -> tuple[int, int]:
@@ -70,6 +82,7 @@ def probe_dir(ctx: ProbeContext, folder: Path) -> GitState:
         changed=changed,
         untracked=untracked,
         root=root,
+        dirty_paths=porcelain_paths(status.stdout),
     )
 
 

@@ -1,0 +1,119 @@
+"""``ftmanifest verify M``: refuse when this machine, the model, the data or the
+signature drifted from the manifest.
+
+Layer: edge.  Exit 0 clean, 1 drift (one row per difference), 2 an unusable
+manifest or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, UsageError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from ftmanifest.cli import add_format_argument
+
+    p = sub.add_parser(
+        "verify", help="compare a manifest with this machine, model, data, signature"
+    )
+    p.add_argument("manifest", type=Path, metavar="MANIFEST")
+    p.add_argument(
+        "--accept",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="accept the drift on FIELD on purpose (needs a --reason each)",
+    )
+    p.add_argument(
+        "--reason",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="why the matching --accept is fine; printed in the report",
+    )
+    p.add_argument(
+        "--no-signature",
+        action="store_true",
+        help="skip the signature check (a warning is printed)",
+    )
+    p.add_argument("--trust", type=Path, metavar="PATH", help="allowed signers file")
+    p.add_argument(
+        "--threshold",
+        type=int,
+        default=1,
+        metavar="N",
+        help="distinct trusted signers required (default 1)",
+    )
+    p.add_argument("--no-cache", action="store_true", help="rehash every file")
+    p.add_argument(
+        "--code",
+        type=Path,
+        metavar="DIR",
+        help="training code folder for the commit check (default: manifest's folder)",
+    )
+    p.add_argument(
+        "--allow-outside",
+        action="store_true",
+        help="allow data/model paths outside the manifest's folder",
+    )
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def accepted_fields(args: argparse.Namespace) -> dict[str, str]:
+    if len(args.accept) != len(args.reason):
+        raise UsageError(
+            "every --accept needs its own --reason",
+            field="--reason",
+            expected=f"{len(args.accept)} reason(s)",
+            observed=f"{len(args.reason)} reason(s)",
+            hint="ftmanifest verify M --accept FIELD --reason 'why this is fine'",
+        )
+    return dict(zip(args.accept, args.reason, strict=True))
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.output import findings_table, to_json
+    from ftmanifest.verify import verify_manifest
+
+    report = verify_manifest(
+        args.manifest,
+        signature=not args.no_signature,
+        trust_path=args.trust,
+        threshold=args.threshold,
+        accept=accepted_fields(args),
+        use_cache=not args.no_cache,
+        code_dir=args.code,
+        allow_outside=args.allow_outside,
+    )
+    if args.format == "json":
+        sys.stdout.write(to_json(report.to_dict()))
+        return EXIT_OK if report.ok else EXIT_REFUSED
+    out = sys.stdout
+    out.write(f"manifest:  {report.manifest_path} ({report.manifest_digest})\n")
+    sig = report.signature
+    if sig is not None:
+        names = sorted({p for s in sig.signatures if s.status == "valid" for p in s.principals})
+        out.write(
+            f"signature: trusted ({len(sig.valid_keyids)} key(s): {', '.join(names)}; "
+            f"threshold {sig.threshold})\n"
+        )
+    for warning in report.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
+    if report.findings:
+        out.write(f"drift:     {len(report.findings)} difference(s)\n\n")
+        out.write(findings_table(report.findings))
+    for a in report.accepted:
+        out.write(
+            f"accepted:  {a.finding.field}: expected {a.finding.expected}, observed "
+            f"{a.finding.observed} (reason: {a.reason})\n"
+        )
+    verdict = "OK: no drift" if report.ok else "REFUSED: fix the rows above, or --accept FIELD"
+    if report.ok and report.findings:
+        verdict = "OK: warnings only"
+    out.write(f"\n{verdict}\n" if report.findings else f"{verdict}\n")
+    return EXIT_OK if report.ok else EXIT_REFUSED

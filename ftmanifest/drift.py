@@ -1,0 +1,403 @@
+"""Manifest versus observations: one ``Finding`` (kind ``drift``) per difference.
+
+Layer: pure core.  Takes the validated manifest and ``observe.Observed`` data
+and returns rows with the field, expected and observed values, a severity and
+the fix; it never reads the disk or decides exit codes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ftmanifest.findings import Finding
+from ftmanifest.hfcache import is_weight_file
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest.model import Manifest
+    from ftmanifest.observe import FileState, Observed
+
+_SEP = re.compile(r"[-_.]+")
+GIB = 1 << 30
+
+
+def _norm(name: str) -> str:
+    return _SEP.sub("-", name).lower()
+
+
+def _row(
+    rule: str,
+    field: str,
+    message: str,
+    expected: object,
+    observed: object,
+    hint: str,
+    severity: str = "error",
+    path: str | None = None,
+) -> Finding:
+    return Finding(
+        kind="drift",
+        rule=rule,
+        message=message,
+        path=path,
+        field=field,
+        expected=None if expected is None else str(expected),
+        observed=None if observed is None else str(observed),
+        severity=severity,
+        hint=hint,  # type: ignore[arg-type]
+    )
+
+
+def compare(manifest: Manifest, seen: Observed) -> list[Finding]:
+    rows: list[Finding] = []
+    for check in (_python, _packages, _backend, _env_vars, _code, _model, _data, _pinned, _disk):
+        rows.extend(check(manifest, seen))
+    return rows
+
+
+def _python(m: Manifest, seen: Observed) -> Iterator[Finding]:
+    want, have = m.environment.python, seen.environment.get("python")
+    if want and want != have:
+        yield _row(
+            "drift.python",
+            "environment.python",
+            "Python version differs",
+            want,
+            have,
+            f"run with Python {want} (e.g. a venv made with python{want.rsplit('.', 1)[0]})",
+        )
+
+
+def _packages(m: Manifest, seen: Observed) -> Iterator[Finding]:
+    installed = {_norm(k): v for k, v in seen.installed.items()}
+    for name, spec in m.environment.packages.items():
+        want = spec.lstrip("=").strip()
+        have = installed.get(_norm(name))
+        field = f"environment.packages.{name}"
+        if have is None:
+            yield _row(
+                "drift.package",
+                field,
+                f"package {name} is not installed",
+                f"=={want}",
+                "absent",
+                f"pip install '{name}=={want}'",
+            )
+        elif spec.strip().startswith("==") and have != want:
+            yield _row(
+                "drift.package",
+                field,
+                f"package {name} version differs",
+                f"=={want}",
+                f"=={have}",
+                f"pip install '{name}=={want}'",
+            )
+
+
+def _backend(m: Manifest, seen: Observed) -> Iterator[Finding]:
+    want = m.environment.backend
+    have = seen.environment.get("backend", {}) or {}
+    for key, what in (
+        ("kind", "backend"),
+        ("runtime", "runtime version"),
+        ("dnn", "cuDNN/MIOpen version"),
+        ("collectives", "NCCL/RCCL version"),
+        ("driver", "driver version"),
+    ):
+        expected = getattr(want, key)
+        if expected is not None and str(expected) != str(have.get(key)):
+            yield _row(
+                "drift.backend",
+                f"environment.backend.{key}",
+                f"{what} differs",
+                expected,
+                have.get(key) or "absent",
+                "run on the recorded backend, or re-lock and re-check quality "
+                "(a platform change means redoing the start and quality checks)",
+            )
+    observed_devices = list(have.get("devices") or [])
+    for i, dev in enumerate(want.devices):
+        match = next((d for d in observed_devices if d.get("name") == dev.name), None)
+        if match is None and dev.compute_capability:
+            match = next(
+                (
+                    d
+                    for d in observed_devices
+                    if d.get("compute_capability") == dev.compute_capability
+                ),
+                None,
+            )
+        field = f"environment.backend.devices[{i}]"
+        seen_text = (
+            ", ".join(
+                f"{d.get('name')} x{d.get('count', 1)} (cc {d.get('compute_capability')})"
+                for d in observed_devices
+            )
+            or "no accelerator"
+        )
+        if match is None:
+            yield _row(
+                "drift.device",
+                field,
+                f"device {dev.name} not found",
+                f"{dev.name} x{dev.count} (cc {dev.compute_capability})",
+                seen_text,
+                "run on the recorded devices",
+            )
+            continue
+        if dev.compute_capability and match.get("compute_capability") != dev.compute_capability:
+            yield _row(
+                "drift.device",
+                f"{field}.compute_capability",
+                "device compute capability differs",
+                dev.compute_capability,
+                match.get("compute_capability"),
+                "run on the recorded devices",
+            )
+        if int(match.get("count") or 1) < dev.count:
+            yield _row(
+                "drift.device",
+                f"{field}.count",
+                f"fewer {dev.name} devices",
+                dev.count,
+                match.get("count"),
+                "run with every recorded device visible",
+            )
+
+
+def _env_vars(m: Manifest, seen: Observed) -> Iterator[Finding]:
+    for name, want in m.environment.env_vars.items():
+        have = seen.env_values.get(name)
+        if have != want:
+            yield _row(
+                "drift.env-var",
+                f"environment.env_vars.{name}",
+                f"environment variable {name} differs",
+                want,
+                "unset" if have is None else have,
+                f"export {name}='{want}'",
+            )
+
+
+def _code(m: Manifest, seen: Observed) -> Iterator[Finding]:
+    want = m.environment.code
+    have = seen.environment.get("code") or {}
+    if want.commit and want.commit != have.get("commit"):
+        yield _row(
+            "drift.code",
+            "environment.code.commit",
+            "training code commit differs",
+            want.commit,
+            have.get("commit") or "no git commit found",
+            f"git checkout {want.commit}",
+        )
+    if want.commit and have.get("dirty") and not want.dirty:
+        yield _row(
+            "drift.code",
+            "environment.code.dirty",
+            "training code has uncommitted changes",
+            "clean tree",
+            "dirty",
+            "commit or stash the changes, then re-lock",
+        )
+
+
+def _model(m: Manifest, seen: Observed) -> Iterator[Finding]:
+    model = seen.model
+    if model.error is not None:
+        err = model.error
+        yield _row(
+            "drift.model-revision",
+            err.field or "model",
+            err.message,
+            err.expected,
+            err.observed,
+            err.hint or "make the model available",
+        )
+        return
+    if model.commit and m.model.revision and model.commit != m.model.revision:
+        yield _row(
+            "drift.model-revision",
+            "model.revision",
+            "model snapshot is another commit",
+            m.model.revision,
+            model.commit,
+            "run `ftmanifest lock` or fetch the revision",
+        )
+    rows = list(_model_files(m, seen))
+    yield from rows
+    if rows:
+        return  # the file rows explain any tree difference
+    tree_want, tree_have = m.model.tree_digest, model.tree_digest
+    if tree_want and tree_have and tree_have != tree_want:
+        others = sorted(p for p in model.files if p not in {f.path for f in m.model.files})
+        yield _row(
+            "drift.model-tree",
+            "model.tree_digest",
+            "model folder differs from the pin",
+            tree_want,
+            tree_have,
+            "extra files: " + ", ".join(others[:5])
+            if others
+            else "re-lock only if the change is intended",
+        )
+
+
+def _model_files(m: Manifest, seen: Observed) -> Iterator[Finding]:
+    model = seen.model
+    listed = set()
+    for i, f in enumerate(m.model.files):
+        listed.add(f.path)
+        have = model.files.get(f.path)
+        field = f"model.files[{i}]"
+        if have is None:
+            yield _row(
+                "drift.model-file",
+                field,
+                f"model file {f.path} is missing",
+                f.digest,
+                "absent",
+                "restore the file, or re-download the pinned revision",
+                path=f.path,
+            )
+        elif have.error:
+            yield _row(
+                "drift.model-file",
+                field,
+                f"model file {f.path} is unreadable",
+                f.digest,
+                have.error,
+                "fix the file's permissions or restore it",
+                path=f.path,
+            )
+        elif f.digest and have.digest != f.digest:
+            yield _row(
+                "drift.model-file",
+                field,
+                f"model file {f.path} changed",
+                f.digest,
+                have.digest,
+                "re-download the pinned revision; never edit weights in place",
+                path=f.path,
+            )
+    extra = sorted(p for p in model.files if p not in listed)
+    for p in (x for x in extra if is_weight_file(x)):
+        yield _row(
+            "drift.model-extra",
+            "model.files",
+            f"extra weight file {p} not in the manifest",
+            "only the pinned files",
+            p,
+            "remove it (it may belong to another revision) or re-lock",
+            path=p,
+        )
+
+
+def _file_rows(
+    rule: str, field: str, what: str, want_digest: str | None, have: FileState, fix: str
+) -> Iterator[Finding]:
+    if have.error:
+        yield _row(
+            rule,
+            field,
+            f"{what} {have.path}: {have.error}",
+            want_digest or "present",
+            have.error,
+            fix,
+            path=have.path,
+        )
+    elif want_digest and have.digest != want_digest:
+        yield _row(
+            rule,
+            field,
+            f"{what} {have.path} changed",
+            want_digest,
+            have.digest,
+            fix,
+            path=have.path,
+        )
+
+
+def _data(m: Manifest, seen: Observed) -> Iterator[Finding]:
+    for i, entry in enumerate(m.data):
+        have = seen.data.get(entry.name)
+        if have is None:
+            continue
+        yield from _file_rows(
+            "drift.data",
+            f"data[{i}].digest",
+            f"data {entry.name!r}",
+            entry.digest,
+            have,
+            "restore the pinned data, or re-lock after review",
+        )
+        if (
+            have.error is None
+            and entry.records is not None
+            and have.records is not None
+            and have.records != entry.records
+        ):
+            yield _row(
+                "drift.records",
+                f"data[{i}].records",
+                f"data {entry.name!r} record count differs",
+                entry.records,
+                have.records,
+                "restore the pinned data, or re-lock after review",
+                path=have.path,
+            )
+
+
+def _pinned(m: Manifest, seen: Observed) -> Iterator[Finding]:
+    from ftmanifest.observe import pinned_files
+
+    wanted = _pinned_digests(m)
+    for field, _rel in pinned_files(m).items():
+        have = seen.pinned.get(field)
+        if have is not None:
+            yield from _file_rows(
+                "drift.file",
+                f"{field}.digest",
+                "pinned file",
+                wanted.get(field),
+                have,
+                "restore the pinned file, or re-lock after review",
+            )
+
+
+def _pinned_digests(m: Manifest) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    if m.environment.lock is not None:
+        out["environment.lock"] = m.environment.lock.digest
+    for i, entry in enumerate(m.data):
+        for kind in ("cleaning", "transforms"):
+            for j, script in enumerate(getattr(entry, kind)):
+                out[f"data[{i}].{kind}[{j}]"] = script.digest
+    for name in ("results", "config"):
+        ref = getattr(m.evaluation.baseline, name)
+        if ref is not None:
+            out[f"evaluation.baseline.{name}"] = ref.digest
+    return out
+
+
+def _disk(m: Manifest, seen: Observed) -> Iterator[Finding]:
+    if seen.disk_free is None:
+        return
+    declared = m.experiment.budget.disk_gib
+    if declared is not None:
+        need, severity = int(declared * GIB), "error"
+    else:
+        weights = sum(f.size or 0 for f in m.model.files)
+        need, severity = 2 * weights, "warning"  # a checkpoint and an export, at least
+    if need and seen.disk_free < need:
+        yield _row(
+            "drift.disk",
+            "experiment.budget.disk_gib",
+            "not enough free disk for the run",
+            f">= {need / GIB:.1f} GiB",
+            f"{seen.disk_free / GIB:.1f} GiB free",
+            f"free space under {seen.disk_path} or point export.path elsewhere",
+            severity=severity,
+            path=seen.disk_path,
+        )

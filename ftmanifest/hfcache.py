@@ -1,0 +1,83 @@
+"""Find a model snapshot in a local folder or in the Hugging Face cache.
+
+Layer: edge (reads the disk).  The hub cache is read only through
+huggingface_hub's own functions, offline (``local_files_only=True``): a
+branch or tag is resolved through the cache's refs to its commit, and
+nothing is ever downloaded.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ftmanifest.errors import InputError
+
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack")
+
+
+class SnapshotNotFoundError(InputError):
+    """The wanted revision is not in the local cache."""
+
+
+class Snapshot:
+    """A model folder and, for the hub cache, its commit and repository folder."""
+
+    __slots__ = ("folder", "commit", "symlink_root", "source")
+
+    def __init__(self, folder: Path, commit: str | None, symlink_root: Path, source: str) -> None:
+        self.folder = folder
+        self.commit = commit
+        self.symlink_root = symlink_root
+        self.source = source
+
+
+def hub_snapshot(
+    repo_id: str, revision: str | None, cache_dir: str | Path | None = None
+) -> Snapshot:
+    """The cached snapshot of ``repo_id`` at ``revision`` (commit, branch or tag)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        folder = snapshot_download(
+            repo_id,
+            revision=revision or "main",
+            cache_dir=str(cache_dir) if cache_dir is not None else None,
+            local_files_only=True,
+        )
+    except (LocalEntryNotFoundError, FileNotFoundError, ValueError, OSError) as exc:
+        raise SnapshotNotFoundError(
+            f"revision {revision or 'main'} of {repo_id} is not in the local Hugging Face cache",
+            field="model.revision",
+            expected=f"a cached snapshot of {repo_id}@{revision or 'main'}",
+            observed=_first_line(exc),
+            hint=f"download it: huggingface-cli download {repo_id} --revision {revision or 'main'}"
+            " (or set HF_HUB_CACHE to the cache that holds it)",
+        ) from None
+    path = Path(folder)
+    commit = path.name if COMMIT_RE.match(path.name) else None
+    return Snapshot(path, commit, path.parent.parent, "hub-cache")
+
+
+def local_snapshot(folder: Path) -> Snapshot:
+    if not folder.is_dir():
+        raise SnapshotNotFoundError(
+            "model folder does not exist",
+            path=str(folder),
+            field="model.path",
+            expected="a folder with the model files",
+            observed="absent",
+            hint="fix model.path, or build/download the model there",
+        )
+    return Snapshot(folder, None, folder, "local")
+
+
+def is_weight_file(relpath: str) -> bool:
+    return relpath.lower().endswith(WEIGHT_SUFFIXES)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__

@@ -1,0 +1,284 @@
+"""What is here, for one manifest: environment, model files, data, pinned files, disk.
+
+Layer: edge (probes, hashes, reads the disk).  Produces plain ``Observed``
+data that ``drift.compare`` judges and ``lock`` writes back; nothing here
+decides whether something is wrong.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ftmanifest.errors import FtManifestError, InputError
+from ftmanifest.hfcache import Snapshot, hub_snapshot, local_snapshot
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest.model import Manifest
+
+
+@dataclass
+class FileState:
+    """A pinned file as found: its digest and size, or why it could not be read."""
+
+    path: str
+    digest: str | None = None
+    size: int | None = None
+    error: str | None = None
+    records: int | None = None
+
+
+@dataclass
+class ModelState:
+    folder: str | None = None
+    commit: str | None = None
+    source: str | None = None
+    error: FtManifestError | None = None
+    files: dict[str, FileState] = field(default_factory=dict)  # every file present
+    tree_digest: str | None = None
+
+
+@dataclass
+class Observed:
+    environment: dict[str, Any]
+    installed: dict[str, str]
+    env_values: dict[str, str | None]
+    model: ModelState
+    data: dict[str, FileState]
+    pinned: dict[str, FileState]  # manifest field path -> state (lock file, scripts, baseline)
+    disk_free: int | None
+    disk_path: str
+
+
+class PathOutsideError(InputError):
+    """A path in the manifest leaves the manifest's folder."""
+
+
+def resolve_inside(base: Path, rel: str, field_name: str, allow_outside: bool) -> Path:
+    """``base / rel``, refused if it (or a symlink in it) leads outside ``base``."""
+    candidate = Path(rel)
+    path = candidate if candidate.is_absolute() else base / candidate
+    if allow_outside:
+        return path
+    root = base.resolve()
+    target = path.resolve()
+    if candidate.is_absolute() or (target != root and root not in target.parents):
+        raise PathOutsideError(
+            "path leaves the manifest's folder",
+            path=rel,
+            field=field_name,
+            expected=f"a path inside {base}",
+            observed=str(target),
+            hint="move the file under the manifest's folder, or pass --allow-outside",
+        )
+    return path
+
+
+def count_records(path: Path, fmt: str | None) -> int | None:
+    """Records in a data file or folder; None when the format has no count."""
+    if path.is_dir():
+        return sum(1 for p in path.rglob("*") if p.is_file())
+    kind = fmt or path.suffix.lower().lstrip(".")
+    if kind in ("jsonl", "ndjson", "text", "txt"):
+        with path.open("rb") as fh:
+            return sum(1 for line in fh if line.strip())
+    if kind in ("csv", "tsv"):
+        with path.open(newline="", encoding="utf-8", errors="replace") as fh:
+            rows = sum(1 for _ in csv.reader(fh, delimiter="\t" if kind == "tsv" else ","))
+        return max(0, rows - 1)
+    if kind == "json":
+        import json
+
+        with path.open("rb") as fh:
+            data = json.load(fh)
+        return len(data) if isinstance(data, list) else 1
+    if kind == "parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            return None
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    return None
+
+
+def hash_path(path: Path, base: Path, *, use_cache: bool) -> FileState:
+    """Digest of a file, or tree digest of a folder; errors become state, not exceptions."""
+    from ftmanifest.hashing import hash_file, hash_tree
+
+    state = FileState(str(path))
+    try:
+        if path.is_dir():
+            tree = hash_tree(path, use_cache=use_cache, symlink_root=base)
+            state.digest = tree.digest
+            state.size = sum(f.size for f in tree.files.values())
+        else:
+            fd = hash_file(path, use_cache=use_cache)
+            state.digest, state.size = fd.digest, fd.size
+    except FtManifestError as exc:
+        state.error = exc.message
+    return state
+
+
+def observe_model(
+    manifest: Manifest,
+    base: Path,
+    *,
+    use_cache: bool,
+    allow_outside: bool,
+    revision: str | None = None,
+) -> ModelState:
+    """Hash every file of the model snapshot (local folder or hub cache)."""
+    from ftmanifest.hashing import hash_files, list_tree, tree_digest
+
+    m = manifest.model
+    state = ModelState()
+    try:
+        snap: Snapshot
+        if m.path is not None:
+            snap = local_snapshot(resolve_inside(base, m.path, "model.path", allow_outside))
+        else:
+            assert m.repo is not None
+            snap = hub_snapshot(m.repo, revision or m.revision)
+        state.folder, state.commit, state.source = str(snap.folder), snap.commit, snap.source
+        listing = list_tree(snap.folder, symlink_root=snap.symlink_root)
+    except FtManifestError as exc:
+        state.error = exc
+        return state
+    results = hash_files(listing.values(), use_cache=use_cache)
+    for rel, p in listing.items():
+        result = results[p]
+        if isinstance(result, FtManifestError):
+            state.files[rel] = FileState(rel, error=result.message)
+        else:
+            state.files[rel] = FileState(rel, result.digest, result.size)
+    if all(f.digest for f in state.files.values()):
+        state.tree_digest = tree_digest({r: f.digest or "" for r, f in state.files.items()})
+    return state
+
+
+def observe_data(
+    manifest: Manifest, base: Path, *, use_cache: bool, allow_outside: bool
+) -> dict[str, FileState]:
+    out: dict[str, FileState] = {}
+    for i, entry in enumerate(manifest.data):
+        try:
+            path = resolve_inside(base, entry.path, f"data[{i}].path", allow_outside)
+        except PathOutsideError as exc:
+            out[entry.name] = FileState(entry.path, error=f"{exc.message}: {exc.observed}")
+            continue
+        if not path.exists():
+            out[entry.name] = FileState(entry.path, error="not found")
+            continue
+        state = hash_path(path, base, use_cache=use_cache)
+        state.path = entry.path
+        if state.error is None:
+            try:
+                state.records = count_records(path, entry.format)
+            except (OSError, ValueError) as exc:
+                state.error = f"cannot count records: {exc}"
+        out[entry.name] = state
+    return out
+
+
+def pinned_files(manifest: Manifest) -> dict[str, str]:
+    """Every other file the manifest pins: field path -> file path."""
+    out: dict[str, str] = {}
+    lock = manifest.environment.lock
+    if lock is not None:
+        out["environment.lock"] = lock.path
+    for i, entry in enumerate(manifest.data):
+        for kind in ("cleaning", "transforms"):
+            for j, script in enumerate(getattr(entry, kind)):
+                out[f"data[{i}].{kind}[{j}]"] = script.path
+    baseline = manifest.evaluation.baseline
+    for name in ("results", "config"):
+        ref = getattr(baseline, name)
+        if ref is not None:
+            out[f"evaluation.baseline.{name}"] = ref.path
+    return out
+
+
+def observe_pinned(
+    manifest: Manifest, base: Path, *, use_cache: bool, allow_outside: bool
+) -> dict[str, FileState]:
+    out: dict[str, FileState] = {}
+    for field_name, rel in pinned_files(manifest).items():
+        try:
+            path = resolve_inside(base, rel, field_name, allow_outside)
+        except PathOutsideError as exc:
+            out[field_name] = FileState(rel, error=f"{exc.message}: {exc.observed}")
+            continue
+        if not path.exists():
+            out[field_name] = FileState(rel, error="not found")
+            continue
+        state = hash_path(path, base, use_cache=use_cache)
+        state.path = rel
+        out[field_name] = state
+    return out
+
+
+def observe(
+    manifest: Manifest,
+    manifest_path: Path,
+    *,
+    use_cache: bool = True,
+    code_dir: Path | None = None,
+    allow_outside: bool = False,
+    revision: str | None = None,
+) -> Observed:
+    """Everything ``drift.compare`` needs about this machine for ``manifest``."""
+    from ftmanifest.probe import probe_all
+    from ftmanifest.probe.fields import to_environment_fields
+
+    base = manifest_path.parent
+    probed = probe_all(code_dir or base)
+    environment = to_environment_fields(probed, packages=manifest.environment.packages)
+    if "code" in environment and probed.git is not None and probed.git.root:
+        # The manifest, its signature and everything it pins by digest are judged
+        # by their digests; only other changes make the training code dirty.
+        pinned = [manifest_path, manifest_path.with_name(manifest_path.name + ".sig.json")]
+        pinned += [base / e.path for e in manifest.data]
+        pinned += [base / rel for rel in pinned_files(manifest).values()]
+        if manifest.model.path is not None:
+            pinned.append(base / manifest.model.path)
+        own = [p.resolve() for p in pinned]
+        others = [
+            p
+            for p in probed.git.dirty_paths
+            if not _under_any((Path(probed.git.root) / p).resolve(), own)
+        ]
+        environment["code"] = {**environment["code"], "dirty": bool(others)}
+    disk_path = base
+    if manifest.export is not None:
+        disk_path = _existing_parent(base / manifest.export.path)
+    try:
+        free: int | None = shutil.disk_usage(disk_path).free
+    except OSError:
+        free = None
+    return Observed(
+        environment=environment,
+        installed=dict(probed.packages),
+        env_values={k: os.environ.get(k) for k in manifest.environment.env_vars},
+        model=observe_model(
+            manifest, base, use_cache=use_cache, allow_outside=allow_outside, revision=revision
+        ),
+        data=observe_data(manifest, base, use_cache=use_cache, allow_outside=allow_outside),
+        pinned=observe_pinned(manifest, base, use_cache=use_cache, allow_outside=allow_outside),
+        disk_free=free,
+        disk_path=str(disk_path),
+    )
+
+
+def _under_any(path: Path, roots: list[Path]) -> bool:
+    return any(path == r or r in path.parents for r in roots)
+
+
+def _existing_parent(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate
+    return Path(".")

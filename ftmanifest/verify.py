@@ -1,0 +1,175 @@
+"""``verify``: the manifest against this machine, its model, data and signature.
+
+Layer: drift/verify (orchestration).  Loads the manifest, observes, compares
+(pure ``drift.compare``), checks the signature, applies deliberate
+acceptances, and returns a ``VerifyReport``; the CLI prints it and chooses
+the exit code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ftmanifest.errors import RefusedError, UsageError
+from ftmanifest.findings import Finding
+
+UNACCEPTABLE = ("signature",)
+
+
+@dataclass
+class Acceptance:
+    finding: Finding
+    reason: str
+
+
+@dataclass
+class VerifyReport:
+    manifest_path: Path
+    manifest_digest: str
+    findings: list[Finding]
+    accepted: list[Acceptance] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    signature: Any = None  # signing.verify.SignatureReport when checked
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "manifest": str(self.manifest_path),
+            "digest": self.manifest_digest,
+            "ok": self.ok,
+            "findings": [f.to_dict() for f in self.findings],
+            "accepted": [{**a.finding.to_dict(), "reason": a.reason} for a in self.accepted],
+            "warnings": self.warnings,
+            "signature": self.signature.to_dict() if self.signature is not None else None,
+        }
+
+
+class DriftError(RefusedError):
+    """Raised by callers that must stop on drift (the Trainer guard)."""
+
+    def __init__(self, report: VerifyReport) -> None:
+        from ftmanifest.output import findings_table
+
+        super().__init__(
+            f"{len(report.findings)} difference(s) between the manifest and this machine:\n"
+            + findings_table(report.findings),
+            path=str(report.manifest_path),
+            hint=f"fix them, or accept one on purpose: ftmanifest verify {report.manifest_path} "
+            "--accept FIELD --reason TEXT",
+        )
+        self.report = report
+
+
+def _matches(field_path: str | None, accepted: str) -> bool:
+    if not field_path:
+        return False
+    return field_path == accepted or field_path.startswith((accepted + ".", accepted + "["))
+
+
+def apply_acceptances(
+    findings: list[Finding], accept: Mapping[str, str]
+) -> tuple[list[Finding], list[Acceptance], list[str]]:
+    """Split drift rows into remaining and accepted; warn about unused acceptances."""
+    for name in accept:
+        if name.split(".")[0] in UNACCEPTABLE:
+            raise UsageError(
+                f"'{name}' cannot be accepted",
+                field="--accept",
+                observed=name,
+                hint="a signature problem is fixed by signing; use --no-signature to skip the "
+                "check (with a warning)",
+            )
+    remaining, accepted, used = [], [], set()
+    for f in findings:
+        hit = next((a for a in accept if _matches(f.field, a)), None)
+        if hit is None:
+            remaining.append(f)
+        else:
+            used.add(hit)
+            accepted.append(Acceptance(f, accept[hit]))
+    warnings = [f"--accept {a}: no drift on that field" for a in accept if a not in used]
+    return remaining, accepted, warnings
+
+
+def verify_manifest(
+    path: str | Path,
+    *,
+    signature: bool = True,
+    trust_path: Path | None = None,
+    threshold: int = 1,
+    accept: Mapping[str, str] | None = None,
+    use_cache: bool = True,
+    code_dir: Path | None = None,
+    allow_outside: bool = False,
+) -> VerifyReport:
+    """Compare the manifest at ``path`` with everything here; never raises on drift."""
+    from ftmanifest.drift import compare
+    from ftmanifest.manifest import load_manifest
+    from ftmanifest.observe import observe
+
+    manifest_path = Path(path)
+    loaded = load_manifest(manifest_path)
+    seen = observe(
+        loaded.manifest,
+        manifest_path,
+        use_cache=use_cache,
+        code_dir=code_dir,
+        allow_outside=allow_outside,
+    )
+    findings = compare(loaded.manifest, seen)
+    warnings: list[str] = []
+    sig_report = None
+    if signature:
+        sig_report, sig_row = _check_signature(
+            manifest_path, loaded.canonical(), trust_path, threshold
+        )
+        if sig_row is not None:
+            findings.insert(0, sig_row)
+    else:
+        warnings.append(
+            "signature NOT checked (--no-signature): this manifest may have been "
+            "altered or signed by no one you trust"
+        )
+    remaining, accepted, unused = apply_acceptances(findings, accept or {})
+    return VerifyReport(
+        manifest_path,
+        loaded.digest(),
+        remaining,
+        accepted,
+        warnings + unused,
+        seen.environment,
+        sig_report,
+    )
+
+
+def _check_signature(
+    manifest_path: Path, canonical: dict[str, Any], trust_path: Path | None, threshold: int
+) -> tuple[Any, Finding | None]:
+    from ftmanifest.signing import verify_manifest_signature
+    from ftmanifest.signing.errors import SignatureRefusedError
+
+    try:
+        report = verify_manifest_signature(
+            manifest_path, canonical, trust_path=trust_path, threshold=threshold
+        )
+    except SignatureRefusedError as exc:
+        row = Finding(
+            kind="drift",
+            rule="drift.signature",
+            message=f"signature refused ({exc.reason})",
+            path=str(manifest_path),
+            field="signature",
+            expected=exc.expected or "trusted",
+            observed=f"{exc.reason}: {exc.observed or exc.message}",
+            hint=exc.hint,
+            extra={"reason": exc.reason},
+        )
+        return None, row
+    return report, None

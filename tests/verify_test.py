@@ -1,0 +1,247 @@
+"""lock then verify on real files; every kind of drift names its field."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ftmanifest.lock import lock_manifest
+from ftmanifest.verify import verify_manifest
+from tests.conftest import CLF, run_cli
+
+GIT = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.org",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.org",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+ENV = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", *args], cwd=cwd, env={**os.environ, **GIT}, check=True, capture_output=True
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A training repo: model folder, data, scripts, baseline, and a manifest for them."""
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("FTMANIFEST_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "repo"
+    files = {
+        "model/config.json": '{"model_type": "llama"}\n',
+        "model/model.safetensors": "w" * 4096,
+        "data/train.jsonl": "".join(
+            f'{{"text": "doc {i}", "label": "billing"}}\n' for i in range(5)
+        ),
+        "data/eval.jsonl": '{"text": "e", "label": "returns"}\n',
+        "data/test.jsonl": '{"text": "t", "label": "account"}\n',
+        "requirements.lock": "torch==2.13.0\n",
+        "scripts/clean_tickets.py": "print('clean')\n",
+        "scripts/chat_template.py": "print('template')\n",
+        "eval/zero.jsonl": "{}\n",
+        "eval/cfg.yaml": "k: 1\n",
+        ".gitignore": "out/\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    text = CLF.read_text()
+    text = text.replace("  repo: Qwen/Qwen2.5-0.5B-Instruct\n", "  path: model\n")
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("  revision: "))
+    text = (
+        text.replace("data/docroute/", "data/")
+        .replace("eval/baseline/zero-shot-results.jsonl", "eval/zero.jsonl")
+        .replace("eval/docroute-eval-v3.yaml", "eval/cfg.yaml")
+    ) + "\n"
+    (root / "exp.yaml").write_text(text)
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "training code")
+    lock_manifest(root / "exp.yaml")
+    return root / "exp.yaml"
+
+
+def _fields(path: Path, **kw: object) -> dict[str, str | None]:
+    report = verify_manifest(path, signature=False, **kw)  # type: ignore[arg-type]
+    return {f.field or "": f.observed for f in report.findings}
+
+
+def test_lock_then_verify_is_clean(project: Path) -> None:
+    result = run_cli("verify", str(project), "--no-signature", env=ENV)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "OK: no drift" in result.stdout
+    assert "signature NOT checked" in result.stderr
+    assert run_cli("lint", str(project)).returncode == 0
+
+
+def test_lock_keeps_comments_and_dry_run_writes_nothing(project: Path) -> None:
+    text = project.read_text()
+    assert "# every department, not one global average" in text
+    assert "# final split: every use is counted" in text
+    again = lock_manifest(project, dry_run=True)
+    assert not again.changed and again.diff() == ""
+    project.write_text(text.replace("records: 5", "records: 7"))
+    preview = lock_manifest(project, dry_run=True)
+    assert "-    records: 7" in preview.diff() and "+    records: 5" in preview.diff()
+    assert "records: 7" in project.read_text()
+
+
+def test_one_changed_data_byte_is_drift_and_restoring_clears_it(project: Path) -> None:
+    data = project.parent / "data" / "train.jsonl"
+    original = data.read_bytes()
+    data.write_bytes(original.replace(b"doc 3", b"doc 4"))
+    result = run_cli("verify", str(project), "--no-signature", env=ENV)
+    assert result.returncode == 1
+    assert "data[0].digest" in result.stdout and "REFUSED" in result.stdout
+    data.write_bytes(original)
+    assert run_cli("verify", str(project), "--no-signature", env=ENV).returncode == 0
+
+
+def test_another_package_version_is_drift(project: Path) -> None:
+    from importlib.metadata import version
+
+    pinned = f"=={version('transformers')}"
+    text = project.read_text()
+    assert f"transformers: {pinned}" in text
+    project.write_text(text.replace(f"transformers: {pinned}", "transformers: ==0.0.1"))
+    assert _fields(project) == {"environment.packages.transformers": pinned}
+
+
+def test_missing_package_and_env_var(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = project.read_text().replace("  packages:\n", "  packages:\n    no-such-dist: ==1.0\n")
+    project.write_text(text)
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM")
+    fields = _fields(project)
+    assert fields["environment.packages.no-such-dist"] == "absent"
+    assert fields["environment.env_vars.TOKENIZERS_PARALLELISM"] == "unset"
+
+
+def test_model_file_changed_missing_and_extra_weights(project: Path) -> None:
+    model = project.parent / "model"
+    (model / "model.safetensors").write_text("x" * 4096)
+    (model / "model-00002-of-00002.safetensors").write_text("old revision")
+    (model / "config.json").unlink()
+    fields = _fields(project)
+    assert set(fields) == {"model.files[0]", "model.files[1]", "model.files"}
+    assert fields["model.files[0]"] == "absent"
+    assert fields["model.files"] == "model-00002-of-00002.safetensors"
+
+
+def test_code_commit_and_dirty_tree(project: Path) -> None:
+    root = project.parent
+    (root / "train.py").write_text("print('new')\n")
+    assert "environment.code.dirty" in _fields(project)
+    _git(root, "add", "train.py")
+    _git(root, "commit", "-qm", "more code")
+    fields = _fields(project)
+    assert set(fields) == {"environment.code.commit"}
+
+
+def test_accept_moves_a_row_to_the_report(project: Path) -> None:
+    data = project.parent / "data" / "eval.jsonl"
+    data.write_text('{"text": "changed", "label": "returns"}\n')
+    result = run_cli(
+        "verify",
+        str(project),
+        "--no-signature",
+        "--accept",
+        "data[1]",
+        "--reason",
+        "eval relabelled, reviewed in #42",
+        env=ENV,
+    )
+    assert result.returncode == 0, result.stdout
+    assert "accepted:  data[1].digest" in result.stdout and "reviewed in #42" in result.stdout
+    bad = run_cli("verify", str(project), "--no-signature", "--accept", "data[1]", env=ENV)
+    assert bad.returncode == 2 and "every --accept needs its own --reason" in bad.stderr
+
+
+@pytest.mark.parametrize("how", ["dotdot", "absolute", "symlink"])
+def test_data_paths_outside_the_manifest_folder_are_refused(project: Path, how: str) -> None:
+    outside = project.parent.parent / "elsewhere.jsonl"
+    outside.write_text('{"text": "x"}\n')
+    target = {
+        "dotdot": "../elsewhere.jsonl",
+        "absolute": str(outside),
+        "symlink": "data/link.jsonl",
+    }[how]
+    if how == "symlink":
+        (project.parent / "data" / "link.jsonl").symlink_to(outside)
+    project.write_text(project.read_text().replace("path: data/test.jsonl", f"path: {target}"))
+    fields = _fields(project)
+    assert "leaves the manifest's folder" in (fields["data[2].digest"] or "")
+    allowed = _fields(project, allow_outside=True)
+    assert "leaves" not in (allowed.get("data[2].digest") or "")
+
+
+def test_unreadable_data_is_a_row_not_a_traceback(project: Path) -> None:
+    data = project.parent / "data" / "test.jsonl"
+    data.unlink()
+    os.mkfifo(data)
+    result = run_cli("verify", str(project), "--no-signature", env=ENV)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "data[2].digest" in result.stdout
+
+
+def test_not_enough_disk_is_drift(project: Path) -> None:
+    project.write_text(
+        project.read_text().replace(
+            "    max_gpu_hours: 2.5\n", "    max_gpu_hours: 2.5\n    disk_gib: 1.0e+9\n"
+        )
+    )
+    fields = _fields(project)
+    assert "GiB free" in (fields["experiment.budget.disk_gib"] or "")
+
+
+def test_unsigned_manifest_is_refused_by_default(project: Path) -> None:
+    report = verify_manifest(project)
+    assert not report.ok and report.findings[0].field == "signature"
+    assert report.findings[0].extra["reason"] == "unsigned"
+
+
+def test_signed_manifest_verifies_and_a_tampered_one_does_not(project: Path) -> None:
+    root = project.parent
+    assert run_cli("keygen", "-f", str(root.parent / "k"), "--no-passphrase").returncode == 0
+    pub = (root.parent / "k.pub").read_text().split()[:2]
+    (root / ".ftmanifest").mkdir()
+    (root / ".ftmanifest" / "allowed_signers").write_text(
+        f'me@example.org namespaces="ftmanifest" {" ".join(pub)}\n'
+    )
+    _git(root, "add", ".ftmanifest")
+    _git(root, "commit", "-qm", "trust me")
+    lock_manifest(project)
+    assert run_cli("sign", str(project), "--key", str(root.parent / "k")).returncode == 0
+    ok = run_cli("verify", str(project), env=ENV)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "signature: trusted" in ok.stdout and "me@example.org" in ok.stdout
+    project.write_text(project.read_text().replace("max_steps: 1200", "max_steps: 1201", 1))
+    bad = run_cli("verify", str(project), env=ENV)
+    assert bad.returncode == 1 and "manifest-changed" in bad.stdout
+    no_accept = run_cli("verify", str(project), "--accept", "signature", "--reason", "x", env=ENV)
+    assert no_accept.returncode == 2
+
+
+def test_verify_does_not_import_torch(project: Path) -> None:
+    code = (
+        "import sys\nfrom ftmanifest.verify import verify_manifest\n"
+        f"verify_manifest({str(project)!r}, signature=False)\n"
+        "print('HEAVY', [m for m in ('torch', 'transformers', 'peft') if m in sys.modules])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **ENV},
+        timeout=120,
+    )
+    assert "HEAVY []" in out.stdout, out.stdout + out.stderr
