@@ -11,13 +11,14 @@ Layer: manifest.  Two entry points:
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import ManifestError, ManifestInvalidError, UnsupportedVersionError
 from ftmanifest.manifest.load import Document, format_loc, read_document
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ftmanifest.manifest.model import Manifest
 
 FORMAT_VERSION = 1
@@ -121,6 +122,8 @@ class LoadedManifest:
 
 def load_manifest(path: str | Path) -> LoadedManifest:
     """Parse, schema-check and build the pydantic model of ``path``."""
+    from pathlib import Path
+
     doc = load_document(path)
     return LoadedManifest(Path(path), doc, build_model(doc))
 

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from ftmanifest.errors import InputNotFoundError, ManifestError
 
@@ -37,7 +40,7 @@ class Document:
 
     def __init__(
         self,
-        path: Path,
+        path: str,
         format: str,
         text: str,
         data: Any,
@@ -59,16 +62,15 @@ class Document:
         return (1, 1) if self.text else (None, None)
 
 
-def detect_format(path: Path) -> str:
-    return _SUFFIX_FORMAT.get(path.suffix.lower(), "yaml")
+def detect_format(path: str) -> str:
+    return _SUFFIX_FORMAT.get(os.path.splitext(path)[1].lower(), "yaml")
 
 
 def read_document(path: str | Path) -> Document:
     """Read and parse ``path``; raise ``ManifestError`` with a location on failure."""
-    p = Path(path)
-    name = str(path)
+    name = os.fspath(path)
     try:
-        with p.open("rb") as fh:
+        with open(name, "rb") as fh:
             raw = fh.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise InputNotFoundError(
@@ -89,7 +91,7 @@ def read_document(path: str | Path) -> Document:
             hint="a manifest pins data by digest; it never embeds the data itself",
         )
     text = decode_utf8(raw, name)
-    return parse_text(text, name, detect_format(p))
+    return parse_text(text, name, detect_format(name))
 
 
 def decode_utf8(raw: bytes, name: str) -> str:
@@ -149,7 +151,7 @@ def _parse_yaml(text: str, name: str) -> Document:
         raise ManifestError(f"YAML syntax: {_one_line(exc)}", path=name) from None
     positions: dict[Loc, tuple[int, int]] = {}
     data = None if root is None else _node(root, (), positions, name, [0])
-    return Document(Path(name), "yaml", text, data, positions)
+    return Document(name, "yaml", text, data, positions)
 
 
 _STR_TAG = "tag:yaml.org,2002:str"
@@ -308,7 +310,7 @@ def _parse_json(text: str, name: str) -> Document:
         raise ManifestError(f"nesting deeper than {MAX_DEPTH} levels", path=name) from None
     _check_shape(data, (), name, [0])
     positions = _json_positions(text)
-    return Document(Path(name), "json", text, data, positions)
+    return Document(name, "json", text, data, positions)
 
 
 class _Duplicate(Exception):
@@ -373,7 +375,7 @@ def _parse_toml(text: str, name: str) -> Document:
         raise ManifestError(f"TOML syntax: {message}", path=name, line=line, column=col) from None
     data = _toml_plain(data, (), name)
     _check_shape(data, (), name, [0])
-    return Document(Path(name), "toml", text, data, _toml_positions(text, data))
+    return Document(name, "toml", text, data, _toml_positions(text, data))
 
 
 def _toml_plain(node: Any, loc: Loc, name: str) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
+import os
 from typing import Any
 
 SCHEMA_ID = "https://ftmanifest.dev/schema/v1/ftmanifest.schema.json"
@@ -34,7 +34,8 @@ def render(schema: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=1)
 def packaged() -> dict[str, Any]:
-    text = Path(__file__).with_name(PACKAGED_NAME).read_text("utf-8")
+    with open(os.path.join(os.path.dirname(__file__), PACKAGED_NAME), encoding="utf-8") as fh:
+        text = fh.read()
     schema: dict[str, Any] = json.loads(text)
     return schema
 

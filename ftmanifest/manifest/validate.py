@@ -14,7 +14,6 @@ oneOf with a discriminator, allOf.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from functools import lru_cache
@@ -34,6 +33,12 @@ _TYPE_NAMES = {
     "object": "a mapping",
     "array": "a list",
 }
+
+
+def _close(word: str, choices: list[str], n: int = 1, cutoff: float = 0.6) -> list[str]:
+    import difflib  # only when there is something to suggest
+
+    return difflib.get_close_matches(word, choices, n=n, cutoff=cutoff)
 
 
 def json_type(value: Any) -> str:
@@ -135,7 +140,7 @@ class SchemaChecker:
             return
         if "enum" in schema and not any(_same(node, e) for e in schema["enum"]):
             choices = ", ".join(_show(e) for e in schema["enum"])
-            close = difflib.get_close_matches(str(node), [str(e) for e in schema["enum"]], n=1)
+            close = _close(str(node), [str(e) for e in schema["enum"]], n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"use one of {choices}"
             out.append(_Problem(loc, "value not allowed", f"one of {choices}", _show(node), hint))
             return
@@ -161,7 +166,7 @@ class SchemaChecker:
                 out.append(_Problem((*loc, prop), "missing field", f"one of {sorted(mapping)}"))
                 return
             if not isinstance(tag, str) or tag not in mapping:
-                close = difflib.get_close_matches(str(tag), list(mapping), n=1)
+                close = _close(str(tag), list(mapping), n=1)
                 out.append(
                     _Problem(
                         (*loc, prop),
@@ -267,7 +272,7 @@ class SchemaChecker:
             if key in props:
                 self._check(value, props[key], (*loc, key), out)
             elif extra is False:
-                close = difflib.get_close_matches(key, list(props), n=1, cutoff=0.6)
+                close = _close(key, list(props), n=1, cutoff=0.6)
                 hint = (
                     f"did you mean '{close[0]}'?"
                     if close
