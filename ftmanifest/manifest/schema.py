@@ -9,8 +9,8 @@ copy and ``schema/ftmanifest.schema.json``; a test fails when either is stale.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 import os
+from functools import lru_cache
 from typing import Any
 
 SCHEMA_ID = "https://ftmanifest.dev/schema/v1/ftmanifest.schema.json"
