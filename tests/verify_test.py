@@ -245,3 +245,21 @@ def test_verify_does_not_import_torch(project: Path) -> None:
         timeout=120,
     )
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr
+
+
+def test_run_executes_only_a_clean_manifest(project: Path) -> None:
+    marker = project.parent / "out" / "ran.txt"
+    script = (
+        "import os, pathlib, sys; p = pathlib.Path(sys.argv[1]); p.parent.mkdir(exist_ok=True); "
+        "p.write_text(os.environ['FTMANIFEST_DIGEST']); sys.exit(7)"
+    )
+    args = ("run", str(project), "--no-signature", "--", sys.executable, "-c", script, str(marker))
+    ran = run_cli(*args, env=ENV)
+    assert ran.returncode == 7, ran.stdout + ran.stderr
+    assert marker.read_text().startswith("sha256:")
+    marker.unlink()
+    (project.parent / "data" / "test.jsonl").write_text("changed\n")
+    refused = run_cli(*args, env=ENV)
+    assert refused.returncode == 1 and not marker.exists()
+    assert "not running the command" in refused.stderr
+    assert run_cli("run", str(project), env=ENV).returncode == 2

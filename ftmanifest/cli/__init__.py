@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "scan": "scan",
     "lock": "lock",
     "verify": "verify",
+    "run": "run",
 }
 
 
@@ -65,9 +66,14 @@ def add_format_argument(parser: argparse.ArgumentParser, *, sarif: bool = False)
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    passthrough: list[str] = []
+    if "--" in argv:  # `ftmanifest run M -- CMD ...`: CMD is not ours to parse
+        cut = argv.index("--")
+        argv, passthrough = argv[:cut], argv[cut + 1 :]
     first = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(only=first if first in COMMANDS else None)
     args = parser.parse_args(argv)
+    args.passthrough = passthrough
     debug = os.environ.get("FTMANIFEST_DEBUG", "") not in ("", "0")
     try:
         return int(args.func(args))

@@ -10,16 +10,26 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, UsageError
 
+if TYPE_CHECKING:
+    from ftmanifest.verify import VerifyReport
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from ftmanifest.cli import add_format_argument
-
     p = sub.add_parser(
         "verify", help="compare a manifest with this machine, model, data, signature"
     )
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of verify, shared with ``ftmanifest run``."""
+    from ftmanifest.cli import add_format_argument
+
     p.add_argument("manifest", type=Path, metavar="MANIFEST")
     p.add_argument(
         "--accept",
@@ -61,7 +71,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="allow data/model paths outside the manifest's folder",
     )
     add_format_argument(p)
-    p.set_defaults(func=run)
 
 
 def accepted_fields(args: argparse.Namespace) -> dict[str, str]:
@@ -77,6 +86,10 @@ def accepted_fields(args: argparse.Namespace) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    return report_and_print(args)[1]
+
+
+def report_and_print(args: argparse.Namespace) -> tuple[VerifyReport, int]:
     from ftmanifest.output import findings_table, to_json
     from ftmanifest.verify import verify_manifest
 
@@ -92,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.format == "json":
         sys.stdout.write(to_json(report.to_dict()))
-        return EXIT_OK if report.ok else EXIT_REFUSED
+        return report, EXIT_OK if report.ok else EXIT_REFUSED
     out = sys.stdout
     out.write(f"manifest:  {report.manifest_path} ({report.manifest_digest})\n")
     sig = report.signature
@@ -116,4 +129,4 @@ def run(args: argparse.Namespace) -> int:
     if report.ok and report.findings:
         verdict = "OK: warnings only"
     out.write(f"\n{verdict}\n" if report.findings else f"{verdict}\n")
-    return EXIT_OK if report.ok else EXIT_REFUSED
+    return report, EXIT_OK if report.ok else EXIT_REFUSED
