@@ -8,6 +8,7 @@ nothing is ever downloaded.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -40,6 +41,8 @@ def hub_snapshot(
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
+    if cache_dir is None:
+        cache_dir = current_cache_dir()
     try:
         folder = snapshot_download(
             repo_id,
@@ -59,6 +62,15 @@ def hub_snapshot(
     path = Path(folder)
     commit = path.name if COMMIT_RE.match(path.name) else None
     return Snapshot(path, commit, path.parent.parent, "hub-cache")
+
+
+def current_cache_dir() -> str | None:
+    """The hub cache the environment names now (huggingface_hub reads it only at import)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.environ["HF_HUB_CACHE"]
+    if os.environ.get("HF_HOME"):
+        return os.path.join(os.environ["HF_HOME"], "hub")
+    return None
 
 
 def local_snapshot(folder: Path) -> Snapshot:

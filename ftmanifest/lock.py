@@ -236,6 +236,29 @@ def _guess_indent(text: str) -> tuple[int, int]:
     return mapping or 2, 2 if offset is None else offset
 
 
+def _split_trailing(node: Any, key: Any) -> Any:
+    """Detach what follows ``key``'s own line (blank lines, full-line comments)."""
+    from ruamel.yaml.tokens import CommentToken
+
+    items = node.ca.items.get(key)
+    token = items[2] if items and len(items) > 2 else None
+    if not isinstance(token, CommentToken):
+        return None
+    text = token.value
+    if text.startswith("#"):  # an inline comment stays on its key's line
+        head, newline, rest = text.partition("\n")
+        if not rest:
+            return None
+        token.value = head + newline
+        rest = newline + rest  # a token's text starts with the end of its own line
+    else:
+        rest = text
+        items[2] = None
+    from ruamel.yaml.error import CommentMark
+
+    return CommentToken(rest, CommentMark(0), None)
+
+
 def _set(node: Any, path: Path_, value: Any, mapping: Any) -> None:
     for key in path[:-1]:
         if isinstance(key, int):
@@ -251,5 +274,12 @@ def _set(node: Any, path: Path_, value: Any, mapping: Any) -> None:
             del existing[k]
         for k, v in value.items():
             existing[k] = v
+    elif last not in node and hasattr(node, "ca") and len(node) and not isinstance(value, dict):
+        # ruamel keeps a section's trailing blank line/comment on its last key;
+        # move it to the key appended after it, so it still ends the section.
+        trailing = _split_trailing(node, list(node)[-1])
+        node[last] = value
+        if trailing is not None:
+            node.ca.items[last] = [None, None, trailing, None]
     else:
         node[last] = value

@@ -88,6 +88,8 @@ def test_lock_keeps_comments_and_dry_run_writes_nothing(project: Path) -> None:
     text = project.read_text()
     assert "# every department, not one global average" in text
     assert "# final split: every use is counted" in text
+    for section in ("model", "environment", "seeds", "data", "method", "evaluation"):
+        assert f"\n\n{section}:\n" in text, f"blank line before {section} lost"
     again = lock_manifest(project, dry_run=True)
     assert not again.changed and again.diff() == ""
     project.write_text(text.replace("records: 5", "records: 7"))
