@@ -1,0 +1,161 @@
+"""The Hugging Face ``Trainer`` guard: verify at ``on_train_begin``, refuse on drift.
+
+Layer: edge (integrations).  Importing this module imports transformers (the
+callback subclasses ``transformers.TrainerCallback``); nothing else in
+ftmanifest imports it.
+
+    from ftmanifest.integrations.transformers import FtManifestCallback
+
+    trainer = Trainer(..., callbacks=[FtManifestCallback("manifest.yaml")])
+    trainer.train()   # raises DriftRefusedError before the first step on any drift
+
+On a clean manifest training runs and a run record
+(``<output_dir>/ftmanifest-run.json``) says which manifest, with which
+digest, on what environment, with which drifts accepted on purpose; it is
+rewritten at the end with the final step.  A refused run leaves a record too
+(status ``refused``, with every drift row): abandoned attempts are kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from transformers import TrainerCallback
+
+import ftmanifest
+from ftmanifest.fsutil import atomic_write_text
+from ftmanifest.verify import DriftError, VerifyReport, verify_manifest
+
+if TYPE_CHECKING:
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+__all__ = ["FtManifestCallback", "DriftRefusedError", "DriftError", "RUN_RECORD"]
+
+RUN_RECORD = "ftmanifest-run.json"
+RECORD_FORMAT = 1
+
+
+class DriftRefusedError(DriftError):
+    """Training refused before its first step: the manifest drifted (``.report`` has the rows)."""
+
+    def __init__(self, report: VerifyReport) -> None:
+        super().__init__(report)
+        self.message = "training refused before the first step: " + self.message
+        self.args = (self.message,)
+        self.hint = (
+            "fix them and start again, or accept a drift on purpose: "
+            "FtManifestCallback(manifest, accept={'FIELD': 'why'}) "
+            f"(check with: ftmanifest verify {report.manifest_path})"
+        )
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class FtManifestCallback(TrainerCallback):
+    """Verify ``manifest`` when training begins; stop with ``DriftRefusedError`` on drift.
+
+    The keyword options are those of ``ftmanifest.verify.verify_manifest``
+    (``signature``, ``trust_path``, ``accept`` = {field: reason}, ...).
+    """
+
+    def __init__(
+        self,
+        manifest: str | Path,
+        *,
+        signature: bool = True,
+        trust_path: Path | None = None,
+        accept: Mapping[str, str] | None = None,
+        use_cache: bool = True,
+        code_dir: Path | None = None,
+        allow_outside: bool = False,
+        record_name: str = RUN_RECORD,
+    ) -> None:
+        self.manifest = Path(manifest)
+        self.options: dict[str, Any] = {
+            "signature": signature,
+            "trust_path": trust_path,
+            "accept": dict(accept or {}),
+            "use_cache": use_cache,
+            "code_dir": code_dir,
+            "allow_outside": allow_outside,
+        }
+        self.record_name = record_name
+        self.report: VerifyReport | None = None
+        self.record: dict[str, Any] | None = None
+        self.record_path: Path | None = None
+
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
+    ) -> None:
+        started = _now()
+        report = verify_manifest(self.manifest, **self.options)
+        self.report = report
+        record = self._record(report, args, state, started)
+        if state.is_world_process_zero and args.output_dir:
+            self.record_path = Path(args.output_dir) / self.record_name
+            self._write(record)
+        self.record = record
+        if not report.ok:
+            control.should_training_stop = True  # belt and braces; the raise stops it
+            raise DriftRefusedError(report)
+
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
+    ) -> None:
+        if self.record is None:
+            return
+        self.record.update(
+            status="finished", finished_at=_now(), final_global_step=state.global_step
+        )
+        if self.record_path is not None and state.is_world_process_zero:
+            self._write(self.record)
+
+    def _record(
+        self, report: VerifyReport, args: TrainingArguments, state: TrainerState, started: str
+    ) -> dict[str, Any]:
+        env = report.environment
+        return {
+            "ftmanifest_run": RECORD_FORMAT,
+            "ftmanifest_version": ftmanifest.__version__,
+            "status": "running" if report.ok else "refused",
+            "manifest": {"path": str(self.manifest.resolve()), "digest": report.manifest_digest},
+            "started_at": started,
+            "finished_at": None,
+            "start_global_step": state.global_step,
+            "final_global_step": None,
+            "signature_checked": bool(self.options["signature"]),
+            "environment": {
+                "python": env.get("python"),
+                "backend": env.get("backend"),
+                "packages": env.get("packages"),
+                "code": env.get("code"),
+            },
+            "accepted": [
+                {
+                    "field": a.finding.field,
+                    "expected": a.finding.expected,
+                    "observed": a.finding.observed,
+                    "reason": a.reason,
+                }
+                for a in report.accepted
+            ],
+            "findings": [f.to_dict() for f in report.findings],
+            "warnings": list(report.warnings),
+            "trainer": {
+                "seed": args.seed,
+                "data_seed": args.data_seed,
+                "max_steps": state.max_steps,
+                "world_size": args.world_size,
+            },
+        }
+
+    def _write(self, record: Mapping[str, Any]) -> None:
+        assert self.record_path is not None
+        self.record_path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.record_path, json.dumps(record, indent=2, default=str) + "\n")
