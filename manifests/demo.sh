@@ -93,6 +93,38 @@ PY
 expect 0 ftmanifest scan "$OUT/data-clean"
 expect 1 ftmanifest scan "$OUT/data-leaky"
 
+step "9. the tiny example: build a real model and data set offline, then lock it"
+python -c "from ftmanifest.integrations.example import build_example; print(build_example(__import__('pathlib').Path('$OUT/tiny')))"
+mkdir -p "$OUT/tiny/.ftmanifest"
+cp "$OUT/signed/.ftmanifest/allowed_signers" "$OUT/tiny/.ftmanifest/allowed_signers"
+expect 1 ftmanifest lint "$OUT/tiny/manifest.yaml"
+printf '$ ftmanifest lock --dry-run %s | head -25\n' "$OUT/tiny/manifest.yaml"
+ftmanifest lock --dry-run "$OUT/tiny/manifest.yaml" | head -25
+expect 0 ftmanifest lock "$OUT/tiny/manifest.yaml"
+expect 0 ftmanifest lint "$OUT/tiny/manifest.yaml"
+
+step "10. verify: unsigned is refused; signed and unchanged passes"
+expect 1 ftmanifest verify "$OUT/tiny/manifest.yaml"
+expect 0 ftmanifest sign "$OUT/tiny/manifest.yaml" --key "$OUT/keys/alice"
+expect 0 ftmanifest verify "$OUT/tiny/manifest.yaml"
+
+step "11. a real transformers Trainer runs under the guard"
+expect 0 python manifests/train_tiny.py "$OUT/tiny/manifest.yaml"
+
+step "12. one changed byte in the training data: verify, run and the Trainer all refuse"
+python - "$OUT/tiny/data/train.jsonl" <<'PY'
+import sys
+p = sys.argv[1]
+data = bytearray(open(p, "rb").read())
+data[data.index(b"department")] = ord("D")
+open(p, "wb").write(bytes(data))
+PY
+expect 1 ftmanifest verify "$OUT/tiny/manifest.yaml"
+expect 1 ftmanifest run "$OUT/tiny/manifest.yaml" -- echo "this must not run"
+expect 1 python manifests/train_tiny.py "$OUT/tiny/manifest.yaml"
+expect 0 ftmanifest verify "$OUT/tiny/manifest.yaml" --accept 'data[0]' \
+  --reason "demo: relabelled one record on purpose"
+
 step "summary"
 if [ "$FAILED" -eq 0 ]; then
   echo "demo finished: every pass passed and every refusal was refused"

@@ -307,6 +307,11 @@ experiment:
     Full fine-tuning of a 2-layer {arch} routes the example documents better
     than the untrained model.
   owner: example@example.org
+  guards:
+    - kind: per_category
+      metric: f1
+      split: eval
+      max_drop: 0.05
 
 model:
   path: {model_dir}
@@ -345,13 +350,34 @@ data:
 method:
   kind: full
 
+environment:
+  lock:
+    path: requirements.lock
+
 training:
   seq_len: 32
   micro_batch: 4
   grad_accum: 1
+  loss_normalization: per-token
   precision: fp32
   max_steps: 3
 """
+
+LOCKED_PACKAGES = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "ftmanifest")
+
+
+def write_lock_file(path: Path) -> Path:
+    """A pip-style lock of the packages the example needs, as installed here."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    lines = []
+    for name in LOCKED_PACKAGES:
+        try:
+            lines.append(f"{name}=={version(name)}\n")
+        except PackageNotFoundError:
+            continue
+    atomic_write_text(path, "".join(lines))
+    return path
 
 
 def build_example(
@@ -369,6 +395,7 @@ def build_example(
     folder = Path(folder)
     build_dataset(folder / "data", seed=seed)
     build_model(folder / "model", arch=arch, seed=seed)
+    write_lock_file(folder / "requirements.lock")
     manifest = folder / "manifest.yaml"
     atomic_write_text(
         manifest,
