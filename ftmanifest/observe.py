@@ -19,6 +19,7 @@ from ftmanifest.hfcache import Snapshot, hub_snapshot, local_snapshot
 
 if TYPE_CHECKING:
     from ftmanifest.manifest.model import Manifest
+    from ftmanifest.progress import ProgressSink
 
 
 @dataclass
@@ -130,6 +131,7 @@ def observe_model(
     use_cache: bool,
     allow_outside: bool,
     revision: str | None = None,
+    progress: ProgressSink | None = None,
 ) -> ModelState:
     """Hash every file of the model snapshot (local folder or hub cache)."""
     from ftmanifest.hashing import hash_files, list_tree, tree_digest
@@ -148,7 +150,7 @@ def observe_model(
     except FtManifestError as exc:
         state.error = exc
         return state
-    results = hash_files(listing.values(), use_cache=use_cache)
+    results = hash_files(listing.values(), use_cache=use_cache, progress=progress)
     for rel, p in listing.items():
         result = results[p]
         if isinstance(result, FtManifestError):
@@ -255,6 +257,17 @@ def observe(
     disk_path = base
     if manifest.export is not None:
         disk_path = _existing_parent(base / manifest.export.path)
+    from ftmanifest.progress import Progress
+
+    with Progress() as bar:  # draws only on a terminal, for work over a second
+        model = observe_model(
+            manifest,
+            base,
+            use_cache=use_cache,
+            allow_outside=allow_outside,
+            revision=revision,
+            progress=bar,
+        )
     try:
         free: int | None = shutil.disk_usage(disk_path).free
     except OSError:
@@ -263,9 +276,7 @@ def observe(
         environment=environment,
         installed=dict(probed.packages),
         env_values={k: os.environ.get(k) for k in manifest.environment.env_vars},
-        model=observe_model(
-            manifest, base, use_cache=use_cache, allow_outside=allow_outside, revision=revision
-        ),
+        model=model,
         data=observe_data(manifest, base, use_cache=use_cache, allow_outside=allow_outside),
         pinned=observe_pinned(manifest, base, use_cache=use_cache, allow_outside=allow_outside),
         disk_free=free,
