@@ -1,6 +1,7 @@
 """``ftmanifest scan PATH...``: secrets, personal data and unsafe pickles.
 
-Layer: edge (parsing and printing).  Exit codes: 0 clean, 1 findings outside
+Layer: edge (parsing and printing).  Results are cached by file digest
+(``--no-cache`` scans everything again).  Exit codes: 0 clean, 1 findings outside
 the baseline (a ``not-scanned`` file counts unless ``--allow-not-scanned``),
 2 unusable input or usage.
 """
@@ -32,6 +33,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="files that could not be scanned do not fail the run")  # fmt: skip
     p.add_argument("--max-size", type=int, default=64 << 30, help="per-file size cap (bytes)")
     p.add_argument("--jobs", type=int, default=0, help="worker processes (default: all cores)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="scan every file again; do not read or write the result cache")  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -44,7 +47,8 @@ def _fails(kind: str, severity: str, allow_not_scanned: bool) -> bool:
 def run(args: argparse.Namespace) -> int:
     from ftmanifest.output import render_findings
     from ftmanifest.scan import baseline as bl
-    from ftmanifest.scan.engine import ScanOptions, scan_paths
+    from ftmanifest.scan.cache import scan_cached
+    from ftmanifest.scan.engine import ScanOptions
     from ftmanifest.scan.redact import check_target
 
     if args.redact_to:
@@ -53,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         secrets=not args.no_secrets, pii=not args.no_pii, pickles=not args.no_pickles,
         max_bytes=args.max_size, jobs=args.jobs, ner=args.ner,
     )  # fmt: skip
-    result = scan_paths(args.paths, opts)
+    result = scan_cached(args.paths, opts, use_cache=not args.no_cache)
     findings = result.findings
     if args.write_baseline:
         previous = bl.load(args.write_baseline) if args.write_baseline.exists() else {}
@@ -73,8 +77,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _redact(args: argparse.Namespace, findings: list, files: list[str]) -> None:
+    from ftmanifest.scan.readers import sniff
     from ftmanifest.scan.redact import write_redacted
-    from ftmanifest.scan.text import sniff
 
     by_path: dict[str, list] = {}
     for f in findings:

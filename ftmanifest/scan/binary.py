@@ -115,13 +115,17 @@ class _Ctx:
     def _sink(self, member: str | None, out: list[Finding]) -> Callable[[int, str], None] | None:
         if self.scanner is None:
             return None
-        scanner, where, seen = self.scanner, self.where, set()
+        scanner, where, seen, reported = self.scanner, self.where, set(), set()
 
         def sink(offset: int, text: str) -> None:
             if text in seen:
                 return
             seen.add(text)
-            out.extend(scanner(text, path=where, extra={"offset": offset, "member": member}))
+            for f in scanner(text, path=where, extra={"offset": offset, "member": member}):
+                key = (offset, f.rule, f.fingerprint)  # overlapping pieces of one constant
+                if key not in reported:
+                    reported.add(key)
+                    out.append(f)
 
         return sink
 

@@ -1,10 +1,13 @@
 """Walk paths, sniff formats, dispatch to scanners, run them on both cores.
 
 Layer: edge (reads files).  Text is streamed in bounded chunks cut at
-newlines; big files are split into byte ranges scanned by a process pool and
-their line numbers are stitched back together.  Anything that cannot be read
-(unknown binary, decode failure, over the size cap, missing optional backend)
-becomes a ``not-scanned`` finding: never silently clean.
+newlines; big files are split into byte ranges scanned by a process pool
+(forked after the matcher is compiled, so workers share it) and their line
+numbers are stitched back together.  Chunks and ranges overlap by
+``readers.OVERLAP`` bytes, so a match across a cut is found once.  Anything
+that cannot be read (unknown binary, decode failure, over the size cap,
+missing optional backend) becomes a ``not-scanned`` finding: never silently
+clean.
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ from pathlib import Path
 
 from ftmanifest.errors import InputNotFoundError
 from ftmanifest.findings import Finding, sort_findings
-from ftmanifest.scan import text as readers
+from ftmanifest.scan import readers
+from ftmanifest.scan.matcher import matcher
 from ftmanifest.scan.text import not_scanned, scan_text
 
-RANGE = 16 << 20  # bytes per pool task
-POOL_MIN = 24 << 20  # below this, scanning inline beats starting workers
+RANGE = 16 << 20  # most bytes per pool task
+RANGE_MIN = 1 << 20  # fewest bytes per pool task (each opens the file and aligns)
+TASKS_PER_JOB = 8  # tasks per worker, so that uneven ranges still balance
+POOL_MIN = 8 << 20  # below this, scanning inline beats forking workers (~0.1 s)
 TEXT_FORMATS = ("text", "gzip", "parquet")
 BINARY_FORMATS = ("safetensors", "pickle", "torch-zip", "torch-legacy", "npy", "npz", "zip")
 
@@ -73,10 +79,11 @@ def detect(path: Path) -> str:
     return detect_format(path)
 
 
-def _text_ranges(path: Path, size: int) -> list[tuple[int, int]]:
-    if size <= RANGE:
-        return [(0, size)]
-    return [(s, min(size, s + RANGE)) for s in range(0, size, RANGE)]
+def _text_ranges(files: list[tuple[Path, int]], jobs: int) -> list[tuple[Path, int, int]]:
+    """Byte ranges for the pool: about ``TASKS_PER_JOB`` per worker, balanced."""
+    total = sum(size for _, size in files)
+    piece = max(RANGE_MIN, min(RANGE, -(-total // (jobs * TASKS_PER_JOB))))
+    return [(path, s, min(size, s + piece)) for path, size in files for s in range(0, size, piece)]
 
 
 def _scan_range(path: str, start: int, end: int, opts: ScanOptions) -> tuple[list[Finding], int]:
@@ -101,7 +108,7 @@ def scan_paths(paths: Iterable[Path], opts: ScanOptions | None = None) -> ScanRe
     opts = opts or ScanOptions()
     result = ScanResult()
     jobs = opts.jobs or os.cpu_count() or 1
-    text_tasks: list[tuple[Path, int, int]] = []
+    text_files: list[tuple[Path, int]] = []
     for path in iter_files(paths):
         result.files.append(str(path))
         try:
@@ -127,7 +134,7 @@ def scan_paths(paths: Iterable[Path], opts: ScanOptions | None = None) -> ScanRe
                 )  # fmt: skip
             )
         if fmt == "text":
-            text_tasks += [(path, s, e) for s, e in _text_ranges(path, size)]
+            text_files.append((path, size))
         elif fmt == "gzip":
             result.findings += readers.scan_gzip(path, opts.secrets, opts.pii, opts.engine)
         elif fmt == "parquet":
@@ -136,15 +143,19 @@ def scan_paths(paths: Iterable[Path], opts: ScanOptions | None = None) -> ScanRe
             result.findings += _binary(path, fmt, opts)
         else:
             result.findings.append(not_scanned(path, f"unknown binary format ({fmt})"))
-    result.findings += _run_text(text_tasks, opts, jobs)
+    result.findings += _run_text(text_files, opts, jobs)
     result.findings = sort_findings(result.findings)
     return result
 
 
-def _run_text(tasks: list[tuple[Path, int, int]], opts: ScanOptions, jobs: int) -> list[Finding]:
-    total = sum(e - s for _, s, e in tasks)
+def _run_text(files: list[tuple[Path, int]], opts: ScanOptions, jobs: int) -> list[Finding]:
+    total = sum(size for _, size in files)
+    tasks = _text_ranges(files, jobs)
     if jobs > 1 and total >= POOL_MIN and len(tasks) > 1:
-        ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+        fork = os.name == "posix"
+        if fork:  # compile once here; forked workers inherit the database
+            matcher(opts.secrets, opts.pii, opts.engine)
+        ctx = multiprocessing.get_context("fork" if fork else "spawn")
         with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
             futures = [pool.submit(_scan_range, str(p), s, e, opts) for p, s, e in tasks]
             outs = [f.result() for f in futures]
@@ -154,6 +165,8 @@ def _run_text(tasks: list[tuple[Path, int, int]], opts: ScanOptions, jobs: int) 
     lines_before: dict[Path, int] = {}
     for (path, _, _), (found, newlines) in zip(tasks, outs, strict=True):
         base = lines_before.get(path, 0)
-        findings += [f._replace(line=f.line + base) if base and f.line else f for f in found]
+        findings += [
+            f._replace(line=f.line + base) if base and f.line is not None else f for f in found
+        ]
         lines_before[path] = base + newlines
     return findings

@@ -109,6 +109,26 @@ def _public(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
 _VERSION_CONTEXT = (b"version", b"ver ", b"v.", b"release", b"==", b">=", b"<=", b"~=", b"@")
 
 
+# The IPv4 candidate anchor: a dotted quad at the start of a run of digits and
+# dots (through ``anchor_left``), without leading zeros in its first two octets
+# (``ipaddress`` refuses them) and without the private, loopback, link-local
+# and multicast ranges the validator drops first.
+# Logs and datasets carry such addresses on every line: excluding them here
+# keeps them out of Python entirely.  A test checks the anchor against the
+# validator for every first and second octet.
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_FIRST_TWO = (
+    r"(?:(?:[1-9]|1[1-9]|[2-9][0-9]|1[01][0-9]|12[0-689]|1[3-58][0-9]|16[0-8]|17[013-9]"
+    r"|19[013-9]|2[01][0-9]|22[0-3])\."
+    + _OCTET
+    + r"|169\.(?:25[0-35]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+    r"|172\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[4-9][0-9]|3[2-9]|1[0-5]|[0-9])"
+    r"|192\.(?:25[0-5]|2[0-4][0-9]|1[0-57-9][0-9]|16[0-79]|[1-9]?[0-9]))"
+)
+# The last two octets are left loose: one candidate per address is enough.
+IPV4_PUBLIC_ANCHOR = _FIRST_TWO + r"\.[0-9]{1,3}\.[0-9]"
+
+
 def ipv4(m: Match, g: int) -> bool:
     buf, start, end = m.string, m.start(g), m.end(g)
     octets = [int(x) for x in m.group(g).split(b".")]
@@ -197,6 +217,7 @@ PII_RULES: tuple[Rule, ...] = (
         "phone number in international format",
         r"\+[1-9][0-9]{0,2}(?:[ .\-]?\(?[0-9]{1,4}\)?)(?:[ .\-]?[0-9]{2,8}){1,5}",
         anchors=((r"\+[1-9]", 2),),
+        anchor_left="0-9A-Za-z+=_",
         validator=phone,
         severity="warning",
         fwd=40,
@@ -209,6 +230,7 @@ PII_RULES: tuple[Rule, ...] = (
         "IBAN (mod-97 checked)",
         r"[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?",
         anchors=((r"[A-Z]{2}[0-9]{2}", 4),),
+        anchor_left="0-9A-Za-z",
         validator=iban,
         severity="warning",
         fwd=48,
@@ -225,6 +247,7 @@ PII_RULES: tuple[Rule, ...] = (
             (r"[0-9]{4}[ \-][0-9]{4}[ \-][0-9]{4}", 14),
             (r"[0-9]{4}[ \-][0-9]{6}[ \-][0-9]{5}", 17),
         ),
+        anchor_left=r"0-9A-Za-z_.,+/:\-",
         validator=card,
         severity="warning",
         fwd=30,
@@ -237,6 +260,7 @@ PII_RULES: tuple[Rule, ...] = (
         "US social security number",
         r"[0-9]{3}-[0-9]{2}-[0-9]{4}",
         anchors=((r"[0-9]{3}-[0-9]{2}-[0-9]{4}", 11),),
+        anchor_left=r"0-9A-Za-z_./\-",
         validator=ssn,
         severity="warning",
         fwd=11,
@@ -255,7 +279,8 @@ PII_RULES: tuple[Rule, ...] = (
         "pii",
         "public IPv4 address",
         r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}",
-        anchors=((r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}", 0),),
+        anchors=((IPV4_PUBLIC_ANCHOR, 0),),
+        anchor_left="0-9.",
         token_chars="0-9.",
         validator=ipv4,
         severity="warning",

@@ -33,6 +33,10 @@ class Rule:
     # ``token_chars`` around it and the rule regex must match that run exactly.
     anchors: tuple[tuple[str, int], ...] = ()
     token_chars: str = ""
+    # A regex class body: an anchor counts only where it is not preceded by these
+    # characters (the validator would refuse the match anyway).  It only prunes
+    # candidates, so that digests and base64 runs never reach Python.
+    anchor_left: str = ""
     severity: str = "error"
     validator: Validator | None = None
     group: int = 0  # the group holding the sensitive value

@@ -34,6 +34,7 @@ _PLACEHOLDER_WORDS = (
     b"TOKEN_HERE",
     b"KEY_HERE",
 )
+_PLACEHOLDER = re.compile(b"|".join(map(re.escape, _PLACEHOLDER_WORDS)), re.IGNORECASE)
 _ENV_REF = re.compile(
     rb"\$\{|\$\(|^\$[A-Za-z_]|%\(|\{\{|os\.environ|getenv|process\.env|ENV\[|<[^>]*>|\*\*\*\*",
     re.IGNORECASE,
@@ -53,8 +54,7 @@ def entropy(value: bytes) -> float:
 
 def is_placeholder(value: bytes) -> bool:
     """``YOUR_API_KEY``, ``AKIA...EXAMPLE``, ``xxxxxx``, ``<token>``, ``${VAR}``..."""
-    upper = value.upper()
-    if any(w in upper for w in _PLACEHOLDER_WORDS):
+    if _PLACEHOLDER.search(value):
         return True
     if _ENV_REF.search(value) or _REPEAT.search(value):
         return True

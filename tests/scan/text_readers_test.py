@@ -3,7 +3,6 @@ from __future__ import annotations
 import csv
 import gzip
 import json
-import time
 
 import pytest
 
@@ -90,7 +89,7 @@ def test_ner_without_backend_says_so(tmp_path) -> None:
 def test_five_megabyte_line_is_bounded(tmp_path, engine: str) -> None:
     p = tmp_path / "one.txt"
     p.write_bytes(b"a" * 2_500_000 + b" " * 2_000_000 + b"1.2" * 200_000 + f" {GHP}".encode())
-    t0 = time.perf_counter()
+    # No wall-clock bound here (speed lives in benchmarks/); a super-linear
+    # pattern would make this test hang rather than pass.
     found = scan_paths([p], ScanOptions(engine=engine)).findings
-    assert time.perf_counter() - t0 < 20
     assert [f.rule for f in found] == ["secret.github-pat"] and found[0].line == 1

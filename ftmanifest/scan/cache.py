@@ -1,0 +1,267 @@
+"""Scan results cached by file digest: an unchanged file is not scanned again.
+
+Layer: edge (SQLite in the user cache directory, next to the stat cache).
+``scan_cached`` hashes every file with ``ftmanifest.hashing`` (whose stat cache
+makes an unchanged file cost one ``stat``) and looks its findings up by
+
+    (file digest, scanner version, options, name suffix)
+
+The scanner version is a digest of the scanner's own source files, so any
+change to a rule, validator or reader invalidates every entry; the options are
+the ones that change findings (not ``jobs`` or ``engine``: both engines give the
+same findings); the name suffix is there because JSONL/CSV annotations and the
+"pickle under a .safetensors name" finding depend on it.  Cached findings are
+re-attached to the file's current path.
+
+Safety: a result is stored only when the file's stat is the same before
+hashing and after scanning (a file edited meanwhile is scanned again next
+time); files that could not be hashed are scanned without the cache.  Any
+SQLite failure (locked, corrupt, unwritable) logs one warning and the run goes
+on without the cache: a broken cache costs speed, never findings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from pathlib import Path
+
+from ftmanifest.findings import Finding, sort_findings
+from ftmanifest.scan.engine import ScanOptions, ScanResult, iter_files, scan_paths
+
+log = logging.getLogger(__name__)
+
+DB_NAME = "scancache-v1.sqlite3"
+_OPTION_FIELDS = ("secrets", "pii", "pickles", "max_bytes", "ner")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS results (
+    digest TEXT NOT NULL,
+    scanner TEXT NOT NULL,
+    options TEXT NOT NULL,
+    scanned_bytes INTEGER NOT NULL,
+    findings TEXT NOT NULL,
+    stored_at REAL NOT NULL,
+    PRIMARY KEY (digest, scanner, options)
+) WITHOUT ROWID
+"""
+
+
+@lru_cache(maxsize=1)
+def scanner_version() -> str:
+    """Digest of the scanner's source: rules, validators, readers and walkers."""
+    h = hashlib.sha256()
+    for src in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+    return "sha256:" + h.hexdigest()
+
+
+def options_key(path: Path, opts: ScanOptions) -> str:
+    """The options that change findings, plus what the file's name changes."""
+    name = path.name.lower()
+    key = {f: getattr(opts, f) for f in _OPTION_FIELDS}
+    key["suffix"] = [path.suffix.lower(), name.removesuffix(".gz").rsplit(".", 1)[-1]]
+    return json.dumps(key, sort_keys=True, separators=(",", ":"))
+
+
+def _encode(findings: list[Finding]) -> str:
+    rows = []
+    for f in findings:
+        row = f._asdict()
+        row.pop("path")
+        row["extra"] = dict(f.extra)
+        rows.append(row)
+    return json.dumps(rows, separators=(",", ":"))
+
+
+def _decode(blob: str, path: str) -> list[Finding]:
+    return [Finding(**{**row, "path": path}) for row in json.loads(blob)]
+
+
+class ScanCache:
+    """The SQLite store; every method degrades to "no entry" once it failed."""
+
+    def __init__(self, directory: Path | None = None, *, timeout: float = 5.0) -> None:
+        from ftmanifest.statcache import cache_dir
+
+        self.path = (directory or cache_dir()) / DB_NAME
+        self.hits = self.misses = self.stored = 0
+        self._conn: sqlite3.Connection | None = None
+        try:
+            _prepare_directory(self.path.parent)
+            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+            self._conn = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            self._disable(exc)
+
+    @property
+    def enabled(self) -> bool:
+        return self._conn is not None
+
+    def _disable(self, exc: BaseException) -> None:
+        log.warning(
+            "ftmanifest: scan cache %s unusable (%s); scanning without it. "
+            "Remove the file to rebuild it.",
+            self.path,
+            exc,
+        )
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+
+    def get(self, digest: str, options: str) -> tuple[int, str] | None:
+        if self._conn is None:
+            return None
+        try:
+            row = self._conn.execute(
+                "SELECT scanned_bytes, findings FROM results"
+                " WHERE digest = ? AND scanner = ? AND options = ?",
+                (digest, scanner_version(), options),
+            ).fetchone()
+        except sqlite3.Error as exc:
+            self._disable(exc)
+            return None
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return int(row[0]), str(row[1])
+
+    def put_many(self, rows: Iterable[tuple[str, str, int, str]]) -> None:
+        """Store (digest, options, scanned bytes, encoded findings) rows."""
+        if self._conn is None:
+            return
+        now, version = time.time(), scanner_version()
+        data = [(d, version, o, n, f, now) for d, o, n, f in rows]
+        try:
+            with self._conn:
+                self._conn.execute("BEGIN IMMEDIATE")
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?)", data
+                )
+        except sqlite3.Error as exc:
+            self._disable(exc)
+            return
+        self.stored += len(data)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _prepare_directory(directory: Path) -> None:
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = directory.stat()
+    # Whoever can write here can make a scan report a file as clean.
+    getuid = getattr(os, "getuid", None)
+    if getuid is not None and (st.st_uid != getuid() or st.st_mode & 0o022):
+        raise PermissionError(f"cache directory {directory} is writable by another user")
+
+
+def _stat_key(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def scan_cached(
+    paths: Iterable[Path],
+    options: ScanOptions | None = None,
+    *,
+    use_cache: bool = True,
+    cache_dir: Path | None = None,
+) -> ScanResult:
+    """``scan_paths`` that skips files whose digest was already scanned.
+
+    Same findings as ``scan_paths(paths, options)``; ``use_cache=False`` neither
+    reads nor writes the cache (nor the stat cache).  ``cache_dir`` defaults to
+    ``ftmanifest.statcache.cache_dir()``.
+    """
+    opts = options or ScanOptions()
+    files = list(iter_files([Path(p) for p in paths]))
+    if not use_cache:
+        return scan_paths(files, opts)
+    from ftmanifest.hashing import hash_files
+
+    before = {p: _stat_key(p) for p in files}
+    digests = hash_files(files)
+    cache = ScanCache(cache_dir)
+    try:
+        result, todo = _lookup(cache, files, digests, opts)
+        if todo:
+            fresh = scan_paths(todo, opts)
+            result.findings += fresh.findings
+            result.bytes_scanned += fresh.bytes_scanned
+            _store(cache, todo, fresh.findings, digests, before, opts)
+    finally:
+        cache.close()
+    result.files = [str(p) for p in files]
+    result.findings = sort_findings(result.findings)
+    return result
+
+
+def _digest(digests: Mapping[Path, object], p: Path) -> str | None:
+    """The file's digest, or None where hashing failed (an error object)."""
+    digest = getattr(digests.get(p), "digest", None)
+    return digest if isinstance(digest, str) else None
+
+
+def _lookup(
+    cache: ScanCache, files: list[Path], digests: Mapping[Path, object], opts: ScanOptions
+) -> tuple[ScanResult, list[Path]]:
+    result, todo = ScanResult(), []
+    for p in files:
+        digest = _digest(digests, p)
+        hit = cache.get(digest, options_key(p, opts)) if digest else None
+        try:
+            found = _decode(hit[1], str(p)) if hit else None
+        except (ValueError, TypeError):  # a damaged row: scan again, it gets replaced
+            found = None
+        if hit is None or found is None:
+            todo.append(p)
+            continue
+        result.bytes_scanned += hit[0]
+        result.findings += found
+    return result, todo
+
+
+def _store(
+    cache: ScanCache,
+    todo: list[Path],
+    findings: list[Finding],
+    digests: Mapping[Path, object],
+    before: Mapping[Path, tuple[int, ...] | None],
+    opts: ScanOptions,
+) -> None:
+    by_path: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_path.setdefault(f.path or "", []).append(f)
+    rows = []
+    for p in todo:
+        digest = _digest(digests, p)
+        if digest is None or before[p] is None or _stat_key(p) != before[p]:
+            continue  # not hashed, or changed while we looked: scan again next time
+        found = by_path.get(str(p), [])
+        if any(f.kind == "not-scanned" and "unreadable" in f.message for f in found):
+            continue  # an I/O error is not a property of the content
+        size = before[p][2]  # type: ignore[index]
+        scanned = size if 0 < size <= opts.max_bytes else 0
+        try:
+            blob = _encode(found)
+        except (TypeError, ValueError):  # an extra value JSON cannot hold: do not cache
+            continue
+        rows.append((digest, options_key(p, opts), scanned, blob))
+    cache.put_many(rows)

@@ -1,0 +1,185 @@
+"""Text readers: plain-text byte ranges, gzip streams and Parquet string columns.
+
+Layer: edge (reads files).  Text is streamed in bounded chunks cut at
+newlines (with an overlap when a single line is longer than a chunk) and
+handed whole to ``scan_buffer``; JSONL findings carry the record's line,
+CSV/TSV findings the row and cell column, Parquet findings row and column.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+from ftmanifest.findings import Finding
+from ftmanifest.scan.text import not_scanned, scan_buffer
+
+CHUNK = 4 << 20  # bytes handed to the matcher at once
+OVERLAP = 16 << 10  # rescanned across every cut: longer than any match (JWT <= 12,100 bytes)
+_SNIFF = 1 << 16
+
+
+def looks_text(head: bytes) -> bool:
+    if b"\x00" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start >= len(head) - 3  # a character cut at the sniff boundary
+    return True
+
+
+def sniff(path: Path) -> str:
+    """Fallback format sniffing (``scan.sniff`` is authoritative when present)."""
+    with path.open("rb") as fh:
+        head = fh.read(_SNIFF)
+    if not head:
+        return "empty"
+    if head[:2] == b"\x1f\x8b":
+        return "gzip"
+    if head[:4] == b"PAR1":
+        return "parquet"
+    return "text" if looks_text(head) else "binary"
+
+
+def _align(fh: BinaryIO, pos: int, size: int) -> int:
+    """First line start at or after ``pos`` (0 stays 0)."""
+    if pos <= 0 or pos >= size:
+        return min(max(pos, 0), size)
+    fh.seek(pos - 1)
+    while block := fh.read(1 << 16):
+        i = block.find(b"\n")
+        if i >= 0:
+            return fh.tell() - len(block) + i + 1
+    return size
+
+
+def _annotate(findings: list[Finding], buf: bytes, base: int, path: Path) -> list[Finding]:
+    """JSONL: the record's line; CSV/TSV: row and column of the cell."""
+    suffix = path.name.lower().removesuffix(".gz").rsplit(".", 1)[-1]
+    if suffix not in ("jsonl", "ndjson", "csv", "tsv"):
+        return findings
+    out = []
+    for f in findings:
+        info = dict(f.extra)
+        if suffix in ("jsonl", "ndjson"):
+            info["record"] = f.line
+        else:
+            start = info["span"][0] - base
+            prefix = buf[buf.rfind(b"\n", 0, start) + 1 : start].decode("utf-8", "replace")
+            delim = "\t" if suffix == "tsv" else ","
+            info["row"], info["column"] = f.line, len(next(csv.reader([prefix], delimiter=delim)))
+        out.append(f._replace(extra=info))
+    return out
+
+
+def _scan_stream(
+    read: Callable[[int], bytes], path: Path, *, secrets: bool, pii: bool, engine: str | None,
+    base_offset: int = 0, limit: int | None = None, skip_to: int = 0, skip_lines: int = 0,
+) -> tuple[list[Finding], int]:  # fmt: skip
+    """Scan a stream in chunks; returns findings and the newlines after ``skip_to``.
+
+    Chunks are cut after a newline (inside a line longer than a chunk), and the
+    next chunk starts again at least ``OVERLAP`` bytes earlier, so a match
+    spanning the cut (a PEM block, a value on the line after its key, a long
+    token in a huge line) is seen whole once.  Findings ending at or before
+    what was already covered (``done_to``; initially ``skip_to``, where the
+    previous range ends) are dropped as already reported.  Lines count from
+    ``base_offset`` minus ``skip_lines`` (the lines of that leading overlap).
+    """
+    findings: list[Finding] = []
+    newlines, offset, carry = -skip_lines, base_offset, b""
+    done_to = max(skip_to, base_offset)
+    while True:
+        want = CHUNK if limit is None else min(CHUNK, limit - (offset - base_offset) - len(carry))
+        block = read(want) if want > 0 else b""
+        buf = carry + block
+        if not buf:
+            break
+        last = not block
+        cut = len(buf) if last else buf.rfind(b"\n") + 1
+        if cut == 0:  # no newline in a whole chunk: cut inside the line
+            cut = len(buf)
+        # Restart at a line start at least OVERLAP bytes before the cut (columns
+        # stay right), or inside a long line: a match that starts there, cut off
+        # from its left context, is too short to reach past the cut and is dropped.
+        back = max(0, cut - OVERLAP)
+        line = buf.rfind(b"\n", 0, back) + 1
+        nxt = cut if last else (line if cut - line <= 4 * OVERLAP else back)
+        part = buf[:cut]
+        found = scan_buffer(
+            part, path=str(path), secrets=secrets, pii=pii,
+            base_line=1 + newlines, base_offset=offset, engine=engine,
+        )  # fmt: skip
+        found = [f for f in found if f.extra["span"][1] > done_to]
+        findings += _annotate(found, part, offset, path)
+        done_to = max(done_to, offset + cut)
+        newlines += part.count(b"\n", 0, nxt)
+        carry = buf[nxt:]
+        offset += nxt
+        if last:
+            break
+    return findings, newlines
+
+
+def scan_text_range(
+    path: Path, start: int, end: int, *, secrets: bool, pii: bool, engine: str | None = None
+) -> tuple[list[Finding], int]:
+    """Scan the lines that start in [start, end); returns findings and newline count.
+
+    The scan starts up to ``OVERLAP`` bytes earlier (at a line start) so that a
+    match begun in the previous range is seen whole; only findings ending after
+    the range's start are kept, so each is reported by exactly one range.
+    """
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        a, b = _align(fh, start, size), _align(fh, end, size)
+        a0 = _align(fh, a - OVERLAP, size) if a > 0 else 0
+        fh.seek(a0)
+        skip_lines = fh.read(a - a0).count(b"\n")
+        fh.seek(a0)
+        return _scan_stream(
+            fh.read, path, secrets=secrets, pii=pii, engine=engine,
+            base_offset=a0, limit=b - a0, skip_to=a, skip_lines=skip_lines,
+        )  # fmt: skip
+
+
+def scan_gzip(path: Path, secrets: bool, pii: bool, engine: str | None) -> list[Finding]:
+    try:
+        with gzip.open(path, "rb") as fh:
+            if not looks_text(fh.peek(_SNIFF)[:_SNIFF]):
+                return [not_scanned(path, "gzip content is not text")]
+            found, _ = _scan_stream(fh.read, path, secrets=secrets, pii=pii, engine=engine)
+    except (OSError, EOFError, zlib.error) as exc:
+        return [not_scanned(path, f"gzip stream unreadable ({exc})")]
+    return [f._replace(extra={**f.extra, "compressed": "gzip"}) for f in found]
+
+
+def scan_parquet(path: Path, secrets: bool, pii: bool, engine: str | None) -> list[Finding]:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return [not_scanned(path, "Parquet needs pyarrow", "pip install pyarrow")]
+    out: list[Finding] = []
+    try:
+        pf = pq.ParquetFile(path)
+        row0 = 0
+        for batch in pf.iter_batches(batch_size=8192):
+            for name, col in zip(batch.schema.names, batch.columns, strict=True):
+                if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+                    continue
+                values = [(v or "").replace("\n", " ") for v in col.to_pylist()]
+                buf = "\n".join(values).encode("utf-8", "surrogatepass")
+                for f in scan_buffer(buf, path=str(path), secrets=secrets, pii=pii, engine=engine):
+                    info = {**f.extra, "row": row0 + (f.line or 1), "column": name}
+                    info.pop("span", None)
+                    out.append(f._replace(line=None, column=None, extra=info))
+            row0 += batch.num_rows
+    except (OSError, pa.ArrowException) as exc:
+        return out + [not_scanned(path, f"Parquet unreadable ({exc})")]
+    return out
