@@ -247,6 +247,8 @@ def observe(
         pinned += [base / rel for rel in pinned_files(manifest).values()]
         if manifest.model.path is not None:
             pinned.append(base / manifest.model.path)
+        if manifest.security.scan.baseline:
+            pinned.append(base / manifest.security.scan.baseline)
         own = [p.resolve() for p in pinned]
         others = [
             p

@@ -62,6 +62,8 @@ def _cell(value: object, limit: int = 60) -> str:
 def findings_table(findings: Sequence[Finding]) -> str:
     rows = [
         (f.field or f.location(), f.expected, f.observed, f.severity, f.hint or f.message)
+        if f.kind == "drift"
+        else (f.location(), f.rule, f.excerpt or f.message, f.severity, f.hint or f.message)
         for f in findings
     ]
     return table(rows, ("field", "expected", "observed", "severity", "fix"))

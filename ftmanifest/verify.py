@@ -108,6 +108,7 @@ def verify_manifest(
     use_cache: bool = True,
     code_dir: Path | None = None,
     allow_outside: bool = False,
+    scan: bool = True,
 ) -> VerifyReport:
     """Compare the manifest at ``path`` with everything here; never raises on drift."""
     from ftmanifest.drift import compare
@@ -124,6 +125,10 @@ def verify_manifest(
         allow_outside=allow_outside,
     )
     findings = compare(loaded.manifest, seen)
+    if scan and "verify" in loaded.manifest.security.scan.on:
+        findings += scan_for_verify(
+            loaded.manifest, manifest_path, use_cache=use_cache, allow_outside=allow_outside
+        )
     warnings: list[str] = []
     sig_report = None
     if signature:
@@ -147,6 +152,41 @@ def verify_manifest(
         seen.environment,
         sig_report,
     )
+
+
+def scan_for_verify(
+    manifest: Any, manifest_path: Path, *, use_cache: bool, allow_outside: bool
+) -> list[Finding]:
+    """The security policy's scan of the data (and the model's pickles), cached by digest."""
+    from ftmanifest.observe import PathOutsideError, resolve_inside
+    from ftmanifest.scan import baseline as scan_baseline
+    from ftmanifest.scan.cache import scan_cached
+    from ftmanifest.scan.engine import ScanOptions
+
+    policy = manifest.security.scan
+    base = manifest_path.parent
+    data_paths = []
+    for i, entry in enumerate(manifest.data):
+        try:
+            path = resolve_inside(base, entry.path, f"data[{i}].path", allow_outside)
+        except PathOutsideError:
+            continue  # already a drift row
+        if path.exists():
+            data_paths.append(path)
+    options = ScanOptions(secrets=policy.secrets, pii=policy.pii, pickles=policy.pickles)
+    found = scan_cached(data_paths, options, use_cache=use_cache).findings
+    if policy.pickles and manifest.model.path is not None:
+        try:
+            model_dir = resolve_inside(base, manifest.model.path, "model.path", allow_outside)
+        except PathOutsideError:
+            model_dir = None
+        if model_dir is not None and model_dir.is_dir():
+            model_options = ScanOptions(secrets=policy.secrets, pii=False, pickles=True)
+            found += scan_cached([model_dir], model_options, use_cache=use_cache).findings
+    if policy.baseline:
+        accepted = scan_baseline.load(base / policy.baseline)
+        found, _ = scan_baseline.apply(found, accepted, policy.baseline)
+    return [f for f in found if f.severity != "info"]
 
 
 def _check_signature(

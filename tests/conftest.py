@@ -16,6 +16,13 @@ CLF = ROOT / "manifests" / "docroute-lora-r16.yaml"
 EXTRACT = ROOT / "manifests" / "invoice-extract-lora-r8.yaml"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep every test (and the CLI subprocesses it starts) out of the user's caches."""
+    import tempfile
+
+    os.environ["FTMANIFEST_CACHE_DIR"] = tempfile.mkdtemp(prefix="ftm-test-cache-")
+
+
 @pytest.fixture
 def mutate(tmp_path: Path) -> Callable[..., Path]:
     """Copy an example manifest with text replacements; each must apply once."""

@@ -265,3 +265,29 @@ def test_run_executes_only_a_clean_manifest(project: Path) -> None:
     assert refused.returncode == 1 and not marker.exists()
     assert "not running the command" in refused.stderr
     assert run_cli("run", str(project), env=ENV).returncode == 2
+
+
+def test_policy_scan_runs_in_verify_and_a_baseline_accepts(project: Path) -> None:
+    import random
+    import string
+
+    rnd = random.Random(3)
+    token = "ghp_" + "".join(rnd.choice(string.ascii_letters + string.digits) for _ in range(36))
+    data = project.parent / "data" / "train.jsonl"
+    data.write_text(data.read_text() + f'{{"text": "token {token}", "label": "billing"}}\n')
+    lock_manifest(project)
+    report = verify_manifest(project, signature=False)
+    [row] = report.findings
+    assert row.kind == "secret" and row.rule == "secret.github-pat" and row.line == 6
+    assert token not in str(report.to_dict())
+    assert verify_manifest(project, signature=False, scan=False).ok
+    baseline = project.parent / "scan-baseline.json"
+    written = run_cli("scan", str(data), "--write-baseline", str(baseline))
+    assert written.returncode == 0, written.stdout + written.stderr
+    project.write_text(
+        project.read_text().replace(
+            "    on: [verify, audit]\n",
+            "    on: [verify, audit]\n    baseline: scan-baseline.json\n",
+        )
+    )
+    assert verify_manifest(project, signature=False).ok

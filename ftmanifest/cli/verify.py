@@ -60,6 +60,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-cache", action="store_true", help="rehash every file")
     p.add_argument(
+        "--no-scan",
+        action="store_true",
+        help="skip the data scan that the manifest's security policy asks for",
+    )
+    p.add_argument(
         "--code",
         type=Path,
         metavar="DIR",
@@ -102,6 +107,7 @@ def report_and_print(args: argparse.Namespace) -> tuple[VerifyReport, int]:
         use_cache=not args.no_cache,
         code_dir=args.code,
         allow_outside=args.allow_outside,
+        scan=not args.no_scan,
     )
     if args.format == "json":
         sys.stdout.write(to_json(report.to_dict()))

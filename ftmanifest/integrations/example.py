@@ -354,6 +354,10 @@ environment:
   lock:
     path: requirements.lock
 
+security:
+  scan:
+    on: [verify, audit]
+
 training:
   seq_len: 32
   micro_batch: 4
