@@ -41,6 +41,9 @@ def main() -> int:
     }
     if script:
         commands["ftmanifest lint (console script)"] = [script, "lint", str(MANIFEST)]
+    hook = shutil.which("ftmanifest-lint", path=str(Path(sys.executable).parent))
+    if hook:
+        commands["ftmanifest-lint (pre-commit hook)"] = [hook, str(MANIFEST)]
     check = subprocess.run(commands["python -m ftmanifest lint"], capture_output=True, env=ENV)
     if check.returncode != 0:
         print("lint failed on the example manifest:", check.stdout, check.stderr)

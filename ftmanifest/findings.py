@@ -7,21 +7,51 @@ table, JSON or SARIF.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import namedtuple
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple
 
-Severity = Literal["error", "warning", "info"]
+# No runtime `typing` on the lint path: the pre-commit hook has 100 ms in all
+# and `typing` alone costs ~5 ms.  Type checkers see the NamedTuple below.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Any, Literal, NamedTuple
 
-SEVERITY_ORDER: Mapping[str, int] = {"error": 0, "warning": 1, "info": 2}
+    Severity = Literal["error", "warning", "info"]
+
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 
+_FIELDS = ("kind", "rule", "message", "path", "line", "column", "field", "expected",
+           "observed", "severity", "hint", "fingerprint", "excerpt", "extra")  # fmt: skip
+_DEFAULTS = (None, None, None, None, None, None, "error", None, None, None, _NO_EXTRA)
 
-class Finding(NamedTuple):
+if TYPE_CHECKING:
+
+    class _FindingBase(NamedTuple):
+        kind: str
+        rule: str
+        message: str
+        path: str | None = None
+        line: int | None = None
+        column: int | None = None
+        field: str | None = None
+        expected: str | None = None
+        observed: str | None = None
+        severity: Severity = "error"
+        hint: str | None = None
+        fingerprint: str | None = None
+        excerpt: str | None = None
+        extra: Mapping[str, Any] = _NO_EXTRA
+else:
+    _FindingBase = namedtuple("Finding", _FIELDS, defaults=_DEFAULTS)
+
+
+class Finding(_FindingBase):
     """One thing a check found (immutable; ``f._replace(...)`` makes a changed copy).
 
-    A NamedTuple rather than a dataclass: ``dataclasses`` imports ``inspect``,
+    A named tuple rather than a dataclass: ``dataclasses`` imports ``inspect``,
     which alone costs ~20 ms of the pre-commit hook's 100 ms budget.
 
     ``kind`` says which family of check produced it (``lint``, ``drift``,
@@ -29,20 +59,7 @@ class Finding(NamedTuple):
     ``rule`` is a stable identifier within that family (``FTM001``).
     """
 
-    kind: str
-    rule: str
-    message: str
-    path: str | None = None
-    line: int | None = None
-    column: int | None = None
-    field: str | None = None
-    expected: str | None = None
-    observed: str | None = None
-    severity: Severity = "error"
-    hint: str | None = None
-    fingerprint: str | None = None
-    excerpt: str | None = None
-    extra: Mapping[str, Any] = _NO_EXTRA
+    __slots__ = ()
 
     def location(self) -> str:
         parts: list[str] = [self.path or "-"]

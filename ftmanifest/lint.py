@@ -8,32 +8,42 @@ located ``Finding`` records.  Rule ids are stable: never renumber, only add.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
 
 from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.manifest.load import Document, Loc, format_loc
+
+TYPE_CHECKING = False  # no runtime `typing` on the pre-commit path (see findings.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import Any
 
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 EXACT_PIN_RE = re.compile(r"^===?\s*[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
 PY_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+([a-z]+\d+)?$")
 
 
-class Problem(NamedTuple):
-    loc: Loc
-    message: str
-    hint: str
-    expected: str | None = None
-    observed: str | None = None
+class Problem:
+    __slots__ = ("loc", "message", "hint", "expected", "observed")
+
+    def __init__(
+        self,
+        loc: Loc,
+        message: str,
+        hint: str,
+        expected: str | None = None,
+        observed: str | None = None,
+    ) -> None:
+        self.loc, self.message, self.hint = loc, message, hint
+        self.expected, self.observed = expected, observed
 
 
-RuleFn = Callable[[dict[str, Any]], Iterator[Problem]]
+class Rule:
+    __slots__ = ("id", "title", "check")
 
-
-class Rule(NamedTuple):
-    id: str
-    title: str
-    check: RuleFn
+    def __init__(
+        self, id: str, title: str, check: Callable[[dict[str, Any]], Iterator[Problem]]
+    ) -> None:
+        self.id, self.title, self.check = id, title, check
 
 
 def _get(data: Any, *path: str | int) -> Any:
@@ -343,3 +353,39 @@ def lint_document(doc: Document) -> list[Finding]:
                 )
             )
     return sort_findings(found)
+
+
+def lint_paths(paths: list[str]) -> tuple[list[Finding], int]:
+    """Lint files: (every finding, number of files that were unusable).
+
+    A file that cannot be read or does not match the schema yields its
+    ``FTM000`` findings instead of lint findings.
+    """
+    from ftmanifest.errors import FtManifestError, ManifestInvalidError
+    from ftmanifest.manifest import load_document
+
+    findings: list[Finding] = []
+    unusable = 0
+    for path in paths:
+        try:
+            findings.extend(lint_document(load_document(path)))
+        except ManifestInvalidError as exc:
+            unusable += 1
+            findings.extend(exc.problems)
+        except FtManifestError as exc:
+            unusable += 1
+            findings.append(
+                Finding(
+                    kind="input",
+                    rule="FTM000",
+                    message=exc.message,
+                    path=exc.path or path,
+                    line=exc.line,
+                    column=exc.column,
+                    field=exc.field,
+                    expected=exc.expected,
+                    observed=exc.observed,
+                    hint=exc.hint,
+                )
+            )
+    return findings, unusable

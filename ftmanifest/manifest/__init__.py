@@ -11,13 +11,15 @@ Layer: manifest.  Two entry points:
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import ManifestError, ManifestInvalidError, UnsupportedVersionError
 from ftmanifest.manifest.load import Document, format_loc, read_document
 
+TYPE_CHECKING = False  # no runtime `typing` on the lint path (see findings.py)
+
 if TYPE_CHECKING:
     from pathlib import Path
+    from typing import Any
 
     from ftmanifest.manifest.model import Manifest
 

@@ -17,12 +17,13 @@ import json
 import math
 import os
 import re
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 from ftmanifest.errors import InputNotFoundError, ManifestError
+
+TYPE_CHECKING = False  # no runtime `typing` on the lint path (see findings.py)
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 MAX_BYTES = 1 << 20
 MAX_NODES = 100_000

@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 import os
 from functools import lru_cache
-from typing import Any
+
+TYPE_CHECKING = False  # no runtime `typing` on the lint path (see findings.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA_ID = "https://ftmanifest.dev/schema/v1/ftmanifest.schema.json"
 PACKAGED_NAME = "ftmanifest.schema.json"

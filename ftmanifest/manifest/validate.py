@@ -17,10 +17,13 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
-from typing import Any
 
 from ftmanifest.findings import Finding
 from ftmanifest.manifest.load import Document, Loc, format_loc
+
+TYPE_CHECKING = False  # no runtime `typing` on the lint path (see findings.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 RULE = "FTM000"
 
