@@ -15,6 +15,7 @@ from ftmanifest.findings import Finding
 from ftmanifest.hfcache import is_weight_file
 
 if TYPE_CHECKING:
+    from ftmanifest.findings import Severity
     from ftmanifest.manifest.model import Manifest
     from ftmanifest.observe import FileState, Observed
 
@@ -33,7 +34,7 @@ def _row(
     expected: object,
     observed: object,
     hint: str,
-    severity: str = "error",
+    severity: Severity = "error",
     path: str | None = None,
 ) -> Finding:
     return Finding(
@@ -45,7 +46,7 @@ def _row(
         expected=None if expected is None else str(expected),
         observed=None if observed is None else str(observed),
         severity=severity,
-        hint=hint,  # type: ignore[arg-type]
+        hint=hint,
     )
 
 
@@ -385,6 +386,7 @@ def _disk(m: Manifest, seen: Observed) -> Iterator[Finding]:
     if seen.disk_free is None:
         return
     declared = m.experiment.budget.disk_gib
+    severity: Severity
     if declared is not None:
         need, severity = int(declared * GIB), "error"
     else:

@@ -12,6 +12,10 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ftmanifest.findings import Finding
+
 EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_INPUT = 2
@@ -130,8 +134,8 @@ class ManifestInvalidError(ManifestError):
     place, so the CLI can print all of them at once.
     """
 
-    def __init__(self, message: str, *, problems: list, **kw: object) -> None:  # type: ignore[type-arg]
-        super().__init__(message, **kw)  # type: ignore[arg-type]
+    def __init__(self, message: str, *, problems: list[Finding], path: str | None = None) -> None:
+        super().__init__(message, path=path)
         self.problems = problems
 
     def render(self) -> str:

@@ -255,7 +255,8 @@ def observe(
             for p in probed.git.dirty_paths
             if not _under_any((Path(probed.git.root) / p).resolve(), own)
         ]
-        environment["code"] = {**environment["code"], "dirty": bool(others)}
+        code = dict(environment["code"])  # type: ignore[call-overload]
+        environment["code"] = {**code, "dirty": bool(others)}
     disk_path = base
     if manifest.export is not None:
         disk_path = _existing_parent(base / manifest.export.path)

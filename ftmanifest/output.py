@@ -44,7 +44,7 @@ def lines(findings: Iterable[Finding]) -> str:
     return "".join(line_text(f) + "\n" for f in findings)
 
 
-def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
+def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
     """A plain fixed-width table; cells are cut to keep lines readable."""
     cells = [[_cell(c) for c in header]] + [[_cell(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import CLF, ROOT
 
 GIT_ENV = {
@@ -96,3 +98,15 @@ def test_pre_commit_rejects_unpinned_and_passes_pinned(tmp_path: Path) -> None:
     assert failed.returncode == 1, failed.stdout + failed.stderr
     line_no = next(i for i, t in enumerate(text.splitlines(), 1) if t.startswith("  revision: "))
     assert f"manifests/exp.yaml:{line_no}:3: FTM001" in failed.stdout
+
+
+def test_hook_entry_point_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    from ftmanifest.integrations.precommit import lint_main
+
+    assert lint_main([]) == 0  # pre-commit matched no manifest
+    assert lint_main([str(CLF)]) == 0
+    assert lint_main(["--format", "json", str(CLF)]) == 0
+    assert '"findings": []' in capsys.readouterr().out
+    assert lint_main(["--format=xml", str(CLF)]) == 2
+    assert lint_main(["--fix", str(CLF)]) == 2
+    assert "unknown option --fix" in capsys.readouterr().err

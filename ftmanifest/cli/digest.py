@@ -10,7 +10,7 @@ import argparse
 import sys
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument
 
     p = sub.add_parser("digest", help="print the digest of a manifest's canonical form")

@@ -14,7 +14,7 @@ from pathlib import Path
 from ftmanifest.errors import InputError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("init", help="write a commented manifest template to fill in")
     p.add_argument("path", type=Path, metavar="PATH")
     p.add_argument("--id", dest="experiment_id", help="experiment id (default: file name)")

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("lock", help="fill in or refresh a manifest's pins from this machine")
     p.add_argument("manifest", type=Path, metavar="MANIFEST")
     p.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")

@@ -16,7 +16,7 @@ import sys
 from ftmanifest.errors import UsageError
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import verify
 
     p = sub.add_parser(

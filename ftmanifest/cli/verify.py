@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ftmanifest.verify import VerifyReport
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "verify", help="compare a manifest with this machine, model, data, signature"
     )

@@ -20,6 +20,16 @@ from ftmanifest.manifest.types import (
 )
 
 Role = Literal["train", "eval", "test", "baseline-eval", "other"]
+Binding = Literal["base_revision", "base_tree_digest", "manifest_digest"]
+ScanMoment = Literal["verify", "audit"]
+
+
+def _default_bindings() -> list[Binding]:
+    return ["base_revision", "base_tree_digest"]
+
+
+def _audit_only() -> list[ScanMoment]:
+    return ["audit"]
 
 
 class Script(Strict):
@@ -77,8 +87,8 @@ class Export(Strict):
     kind: Literal["adapter", "model", "merged"] = Field(
         default="adapter", description="What is exported."
     )
-    bind: list[Literal["base_revision", "base_tree_digest", "manifest_digest"]] = Field(
-        default_factory=lambda: ["base_revision", "base_tree_digest"],
+    bind: list[Binding] = Field(
+        default_factory=_default_bindings,
         description="Facts the export must carry and match when loaded.",
     )
 
@@ -89,8 +99,8 @@ class ScanPolicy(Strict):
     secrets: bool = Field(default=True, description="Scan for secrets.")
     pii: bool = Field(default=True, description="Scan for personal data.")
     pickles: bool = Field(default=True, description="Scan pickles for unsafe imports.")
-    on: list[Literal["verify", "audit"]] = Field(
-        default_factory=lambda: ["audit"], description="Commands that run the scan."
+    on: list[ScanMoment] = Field(
+        default_factory=_audit_only, description="Commands that run the scan."
     )
     baseline: str | None = Field(default=None, description="File of accepted fingerprints.")
 

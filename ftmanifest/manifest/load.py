@@ -359,10 +359,12 @@ def _find_key(text: str, key: str, nth: int = 1) -> tuple[int | None, int | None
 
 
 def _parse_toml(text: str, name: str) -> Document:
-    try:
+    import sys
+
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # Python 3.10
+        import tomli as tomllib
 
     try:
         data = tomllib.loads(text)
