@@ -12,6 +12,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "manifests").glob("*.yaml"))
+# A git identity and no user/system config, for the real git repos tests build.
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.org",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.org",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 CLF = ROOT / "manifests" / "docroute-lora-r16.yaml"
 EXTRACT = ROOT / "manifests" / "invoice-extract-lora-r8.yaml"
 

@@ -10,16 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CLF, ROOT
-
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.org",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.org",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
+from tests.conftest import CLF, GIT_ENV, ROOT
 
 
 def _git(cwd: Path, *args: str) -> str:

@@ -11,22 +11,14 @@ import pytest
 
 from ftmanifest.lock import lock_manifest
 from ftmanifest.verify import verify_manifest
-from tests.conftest import CLF, run_cli
+from tests.conftest import CLF, GIT_ENV, run_cli
 
-GIT = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.org",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.org",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
 ENV = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "TOKENIZERS_PARALLELISM": "false"}
 
 
 def _git(cwd: Path, *args: str) -> None:
     subprocess.run(
-        ["git", *args], cwd=cwd, env={**os.environ, **GIT}, check=True, capture_output=True
+        ["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV}, check=True, capture_output=True
     )
 
 

@@ -158,6 +158,8 @@ def _parse_yaml(text: str, name: str) -> Document:
 _STR_TAG = "tag:yaml.org,2002:str"
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
+# Without implicit typing every untagged node carries its kind's default tag.
+_DEFAULT_TAG = {"scalar": _STR_TAG, "mapping": _MAP_TAG, "sequence": _SEQ_TAG}
 _NULL_RE = re.compile(r"^(?:~|null|Null|NULL|)$")
 _BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 _INT_RE = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
@@ -187,7 +189,7 @@ def _node(node: Any, loc: Loc, pos: dict[Loc, tuple[int, int]], name: str, count
             f"nesting deeper than {MAX_DEPTH} levels", path=name, line=line, column=col
         )
     kind = node.id
-    if kind != "scalar" and node.tag not in (_MAP_TAG, _SEQ_TAG):
+    if node.tag != _DEFAULT_TAG[kind]:
         raise ManifestError(
             f"YAML tags are not supported ({node.tag})",
             path=name,
@@ -245,15 +247,6 @@ def _yaml_scalar(node: Any, loc: Loc, name: str) -> Any:
     """YAML 1.2 core schema resolution of one scalar (quoted means string)."""
     value: str = node.value
     line, col = _mark(node)
-    if node.tag != _STR_TAG:
-        raise ManifestError(
-            f"YAML tags are not supported ({node.tag})",
-            path=name,
-            line=line,
-            column=col,
-            field=format_loc(loc) or None,
-            hint="remove the tag; write a plain value",
-        )
     if node.style:  # quoted or block scalar ('' or None means plain)
         return value
     if _NULL_RE.match(value):
