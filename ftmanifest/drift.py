@@ -156,7 +156,7 @@ def _backend(m: Manifest, seen: Observed) -> Iterator[Finding]:
                 match.get("compute_capability"),
                 "run on the recorded devices",
             )
-        if int(match.get("count") or 1) < dev.count:
+        if int(1 if match.get("count") is None else match["count"]) < dev.count:
             yield _row(
                 "drift.device",
                 f"{field}.count",
