@@ -283,3 +283,23 @@ def test_policy_scan_runs_in_verify_and_a_baseline_accepts(project: Path) -> Non
         )
     )
     assert verify_manifest(project, signature=False).ok
+
+
+def test_lock_rewrites_json_and_refuses_toml(project: Path) -> None:
+    import json
+
+    from ftmanifest.errors import InputError
+    from ftmanifest.manifest import load_manifest
+
+    data = load_manifest(project).document.data
+    right = data["data"][0]["digest"]
+    data["data"][0]["digest"] = "sha256:" + "0" * 64
+    as_json = project.with_suffix(".json")
+    as_json.write_text(json.dumps(data))
+    result = lock_manifest(as_json)
+    assert result.changed and json.loads(as_json.read_text())["data"][0]["digest"] == right
+    assert verify_manifest(as_json, signature=False).ok
+    as_toml = project.with_suffix(".toml")
+    as_toml.write_text('ftmanifest = 1\n[experiment]\nid = "x"\n[model]\npath = "model"\n')
+    with pytest.raises(InputError, match="not TOML"):
+        lock_manifest(as_toml)
