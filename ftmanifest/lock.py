@@ -76,7 +76,12 @@ def updates_for(
     loaded = load_manifest(manifest_path)
     m = loaded.manifest
     seen = observe(
-        m, manifest_path, use_cache=use_cache, code_dir=code_dir, allow_outside=allow_outside
+        m,
+        manifest_path,
+        use_cache=use_cache,
+        code_dir=code_dir,
+        allow_outside=allow_outside,
+        count_unchanged=True,
     )
     if seen.model.error is not None:
         raise seen.model.error

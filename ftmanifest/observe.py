@@ -163,8 +163,19 @@ def observe_model(
 
 
 def observe_data(
-    manifest: Manifest, base: Path, *, use_cache: bool, allow_outside: bool
+    manifest: Manifest,
+    base: Path,
+    *,
+    use_cache: bool,
+    allow_outside: bool,
+    count_unchanged: bool = False,
 ) -> dict[str, FileState]:
+    """Digest (and record count) of every data entry.
+
+    Counting reads the whole file, so unless ``count_unchanged`` (``lock``) it
+    is skipped when the digest equals the pin: identical bytes have the pinned
+    count, and re-verifying an unchanged file stays a ``stat``.
+    """
     out: dict[str, FileState] = {}
     for i, entry in enumerate(manifest.data):
         try:
@@ -177,7 +188,10 @@ def observe_data(
             continue
         state = hash_path(path, base, use_cache=use_cache)
         state.path = entry.path
-        if state.error is None:
+        unchanged = entry.digest is not None and state.digest == entry.digest
+        if unchanged and not count_unchanged:
+            state.records = entry.records
+        elif state.error is None:
             try:
                 state.records = count_records(path, entry.format)
             except (OSError, ValueError) as exc:
@@ -231,6 +245,7 @@ def observe(
     code_dir: Path | None = None,
     allow_outside: bool = False,
     revision: str | None = None,
+    count_unchanged: bool = False,
 ) -> Observed:
     """Everything ``drift.compare`` needs about this machine for ``manifest``."""
     from ftmanifest.probe import probe_all
@@ -280,7 +295,13 @@ def observe(
         installed=dict(probed.packages),
         env_values={k: os.environ.get(k) for k in manifest.environment.env_vars},
         model=model,
-        data=observe_data(manifest, base, use_cache=use_cache, allow_outside=allow_outside),
+        data=observe_data(
+            manifest,
+            base,
+            use_cache=use_cache,
+            allow_outside=allow_outside,
+            count_unchanged=count_unchanged,
+        ),
         pinned=observe_pinned(manifest, base, use_cache=use_cache, allow_outside=allow_outside),
         disk_free=free,
         disk_path=str(disk_path),

@@ -303,3 +303,17 @@ def test_lock_rewrites_json_and_refuses_toml(project: Path) -> None:
     as_toml.write_text('ftmanifest = 1\n[experiment]\nid = "x"\n[model]\npath = "model"\n')
     with pytest.raises(InputError, match="not TOML"):
         lock_manifest(as_toml)
+
+
+def test_unchanged_data_is_not_read_again(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ftmanifest.observe as observe
+
+    calls: list[Path] = []
+    real = observe.count_records
+    monkeypatch.setattr(observe, "count_records", lambda p, f: calls.append(p) or real(p, f))
+    assert verify_manifest(project, signature=False, scan=False).ok
+    assert calls == []  # digests come from the stat cache; counts are implied by the pin
+    (project.parent / "data" / "eval.jsonl").write_text('{"a": 1}\n{"b": 2}\n')
+    fields = _fields(project, scan=False)
+    assert calls == [project.parent / "data" / "eval.jsonl"]
+    assert fields["data[1].records"] == "2"
