@@ -9,33 +9,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
-
 import ftmanifest
 from ftmanifest.errors import FtManifestError
-from ftmanifest.integrations.example import lm_examples
+from ftmanifest.integrations.example import tiny_trainer
 from ftmanifest.integrations.transformers import FtManifestCallback
 
 
 def main(manifest: Path) -> int:
     ftmanifest.seed_everything(manifest)
     folder = manifest.parent
-    tok = AutoTokenizer.from_pretrained(folder / "model")
-    model = AutoModelForCausalLM.from_pretrained(folder / "model")
-    args = TrainingArguments(
-        output_dir=str(folder / "out"),
-        max_steps=3,
-        per_device_train_batch_size=4,
-        learning_rate=1e-2,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        disable_tqdm=True,
-        logging_strategy="no",
-    )
-    data = lm_examples(folder / "data" / "train.jsonl", tok, seq_len=24)
-    guard = FtManifestCallback(manifest)
-    trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[guard])
+    trainer = tiny_trainer(folder, folder / "out", [FtManifestCallback(manifest)])
     try:
         trainer.train()
     except FtManifestError as exc:

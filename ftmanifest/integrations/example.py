@@ -17,7 +17,7 @@ import random
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ftmanifest.errors import InputError, UsageError
 from ftmanifest.fsutil import atomic_write_text
@@ -408,3 +408,24 @@ def build_example(
         ),  # fmt: skip
     )
     return manifest
+
+
+def tiny_trainer(folder: Path, out: Path, callbacks: list[Any], *, max_steps: int = 3) -> Any:
+    """A real ``transformers.Trainer`` for the example in ``folder``, on the CPU."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
+
+    tok: Any = AutoTokenizer.from_pretrained(folder / "model")
+    model = AutoModelForCausalLM.from_pretrained(folder / "model")
+    args = TrainingArguments(
+        output_dir=str(out),
+        max_steps=max_steps,
+        per_device_train_batch_size=4,
+        learning_rate=1e-2,
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        disable_tqdm=True,
+        logging_strategy="no",
+    )
+    data = lm_examples(folder / "data" / "train.jsonl", tok, seq_len=24)
+    return Trainer(model=model, args=args, train_dataset=data, callbacks=callbacks)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
+from transformers import Trainer
 
 import ftmanifest
 from ftmanifest.errors import EXIT_REFUSED, RefusedError
-from ftmanifest.integrations.example import build_example, lm_examples
+from ftmanifest.integrations.example import build_example, tiny_trainer
 from ftmanifest.integrations.transformers import (
     RUN_RECORD,
     DriftRefusedError,
@@ -41,23 +41,8 @@ def example(locked: Path, tmp_path: Path) -> Iterator[Path]:
 
 
 def _trainer(manifest: Path, out: Path, **options: object) -> tuple[Trainer, FtManifestCallback]:
-    folder = manifest.parent / "model"
-    tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder)
     guard = FtManifestCallback(manifest, signature=False, **options)  # type: ignore[arg-type]
-    args = TrainingArguments(
-        output_dir=str(out),
-        max_steps=3,
-        per_device_train_batch_size=4,
-        learning_rate=1e-2,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        disable_tqdm=True,
-        logging_strategy="no",
-    )
-    data = lm_examples(manifest.parent / "data" / "train.jsonl", tok, seq_len=24)
-    return Trainer(model=model, args=args, train_dataset=data, callbacks=[guard]), guard
+    return tiny_trainer(manifest.parent, out, [guard]), guard
 
 
 def _weights(trainer: Trainer) -> dict[str, torch.Tensor]:
