@@ -9,6 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Correctness, not speed: a loaded 2-core CI machine must not fail a property
+# test on Hypothesis' 200 ms default deadline.
+settings.register_profile("ftmanifest", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ftmanifest")
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "manifests").glob("*.yaml"))
