@@ -168,8 +168,10 @@ def lock_manifest(
     code_dir: Path | None = None,
     allow_outside: bool = False,
 ) -> LockResult:
+    from ftmanifest.manifest.load import read_document
+
     manifest_path = Path(path)
-    old_text = manifest_path.read_text("utf-8")
+    old_text = read_document(manifest_path).text  # refuses a missing or unreadable file
     suffix = manifest_path.suffix.lower()
     if suffix == ".toml":
         raise InputError(

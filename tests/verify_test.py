@@ -317,3 +317,9 @@ def test_unchanged_data_is_not_read_again(project: Path, monkeypatch: pytest.Mon
     fields = _fields(project, scan=False)
     assert calls == [project.parent / "data" / "eval.jsonl"]
     assert fields["data[1].records"] == "2"
+
+
+def test_lock_on_a_missing_manifest_is_a_clean_error(tmp_path: Path) -> None:
+    result = run_cli("lock", str(tmp_path / "absent.yaml"))
+    assert result.returncode == 2 and "manifest not found" in result.stderr
+    assert "internal error" not in result.stderr
