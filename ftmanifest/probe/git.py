@@ -53,12 +53,22 @@ def parse_porcelain(text: str) -> tuple[int, int]:
     return len(lines), sum(1 for line in lines if line.startswith("??"))
 
 
-def probe_dir(ctx: ProbeContext, folder: Path) -> GitState:
-    """Git state of ``folder`` (any folder inside a work tree)."""
+def git_context(ctx: ProbeContext) -> ProbeContext:
+    """``ctx`` set up for running git: no optional locks, C locale (output is
+    parsed), and objects as stored rather than as ``refs/replace`` rewrites them.
+
+    Every git call of the probes goes through the context this returns.
+    """
     env = dict(ctx.environ)
     env["GIT_OPTIONAL_LOCKS"] = "0"
-    env.setdefault("LC_ALL", "C")
-    git = dataclasses.replace(ctx, environ=env)
+    env["LC_ALL"] = "C"
+    env["GIT_NO_REPLACE_OBJECTS"] = "1"
+    return dataclasses.replace(ctx, environ=env)
+
+
+def probe_dir(ctx: ProbeContext, folder: Path) -> GitState:
+    """Git state of ``folder`` (any folder inside a work tree)."""
+    git = git_context(ctx)
     if not folder.is_dir():
         return GitState("not-a-repo", root=str(folder), note="folder does not exist")
     top = git.run(["git", "rev-parse", "--show-toplevel"], cwd=str(folder))
