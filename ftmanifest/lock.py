@@ -123,8 +123,7 @@ def updates_for(
     ]
     ups.append((("model", "files"), files))
     ups.append((("model", "tree_digest"), model.tree_digest))
-    for i, entry in enumerate(m.data):
-        state = seen.data[entry.name]
+    for i, (entry, state) in enumerate(zip(m.data, seen.data, strict=True)):
         if state.error is not None:
             raise InputError(
                 f"data {entry.name!r}: {state.error}",

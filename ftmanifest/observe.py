@@ -49,7 +49,7 @@ class Observed:
     installed: dict[str, str]
     env_values: dict[str, str | None]
     model: ModelState
-    data: dict[str, FileState]
+    data: list[FileState]  # one per manifest.data entry, in order (names may repeat)
     pinned: dict[str, FileState]  # manifest field path -> state (lock file, scripts, baseline)
     disk_free: int | None
     disk_path: str
@@ -169,22 +169,22 @@ def observe_data(
     use_cache: bool,
     allow_outside: bool,
     count_unchanged: bool = False,
-) -> dict[str, FileState]:
-    """Digest (and record count) of every data entry.
+) -> list[FileState]:
+    """Digest (and record count) of every data entry, in the manifest's order.
 
     Counting reads the whole file, so unless ``count_unchanged`` (``lock``) it
     is skipped when the digest equals the pin: identical bytes have the pinned
     count, and re-verifying an unchanged file stays a ``stat``.
     """
-    out: dict[str, FileState] = {}
+    out: list[FileState] = []
     for i, entry in enumerate(manifest.data):
         try:
             path = resolve_inside(base, entry.path, f"data[{i}].path", allow_outside)
         except PathOutsideError as exc:
-            out[entry.name] = FileState(entry.path, error=f"{exc.message}: {exc.observed}")
+            out.append(FileState(entry.path, error=f"{exc.message}: {exc.observed}"))
             continue
         if not path.exists():
-            out[entry.name] = FileState(entry.path, error="not found")
+            out.append(FileState(entry.path, error="not found"))
             continue
         state = hash_path(path, base, use_cache=use_cache)
         state.path = entry.path
@@ -196,7 +196,7 @@ def observe_data(
                 state.records = count_records(path, entry.format)
             except (OSError, ValueError) as exc:
                 state.error = f"cannot count records: {exc}"
-        out[entry.name] = state
+        out.append(state)
     return out
 
 
@@ -257,7 +257,13 @@ def observe(
     if "code" in environment and probed.git is not None and probed.git.root:
         # The manifest, its signature and everything it pins by digest are judged
         # by their digests; only other changes make the training code dirty.
-        pinned = [manifest_path, manifest_path.with_name(manifest_path.name + ".sig.json")]
+        from ftmanifest.runrecord import records_path
+
+        pinned = [
+            manifest_path,
+            manifest_path.with_name(manifest_path.name + ".sig.json"),
+            records_path(manifest_path),
+        ]
         pinned += [base / e.path for e in manifest.data]
         pinned += [base / rel for rel in pinned_files(manifest).values()]
         if manifest.model.path is not None:

@@ -70,3 +70,91 @@ def run_cli(
         text=True,
         timeout=120,
     )
+
+
+# --- projects to verify -------------------------------------------------------
+
+ENV = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def git(cwd: Path, *args: str) -> None:
+    """Run git in ``cwd`` with the test identity; fail on error."""
+    subprocess.run(
+        ["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV}, check=True, capture_output=True
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A training repo: model folder, data, scripts, baseline, and a locked manifest for them."""
+    from ftmanifest.lock import lock_manifest
+
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("FTMANIFEST_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "repo"
+    files = {
+        "model/config.json": '{"model_type": "llama"}\n',
+        "model/model.safetensors": "w" * 4096,
+        "data/train.jsonl": "".join(
+            f'{{"text": "doc {i}", "label": "billing"}}\n' for i in range(5)
+        ),
+        "data/eval.jsonl": '{"text": "e", "label": "returns"}\n',
+        "data/test.jsonl": '{"text": "t", "label": "account"}\n',
+        "requirements.lock": "torch==2.13.0\n",
+        "scripts/clean_tickets.py": "print('clean')\n",
+        "scripts/chat_template.py": "print('template')\n",
+        "eval/zero.jsonl": "{}\n",
+        "eval/cfg.yaml": "k: 1\n",
+        ".gitignore": "out/\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    text = CLF.read_text()
+    text = text.replace("  repo: Qwen/Qwen2.5-0.5B-Instruct\n", "  path: model\n")
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("  revision: "))
+    text = (
+        text.replace("data/docroute/", "data/")
+        .replace("eval/baseline/zero-shot-results.jsonl", "eval/zero.jsonl")
+        .replace("eval/docroute-eval-v3.yaml", "eval/cfg.yaml")
+    ) + "\n"
+    (root / "exp.yaml").write_text(text)
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "training code")
+    lock_manifest(root / "exp.yaml")
+    return root / "exp.yaml"
+
+
+HUB_MANIFEST = """\
+ftmanifest: 1
+experiment: {id: hub-exp}
+model:
+  repo: org/tiny
+  revision: main   # lock pins the commit
+data:
+  - {name: train, role: train, path: train.jsonl, license: test}
+"""
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, str]]:
+    """A hub cache with two snapshots of org/tiny (main -> v2) and a manifest on it."""
+    from ftmanifest.integrations.example import build_hub_cache
+
+    v1, v2 = tmp_path / "v1", tmp_path / "v2"
+    for folder, weights in ((v1, b"weights one" * 100), (v2, b"weights two" * 100)):
+        folder.mkdir()
+        (folder / "config.json").write_text('{"model_type": "llama"}')
+        (folder / "model.safetensors").write_bytes(weights)
+    cache = tmp_path / "hf-cache"
+    commits = build_hub_cache(cache, "org/tiny", {"v1": v1, "v2": v2}, {"main": "v2"})
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("FTMANIFEST_CACHE_DIR", str(tmp_path / "ftm-cache"))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "train.jsonl").write_text('{"text": "a"}\n')
+    (work / "exp.yaml").write_text(HUB_MANIFEST)
+    return work / "exp.yaml", commits

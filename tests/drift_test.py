@@ -30,7 +30,7 @@ def _observed(manifest: Any, **changes: Any) -> Observed:
         files=files,
         tree_digest=m.model.tree_digest,
     )
-    data = {e.name: FileState(e.path, e.digest, 10, records=e.records) for e in m.data}
+    data = [FileState(e.path, e.digest, 10, records=e.records) for e in m.data]
     seen = Observed(
         environment=env,
         installed={k: v.lstrip("=") for k, v in m.environment.packages.items()},

@@ -11,56 +11,7 @@ import pytest
 
 from ftmanifest.lock import lock_manifest
 from ftmanifest.verify import verify_manifest
-from tests.conftest import CLF, GIT_ENV, run_cli
-
-ENV = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "TOKENIZERS_PARALLELISM": "false"}
-
-
-def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV}, check=True, capture_output=True
-    )
-
-
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A training repo: model folder, data, scripts, baseline, and a manifest for them."""
-    for k, v in ENV.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setenv("FTMANIFEST_CACHE_DIR", str(tmp_path / "cache"))
-    root = tmp_path / "repo"
-    files = {
-        "model/config.json": '{"model_type": "llama"}\n',
-        "model/model.safetensors": "w" * 4096,
-        "data/train.jsonl": "".join(
-            f'{{"text": "doc {i}", "label": "billing"}}\n' for i in range(5)
-        ),
-        "data/eval.jsonl": '{"text": "e", "label": "returns"}\n',
-        "data/test.jsonl": '{"text": "t", "label": "account"}\n',
-        "requirements.lock": "torch==2.13.0\n",
-        "scripts/clean_tickets.py": "print('clean')\n",
-        "scripts/chat_template.py": "print('template')\n",
-        "eval/zero.jsonl": "{}\n",
-        "eval/cfg.yaml": "k: 1\n",
-        ".gitignore": "out/\n",
-    }
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    text = CLF.read_text()
-    text = text.replace("  repo: Qwen/Qwen2.5-0.5B-Instruct\n", "  path: model\n")
-    text = "\n".join(line for line in text.splitlines() if not line.startswith("  revision: "))
-    text = (
-        text.replace("data/docroute/", "data/")
-        .replace("eval/baseline/zero-shot-results.jsonl", "eval/zero.jsonl")
-        .replace("eval/docroute-eval-v3.yaml", "eval/cfg.yaml")
-    ) + "\n"
-    (root / "exp.yaml").write_text(text)
-    _git(root, "init", "-q")
-    _git(root, "add", "-A")
-    _git(root, "commit", "-qm", "training code")
-    lock_manifest(root / "exp.yaml")
-    return root / "exp.yaml"
+from tests.conftest import ENV, git, run_cli
 
 
 def _fields(path: Path, **kw: object) -> dict[str, str | None]:
@@ -135,8 +86,8 @@ def test_code_commit_and_dirty_tree(project: Path) -> None:
     root = project.parent
     (root / "train.py").write_text("print('new')\n")
     assert "environment.code.dirty" in _fields(project)
-    _git(root, "add", "train.py")
-    _git(root, "commit", "-qm", "more code")
+    git(root, "add", "train.py")
+    git(root, "commit", "-qm", "more code")
     fields = _fields(project)
     assert set(fields) == {"environment.code.commit"}
 
@@ -211,8 +162,8 @@ def test_signed_manifest_verifies_and_a_tampered_one_does_not(project: Path) -> 
     (root / ".ftmanifest" / "allowed_signers").write_text(
         f'me@example.org namespaces="ftmanifest" {" ".join(pub)}\n'
     )
-    _git(root, "add", ".ftmanifest")
-    _git(root, "commit", "-qm", "trust me")
+    git(root, "add", ".ftmanifest")
+    git(root, "commit", "-qm", "trust me")
     lock_manifest(project)
     assert run_cli("sign", str(project), "--key", str(root.parent / "k")).returncode == 0
     ok = run_cli("verify", str(project), env=ENV)

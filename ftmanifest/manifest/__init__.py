@@ -80,11 +80,12 @@ def check_version(doc: Document) -> None:
 
 def load_document(path: str | Path) -> Document:
     """Parse ``path`` and check it against the schema; raise on any problem."""
+    from ftmanifest.manifest.unique import unique_findings
     from ftmanifest.manifest.validate import schema_findings
 
     doc = read_document(path)
     check_version(doc)
-    problems = schema_findings(doc)
+    problems = schema_findings(doc) or unique_findings(doc)
     if problems:
         raise ManifestInvalidError(
             f"{len(problems)} schema problem(s)",
