@@ -38,9 +38,17 @@ def hub_snapshot(
     repo_id: str, revision: str | None, cache_dir: str | Path | None = None
 ) -> Snapshot:
     """The cached snapshot of ``repo_id`` at ``revision`` (commit, branch or tag)."""
-    from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
-
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+    except ImportError as exc:  # a core dependency; only a broken install lacks it
+        raise InputError(
+            f"cannot read the Hugging Face cache for {repo_id}: huggingface_hub is not importable",
+            field="model.repo",
+            expected="huggingface_hub installed (a dependency of ftmanifest)",
+            observed=_first_line(exc),
+            hint="pip install 'huggingface-hub>=0.23' (or reinstall ftmanifest)",
+        ) from None
     if cache_dir is None:
         cache_dir = current_cache_dir()
     try:

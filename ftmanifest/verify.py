@@ -8,6 +8,7 @@ the exit code.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,32 @@ from ftmanifest.errors import RefusedError, UsageError
 from ftmanifest.findings import Finding
 
 UNACCEPTABLE = ("signature",)
+# Whole sections: an acceptance names one row, never one of these.
+SECTIONS = frozenset(
+    {
+        "experiment",
+        "model",
+        "model.files",
+        "environment",
+        "environment.packages",
+        "environment.backend",
+        "environment.backend.devices",
+        "environment.env_vars",
+        "environment.code",
+        "data",
+        "evaluation",
+        "evaluation.baseline",
+        "security",
+        "seeds",
+        "training",
+        "method",
+        "export",
+    }
+)
+# Rules whose rows are never accepted: a model file that could not be checked
+# at all (accepting it would accept whatever is there), and a package pin that
+# is not one exact version (the fix is to pin it: `ftmanifest lock`).
+NEVER_ACCEPTED = frozenset({"drift.model-unchecked", "drift.package-unpinned"})
 
 
 @dataclass
@@ -34,6 +61,7 @@ class VerifyReport:
     warnings: list[str] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
     signature: Any = None  # signing.verify.SignatureReport when checked
+    signature_checked: bool = True
 
     @property
     def ok(self) -> bool:
@@ -67,18 +95,41 @@ class DriftError(RefusedError):
         self.report = report
 
 
-def _matches(field_path: str | None, accepted: str) -> bool:
+_ONE_ENTRY = re.compile(r"^data\[\d+\]$")  # one data entry: its digest and records rows
+
+
+def _covers(accepted: str, field_path: str | None) -> bool:
+    """An acceptance names one row (its field), or one data entry (``data[2]``)."""
     if not field_path:
         return False
-    return field_path == accepted or field_path.startswith((accepted + ".", accepted + "["))
+    if field_path == accepted:
+        return True
+    return bool(_ONE_ENTRY.match(accepted)) and field_path.startswith(accepted + ".")
+
+
+def _too_broad(name: str, findings: list[Finding]) -> bool:
+    """``data``, ``environment``, ``model.files``: names that would cover a section."""
+    if _ONE_ENTRY.match(name):
+        return False
+    if name in SECTIONS:
+        return True
+    return any(
+        f.field and f.field != name and f.field.startswith((name + ".", name + "["))
+        for f in findings
+    )
 
 
 def apply_acceptances(
     findings: list[Finding], accept: Mapping[str, str]
 ) -> tuple[list[Finding], list[Acceptance], list[str]]:
-    """Split drift rows into remaining and accepted; warn about unused acceptances."""
-    for name in accept:
-        if name.split(".")[0] in UNACCEPTABLE:
+    """Split drift rows into remaining and accepted; warn about unused acceptances.
+
+    Each acceptance covers exactly one row (or one data entry's rows) and
+    needs a reason that is not blank; anything broader is a usage error, so
+    one ``--accept`` can never wave a whole section through.
+    """
+    for name, reason in accept.items():
+        if name.split(".")[0].split("[")[0] in UNACCEPTABLE:
             raise UsageError(
                 f"'{name}' cannot be accepted",
                 field="--accept",
@@ -86,16 +137,47 @@ def apply_acceptances(
                 hint="a signature problem is fixed by signing; use --no-signature to skip the "
                 "check (with a warning)",
             )
-    remaining, accepted, used = [], [], set()
+        if _too_broad(name, findings):
+            rows = [f.field for f in findings if f.field and _prefix(name, f.field)]
+            raise UsageError(
+                f"--accept {name} names a section, not one row",
+                field="--accept",
+                expected="the field of one drift row (e.g. data[1].digest, "
+                "environment.packages.torch) or one data entry (data[1])",
+                observed=name + (f" (would cover {', '.join(rows[:5])})" if rows else ""),
+                hint="accept each row on its own, with its own --reason",
+            )
+        if not reason or not reason.strip():
+            raise UsageError(
+                f"--accept {name}: the reason is blank",
+                field="--reason",
+                expected="a reason a reviewer can read",
+                observed=repr(reason),
+                hint=f"ftmanifest verify M --accept {name} --reason 'why this is fine'",
+            )
+    remaining, accepted, used, refused = [], [], set(), set()
     for f in findings:
-        hit = next((a for a in accept if _matches(f.field, a)), None)
-        if hit is None:
+        hit = next((a for a in accept if _covers(a, f.field)), None)
+        if hit is not None and f.rule in NEVER_ACCEPTED:
+            refused.add(hit)
+            remaining.append(f)
+        elif hit is None:
             remaining.append(f)
         else:
             used.add(hit)
-            accepted.append(Acceptance(f, accept[hit]))
-    warnings = [f"--accept {a}: no drift on that field" for a in accept if a not in used]
+            accepted.append(Acceptance(f, accept[hit].strip()))
+    warnings = [
+        f"--accept {a}: this row cannot be accepted; fix it"
+        if a in refused
+        else f"--accept {a}: no drift on that field"
+        for a in accept
+        if a not in used
+    ]
     return remaining, accepted, warnings
+
+
+def _prefix(name: str, field_path: str) -> bool:
+    return field_path == name or field_path.startswith((name + ".", name + "["))
 
 
 def verify_manifest(
@@ -117,6 +199,8 @@ def verify_manifest(
 
     manifest_path = Path(path)
     loaded = load_manifest(manifest_path)
+    if loaded.manifest.security.rehash == "always":
+        use_cache = False  # the team pays the hashing time on purpose (stat-cache blind spot)
     seen = observe(
         loaded.manifest,
         manifest_path,
@@ -151,6 +235,7 @@ def verify_manifest(
         warnings + unused,
         seen.environment,
         sig_report,
+        signature_checked=signature,
     )
 
 

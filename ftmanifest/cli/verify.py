@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, UsageError
 
@@ -91,7 +91,30 @@ def accepted_fields(args: argparse.Namespace) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    return report_and_print(args)[1]
+    report, code = report_and_print(args)
+    if report.accepted:
+        record_acceptances(report, "verified" if report.ok else "refused")
+    return code
+
+
+def record_acceptances(report: VerifyReport, status: str, **extra: Any) -> None:
+    """Append the report to the manifest's run records; an acceptance is never unrecorded."""
+    from ftmanifest import runrecord
+    from ftmanifest.errors import InputError
+
+    try:
+        path = runrecord.append(
+            report.manifest_path, runrecord.build(report, status=status, **extra)
+        )
+    except OSError as exc:
+        raise InputError(
+            "cannot record the accepted drift",
+            path=str(runrecord.records_path(report.manifest_path)),
+            expected="a writable run-records file beside the manifest",
+            observed=exc.strerror or str(exc),
+            hint="make the manifest's folder writable, or fix the drift instead of accepting it",
+        ) from None
+    sys.stderr.write(f"recorded:  {len(report.accepted)} acceptance(s) in {path}\n")
 
 
 def report_and_print(args: argparse.Namespace) -> tuple[VerifyReport, int]:

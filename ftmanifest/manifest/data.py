@@ -132,3 +132,10 @@ class Security(Strict):
     backup_recipients: list[NonEmpty] = Field(
         default_factory=list, description="age recipients (age1...) backups are encrypted to."
     )
+    rehash: Literal["on-stat-change", "always"] = Field(
+        default="on-stat-change",
+        description="When verify, run and the Trainer guard re-read pinned files: "
+        "'on-stat-change' trusts the stat cache (a file whose device, inode, size, mtime and "
+        "ctime are unchanged is not re-read; blind to writes through a shared mmap that change "
+        "neither time), 'always' hashes every file on every check.",
+    )

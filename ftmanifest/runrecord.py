@@ -1,0 +1,125 @@
+"""Run records: what happened when a manifest was verified, run or trained.
+
+Layer: edge (appends to a file).  The signed manifest says what an experiment
+is; run records say what happened to it: refused, started, finished, and
+every drift accepted on purpose with its reason.  ``verify`` (when it accepts
+a drift), ``run`` and the Trainer guard append one JSON object per line to
+``<manifest file name>.runs.jsonl`` beside the manifest.
+
+Appends are whole lines written with one ``write`` on an ``O_APPEND``
+descriptor under an exclusive ``flock`` and fsynced, so records from
+concurrent processes never interleave and a crash loses at most the record
+being written, never an earlier one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ftmanifest.verify import VerifyReport
+
+RECORD_FORMAT = 1
+SUFFIX = ".runs.jsonl"
+
+
+def records_path(manifest_path: Path) -> Path:
+    """``exp.yaml`` -> ``exp.yaml.runs.jsonl`` in the same folder (as the link names it)."""
+    return manifest_path.with_name(manifest_path.name + SUFFIX)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def build(
+    report: VerifyReport,
+    *,
+    status: str,
+    started_at: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """One record of ``report``: manifest, environment, accepted rows, remaining findings."""
+    import ftmanifest
+
+    env = report.environment
+    record: dict[str, Any] = {
+        "ftmanifest_run": RECORD_FORMAT,
+        "ftmanifest_version": ftmanifest.__version__,
+        "status": status,
+        "manifest": {
+            "path": str(Path(report.manifest_path).absolute()),
+            "digest": report.manifest_digest,
+        },
+        "started_at": started_at or now(),
+        "finished_at": None,
+        "signature_checked": report.signature_checked,
+        "environment": {
+            "python": env.get("python"),
+            "backend": env.get("backend"),
+            "packages": env.get("packages"),
+            "code": env.get("code"),
+        },
+        "accepted": [
+            {
+                "field": a.finding.field,
+                "rule": a.finding.rule,
+                "expected": a.finding.expected,
+                "observed": a.finding.observed,
+                "reason": a.reason,
+            }
+            for a in report.accepted
+        ],
+        "findings": [f.to_dict() for f in report.findings],
+        "warnings": list(report.warnings),
+    }
+    record.update(extra)
+    return record
+
+
+def append(manifest_path: Path, record: Mapping[str, Any]) -> Path:
+    """Append ``record`` as one line to the manifest's run records; returns the file."""
+    path = records_path(manifest_path)
+    line = (json.dumps(record, sort_keys=False, default=str) + "\n").encode("utf-8")
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags, 0o644)
+    try:
+        _lock(fd)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line  # a torn line from a crash stays alone on its line
+        view = memoryview(line)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)  # closing releases the lock
+    return path
+
+
+def read(manifest_path: Path) -> list[dict[str, Any]]:
+    """Every complete record (a torn last line from a crash is skipped)."""
+    path = records_path(manifest_path)
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text("utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def _lock(fd: int) -> None:
+    try:
+        import fcntl
+    except ImportError:  # Windows: O_APPEND alone
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX)
