@@ -224,14 +224,24 @@ def _env_vars(m: Manifest, seen: Observed) -> Iterator[Finding]:
 def _code(m: Manifest, seen: Observed) -> Iterator[Finding]:
     want = m.environment.code
     have = seen.environment.get("code") or {}
-    if want.commit and want.commit != have.get("commit"):
+    ancestry = seen.code_ancestry
+    if want.commit and want.commit != have.get("commit") and not (ancestry and ancestry.ok):
+        observed = have.get("commit") or "no git commit found"
+        if ancestry is not None:
+            observed += f" ({ancestry.reason}"
+            if ancestry.offending:
+                more = ancestry.offending_count - len(ancestry.offending[:5])
+                observed += ": " + ", ".join(ancestry.offending[:5])
+                observed += f" and {more} more" if more > 0 else ""
+            observed += ")"
         yield _row(
             "drift.code",
             "environment.code.commit",
             "training code commit differs",
             want.commit,
-            have.get("commit") or "no git commit found",
-            f"git checkout {want.commit}",
+            observed,
+            f"git checkout {want.commit} (a later commit may change only the manifest "
+            "and the files it pins by digest), or re-lock after review",
         )
     if want.commit and have.get("dirty") and not want.dirty:
         yield _row(

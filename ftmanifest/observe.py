@@ -53,6 +53,7 @@ class Observed:
     pinned: dict[str, FileState]  # manifest field path -> state (lock file, scripts, baseline)
     disk_free: int | None
     disk_path: str
+    code_ancestry: Any = None  # probe.git_ancestry.AncestryResult when HEAD != the pin
 
 
 class PathOutsideError(InputError):
@@ -254,30 +255,9 @@ def observe(
     base = manifest_path.parent
     probed = probe_all(code_dir or base)
     environment = to_environment_fields(probed, packages=manifest.environment.packages)
+    ancestry = None
     if "code" in environment and probed.git is not None and probed.git.root:
-        # The manifest, its signature and everything it pins by digest are judged
-        # by their digests; only other changes make the training code dirty.
-        from ftmanifest.runrecord import records_path
-
-        pinned = [
-            manifest_path,
-            manifest_path.with_name(manifest_path.name + ".sig.json"),
-            records_path(manifest_path),
-        ]
-        pinned += [base / e.path for e in manifest.data]
-        pinned += [base / rel for rel in pinned_files(manifest).values()]
-        if manifest.model.path is not None:
-            pinned.append(base / manifest.model.path)
-        if manifest.security.scan.baseline:
-            pinned.append(base / manifest.security.scan.baseline)
-        own = [p.resolve() for p in pinned]
-        others = [
-            p
-            for p in probed.git.dirty_paths
-            if not _under_any((Path(probed.git.root) / p).resolve(), own)
-        ]
-        code = dict(environment["code"])  # type: ignore[call-overload]
-        environment["code"] = {**code, "dirty": bool(others)}
+        ancestry = _judge_code(manifest, manifest_path, probed.git, environment)
     disk_path = base
     if manifest.export is not None:
         disk_path = _existing_parent(base / manifest.export.path)
@@ -311,11 +291,60 @@ def observe(
         pinned=observe_pinned(manifest, base, use_cache=use_cache, allow_outside=allow_outside),
         disk_free=free,
         disk_path=str(disk_path),
+        code_ancestry=ancestry,
     )
 
 
-def _under_any(path: Path, roots: list[Path]) -> bool:
-    return any(path == r or r in path.parents for r in roots)
+def own_files(manifest: Manifest, manifest_path: Path) -> list[Path]:
+    """The manifest, its envelope and run records, and everything it pins by digest.
+
+    Absolute but *not* resolved: a pinned data path that is a symlink to
+    ``train.py`` must not make ``train.py`` one of the manifest's own files.
+    """
+    from ftmanifest.runrecord import records_path
+
+    base = manifest_path.parent
+    own = [
+        manifest_path,
+        manifest_path.with_name(manifest_path.name + ".sig.json"),
+        records_path(manifest_path),
+    ]
+    own += [base / e.path for e in manifest.data]
+    own += [base / rel for rel in pinned_files(manifest).values()]
+    if manifest.model.path is not None:
+        own.append(base / manifest.model.path)
+    if manifest.security.scan.baseline:
+        own.append(base / manifest.security.scan.baseline)
+    return [Path(os.path.abspath(p)) for p in own]
+
+
+def _judge_code(
+    manifest: Manifest, manifest_path: Path, git: Any, environment: dict[str, Any]
+) -> Any:
+    """Dirty = changes beyond the manifest's own files; ancestry when HEAD moved on.
+
+    The manifest, its signature and everything it pins by digest are judged
+    by their digests, so only other changes make the training code dirty, and
+    a HEAD that descends from the pinned commit with only those files changed
+    (the locked manifest was committed) is the pinned code.
+    """
+    from ftmanifest.probe.git_ancestry import (
+        descends_with_only,
+        path_allowed,
+        repo_paths,
+        repo_tops,
+    )
+
+    base = manifest_path.parent
+    own = own_files(manifest, manifest_path)
+    inside = repo_paths(own, repo_tops(git.root, base), base=base)
+    others = [p for p in git.dirty_paths if not path_allowed(inside, p.rstrip("/"))]
+    code = dict(environment["code"])
+    environment["code"] = {**code, "dirty": bool(others)}
+    pinned = manifest.environment.code.commit
+    if pinned and git.commit and pinned != git.commit:
+        return descends_with_only(base, pinned, git.commit, own)
+    return None
 
 
 def _existing_parent(path: Path) -> Path:

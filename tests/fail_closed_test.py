@@ -22,7 +22,7 @@ from ftmanifest.manifest.model import Manifest
 from ftmanifest.observe import observe_data
 from ftmanifest.runrecord import read as read_records
 from ftmanifest.verify import apply_acceptances, verify_manifest
-from tests.conftest import CLF, ENV, run_cli
+from tests.conftest import CLF, ENV, git, run_cli
 from tests.drift_test import _observed
 
 
@@ -310,3 +310,37 @@ def test_json_report_of_an_unpinned_manifest_names_the_rule(project: Path) -> No
     out = run_cli("verify", str(project), "--no-signature", "--format", "json", env=ENV)
     rows = json.loads(out.stdout)["findings"]
     assert any(r["rule"] == "drift.package-unpinned" for r in rows)
+
+
+# --- committing the locked manifest -------------------------------------------
+
+
+def test_committing_the_locked_manifest_keeps_verify_clean(project: Path) -> None:
+    root = project.parent
+    git(root, "add", "exp.yaml")
+    git(root, "commit", "-qm", "lock the manifest")
+    report = verify_manifest(project, signature=False)
+    assert report.ok, report.findings
+    (root / "exp.yaml.runs.jsonl").write_text("")
+    git(root, "add", "exp.yaml.runs.jsonl")
+    git(root, "commit", "-qm", "run records")
+    assert verify_manifest(project, signature=False).ok
+
+
+def test_a_later_commit_that_changes_code_is_drift(project: Path) -> None:
+    root = project.parent
+    (root / "scripts" / "train_extra.py").write_text("print('new')\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "manifest and new code")
+    rows = [f for f in verify_manifest(project, signature=False).findings]
+    assert [f.field for f in rows] == ["environment.code.commit"]
+    assert "scripts/train_extra.py" in (rows[0].observed or "")
+
+
+def test_a_commit_that_is_not_a_descendant_is_drift(project: Path) -> None:
+    root = project.parent
+    git(root, "checkout", "-q", "--orphan", "other")
+    git(root, "commit", "-qm", "unrelated history")
+    rows = verify_manifest(project, signature=False).findings
+    assert [f.field for f in rows] == ["environment.code.commit"]
+    assert "not a descendant" in (rows[0].observed or "")

@@ -154,9 +154,11 @@ def descends_with_only(
     )
     if not diff.ok:
         return _refuse("git error", diff.error)
-    inside = repo_paths(allowed, _tops(top, Path(repo_root)), base=Path(repo_root))
+    inside = repo_paths(allowed, repo_tops(top, Path(repo_root)), base=Path(repo_root))
     bad = [
-        path for path, gitlink in parse_raw_z(diff.stdout) if gitlink or not _allows(inside, path)
+        path
+        for path, gitlink in parse_raw_z(diff.stdout)
+        if gitlink or not path_allowed(inside, path)
     ]
     if bad:
         return AncestryResult(False, "other files changed", tuple(bad[:MAX_OFFENDING]), len(bad))
@@ -202,7 +204,7 @@ def repo_paths(allowed: Iterable[Path], tops: Iterable[str], *, base: Path) -> f
     return frozenset(out)
 
 
-def _allows(inside: frozenset[str], path: str) -> bool:
+def path_allowed(inside: frozenset[str], path: str) -> bool:
     if "\ufffd" in path:  # not UTF-8 on disk: cannot be told apart from a look-alike
         return False
     while path:
@@ -212,7 +214,7 @@ def _allows(inside: frozenset[str], path: str) -> bool:
     return False
 
 
-def _tops(top: str, repo_root: Path) -> set[str]:
+def repo_tops(top: str, repo_root: Path) -> set[str]:
     """The spellings of the repository root: git's, its real path, and the caller's."""
     real = os.path.realpath(top)
     tops = {os.path.normpath(top), real}
