@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ftmanifest.findings import Finding
-from ftmanifest.hfcache import is_weight_file
+from ftmanifest.hfcache import COMMIT_RE, is_weight_file
 
 if TYPE_CHECKING:
     from ftmanifest.findings import Severity
@@ -279,7 +279,9 @@ def _model(m: Manifest, seen: Observed) -> Iterator[Finding]:
                 path=f.path,
             )
         return
-    if model.commit and m.model.revision and model.commit != m.model.revision:
+    if m.model.repo is not None and not COMMIT_RE.match(m.model.revision or ""):
+        yield _unpinned("model.revision", f"hub model {m.model.repo}", model.commit)
+    elif model.commit and m.model.revision and model.commit != m.model.revision:
         yield _row(
             "drift.model-revision",
             "model.revision",
@@ -334,7 +336,9 @@ def _model_files(m: Manifest, seen: Observed) -> Iterator[Finding]:
                 "fix the file's permissions or restore it",
                 path=f.path,
             )
-        elif f.digest and have.digest != f.digest:
+        elif f.digest is None:
+            yield _unpinned(field, f"model file {f.path}", have.digest)
+        elif have.digest != f.digest:
             yield _row(
                 "drift.model-file",
                 field,
@@ -367,6 +371,18 @@ def _model_files(m: Manifest, seen: Observed) -> Iterator[Finding]:
         )
 
 
+def _unpinned(field: str, what: str, observed: str | None) -> Finding:
+    """A pin left empty: verify has nothing to compare with, so it refuses (lint warns too)."""
+    return _row(
+        "drift.unpinned",
+        field,
+        f"{what} is not pinned",
+        "a pinned value",
+        f"not pinned (here: {observed or 'absent'})",
+        "run `ftmanifest lock` to pin what is here, review the diff, then sign",
+    )
+
+
 def _file_rows(
     rule: str, field: str, what: str, want_digest: str | None, have: FileState, fix: str
 ) -> Iterator[Finding]:
@@ -380,7 +396,9 @@ def _file_rows(
             fix,
             path=have.path,
         )
-    elif want_digest and have.digest != want_digest:
+    elif want_digest is None:
+        yield _unpinned(field, f"{what} {have.path}", have.digest)
+    elif have.digest != want_digest:
         yield _row(
             rule,
             field,

@@ -41,9 +41,9 @@ SECTIONS = frozenset(
     }
 )
 # Rules whose rows are never accepted: a model file that could not be checked
-# at all (accepting it would accept whatever is there), and a package pin that
-# is not one exact version (the fix is to pin it: `ftmanifest lock`).
-NEVER_ACCEPTED = frozenset({"drift.model-unchecked", "drift.package-unpinned"})
+# at all (accepting it would accept whatever is there), and a pin that is empty
+# or not one exact version (the fix is to pin it: `ftmanifest lock`).
+NEVER_ACCEPTED = frozenset({"drift.model-unchecked", "drift.package-unpinned", "drift.unpinned"})
 
 
 @dataclass

@@ -344,3 +344,21 @@ def test_a_commit_that_is_not_a_descendant_is_drift(project: Path) -> None:
     rows = verify_manifest(project, signature=False).findings
     assert [f.field for f in rows] == ["environment.code.commit"]
     assert "not a descendant" in (rows[0].observed or "")
+
+
+# --- an empty pin is not a pass -----------------------------------------------
+
+
+def test_a_data_entry_without_a_digest_is_refused(project: Path) -> None:
+    text = project.read_text()
+    data_digest = load_manifest(project).manifest.data[2].digest
+    assert data_digest and text.count(data_digest) == 1
+    project.write_text("\n".join(t for t in text.splitlines() if data_digest not in t) + "\n")
+    report = verify_manifest(project, signature=False, accept={"data[2]": "trust me"})
+    assert [(f.field, f.rule) for f in report.findings] == [("data[2].digest", "drift.unpinned")]
+
+
+def test_a_hub_model_on_a_branch_is_refused(hub: tuple[Path, dict[str, str]]) -> None:
+    manifest, _ = hub
+    rows = verify_manifest(manifest, signature=False).findings  # not locked: revision main
+    assert ("model.revision", "drift.unpinned") in [(f.field, f.rule) for f in rows]
