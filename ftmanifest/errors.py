@@ -7,7 +7,8 @@ expected, what was observed and how to fix it.
 
 Exit codes (documented in the README):
   0 ok, 1 a check refused, 2 unusable input or usage, 3 internal error,
-  130 interrupted.
+  130 interrupted; ``ftmanifest run`` also, as a shell does, 126 the command
+  cannot be executed, 127 it was not found.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_INPUT = 2
 EXIT_BUG = 3
+EXIT_CANNOT_EXECUTE = 126
+EXIT_NOT_FOUND = 127
 EXIT_INTERRUPTED = 130
 
 
@@ -119,6 +122,25 @@ class RefusedError(FtManifestError):
     """A check ran and refused (drift, lint problems, findings)."""
 
     exit_code = EXIT_REFUSED
+
+
+class CommandNotRunnableError(FtManifestError, OSError):
+    """The command given to ``ftmanifest run`` exists but cannot be executed
+    (no permission, a directory, a bad ``#!`` line): 126, as a shell."""
+
+    exit_code = EXIT_CANNOT_EXECUTE
+
+    def __init__(self, command: str, reason: str, *, errno: int | None = None) -> None:
+        super().__init__(f"cannot run {command!r}: {reason}")
+        self.command = command
+        self.reason = reason
+        self.errno = errno
+
+
+class CommandNotFoundError(CommandNotRunnableError, FileNotFoundError):
+    """The command given to ``ftmanifest run`` does not exist: 127, as a shell."""
+
+    exit_code = EXIT_NOT_FOUND
 
 
 class InternalError(FtManifestError, RuntimeError):
