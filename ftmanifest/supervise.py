@@ -28,8 +28,10 @@ Signals.  SIGHUP, SIGINT, SIGQUIT and SIGTERM are passed on and start the grace
 period; if the command has not ended when it is over, its group gets SIGKILL.
 A second SIGINT or SIGTERM during the grace period kills at once (the "press
 Ctrl-C again to give up" convention); a repeated SIGHUP or SIGQUIT is only
-passed on.  SIGUSR1, SIGUSR2 and SIGWINCH are passed on as they are (a
-scheduler's "checkpoint now", a terminal resize).  A signal that was ignored
+passed on.  SIGWINCH (a terminal resize) is passed on to the group, SIGUSR1
+and SIGUSR2 (a scheduler's "checkpoint now") to the command alone: they have
+no terminal meaning, and their default action would kill helpers such as data
+loader workers that do not handle them.  A signal that was ignored
 when we started (``nohup``, ``&`` in a script) stays ignored, and the command
 inherits the ignore, as from a shell.  A stopping signal that arrives before
 the command is spawned means it is not started (exit 128+N); one that arrives
@@ -145,6 +147,7 @@ class _Supervisor:
         self.grace = grace
         self.stopping = _signals("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM")
         self.passed_on = _signals("SIGUSR1", "SIGUSR2", "SIGWINCH")
+        self.to_leader = _signals("SIGUSR1", "SIGUSR2")
         self.proc: subprocess.Popen[bytes] | None = None
         self.asked: signal.Signals | None = None  # the first stopping signal passed on
         self.deadline: float | None = None
@@ -202,6 +205,8 @@ class _Supervisor:
             _killpg(pgid, signal.SIGSTOP)
             os.kill(os.getpid(), signal.SIGSTOP)  # until `fg` or `bg`
             _killpg(pgid, signal.SIGCONT)
+        elif sig in self.to_leader:
+            os.kill(pgid, sig)  # the unreaped leader: its pid is not reused yet
         elif sig in self.passed_on:
             _killpg(pgid, sig)
         elif self.asked is None:
