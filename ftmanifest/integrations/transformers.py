@@ -14,6 +14,18 @@ On a clean manifest training runs and a run record
 digest, on what environment, with which drifts accepted on purpose; it is
 rewritten at the end with the final step.  A refused run leaves a record too
 (status ``refused``, with every drift row): abandoned attempts are kept.
+
+The guard also checks the model it was handed, not only the manifest: the
+model must trace back to the pinned snapshot (``model_origin``: its
+``config._name_or_path`` is the pinned folder, or the manifest's repo whose
+commit is the pinned one) and a leading slice of each of its tensors must
+equal the pinned safetensors' (``pinned.compare_weights``).  The safe way in
+reads the revision from the manifest, so it is never typed twice:
+
+    model, tokenizer = load_pinned("manifest.yaml")   # offline, from the pinned snapshot
+
+A model that cannot be traced (built from a config in memory) is refused
+unless ``FtManifestCallback(..., trace_model=False)``, which the run record notes.
 """
 
 from __future__ import annotations
@@ -27,13 +39,16 @@ from typing import TYPE_CHECKING, Any
 from transformers import TrainerCallback
 
 import ftmanifest
+from ftmanifest.findings import Finding
 from ftmanifest.fsutil import atomic_write_text
-from ftmanifest.verify import DriftError, VerifyReport, verify_manifest
+from ftmanifest.integrations import model_origin
+from ftmanifest.integrations.pinned import compare_weights, load_pinned
+from ftmanifest.verify import DriftError, VerifyReport, apply_acceptances, verify_manifest
 
 if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
 
-__all__ = ["FtManifestCallback", "DriftRefusedError", "DriftError", "RUN_RECORD"]
+__all__ = ["FtManifestCallback", "DriftRefusedError", "DriftError", "RUN_RECORD", "load_pinned"]
 
 RUN_RECORD = "ftmanifest-run.json"
 RECORD_FORMAT = 1
@@ -61,7 +76,9 @@ class FtManifestCallback(TrainerCallback):
     """Verify ``manifest`` when training begins; stop with ``DriftRefusedError`` on drift.
 
     The keyword options are those of ``ftmanifest.verify.verify_manifest``
-    (``signature``, ``trust_path``, ``accept`` = {field: reason}, ...).
+    (``signature``, ``trust_path``, ``accept`` = {field: reason}, ...), plus
+    ``trace_model``: False trains a model that cannot be traced to the pinned
+    snapshot without refusing (the run record says it was not traced).
     """
 
     def __init__(
@@ -75,6 +92,7 @@ class FtManifestCallback(TrainerCallback):
         code_dir: Path | None = None,
         allow_outside: bool = False,
         record_name: str = RUN_RECORD,
+        trace_model: bool = True,
     ) -> None:
         self.manifest = Path(manifest)
         self.options: dict[str, Any] = {
@@ -86,6 +104,8 @@ class FtManifestCallback(TrainerCallback):
             "allow_outside": allow_outside,
         }
         self.record_name = record_name
+        self.trace_model = trace_model
+        self.origin: dict[str, Any] = {"traced": False}
         self.report: VerifyReport | None = None
         self.record: dict[str, Any] | None = None
         self.record_path: Path | None = None
@@ -94,7 +114,13 @@ class FtManifestCallback(TrainerCallback):
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
         started = _now()
-        report = verify_manifest(self.manifest, **self.options)
+        options = {k: v for k, v in self.options.items() if k != "accept"}
+        report = verify_manifest(self.manifest, **options)
+        # One acceptance pass over the verify rows and the model's, so an
+        # acceptance covers either and the unused ones are warned about once.
+        found = report.findings + self._trace(kw.get("model"), state, report)
+        report.findings, report.accepted, unused = apply_acceptances(found, self.options["accept"])
+        report.warnings += unused
         self.report = report
         record = self._record(report, args, state, started)
         if state.is_world_process_zero and args.output_dir:
@@ -104,6 +130,50 @@ class FtManifestCallback(TrainerCallback):
         if not report.ok:
             control.should_training_stop = True  # belt and braces; the raise stops it
             raise DriftRefusedError(report)
+
+    def _trace(self, model: Any, state: TrainerState, report: VerifyReport) -> list[Finding]:
+        """Rows refusing ``model`` when it is not the pinned snapshot's (``model_origin``)."""
+        if not self.trace_model:
+            self.origin = {"traced": False, "reason": "trace_model=False"}
+            report.warnings.append(
+                "model origin NOT traced (trace_model=False): the model being trained may "
+                "not be the snapshot the manifest pins"
+            )
+            return []
+        from ftmanifest.manifest import load_manifest
+
+        base = model_origin.unwrap_model(model)
+        name, commit = model_origin.name_and_commit(base)
+        pinned = model_origin.read_pinned(
+            load_manifest(self.manifest).manifest.model,
+            self.manifest,
+            allow_outside=bool(self.options["allow_outside"]),
+        )
+        origin = model_origin.read_origin(name, commit)
+        self.origin = {
+            "traced": True,
+            "name_or_path": name or None,
+            "commit_hash": commit,
+            "pinned": pinned.label(),
+            "weights_compared": 0,
+        }
+        rows = model_origin.judge_origin(origin, pinned)
+        if rows or pinned.folder is None:
+            return rows  # a missing snapshot is already a verify row
+        if state.global_step > 0:
+            report.warnings.append(
+                f"model weights not compared: resumed at step {state.global_step}, "
+                "they are the checkpoint's"
+            )
+            return rows
+        check = compare_weights(base, pinned.folder)
+        self.origin["weights_compared"] = check.compared
+        if check.compared == 0 and check.error is None:
+            report.warnings.append(
+                f"model weights not compared: no safetensors tensor of {pinned.label()} "
+                "matches a parameter of the model"
+            )
+        return model_origin.judge_weights(check, pinned)
 
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -130,6 +200,7 @@ class FtManifestCallback(TrainerCallback):
             "start_global_step": state.global_step,
             "final_global_step": None,
             "signature_checked": bool(self.options["signature"]),
+            "model_origin": dict(self.origin),
             "environment": {
                 "python": env.get("python"),
                 "backend": env.get("backend"),
