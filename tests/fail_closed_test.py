@@ -362,3 +362,38 @@ def test_a_hub_model_on_a_branch_is_refused(hub: tuple[Path, dict[str, str]]) ->
     manifest, _ = hub
     rows = verify_manifest(manifest, signature=False).findings  # not locked: revision main
     assert ("model.revision", "drift.unpinned") in [(f.field, f.rule) for f in rows]
+
+
+# --- run records what happened ------------------------------------------------
+
+
+def test_run_records_refusal_start_and_exit(project: Path) -> None:
+    ok = run_cli("run", str(project), "--no-signature", "--", "sh", "-c", "exit 3", env=ENV)
+    assert ok.returncode == 3, ok.stdout + ok.stderr
+    (project.parent / "data" / "eval.jsonl").write_text("changed\n")
+    refused = run_cli("run", str(project), "--no-signature", "--", "true", env=ENV)
+    assert refused.returncode == 1
+    accepted = run_cli(
+        "run",
+        str(project),
+        "--no-signature",
+        "--accept",
+        "data[1].digest",
+        "--reason",
+        "reviewed",
+        "--",
+        "true",
+        env=ENV,
+    )
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    records = read_records(project)
+    assert [(r["status"], r.get("exit_code")) for r in records] == [
+        ("started", None),
+        ("failed", 3),
+        ("refused", None),
+        ("started", None),
+        ("finished", 0),
+    ]
+    assert records[2]["findings"][0]["field"] == "data[1].digest"
+    assert records[3]["accepted"][0]["reason"] == "reviewed"
+    assert records[0]["command"] == ["sh", "-c", "exit 3"]

@@ -12,6 +12,11 @@ be executed, 127 CMD not found (as a shell); before CMD starts, 1 drift and 2
 unusable input or usage, or N for both with ``--refused-exit N``, so a caller
 can tell a refusal from the command's own codes.  Argument parsing errors stay
 2: they happen before any option is read.
+
+Every run appends to the manifest's run records (``<manifest>.runs.jsonl``):
+``refused`` (nothing ran), ``started`` (with the drifts accepted on purpose;
+if that record cannot be written, nothing runs), then ``finished``/``failed``
+with the exit status, or ``not-started`` when CMD could not be executed.
 """
 
 from __future__ import annotations
@@ -20,8 +25,12 @@ import argparse
 import math
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import FtManifestError, UsageError
+
+if TYPE_CHECKING:
+    from ftmanifest.verify import VerifyReport
 
 GRACE_ENV = "FTMANIFEST_GRACE"
 
@@ -53,6 +62,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    from ftmanifest import runrecord
     from ftmanifest.cli import verify
     from ftmanifest.supervise import supervise
 
@@ -73,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
             exc.exit_code = args.refused_exit  # this one refusal, not its whole class
         raise
     if not report.ok:
+        _record(report, "refused", command)
         sys.stderr.write("ftmanifest: not running the command: the manifest does not match\n")
         return code if args.refused_exit is None else int(args.refused_exit)
     env = {
@@ -80,9 +91,46 @@ def run(args: argparse.Namespace) -> int:
         "FTMANIFEST_MANIFEST": str(args.manifest.resolve()),
         "FTMANIFEST_DIGEST": report.manifest_digest,
     }
+    started = runrecord.now()
+    if report.accepted:
+        try:  # an acceptance that cannot be recorded is not made: nothing runs
+            verify.record_acceptances(report, "started", command=command)
+        except FtManifestError as exc:
+            if args.refused_exit is not None:
+                exc.exit_code = args.refused_exit
+            raise
+    else:
+        _record(report, "started", command)
     sys.stdout.flush()
     sys.stderr.flush()
-    return supervise(command, env, grace=grace)
+    try:
+        status = supervise(command, env, grace=grace)
+    except FtManifestError as exc:
+        _record(report, "not-started", command, started_at=started, error=exc.message)
+        raise
+    outcome = "finished" if status == 0 else "failed"
+    _record(report, outcome, command, started_at=started, exit_code=status)
+    return status
+
+
+def _record(report: VerifyReport, status: str, command: list[str], **extra: Any) -> None:
+    """Append a run record; a run is not stopped because its record could not be written."""
+    from ftmanifest import runrecord
+
+    try:
+        runrecord.append(
+            report.manifest_path,
+            runrecord.build(
+                report,
+                status=status,
+                command=command,
+                **({"finished_at": runrecord.now()} if status != "started" else {}),
+                **extra,
+            ),
+        )
+    except OSError as exc:
+        path = runrecord.records_path(report.manifest_path)
+        sys.stderr.write(f"warning: run record not written to {path}: {exc.strerror or exc}\n")
 
 
 def _seconds(text: str) -> float:
