@@ -5,7 +5,9 @@ Layer: edge.  Each subcommand module exposes ``add_parser(subparsers)`` and
 ``ftmanifest lint`` never pays for what ``ftmanifest verify`` needs.
 
 Exit codes: 0 ok, 1 a check refused, 2 unusable input or usage, 3 internal
-error, 130 interrupted.  Set FTMANIFEST_DEBUG=1 to see tracebacks.
+error, 130 interrupted; ``run`` also 126/127 (command not executable / not
+found), 128+N (command ended by signal N) or the command's own status.  Set
+FTMANIFEST_DEBUG=1 to see tracebacks.
 """
 
 from __future__ import annotations
