@@ -13,7 +13,9 @@ On a clean manifest training runs and a run record
 (``<output_dir>/ftmanifest-run.json``) says which manifest, with which
 digest, on what environment, with which drifts accepted on purpose; it is
 rewritten at the end with the final step.  A refused run leaves a record too
-(status ``refused``, with every drift row): abandoned attempts are kept.
+(status ``refused``, with every drift row): abandoned attempts are kept.  The
+same records are appended to ``<manifest>.runs.jsonl`` beside the manifest, as
+``verify`` and ``run`` do (``ftmanifest.runrecord``).
 
 The guard also checks the model it was handed, not only the manifest: the
 model must trace back to the pinned snapshot (``model_origin``: its
@@ -31,14 +33,15 @@ unless ``FtManifestCallback(..., trace_model=False)``, which the run record note
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
 
-import ftmanifest
+from ftmanifest import runrecord
+from ftmanifest.errors import InputError
 from ftmanifest.findings import Finding
 from ftmanifest.fsutil import atomic_write_text
 from ftmanifest.integrations import model_origin
@@ -51,7 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["FtManifestCallback", "DriftRefusedError", "DriftError", "RUN_RECORD", "load_pinned"]
 
 RUN_RECORD = "ftmanifest-run.json"
-RECORD_FORMAT = 1
+RECORD_FORMAT = runrecord.RECORD_FORMAT
 
 
 class DriftRefusedError(DriftError):
@@ -66,10 +69,6 @@ class DriftRefusedError(DriftError):
             "FtManifestCallback(manifest, accept={'FIELD': 'why'}) "
             f"(check with: ftmanifest verify {report.manifest_path})"
         )
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 class FtManifestCallback(TrainerCallback):
@@ -113,7 +112,7 @@ class FtManifestCallback(TrainerCallback):
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
-        started = _now()
+        started = runrecord.now()
         options = {k: v for k, v in self.options.items() if k != "accept"}
         report = verify_manifest(self.manifest, **options)
         # One acceptance pass over the verify rows and the model's, so an
@@ -127,6 +126,8 @@ class FtManifestCallback(TrainerCallback):
             self.record_path = Path(args.output_dir) / self.record_name
             self._write(record)
         self.record = record
+        if state.is_world_process_zero:
+            self._append(record)
         if not report.ok:
             control.should_training_stop = True  # belt and braces; the raise stops it
             raise DriftRefusedError(report)
@@ -181,50 +182,51 @@ class FtManifestCallback(TrainerCallback):
         if self.record is None:
             return
         self.record.update(
-            status="finished", finished_at=_now(), final_global_step=state.global_step
+            status="finished", finished_at=runrecord.now(), final_global_step=state.global_step
         )
-        if self.record_path is not None and state.is_world_process_zero:
-            self._write(self.record)
+        if state.is_world_process_zero:
+            if self.record_path is not None:
+                self._write(self.record)
+            self._append(self.record)
 
     def _record(
         self, report: VerifyReport, args: TrainingArguments, state: TrainerState, started: str
     ) -> dict[str, Any]:
-        env = report.environment
-        return {
-            "ftmanifest_run": RECORD_FORMAT,
-            "ftmanifest_version": ftmanifest.__version__,
-            "status": "running" if report.ok else "refused",
-            "manifest": {"path": str(self.manifest.resolve()), "digest": report.manifest_digest},
-            "started_at": started,
-            "finished_at": None,
-            "start_global_step": state.global_step,
-            "final_global_step": None,
-            "signature_checked": bool(self.options["signature"]),
-            "model_origin": dict(self.origin),
-            "environment": {
-                "python": env.get("python"),
-                "backend": env.get("backend"),
-                "packages": env.get("packages"),
-                "code": env.get("code"),
-            },
-            "accepted": [
-                {
-                    "field": a.finding.field,
-                    "expected": a.finding.expected,
-                    "observed": a.finding.observed,
-                    "reason": a.reason,
-                }
-                for a in report.accepted
-            ],
-            "findings": [f.to_dict() for f in report.findings],
-            "warnings": list(report.warnings),
-            "trainer": {
+        return runrecord.build(
+            report,
+            status="running" if report.ok else "refused",
+            started_at=started,
+            start_global_step=state.global_step,
+            final_global_step=None,
+            model_origin=dict(self.origin),
+            trainer={
                 "seed": args.seed,
                 "data_seed": args.data_seed,
                 "max_steps": state.max_steps,
                 "world_size": args.world_size,
+                "output_dir": args.output_dir,
             },
-        }
+        )
+
+    def _append(self, record: Mapping[str, Any]) -> None:
+        """Add ``record`` to the run records beside the manifest (as ``verify`` and ``run`` do).
+
+        A drift accepted on purpose is never left unrecorded: if that record
+        cannot be written, training is refused.
+        """
+        try:
+            runrecord.append(self.manifest, record)
+        except OSError as exc:
+            where = runrecord.records_path(self.manifest)
+            if record.get("accepted"):
+                raise InputError(
+                    "cannot record the accepted drift",
+                    path=str(where),
+                    expected="a writable run-records file beside the manifest",
+                    observed=exc.strerror or str(exc),
+                    hint="make the manifest's folder writable, or fix the drift instead",
+                ) from None
+            warnings.warn(f"run record not written to {where}: {exc}", stacklevel=2)
 
     def _write(self, record: Mapping[str, Any]) -> None:
         assert self.record_path is not None

@@ -128,3 +128,9 @@ def test_an_accepted_drift_trains_and_is_recorded(example: Path, tmp_path: Path)
     record = json.loads((out / RUN_RECORD).read_text("utf-8"))
     assert record["status"] == "finished"
     assert [(a["field"], a["reason"]) for a in record["accepted"]] == [("data[1].digest", reason)]
+    from ftmanifest.runrecord import read
+
+    beside = read(example)
+    assert [r["status"] for r in beside] == ["running", "finished"]
+    assert beside[0]["accepted"][0]["reason"] == reason
+    assert beside[0]["manifest"]["digest"] == record["manifest"]["digest"]
