@@ -111,6 +111,33 @@ expect 0 ftmanifest verify "$OUT/tiny/manifest.yaml"
 step "11. a real transformers Trainer runs under the guard"
 expect 0 python manifests/train_tiny.py "$OUT/tiny/manifest.yaml"
 
+step "11b. the guard checks the model it is handed: a copy from another folder is refused"
+cp -r "$OUT/tiny/model" "$OUT/model-copy"
+expect 1 python manifests/train_tiny.py "$OUT/tiny/manifest.yaml" --model-from "$OUT/model-copy"
+
+step "11c. run supervises the command: shell exit codes, signals passed on, every run recorded"
+expect 127 ftmanifest run "$OUT/tiny/manifest.yaml" -- no-such-command
+expect 143 ftmanifest run "$OUT/tiny/manifest.yaml" -- sh -c 'kill -TERM $$'
+expect 0 ftmanifest run "$OUT/tiny/manifest.yaml" --grace 5 -- python -c '
+import os, signal, sys, time
+def checkpoint(signum, frame):
+    print("child: SIGTERM received, checkpointing before exit"); sys.exit(0)
+signal.signal(signal.SIGTERM, checkpoint)
+os.kill(os.getppid(), signal.SIGTERM)  # as if the scheduler preempted the job
+time.sleep(30)'
+printf '$ # status, exit code and command of each record in %s\n' "$OUT/tiny/manifest.yaml.runs.jsonl"
+python - "$OUT/tiny/manifest.yaml.runs.jsonl" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    what = json.dumps(r["command"])[:60] if "command" in r else "(the Trainer guard)"
+    print(f"{r['status']:<12} {str(r.get('exit_code', '')):<5} {what}")
+PY
+
+step "11d. verify refuses what only lint used to flag: a package pinned to a range"
+sed 's/^    torch: .*/    torch: ">=2"/' "$OUT/tiny/manifest.yaml" > "$OUT/tiny/loose-pin.yaml"
+expect 1 ftmanifest verify "$OUT/tiny/loose-pin.yaml" --no-signature
+
 step "12. one changed byte in the training data: verify, run and the Trainer all refuse"
 python - "$OUT/tiny/data/train.jsonl" <<'PY'
 import sys
@@ -122,6 +149,7 @@ PY
 expect 1 ftmanifest verify "$OUT/tiny/manifest.yaml"
 expect 1 ftmanifest run "$OUT/tiny/manifest.yaml" -- echo "this must not run"
 expect 1 python manifests/train_tiny.py "$OUT/tiny/manifest.yaml"
+expect 2 ftmanifest verify "$OUT/tiny/manifest.yaml" --accept data --reason "a whole section"
 expect 0 ftmanifest verify "$OUT/tiny/manifest.yaml" --accept 'data[0]' \
   --reason "demo: relabelled one record on purpose"
 

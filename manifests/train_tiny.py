@@ -1,7 +1,12 @@
 """Train the tiny example for a few steps on the CPU, guarded by its manifest.
 
 Used by `make demo`: the Trainer refuses to start (exit 1) when the manifest
-and this machine, model or data disagree.  Usage: python train_tiny.py MANIFEST
+and this machine, model or data disagree, or when the model it is handed is not
+the pinned one.  Usage: python train_tiny.py MANIFEST [--model-from FOLDER]
+
+The model is loaded with ``load_pinned`` (exactly the pinned snapshot, the
+revision read from the manifest); ``--model-from`` loads another folder
+instead, which the guard refuses.
 """
 
 from __future__ import annotations
@@ -12,14 +17,27 @@ from pathlib import Path
 import ftmanifest
 from ftmanifest.errors import FtManifestError
 from ftmanifest.integrations.example import tiny_trainer
-from ftmanifest.integrations.transformers import FtManifestCallback
+from ftmanifest.integrations.transformers import FtManifestCallback, load_pinned
 
 
-def main(manifest: Path) -> int:
+def main(manifest: Path, model_from: Path | None = None) -> int:
     ftmanifest.seed_everything(manifest)
     folder = manifest.parent
-    trainer = tiny_trainer(folder, folder / "out", [FtManifestCallback(manifest)])
     try:
+        if model_from is None:
+            model, tokenizer = load_pinned(manifest)
+        else:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            model = AutoModelForCausalLM.from_pretrained(model_from)
+            tokenizer = AutoTokenizer.from_pretrained(model_from)
+        trainer = tiny_trainer(
+            folder,
+            folder / "out",
+            [FtManifestCallback(manifest)],
+            model=model,
+            tokenizer=tokenizer,
+        )
         trainer.train()
     except FtManifestError as exc:
         print(f"training refused:\n{exc.render()}", file=sys.stderr)
@@ -29,4 +47,6 @@ def main(manifest: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1])))
+    args = sys.argv[1:]
+    other = Path(args[args.index("--model-from") + 1]) if "--model-from" in args else None
+    sys.exit(main(Path(args[0]), other))

@@ -410,12 +410,25 @@ def build_example(
     return manifest
 
 
-def tiny_trainer(folder: Path, out: Path, callbacks: list[Any], *, max_steps: int = 3) -> Any:
-    """A real ``transformers.Trainer`` for the example in ``folder``, on the CPU."""
+def tiny_trainer(
+    folder: Path,
+    out: Path,
+    callbacks: list[Any],
+    *,
+    max_steps: int = 3,
+    model: Any = None,
+    tokenizer: Any = None,
+) -> Any:
+    """A real ``transformers.Trainer`` for the example in ``folder``, on the CPU.
+
+    ``model``/``tokenizer`` default to loading ``folder/model`` (pass the pair
+    ``load_pinned`` returns, or any other model, to train that one instead).
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
 
-    tok: Any = AutoTokenizer.from_pretrained(folder / "model")
-    model = AutoModelForCausalLM.from_pretrained(folder / "model")
+    tok: Any = tokenizer or AutoTokenizer.from_pretrained(folder / "model")
+    if model is None:
+        model = AutoModelForCausalLM.from_pretrained(folder / "model")
     args = TrainingArguments(
         output_dir=str(out),
         max_steps=max_steps,
