@@ -10,6 +10,18 @@ verifies file content goes through here.  Digests are written
 - A file whose stat (device, inode, size, mtime_ns, ctime_ns) differs before
   and after reading, or whose byte count differs from its size, raises
   ``FileChangedError`` and is never cached.
+- ``count=<format>`` also counts the file's records (``ftmanifest.records``)
+  from the same chunks; for a file over one chunk, while CPUs are free, the
+  hash runs on a helper thread as the reading thread counts.  json and
+  parquet cannot be counted while streaming: they are read again after the
+  hash, and the stat must not have moved in between.  Counts are cached by
+  content digest; a cached digest without a cached count is read again.
+- ``settle=True`` waits (at most ``RACY_NS``, once) until files modified in
+  the last ``RACY_NS`` can be cached before reading them, so that the next
+  run costs a ``stat`` (``lock`` uses it; see ``ftmanifest.statcache``).
+- Nothing but a regular file is ever opened; anything else is reported as
+  ``UnreadableFileError`` naming its kind (FIFO, socket, character device,
+  block device, directory).
 - Tree digest: sha256 over ``relpath_utf8 NUL digest LF`` for each regular
   file, sorted by the UTF-8 bytes of its '/'-separated relative path.  Empty
   folders do not count.  ``.git`` is skipped.  Symlinks are followed only
@@ -17,7 +29,8 @@ verifies file content goes through here.  Digests are written
   link to a file is hashed as its target's content under the link's own
   name, a link to a folder is walked (a loop is an error), a link that
   resolves outside raises ``SymlinkEscapeError``.  Sockets, FIFOs and
-  devices are skipped.
+  devices (or links to them) are listed like files, never opened: hashing
+  reports each as an error, so ``hash_tree`` refuses a folder holding one.
 """
 
 from __future__ import annotations
@@ -25,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import queue
 import re
 import stat
 import threading
@@ -33,11 +47,13 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
+from ftmanifest import records
 from ftmanifest.errors import FtManifestError, InputError, InputNotFoundError
 from ftmanifest.progress import ProgressSink
-from ftmanifest.statcache import StatCache, StatKey
+from ftmanifest.records import Counter, RecordCountError
+from ftmanifest.statcache import RACY_NS, StatCache, StatKey, is_racy
 
 ALGORITHM = "sha256"
 CHUNK_SIZE = 1 << 20  # 1 MiB: measured as fast as 4 MiB and less memory per worker
@@ -45,6 +61,14 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXE
 _DIGEST_RE = re.compile(r"[a-z0-9][a-z0-9-]*:[0-9a-f]+")
 
 StrPath: TypeAlias = "str | os.PathLike[str]"
+CountSpec: TypeAlias = "str | Mapping[Path, str | None] | None"
+_KINDS = (
+    (stat.S_ISFIFO, "FIFO"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISDIR, "directory"),
+)
 
 
 class FileChangedError(InputError):
@@ -63,28 +87,47 @@ class SymlinkEscapeError(InputError):
 class FileDigest:
     digest: str  # "sha256:<hex>"
     size: int
+    records: int | None = None  # with count=: records in the format asked for, else None
 
 
 @dataclass(frozen=True)
 class TreeResult:
     files: dict[str, FileDigest]  # '/'-separated relative path -> digest, sorted
     digest: str  # tree_digest over files
+    records: int | None = None  # with count=: the sum, None when a file has no count
 
 
-_Outcome: TypeAlias = "tuple[FileDigest, StatKey, int] | FtManifestError"
+class _Job(NamedTuple):
+    path: Path
+    abspath: str
+    st: os.stat_result
+    fmt: str | None  # a format that has a count here, or None
+
+
+class _Hashed(NamedTuple):
+    digest: FileDigest
+    key: StatKey
+    hashed_at: int
+    same_read: bool  # records came from the bytes that were hashed
+
+
+_Outcome: TypeAlias = "_Hashed | FtManifestError"
 
 
 class _Cancelled(Exception):
     """Workers stop early when the caller was interrupted."""
 
 
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # respects taskset/cgroup cpusets
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def default_workers(n_files: int) -> int:
     """CPUs this process may use, at most one per file, at least one."""
-    try:
-        cpus = len(os.sched_getaffinity(0))  # respects taskset/cgroup cpusets
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, n_files))
+    return max(1, min(_cpus(), n_files))
 
 
 def hash_file(
@@ -93,10 +136,20 @@ def hash_file(
     use_cache: bool = True,
     cache: StatCache | None = None,
     progress: ProgressSink | None = None,
+    count: str | None = None,
+    settle: bool = False,
 ) -> FileDigest:
     """Digest of one file; raises an ``InputError`` subclass naming the path."""
     p = Path(path)
-    result = hash_files([p], use_cache=use_cache, cache=cache, progress=progress, workers=1)[p]
+    result = hash_files(
+        [p],
+        use_cache=use_cache,
+        cache=cache,
+        progress=progress,
+        workers=1,
+        count=count,
+        settle=settle,
+    )[p]
     if isinstance(result, FtManifestError):
         raise result
     return result
@@ -109,22 +162,27 @@ def hash_files(
     workers: int | None = None,
     progress: ProgressSink | None = None,
     cache: StatCache | None = None,
+    count: CountSpec = None,
+    settle: bool = False,
 ) -> dict[Path, FileDigest | FtManifestError]:
     """Digest every path, in parallel; never stops at the first error.
 
     Returns, in input order, a ``FileDigest`` or the error for each path
-    (``InputNotFoundError``, ``UnreadableFileError``, ``FileChangedError``).
-    ``use_cache=False`` neither reads nor writes the stat cache.  ``cache``
-    defaults to the user's cache (``statcache.cache_dir()``).
+    (``InputNotFoundError``, ``UnreadableFileError``, ``FileChangedError``,
+    ``RecordCountError`` carrying the digest).  ``use_cache=False`` neither
+    reads nor writes the stat cache.  ``cache`` defaults to the user's cache
+    (``statcache.cache_dir()``).  ``count``: a format for every path or one
+    per path (see the module doc); ``settle``: see the module doc.
     """
     # Pre-filled in input order; every value is set below.
     results: dict[Path, FileDigest | FtManifestError] = dict.fromkeys(  # type: ignore[assignment]
         p if isinstance(p, Path) else Path(p) for p in paths
     )
+    formats = _formats(results, count)
     own_cache = use_cache and cache is None
     active = (StatCache() if cache is None else cache) if use_cache else None
     try:
-        seen: list[tuple[Path, str, os.stat_result]] = []
+        seen: list[_Job] = []
         for p in results:
             name = os.fspath(p)
             try:
@@ -133,19 +191,15 @@ def hash_files(
                 results[p] = _os_error(p, exc)
                 continue
             if stat.S_ISREG(st.st_mode):
-                seen.append((p, os.path.abspath(name), st))
+                seen.append(_Job(p, os.path.abspath(name), st, formats.get(p)))
             else:
-                results[p] = _not_regular(p)
-        keys = [(abspath, StatKey.of(st)) for _, abspath, st in seen]
-        known = active.lookup_many(keys, ALGORITHM) if active is not None else {}
-        todo: list[tuple[Path, str]] = []
-        for p, abspath, st in seen:
-            if abspath in known:
-                results[p] = FileDigest(known[abspath], st.st_size)
-                continue
-            todo.append((p, abspath))
+                results[p] = _not_regular(p, st.st_mode)
+        todo = _from_cache(seen, results, active)
+        for job in todo:
             if progress is not None:
-                progress.add_total(st.st_size)
+                progress.add_total(job.st.st_size)
+        if settle and active is not None:
+            todo = _hash_settled(todo, results, active, progress, workers)
         _hash_all(todo, results, active, progress, workers)
     finally:
         if active is not None:
@@ -153,39 +207,110 @@ def hash_files(
     return results
 
 
+def _formats(paths: Iterable[Path], count: CountSpec) -> dict[Path, str]:
+    """The format to count each path in, for the formats that have a count here."""
+    if count is None:
+        return {}
+    if isinstance(count, str):
+        wanted: dict[Path, str | None] = dict.fromkeys(paths, count)
+    else:
+        wanted = {Path(p): fmt for p, fmt in count.items()}
+    return {p: fmt for p, fmt in wanted.items() if fmt and records.cache_key(fmt)}
+
+
+def _from_cache(
+    jobs: list[_Job],
+    results: dict[Path, FileDigest | FtManifestError],
+    cache: StatCache | None,
+) -> list[_Job]:
+    """Fill in what the cache knows (digest, and count when asked); the rest must be read."""
+    if cache is None:
+        return jobs
+    known = cache.lookup_many([(job.abspath, StatKey.of(job.st)) for job in jobs], ALGORITHM)
+    wanted = {
+        (known[job.abspath], _kind(job.fmt)) for job in jobs if job.fmt and job.abspath in known
+    }
+    counted = cache.lookup_records(sorted(wanted)) if wanted else {}
+    todo = []
+    for job in jobs:
+        digest = known.get(job.abspath)
+        n = counted.get((digest, _kind(job.fmt))) if digest and job.fmt else None
+        if digest is None or (job.fmt and n is None):
+            todo.append(job)  # a digest without the count asked for is read again
+        else:
+            results[job.path] = FileDigest(digest, job.st.st_size, n)
+    return todo
+
+
+def _kind(fmt: str | None) -> str:
+    kind = records.cache_key(fmt) if fmt else None
+    assert kind is not None, fmt  # _formats keeps countable formats only
+    return kind
+
+
+def _hash_settled(
+    todo: list[_Job],
+    results: dict[Path, FileDigest | FtManifestError],
+    cache: StatCache,
+    progress: ProgressSink | None,
+    workers: int | None,
+) -> list[_Job]:
+    """Hash the files that are not racy; return the racy ones once they no longer are."""
+    now = time.time_ns()
+    racy = [job for job in todo if job.st.st_mtime_ns >= now - RACY_NS]
+    ready = [job for job in todo if job.st.st_mtime_ns < now - RACY_NS]
+    _hash_all(ready, results, cache, progress, workers)
+    if racy:
+        # +1 ms: the clock a file is stamped with may run a tick behind time.time_ns().
+        until = max(job.st.st_mtime_ns for job in racy) + RACY_NS + 1_000_000
+        wait_ns = min(until - time.time_ns(), RACY_NS + 1_000_000)  # a future mtime: give up
+        if wait_ns > 0:
+            time.sleep(wait_ns / 1e9)
+    return racy
+
+
 def _hash_all(
-    todo: list[tuple[Path, str]],
+    todo: list[_Job],
     results: dict[Path, FileDigest | FtManifestError],
     cache: StatCache | None,
     progress: ProgressSink | None,
     workers: int | None,
 ) -> None:
+    if not todo:
+        return
     cancel = threading.Event()
+    n = min(workers or default_workers(len(todo)), len(todo))
+    overlap = 2 * n <= _cpus()  # a spare CPU per worker for a helper thread
 
-    def attempt(p: Path) -> _Outcome:
+    def attempt(job: _Job) -> _Outcome:
         try:
-            return _hash_one(p, progress, cancel)
+            hashed = _hash_one(job.path, job.fmt, progress, cancel, overlap)
+            if job.fmt and hashed.digest.records is None:
+                hashed = _count_after(job, hashed, cache)
+            return hashed
         except FtManifestError as exc:
             return exc
 
-    def record(p: Path, abspath: str, outcome: _Outcome) -> None:
+    def record(job: _Job, outcome: _Outcome) -> None:
         if isinstance(outcome, FtManifestError):
-            results[p] = outcome
+            results[job.path] = outcome
             return
-        results[p], key, hashed_at = outcome
+        fd, key, hashed_at, same_read = outcome
+        results[job.path] = fd
         if cache is not None:
-            cache.put(abspath, ALGORITHM, key, outcome[0].digest, hashed_at_ns=hashed_at)
+            cache.put(job.abspath, ALGORITHM, key, fd.digest, hashed_at_ns=hashed_at)
+            if fd.records is not None and (same_read or not is_racy(key, hashed_at)):
+                cache.put_records(fd.digest, _kind(job.fmt), fd.records)
 
-    n = min(workers or default_workers(len(todo)), len(todo))
     if n <= 1:
-        for p, abspath in todo:
-            record(p, abspath, attempt(p))
+        for job in todo:
+            record(job, attempt(job))
         return
     with ThreadPoolExecutor(n, thread_name_prefix="ftmanifest-hash") as pool:
-        futures = {pool.submit(attempt, p): (p, a) for p, a in todo}
+        futures = {pool.submit(attempt, job): job for job in todo}
         try:
             for fut in as_completed(futures):
-                record(*futures[fut], fut.result())
+                record(futures[fut], fut.result())
         except BaseException:
             cancel.set()  # KeyboardInterrupt: running workers stop at their next chunk
             pool.shutdown(wait=False, cancel_futures=True)
@@ -193,29 +318,29 @@ def _hash_all(
 
 
 def _hash_one(
-    path: Path, progress: ProgressSink | None, cancel: threading.Event
-) -> tuple[FileDigest, StatKey, int]:
-    """Read and digest one file; returns the digest, the stat key and the start time."""
+    path: Path,
+    fmt: str | None,
+    progress: ProgressSink | None,
+    cancel: threading.Event,
+    overlap: bool,
+) -> _Hashed:
+    """Read and digest one file, counting its records when ``fmt`` can stream."""
     hashed_at = time.time_ns()
+    counter = records.counter_for(fmt) if fmt else None
     try:
         fd = os.open(path, _OPEN_FLAGS)  # O_NONBLOCK: a FIFO swapped in cannot hang us
     except OSError as exc:
         raise _os_error(path, exc) from exc
     h = hashlib.new(ALGORITHM)
-    total = 0
     try:
         with io.FileIO(fd, "rb", closefd=True) as f:
             before = os.fstat(fd)
             if not stat.S_ISREG(before.st_mode):
-                raise _not_regular(path)
-            view = memoryview(bytearray(CHUNK_SIZE))
-            while n := f.readinto(view):
-                if cancel.is_set():
-                    raise _Cancelled
-                h.update(view[:n])
-                total += n
-                if progress is not None:
-                    progress.advance(n)
+                raise _not_regular(path, before.st_mode)
+            if counter is not None and overlap and before.st_size > CHUNK_SIZE:
+                total = _read_overlapped(f, h, counter, progress, cancel)
+            else:
+                total = _read(f, h, counter, progress, cancel)
             after = os.fstat(fd)
         now = os.stat(path)  # the path may point at a new file (atomic rename)
     except FileNotFoundError as exc:
@@ -225,7 +350,122 @@ def _hash_one(
     key = StatKey.of(before)
     if total != before.st_size or StatKey.of(after) != key or StatKey.of(now) != key:
         raise _changed(path, f"size {before.st_size} -> {now.st_size}, read {total} bytes")
-    return FileDigest(f"{ALGORITHM}:{h.hexdigest()}", total), key, hashed_at
+    n = counter.result() if counter is not None else None
+    return _Hashed(FileDigest(f"{ALGORITHM}:{h.hexdigest()}", total, n), key, hashed_at, True)
+
+
+def _read(
+    f: io.FileIO,
+    h: Any,
+    counter: Counter | None,
+    progress: ProgressSink | None,
+    cancel: threading.Event,
+) -> int:
+    """Feed every chunk to the hash (and the counter); the number of bytes read."""
+    total = 0
+    view = memoryview(bytearray(CHUNK_SIZE))
+    while n := f.readinto(view):
+        if cancel.is_set():
+            raise _Cancelled
+        h.update(view[:n])
+        if counter is not None:
+            counter.feed(view[:n])
+        total += n
+        if progress is not None:
+            progress.advance(n)
+    return total
+
+
+def _read_overlapped(
+    f: io.FileIO,
+    h: Any,
+    counter: Counter,
+    progress: ProgressSink | None,
+    cancel: threading.Event,
+) -> int:
+    """``_read``, with the hash on a helper thread while this one reads ahead and counts.
+
+    hashlib releases the GIL on large updates, so the two run in parallel.
+    Two buffers: the next chunk is read into one while the other is hashed.
+    """
+    views = (memoryview(bytearray(CHUNK_SIZE)), memoryview(bytearray(CHUNK_SIZE)))
+    helper = _Hasher(h)
+    total, i = 0, 0
+    try:
+        n = f.readinto(views[0])
+        while n:
+            if cancel.is_set():
+                raise _Cancelled
+            chunk = views[i][:n]
+            helper.submit(chunk)
+            ahead = f.readinto(views[1 - i])
+            counter.feed(chunk)
+            helper.wait()
+            total += n
+            if progress is not None:
+                progress.advance(n)
+            i, n = 1 - i, ahead
+    finally:
+        helper.close()
+    return total
+
+
+class _Hasher:
+    """One helper thread that hashes the chunks it is handed, in order."""
+
+    def __init__(self, h: Any) -> None:
+        self._h = h
+        self._todo: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(
+            target=self._run, name="ftmanifest-hash-helper", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (chunk := self._todo.get()) is not None:
+            try:
+                self._h.update(chunk)
+            except BaseException as exc:  # pragma: no cover - hashlib does not fail on bytes
+                self._done.put(exc)
+            else:
+                self._done.put(None)
+
+    def submit(self, chunk: memoryview) -> None:
+        self._todo.put(chunk)
+
+    def wait(self) -> None:
+        exc = self._done.get()
+        if exc is not None:  # pragma: no cover
+            raise exc
+
+    def close(self) -> None:
+        """Finish the chunk in hand (its buffer may be reused next) and stop."""
+        self._todo.put(None)
+        self._thread.join()
+
+
+def _count_after(job: _Job, hashed: _Hashed, cache: StatCache | None) -> _Hashed:
+    """Count a json or parquet file: a second read, trusted only if the stat held still."""
+    assert job.fmt is not None
+    fd = hashed.digest
+    known = cache.lookup_records([(fd.digest, _kind(job.fmt))]) if cache is not None else {}
+    n = known.get((fd.digest, _kind(job.fmt)))
+    if n is None:
+        try:
+            n = records.count_file(job.path, job.fmt)
+        except RecordCountError as exc:
+            exc.digest = fd
+            raise
+        except InputNotFoundError as exc:
+            raise _changed(job.path, "the file was removed while it was counted") from exc
+        try:
+            now = StatKey.of(os.stat(job.path))
+        except OSError as exc:
+            raise _changed(job.path, "the file was removed while it was counted") from exc
+        if now != hashed.key:
+            raise _changed(job.path, "the file changed between hashing and counting")
+    return hashed._replace(digest=FileDigest(fd.digest, fd.size, n), same_read=False)
 
 
 def _os_error(path: Path, exc: OSError) -> FtManifestError:
@@ -245,12 +485,14 @@ def _os_error(path: Path, exc: OSError) -> FtManifestError:
     )
 
 
-def _not_regular(path: Path) -> UnreadableFileError:
+def _not_regular(path: Path, mode: int) -> UnreadableFileError:
+    kind = next((name for test, name in _KINDS if test(mode)), f"file type {stat.S_IFMT(mode):o}")
     return UnreadableFileError(
-        f"not a regular file: {path}",
+        f"not a regular file: {path} ({kind})",
         path=str(path),
         expected="a regular file",
-        hint="point the manifest at files, not folders or devices",
+        observed=kind,
+        hint="point the manifest at files, not folders or devices; remove pipes and sockets",
     )
 
 
@@ -307,7 +549,7 @@ def _check_relpath(rel: str) -> None:
 
 
 def list_tree(root: StrPath, *, symlink_root: StrPath | None = None) -> dict[str, Path]:
-    """Regular files under ``root`` by '/'-separated relative path (see module doc)."""
+    """Everything but folders under ``root`` by '/'-separated relative path (see module doc)."""
     top = Path(root)
     if not top.is_dir():
         if not top.exists():
@@ -356,7 +598,7 @@ def _walk(
             if ident in active:
                 raise InputError(f"symlink loop at {entry.path}", path=entry.path)
             _walk(entry.path, relpath, boundary, active | {ident}, out)
-        elif stat.S_ISREG(st.st_mode):
+        else:  # a file, or a FIFO, socket or device: hashing refuses those without opening them
             out[relpath] = Path(entry.path)
 
 
@@ -368,16 +610,25 @@ def hash_tree(
     progress: ProgressSink | None = None,
     cache: StatCache | None = None,
     symlink_root: StrPath | None = None,
+    count: str | None = None,
+    settle: bool = False,
 ) -> TreeResult:
-    """Digest every regular file under ``root`` and the tree; raises the first error by path.
+    """Digest every file under ``root`` and the tree; raises the first error by path.
 
     For per-file errors, call ``list_tree`` then ``hash_files`` and ``tree_digest``.
     For a Hugging Face cache snapshot, pass the repository folder
     (``models--org--name``) as ``symlink_root``: snapshot files link to ``../../blobs``.
+    ``count``: count every file's records in that format (``TreeResult.records``).
     """
     listing = list_tree(root, symlink_root=symlink_root)
     results = hash_files(
-        listing.values(), use_cache=use_cache, workers=workers, progress=progress, cache=cache
+        listing.values(),
+        use_cache=use_cache,
+        workers=workers,
+        progress=progress,
+        cache=cache,
+        count=count,
+        settle=settle,
     )
     files: dict[str, FileDigest] = {}
     for rel, p in listing.items():
@@ -385,4 +636,6 @@ def hash_tree(
         if isinstance(result, FtManifestError):
             raise result
         files[rel] = result
-    return TreeResult(files, tree_digest({rel: fd.digest for rel, fd in files.items()}))
+    counts = [fd.records for fd in files.values()]
+    total = sum(n for n in counts if n is not None) if count and None not in counts else None
+    return TreeResult(files, tree_digest({rel: fd.digest for rel, fd in files.items()}), total)

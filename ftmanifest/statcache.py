@@ -10,7 +10,17 @@ as when it was hashed.  ctime is in the key because ``touch -d`` can put an
 edited file's mtime back but nothing short of changing the clock resets
 ctime.  Files modified within ``RACY_NS`` of the moment they were hashed are
 not stored ("racy" entries, as in git): a later write inside the same
-timestamp tick would otherwise leave the stat unchanged.
+timestamp tick would otherwise leave the stat unchanged.  Storing them with a
+flag would not help: on the next run such an entry could only be trusted
+after reading the file again, which is what a miss costs anyway.  The caller
+that wants a fresh file cached waits until it is no longer racy before
+reading it (``hash_files(settle=True)``, used by ``lock``).
+
+Record counts live in a second table, keyed by content digest and counter
+(``records.cache_key``), not by stat: a count computed in the same read as
+the digest belongs to those bytes whatever happens to the file later, so it
+can never be stale.  The table was added to the v1 file: older versions
+neither read nor write it.
 
 Safety: one connection per ``StatCache``, guarded by a lock so threads may
 share it; WAL journal, busy timeout and short batched transactions so
@@ -54,6 +64,14 @@ CREATE TABLE IF NOT EXISTS entries (
     PRIMARY KEY (path, algo)
 ) WITHOUT ROWID
 """
+_RECORDS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (
+    digest TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    records INTEGER NOT NULL,
+    PRIMARY KEY (digest, kind)
+) WITHOUT ROWID
+"""
 
 
 def cache_dir() -> Path:
@@ -65,6 +83,11 @@ def cache_dir() -> Path:
     # The XDG spec says relative values are invalid and must be ignored.
     base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
     return base / "ftmanifest"
+
+
+def is_racy(key: StatKey, hashed_at_ns: int) -> bool:
+    """Modified so close to ``hashed_at_ns`` that a same-tick rewrite could hide."""
+    return key.mtime_ns >= hashed_at_ns - RACY_NS
 
 
 def _i64(value: int) -> int:
@@ -89,7 +112,8 @@ class StatKey(NamedTuple):
 class StatCache:
     """Digests by (path, algorithm, stat key), in one SQLite file.
 
-    ``hits``, ``misses``, ``stored`` and ``racy`` count what happened, for
+    ``hits``, ``misses``, ``stored`` and ``racy`` count what happened to
+    digests, ``record_hits`` and ``records_stored`` to record counts, for
     tests and benchmarks.  ``enabled`` turns false after the first failure.
     """
 
@@ -104,8 +128,11 @@ class StatCache:
         self.misses = 0
         self.stored = 0
         self.racy = 0
+        self.record_hits = 0
+        self.records_stored = 0
         self._lock = threading.Lock()
         self._pending: list[tuple[object, ...]] = []
+        self._pending_records: list[tuple[str, str, int]] = []
         self._last_flush = time.monotonic()
         self._conn: sqlite3.Connection | None = None
         try:
@@ -139,6 +166,7 @@ class StatCache:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(_SCHEMA)
+            conn.execute(_RECORDS_SCHEMA)
         except BaseException:
             conn.close()
             raise
@@ -157,6 +185,7 @@ class StatCache:
             )
         conn, self._conn = self._conn, None
         self._pending.clear()
+        self._pending_records.clear()
         if conn is not None:
             try:
                 conn.close()
@@ -194,18 +223,50 @@ class StatCache:
             self.misses += len(items) - len(found)
         return found
 
+    def lookup_records(self, items: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """Stored counts of the (digest, kind) pairs that have one; few queries."""
+        found: dict[tuple[str, str], int] = {}
+        with self._lock:
+            for start in range(0, len(items) if self._conn is not None else 0, _BATCH // 2):
+                batch = items[start : start + _BATCH // 2]
+                pairs = " OR ".join(["(digest = ? AND kind = ?)"] * len(batch))
+                try:
+                    assert self._conn is not None
+                    rows = self._conn.execute(
+                        f"SELECT digest, kind, records FROM records WHERE {pairs}",
+                        [v for pair in batch for v in pair],
+                    ).fetchall()
+                except sqlite3.Error as exc:
+                    self._disable(exc)
+                    found.clear()
+                    break
+                found.update(((str(d), str(k)), int(n)) for d, k, n in rows)
+            self.record_hits += len(found)
+        return found
+
     def put(self, path: str, algo: str, key: StatKey, digest: str, *, hashed_at_ns: int) -> None:
         """Queue an entry; written in batches.  ``hashed_at_ns``: wall clock before reading."""
         with self._lock:
             if self._conn is None:
                 return
-            if key.mtime_ns >= hashed_at_ns - RACY_NS:
+            if is_racy(key, hashed_at_ns):
                 self.racy += 1
                 return
             self._pending.append((path, algo, *key, digest))
-            due = time.monotonic() - self._last_flush >= FLUSH_SECONDS
-            if len(self._pending) >= FLUSH_ENTRIES or due:
-                self._flush_locked()
+            self._maybe_flush_locked()
+
+    def put_records(self, digest: str, kind: str, records: int) -> None:
+        """Queue a count for content ``digest``: only ever one computed from those bytes."""
+        with self._lock:
+            if self._conn is None:
+                return
+            self._pending_records.append((digest, kind, records))
+            self._maybe_flush_locked()
+
+    def _maybe_flush_locked(self) -> None:
+        due = time.monotonic() - self._last_flush >= FLUSH_SECONDS
+        if len(self._pending) + len(self._pending_records) >= FLUSH_ENTRIES or due:
+            self._flush_locked()
 
     def flush(self) -> None:
         with self._lock:
@@ -213,9 +274,10 @@ class StatCache:
 
     def _flush_locked(self) -> None:
         self._last_flush = time.monotonic()
-        if self._conn is None or not self._pending:
+        if self._conn is None or not (self._pending or self._pending_records):
             return
         rows, self._pending = self._pending, []
+        counts, self._pending_records = self._pending_records, []
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
@@ -225,6 +287,10 @@ class StatCache:
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO records (digest, kind, records) VALUES (?, ?, ?)",
+                    counts,
+                )
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
@@ -233,6 +299,7 @@ class StatCache:
             self._disable(exc)
             return
         self.stored += len(rows)
+        self.records_stored += len(counts)
 
     def close(self) -> None:
         """Write what is queued and close the connection."""

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import re
+import socket
+import stat
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import ftmanifest.hashing as hashing
 from ftmanifest.errors import InputError, InputNotFoundError
 from ftmanifest.hashing import (
     CHUNK_SIZE,
@@ -28,7 +34,8 @@ from ftmanifest.hashing import (
     tree_digest,
 )
 from ftmanifest.progress import Progress, render_line
-from ftmanifest.statcache import StatCache
+from ftmanifest.records import RecordCountError
+from ftmanifest.statcache import RACY_NS, StatCache
 
 EMPTY_SHA256 = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 HOUR_NS = 3600 * 10**9
@@ -102,11 +109,15 @@ def test_batch_returns_every_error_without_stopping(tmp_path: Path) -> None:
     good = write(tmp_path / "good", b"x")
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    results = hash_files([tmp_path / "missing", tmp_path, fifo, good], workers=2)
-    missing, folder, pipe, ok = results.values()
+    results = within(
+        10, lambda: hash_files([tmp_path / "missing", tmp_path, fifo, good], workers=2)
+    )
+    missing, folder, pipe, ok = results.values()  # type: ignore[attr-defined]
     assert isinstance(missing, InputNotFoundError) and missing.path == str(tmp_path / "missing")
     assert isinstance(folder, UnreadableFileError) and folder.path == str(tmp_path)
+    assert folder.message.endswith("(directory)")
     assert isinstance(pipe, UnreadableFileError)  # and we did not block opening it
+    assert pipe.message == f"not a regular file: {fifo} (FIFO)" and pipe.observed == "FIFO"
     assert ok == FileDigest(sha(b"x"), 1)
     with pytest.raises(InputNotFoundError):
         hash_file(tmp_path / "missing")
@@ -204,15 +215,22 @@ def _replace(p: Path) -> None:
     write(p.with_name("new"), p.read_bytes()).replace(p)
 
 
+@pytest.mark.parametrize("count", [None, "jsonl"])  # jsonl: counted, hashed on a helper thread
 @pytest.mark.parametrize("action", [_grow, _rewrite_keeping_mtime, _replace, Path.unlink])
-def test_change_during_hashing_is_detected_and_never_cached(tmp_path: Path, action) -> None:  # type: ignore[no-untyped-def]
+def test_change_during_hashing_is_detected_and_never_cached(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    action: Callable[[Path], object],
+    count: str | None,
+) -> None:
+    monkeypatch.setattr(hashing, "_cpus", lambda: 4)
     p = write(tmp_path / "f", os.urandom(2 * CHUNK_SIZE + 5))
     cache = StatCache(tmp_path / "c")
     with pytest.raises(FileChangedError) as info:
-        hash_file(p, cache=cache, progress=Hook(lambda: action(p)))
+        hash_file(p, cache=cache, progress=Hook(lambda: action(p)), count=count)
     assert isinstance(info.value, InputError) and info.value.path == str(p)
     cache.flush()
-    assert cache.stored == 0
+    assert cache.stored == cache.records_stored == 0
 
 
 # --- trees --------------------------------------------------------------------
@@ -289,12 +307,11 @@ def test_hash_tree_independent_of_creation_order_and_sensitive_to_changes(tmp_pa
     assert hash_tree(tmp_path / "two").digest != one.digest
 
 
-def test_hash_tree_skips_git_empty_folders_and_fifos(tmp_path: Path) -> None:
+def test_hash_tree_skips_git_and_empty_folders(tmp_path: Path) -> None:
     write(tmp_path / "f", b"f")
     write(tmp_path / ".git" / "HEAD", b"ref")
     write(tmp_path / "sub" / ".git", b"gitdir: elsewhere")
     (tmp_path / "empty").mkdir()
-    os.mkfifo(tmp_path / "pipe")
     assert list(hash_tree(tmp_path).files) == ["f"]
 
 
@@ -401,3 +418,201 @@ def test_progress_counts_bytes_from_parallel_workers(tmp_path: Path) -> None:
     bar = Progress(stream=io.StringIO())
     hash_files(paths, workers=4, progress=bar, use_cache=False)
     assert bar.done == bar.total == sum(p.stat().st_size for p in paths)
+
+
+# --- special files: listed, reported by kind, never opened ----------------------
+
+
+def within(seconds: float, fn: Callable[[], object]) -> object:
+    """Run ``fn`` on a thread; fail (instead of hanging the suite) if it blocks."""
+    out: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = fn()
+        except BaseException as exc:  # re-raised below, in the test's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"blocked for more than {seconds} s"
+    if "error" in out:
+        raise out["error"]  # type: ignore[misc]
+    return out.get("value")
+
+
+def _refused(root: Path, name: str, kind: str, **kw: object) -> None:
+    """``name`` is listed, ``hash_tree`` raises naming its kind, nothing blocks."""
+    listing = within(10, lambda: list_tree(root, **kw))  # type: ignore[arg-type]
+    assert name in listing  # type: ignore[operator]
+    with pytest.raises(UnreadableFileError) as info:
+        within(10, lambda: hash_tree(root, **kw))  # type: ignore[arg-type]
+    assert info.value.message == f"not a regular file: {root / name} ({kind})"
+    assert info.value.path == str(root / name) and info.value.observed == kind
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_fifo_in_a_folder_is_an_error_not_skipped(tmp_path: Path) -> None:
+    write(tmp_path / "f", b"f")
+    os.mkfifo(tmp_path / "pipe")
+    _refused(tmp_path, "pipe", "FIFO")
+    results = within(10, lambda: hash_files(list_tree(tmp_path).values()))
+    assert isinstance(results, dict) and results[tmp_path / "f"] == FileDigest(sha(b"f"), 1)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_symlink_to_a_fifo_is_an_error(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "link.jsonl").symlink_to("../pipe")
+    _refused(tmp_path / "data", "link.jsonl", "FIFO", symlink_root=tmp_path)
+
+
+@pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="needs unix sockets")
+def test_unix_socket_in_a_folder_is_an_error(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.bind(str(tmp_path / "sock"))
+        _refused(tmp_path, "sock", "socket")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="uses /dev/null")
+def test_link_to_a_character_device_inside_the_boundary(tmp_path: Path) -> None:
+    (tmp_path / "null").symlink_to("/dev/null")
+    with pytest.raises(SymlinkEscapeError):  # the usual boundary: the folder itself
+        list_tree(tmp_path)
+    _refused(tmp_path, "null", "character device", symlink_root="/")
+
+
+@pytest.mark.parametrize(
+    ("mode", "device", "kind"),
+    [(stat.S_IFCHR, (1, 3), "character device"), (stat.S_IFBLK, (7, 0), "block device")],
+)
+def test_device_nodes_in_a_folder_are_errors(
+    tmp_path: Path, mode: int, device: tuple[int, int], kind: str
+) -> None:
+    try:
+        os.mknod(tmp_path / "dev", mode | 0o600, os.makedev(*device))
+    except (AttributeError, PermissionError, OSError) as exc:
+        pytest.skip(f"cannot create a {kind} here (needs CAP_MKNOD): {exc}")
+    _refused(tmp_path, "dev", kind)
+
+
+# --- record counts, in the same read ----------------------------------------------
+
+
+def old_lines(data: bytes) -> int:
+    return sum(1 for line in io.BytesIO(data) if line.strip())
+
+
+def jsonl(n: int, *, blank_every: int = 0) -> bytes:
+    lines = []
+    for i in range(n):
+        lines.append(b'{"i": %d, "text": "%s"}\n' % (i, b"w" * (i % 300)))
+        if blank_every and i % blank_every == 0:
+            lines.append(b"  \r\n")
+    return b"".join(lines)
+
+
+@pytest.mark.parametrize("cpus", [1, 4])  # 4: the hash runs on a helper thread
+def test_count_in_the_same_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cpus: int) -> None:
+    monkeypatch.setattr(hashing, "_cpus", lambda: cpus)
+    data = jsonl(30_000, blank_every=997) + b'{"last": "no newline"}'
+    assert len(data) > 3 * CHUNK_SIZE
+    p = write(tmp_path / "d.jsonl", data)
+    hook = Hook()
+    result = hash_file(p, count="jsonl", use_cache=False, progress=hook)
+    assert result == FileDigest(sha(data), len(data), old_lines(data))
+    assert hook.done == len(data)  # one read, not two
+    assert hash_file(p, use_cache=False).records is None
+
+
+def test_count_per_path_and_formats_without_a_count(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.jsonl", b"1\n\n2\n")
+    b = write(tmp_path / "b.csv", b'h\n1,"x\ny"\n2,z\n')
+    c = write(tmp_path / "c.bin", b"\x00\n")
+    d = write(tmp_path / "d.jsonl", b"x\n")
+    results = hash_files([a, b, c, d], count={a: "jsonl", b: "csv", c: "bin"}, use_cache=False)
+    assert [r.records for r in results.values()] == [2, 2, None, None]  # type: ignore[union-attr]
+
+
+def test_json_and_parquet_are_counted_after_the_hash(tmp_path: Path) -> None:
+    p = write(tmp_path / "d.json", json.dumps([1, 2, 3]).encode())
+    assert hash_file(p, count="json").records == 3
+    bad = write(tmp_path / "bad.json", b"[1, 2")
+    result = hash_files([bad], count="json")[bad]
+    assert isinstance(result, RecordCountError) and result.path == str(bad)
+    assert result.digest == FileDigest(sha(b"[1, 2"), 5)  # the digest is not lost
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"x": list(range(5))}), tmp_path / "t.parquet")
+    assert hash_file(tmp_path / "t.parquet", count="parquet").records == 5
+
+
+def test_cached_count_reads_nothing_and_a_missing_one_rereads(tmp_path: Path) -> None:
+    data = jsonl(2_000)
+    p = write(tmp_path / "d.jsonl", data)
+    cache = StatCache(tmp_path / "c")
+    hash_file(p, cache=cache)  # digest cached, no count
+    again = Hook()
+    assert hash_file(p, cache=cache, count="jsonl", progress=again).records == 2_000
+    assert again.done == len(data)  # a digest without the count asked for: read again
+    for fmt, want in [("jsonl", 2_000), (None, None)]:
+        hook = Hook()
+        assert hash_file(p, cache=cache, count=fmt, progress=hook).records == want
+        assert hook.done == 0
+    csv_hook = Hook()
+    assert hash_file(p, cache=cache, count="csv", progress=csv_hook).records == 1_999
+    assert csv_hook.done == len(data)  # another format, another count
+
+
+def test_count_of_a_racy_file_is_cached_by_content(tmp_path: Path) -> None:
+    p = write(tmp_path / "d.jsonl", b"1\n2\n", old=False)
+    cache = StatCache(tmp_path / "c")
+    assert hash_file(p, cache=cache, count="jsonl").records == 2
+    cache.flush()
+    assert (cache.stored, cache.racy, cache.records_stored) == (0, 1, 1)
+    assert cache.lookup_records([(sha(b"1\n2\n"), "lines/1")]) == {(sha(b"1\n2\n"), "lines/1"): 2}
+
+
+def test_hash_tree_counts_records(tmp_path: Path) -> None:
+    root = tmp_path / "data"  # not tmp_path: the stat cache lives in tmp_path/cache
+    write(root / "a.jsonl", b"1\n2\n")
+    write(root / "sub" / "b.jsonl", b"3\n\n")
+    tree = hash_tree(root, count="jsonl")
+    assert [f.records for f in tree.files.values()] == [2, 1] and tree.records == 3
+    assert hash_tree(root).records is None
+    assert hash_tree(root, count="bin").records is None
+    plain = hash_tree(root)
+    assert plain.digest == tree.digest and plain.files["a.jsonl"].records is None
+
+
+# --- settle: fresh files are cached, so the next run reads nothing ---------------
+
+
+def test_settle_waits_out_the_racy_window_once(tmp_path: Path) -> None:
+    old = [write(tmp_path / f"old{i}", b"o%d" % i) for i in range(3)]
+    fresh = [write(tmp_path / f"new{i}", b"n%d" % i, old=False) for i in range(3)]
+    cache = StatCache(tmp_path / "c")
+    started = time.monotonic()
+    results = hash_files(old + fresh, cache=cache, settle=True, count="txt")
+    waited = time.monotonic() - started
+    assert all(isinstance(r, FileDigest) for r in results.values())
+    cache.flush()
+    assert (cache.stored, cache.racy) == (6, 0)
+    assert waited < RACY_NS / 1e9 + 1.5  # one wait for all, not one per file
+    hook = Hook()
+    again = hash_files(old + fresh, cache=StatCache(tmp_path / "c"), progress=hook, count="txt")
+    assert hook.done == 0 and again == results
+
+
+def test_settle_gives_up_on_a_future_mtime(tmp_path: Path) -> None:
+    p = write(tmp_path / "f", b"x", old=False)
+    future = time.time_ns() + 3600 * 10**9
+    os.utime(p, ns=(future, future))
+    cache = StatCache(tmp_path / "c")
+    started = time.monotonic()
+    assert hash_file(p, cache=cache, settle=True).digest == sha(b"x")
+    assert time.monotonic() - started < RACY_NS / 1e9 + 1.5
+    cache.flush()
+    assert (cache.stored, cache.racy) == (0, 1)  # still not trusted

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import ftmanifest.hashing as hashing
 from ftmanifest.hashing import FileDigest, hash_files
 from ftmanifest.statcache import (
     DB_NAME,
@@ -23,6 +24,7 @@ from ftmanifest.statcache import (
     _i64,
     cache_dir,
 )
+from tests.conftest import CLF
 
 HOUR_NS = 3600 * 10**9
 REPO = Path(__file__).resolve().parents[1]
@@ -188,3 +190,103 @@ def test_two_processes_share_one_cache(tmp_path: Path) -> None:
     cache = StatCache(folder)
     hash_files(paths, cache=cache)
     assert cache.hits == 3000
+
+
+# --- record counts, by content digest -----------------------------------------------
+
+
+def test_record_counts_round_trip_by_digest_and_kind(tmp_path: Path) -> None:
+    pairs = [(f"sha256:{i:064x}", "lines/1") for i in range(600)]  # over one query's batch
+    with StatCache(tmp_path / "c") as cache:
+        for i, (digest, kind) in enumerate(pairs):
+            cache.put_records(digest, kind, i)
+    with StatCache(tmp_path / "c") as cache:
+        found = cache.lookup_records([*pairs, ("sha256:ff", "lines/1"), (pairs[0][0], "csv/1")])
+        assert found == {pair: i for i, pair in enumerate(pairs)}
+        assert cache.record_hits == 600
+
+
+_V1_SCHEMA = """
+CREATE TABLE entries (
+    path TEXT NOT NULL, algo TEXT NOT NULL, dev INTEGER NOT NULL, ino INTEGER NOT NULL,
+    size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
+    digest TEXT NOT NULL, PRIMARY KEY (path, algo)
+) WITHOUT ROWID
+"""
+
+
+def test_a_cache_written_before_record_counts_still_works(tmp_path: Path) -> None:
+    """The counts table is added to an existing v1 file; its digests still hit."""
+    (p,) = old_files(tmp_path / "d", 1)
+    folder = tmp_path / "c"
+    folder.mkdir(mode=0o700)
+    digest = hash_files([p], use_cache=False)[p].digest  # type: ignore[union-attr]
+    with sqlite3.connect(folder / DB_NAME) as db:
+        db.execute(_V1_SCHEMA)
+        row = (str(p), "sha256", *StatKey.of(p.stat()), digest)
+        db.execute("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+    db.close()
+    cache = StatCache(folder)
+    assert hash_files([p], cache=cache)[p] == FileDigest(digest, 64) and cache.hits == 1
+    counted = hash_files([p], cache=cache, count="txt")[p]  # no count stored: read again
+    assert counted == FileDigest(digest, 64, 1) and cache.records_stored == 1
+    cache.close()
+    again = StatCache(folder)
+    assert hash_files([p], cache=again, count="txt")[p] == counted
+    assert (again.hits, again.record_hits) == (1, 1)
+
+
+# --- lock fills the cache that the first verify reads -------------------------------
+
+
+def _project(root: Path) -> Path:
+    """A small training folder and its manifest, every file dated an hour back."""
+    files = {
+        "model/config.json": '{"model_type": "llama"}\n',
+        "model/model.safetensors": "w" * 4096,
+        "data/train.jsonl": '{"text": "a"}\n{"text": "b"}\n',
+        "data/eval.jsonl": '{"text": "e"}\n',
+        "data/test.jsonl": '{"text": "t"}\n',
+        "requirements.lock": "torch==2.13.0\n",
+        "scripts/clean_tickets.py": "print('clean')\n",
+        "scripts/chat_template.py": "print('template')\n",
+        "eval/zero.jsonl": "{}\n",
+        "eval/cfg.yaml": "k: 1\n",
+    }
+    old = time.time_ns() - HOUR_NS
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+        os.utime(root / rel, ns=(old, old))
+    text = CLF.read_text().replace("  repo: Qwen/Qwen2.5-0.5B-Instruct\n", "  path: model\n")
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("  revision: "))
+    text = (
+        text.replace("data/docroute/", "data/")
+        .replace("eval/baseline/zero-shot-results.jsonl", "eval/zero.jsonl")
+        .replace("eval/docroute-eval-v3.yaml", "eval/cfg.yaml")
+    )
+    (root / "exp.yaml").write_text(text + "\n")
+    return root / "exp.yaml"
+
+
+def test_first_verify_after_lock_reads_no_bytes_of_files_that_were_not_racy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ftmanifest.lock import lock_manifest
+    from ftmanifest.verify import verify_manifest
+
+    monkeypatch.setenv("FTMANIFEST_CACHE_DIR", str(tmp_path / "cache"))
+    manifest = _project(tmp_path / "repo")
+    real = hashing._hash_one
+    reads: list[Path] = []
+
+    def spy(path: Path, *args: object) -> object:
+        reads.append(path)
+        return real(path, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hashing, "_hash_one", spy)
+    lock_manifest(manifest)
+    assert len(reads) == 10  # lock read every pinned file once
+    reads.clear()
+    verify_manifest(manifest, signature=False, scan=False)
+    assert reads == []
