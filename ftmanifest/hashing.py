@@ -248,6 +248,10 @@ def _kind(fmt: str | None) -> str:
     return kind
 
 
+def _changed_at(st: os.stat_result) -> int:
+    return max(st.st_mtime_ns, st.st_ctime_ns)
+
+
 def _hash_settled(
     todo: list[_Job],
     results: dict[Path, FileDigest | FtManifestError],
@@ -257,12 +261,12 @@ def _hash_settled(
 ) -> list[_Job]:
     """Hash the files that are not racy; return the racy ones once they no longer are."""
     now = time.time_ns()
-    racy = [job for job in todo if job.st.st_mtime_ns >= now - RACY_NS]
-    ready = [job for job in todo if job.st.st_mtime_ns < now - RACY_NS]
+    racy = [job for job in todo if _changed_at(job.st) >= now - RACY_NS]
+    ready = [job for job in todo if _changed_at(job.st) < now - RACY_NS]
     _hash_all(ready, results, cache, progress, workers)
     if racy:
         # +1 ms: the clock a file is stamped with may run a tick behind time.time_ns().
-        until = max(job.st.st_mtime_ns for job in racy) + RACY_NS + 1_000_000
+        until = max(_changed_at(job.st) for job in racy) + RACY_NS + 1_000_000
         wait_ns = min(until - time.time_ns(), RACY_NS + 1_000_000)  # a future mtime: give up
         if wait_ns > 0:
             time.sleep(wait_ns / 1e9)

@@ -81,7 +81,7 @@ def updates_for(
         use_cache=use_cache,
         code_dir=code_dir,
         allow_outside=allow_outside,
-        count_unchanged=True,
+        settle=True,  # freshly written files wait out the racy window, so they are cached
     )
     if seen.model.error is not None:
         raise seen.model.error

@@ -7,9 +7,9 @@ decides whether something is wrong.
 
 from __future__ import annotations
 
-import csv
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,46 +80,63 @@ def resolve_inside(base: Path, rel: str, field_name: str, allow_outside: bool) -
     return path
 
 
-def count_records(path: Path, fmt: str | None) -> int | None:
-    """Records in a data file or folder; None when the format has no count."""
-    if path.is_dir():
-        return sum(1 for p in path.rglob("*") if p.is_file())
-    kind = fmt or path.suffix.lower().lstrip(".")
-    if kind in ("jsonl", "ndjson", "text", "txt"):
-        with path.open("rb") as fh:
-            return sum(1 for line in fh if line.strip())
-    if kind in ("csv", "tsv"):
-        with path.open(newline="", encoding="utf-8", errors="replace") as fh:
-            rows = sum(1 for _ in csv.reader(fh, delimiter="\t" if kind == "tsv" else ","))
-        return max(0, rows - 1)
-    if kind == "json":
-        import json
+def folder_format(declared: str | None, listing: Mapping[str, Path]) -> str | None:
+    """The record format of a folder of shards, or None when its records are its files.
 
-        with path.open("rb") as fh:
-            data = json.load(fh)
-        return len(data) if isinstance(data, list) else 1
-    if kind == "parquet":
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:
-            return None
-        return int(pq.ParquetFile(path).metadata.num_rows)
-    return None
+    ``data[i].format`` decides, as for a file; without one, the shards' common
+    suffix does when it is a format with a record count (``part-*.jsonl``).
+    """
+    from ftmanifest.records import cache_key, format_of
+
+    if declared is not None:
+        return declared if cache_key(declared) else None
+    kinds = {format_of(p) for p in listing.values()}
+    kind = kinds.pop() if len(kinds) == 1 else None
+    return kind if kind and cache_key(kind) else None
 
 
-def hash_path(path: Path, base: Path, *, use_cache: bool) -> FileState:
-    """Digest of a file, or tree digest of a folder; errors become state, not exceptions."""
-    from ftmanifest.hashing import hash_file, hash_tree
+def hash_path(
+    path: Path,
+    base: Path,
+    *,
+    use_cache: bool,
+    fmt: str | None = None,
+    count: bool = False,
+    settle: bool = False,
+) -> FileState:
+    """Digest of a file, or tree digest of a folder, and with ``count`` its records.
+
+    Records are counted in the same read as the hash (JSONL, CSV and text;
+    JSON and Parquet take a second read) and cached with the digest: a folder
+    of shards in a known format counts the records of all shards, any other
+    folder its files.  Errors become state, not exceptions.
+    """
+    from ftmanifest.hashing import hash_file, hash_tree, list_tree
+    from ftmanifest.records import RecordCountError, format_of
 
     state = FileState(str(path))
     try:
         if path.is_dir():
-            tree = hash_tree(path, use_cache=use_cache, symlink_root=base)
+            kind = folder_format(fmt, list_tree(path, symlink_root=base)) if count else None
+            tree = hash_tree(
+                path, use_cache=use_cache, symlink_root=base, count=kind, settle=settle
+            )
             state.digest = tree.digest
             state.size = sum(f.size for f in tree.files.values())
+            if count:
+                state.records = tree.records if kind else len(tree.files)
         else:
-            fd = hash_file(path, use_cache=use_cache)
-            state.digest, state.size = fd.digest, fd.size
+            found = hash_file(
+                path,
+                use_cache=use_cache,
+                count=format_of(path, fmt) if count else None,
+                settle=settle,
+            )
+            state.digest, state.size, state.records = found.digest, found.size, found.records
+    except RecordCountError as exc:
+        if exc.digest is not None:
+            state.digest, state.size = exc.digest.digest, exc.digest.size
+        state.error = f"cannot count records: {exc.message}"
     except FtManifestError as exc:
         state.error = exc.message
     return state
@@ -133,6 +150,7 @@ def observe_model(
     allow_outside: bool,
     revision: str | None = None,
     progress: ProgressSink | None = None,
+    settle: bool = False,
 ) -> ModelState:
     """Hash every file of the model snapshot (local folder or hub cache)."""
     from ftmanifest.hashing import hash_files, list_tree, tree_digest
@@ -151,7 +169,7 @@ def observe_model(
     except FtManifestError as exc:
         state.error = exc
         return state
-    results = hash_files(listing.values(), use_cache=use_cache, progress=progress)
+    results = hash_files(listing.values(), use_cache=use_cache, progress=progress, settle=settle)
     for rel, p in listing.items():
         result = results[p]
         if isinstance(result, FtManifestError):
@@ -169,13 +187,12 @@ def observe_data(
     *,
     use_cache: bool,
     allow_outside: bool,
-    count_unchanged: bool = False,
+    settle: bool = False,
 ) -> list[FileState]:
-    """Digest (and record count) of every data entry, in the manifest's order.
+    """Digest and record count of every data entry, in the manifest's order.
 
-    Counting reads the whole file, so unless ``count_unchanged`` (``lock``) it
-    is skipped when the digest equals the pin: identical bytes have the pinned
-    count, and re-verifying an unchanged file stays a ``stat``.
+    One read per changed file: the count comes from the hashing read (or, for
+    an unchanged file, from the cache beside its digest).
     """
     out: list[FileState] = []
     for i, entry in enumerate(manifest.data):
@@ -187,16 +204,10 @@ def observe_data(
         if not path.exists():
             out.append(FileState(entry.path, error="not found"))
             continue
-        state = hash_path(path, base, use_cache=use_cache)
+        state = hash_path(
+            path, base, use_cache=use_cache, fmt=entry.format, count=True, settle=settle
+        )
         state.path = entry.path
-        unchanged = entry.digest is not None and state.digest == entry.digest
-        if unchanged and not count_unchanged:
-            state.records = entry.records
-        elif state.error is None:
-            try:
-                state.records = count_records(path, entry.format)
-            except (OSError, ValueError) as exc:
-                state.error = f"cannot count records: {exc}"
         out.append(state)
     return out
 
@@ -220,7 +231,7 @@ def pinned_files(manifest: Manifest) -> dict[str, str]:
 
 
 def observe_pinned(
-    manifest: Manifest, base: Path, *, use_cache: bool, allow_outside: bool
+    manifest: Manifest, base: Path, *, use_cache: bool, allow_outside: bool, settle: bool = False
 ) -> dict[str, FileState]:
     out: dict[str, FileState] = {}
     for field_name, rel in pinned_files(manifest).items():
@@ -232,7 +243,7 @@ def observe_pinned(
         if not path.exists():
             out[field_name] = FileState(rel, error="not found")
             continue
-        state = hash_path(path, base, use_cache=use_cache)
+        state = hash_path(path, base, use_cache=use_cache, settle=settle)
         state.path = rel
         out[field_name] = state
     return out
@@ -246,9 +257,13 @@ def observe(
     code_dir: Path | None = None,
     allow_outside: bool = False,
     revision: str | None = None,
-    count_unchanged: bool = False,
+    settle: bool = False,
 ) -> Observed:
-    """Everything ``drift.compare`` needs about this machine for ``manifest``."""
+    """Everything ``drift.compare`` needs about this machine for ``manifest``.
+
+    ``settle`` (``lock``): wait out the stat cache's racy window for freshly
+    written files, so that they are cached and the next verify reads nothing.
+    """
     from ftmanifest.probe import probe_all
     from ftmanifest.probe.fields import to_environment_fields
 
@@ -271,6 +286,7 @@ def observe(
             allow_outside=allow_outside,
             revision=revision,
             progress=bar,
+            settle=settle,
         )
     try:
         free: int | None = shutil.disk_usage(disk_path).free
@@ -286,9 +302,11 @@ def observe(
             base,
             use_cache=use_cache,
             allow_outside=allow_outside,
-            count_unchanged=count_unchanged,
+            settle=settle,
         ),
-        pinned=observe_pinned(manifest, base, use_cache=use_cache, allow_outside=allow_outside),
+        pinned=observe_pinned(
+            manifest, base, use_cache=use_cache, allow_outside=allow_outside, settle=settle
+        ),
         disk_free=free,
         disk_path=str(disk_path),
         code_ancestry=ancestry,

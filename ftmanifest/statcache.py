@@ -86,8 +86,12 @@ def cache_dir() -> Path:
 
 
 def is_racy(key: StatKey, hashed_at_ns: int) -> bool:
-    """Modified so close to ``hashed_at_ns`` that a same-tick rewrite could hide."""
-    return key.mtime_ns >= hashed_at_ns - RACY_NS
+    """Changed so close to ``hashed_at_ns`` that a same-tick rewrite could hide.
+
+    ctime counts as well as mtime: ``write`` then ``utime`` back, hash, and the
+    same again within one timestamp tick leaves mtime old and ctime unchanged.
+    """
+    return max(key.mtime_ns, key.ctime_ns) >= hashed_at_ns - RACY_NS
 
 
 def _i64(value: int) -> int:

@@ -38,6 +38,22 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["FTMANIFEST_CACHE_DIR"] = tempfile.mkdtemp(prefix="ftm-test-cache-")
 
 
+def settle(*paths: Path) -> None:
+    """Sleep until no file in ``paths`` is racy for the stat cache any more.
+
+    Changed (mtime *or* ctime) within ``RACY_NS`` of hashing, a file is not
+    cached; ctime cannot be put back, so a test that needs cache hits waits.
+    """
+    import time
+
+    from ftmanifest.statcache import RACY_NS
+
+    changed = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in paths)
+    wait = changed + RACY_NS + 5_000_000 - time.time_ns()
+    if wait > 0:
+        time.sleep(wait / 1e9)
+
+
 @pytest.fixture
 def mutate(tmp_path: Path) -> Callable[..., Path]:
     """Copy an example manifest with text replacements; each must apply once."""

@@ -397,3 +397,20 @@ def test_run_records_refusal_start_and_exit(project: Path) -> None:
     assert records[2]["findings"][0]["field"] == "data[1].digest"
     assert records[3]["accepted"][0]["reason"] == "reviewed"
     assert records[0]["command"] == ["sh", "-c", "exit 3"]
+
+
+def test_a_file_whose_ctime_is_fresh_is_not_cached(tmp_path: Path) -> None:
+    """Write, put mtime back, hash: within one tick a second such write would hide."""
+    import time
+
+    from ftmanifest.hashing import hash_file
+    from ftmanifest.statcache import StatCache
+
+    p = tmp_path / "f.jsonl"
+    p.write_text("a\n")
+    old = time.time_ns() - 3600 * 10**9
+    os.utime(p, ns=(old, old))
+    cache = StatCache(tmp_path / "cache")
+    hash_file(p, cache=cache)
+    cache.flush()
+    assert cache.stored == 0

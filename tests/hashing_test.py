@@ -36,6 +36,7 @@ from ftmanifest.hashing import (
 from ftmanifest.progress import Progress, render_line
 from ftmanifest.records import RecordCountError
 from ftmanifest.statcache import RACY_NS, StatCache
+from tests.conftest import settle
 
 EMPTY_SHA256 = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 HOUR_NS = 3600 * 10**9
@@ -137,6 +138,7 @@ def test_permission_denied_is_an_input_error(tmp_path: Path) -> None:
 
 def test_cache_hit_reads_nothing(tmp_path: Path) -> None:
     p = write(tmp_path / "f", os.urandom(3 * CHUNK_SIZE))
+    settle(p)
     cache = StatCache(tmp_path / "c")
     first, second = Hook(), Hook()
     assert hash_file(p, cache=cache, progress=first).digest == sha(p.read_bytes())
@@ -177,6 +179,7 @@ def test_cache_invalidated_by_stat_change(tmp_path: Path, change: str) -> None:
 
 def test_use_cache_false_rehashes_and_leaves_cache_alone(tmp_path: Path) -> None:
     p = write(tmp_path / "f", b"abc")
+    settle(p)
     cache = StatCache(tmp_path / "c")
     hash_file(p, cache=cache)
     hook = Hook()
@@ -186,6 +189,7 @@ def test_use_cache_false_rehashes_and_leaves_cache_alone(tmp_path: Path) -> None
 
 def test_default_cache_lives_in_the_cache_dir(tmp_path: Path) -> None:
     p = write(tmp_path / "f", b"abc")
+    settle(p)
     hash_file(p)
     assert (tmp_path / "cache" / "statcache-v1.sqlite3").is_file()
     hook = Hook()
@@ -552,6 +556,7 @@ def test_json_and_parquet_are_counted_after_the_hash(tmp_path: Path) -> None:
 def test_cached_count_reads_nothing_and_a_missing_one_rereads(tmp_path: Path) -> None:
     data = jsonl(2_000)
     p = write(tmp_path / "d.jsonl", data)
+    settle(p)
     cache = StatCache(tmp_path / "c")
     hash_file(p, cache=cache)  # digest cached, no count
     again = Hook()

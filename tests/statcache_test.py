@@ -24,7 +24,7 @@ from ftmanifest.statcache import (
     _i64,
     cache_dir,
 )
-from tests.conftest import CLF
+from tests.conftest import CLF, settle
 
 HOUR_NS = 3600 * 10**9
 REPO = Path(__file__).resolve().parents[1]
@@ -39,6 +39,7 @@ def old_files(folder: Path, n: int, size: int = 64) -> list[Path]:
         p.write_bytes(i.to_bytes(4, "big") * (size // 4))
         os.utime(p, ns=(t, t))
         paths.append(p)
+    settle(*paths)
     return paths
 
 
@@ -266,6 +267,7 @@ def _project(root: Path) -> Path:
         .replace("eval/docroute-eval-v3.yaml", "eval/cfg.yaml")
     )
     (root / "exp.yaml").write_text(text + "\n")
+    settle(*(root / rel for rel in files))
     return root / "exp.yaml"
 
 

@@ -256,17 +256,25 @@ def test_lock_rewrites_json_and_refuses_toml(project: Path) -> None:
         lock_manifest(as_toml)
 
 
-def test_unchanged_data_is_not_read_again(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ftmanifest.observe as observe
+def test_lock_fills_the_cache_and_a_changed_file_is_read_once(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After lock, verify reads nothing; a changed file is read once, hash and count together."""
+    import ftmanifest.hashing as hashing
 
-    calls: list[Path] = []
-    real = observe.count_records
-    monkeypatch.setattr(observe, "count_records", lambda p, f: calls.append(p) or real(p, f))
+    reads: list[Path] = []
+    real = hashing._hash_one
+
+    def spy(path: Path, *args: object) -> object:
+        reads.append(path)
+        return real(path, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hashing, "_hash_one", spy)
     assert verify_manifest(project, signature=False, scan=False).ok
-    assert calls == []  # digests come from the stat cache; counts are implied by the pin
+    assert reads == []  # lock waited out the racy window, so everything was cached
     (project.parent / "data" / "eval.jsonl").write_text('{"a": 1}\n{"b": 2}\n')
     fields = _fields(project, scan=False)
-    assert calls == [project.parent / "data" / "eval.jsonl"]
+    assert reads == [project.parent / "data" / "eval.jsonl"]
     assert fields["data[1].records"] == "2"
 
 
