@@ -414,3 +414,29 @@ def test_a_file_whose_ctime_is_fresh_is_not_cached(tmp_path: Path) -> None:
     hash_file(p, cache=cache)
     cache.flush()
     assert cache.stored == 0
+
+
+# --- a folder's records -------------------------------------------------------
+
+
+def test_a_folder_of_shards_counts_records_not_files(project: Path) -> None:
+    shards = _data_folder_manifest(project)
+    assert load_manifest(project).manifest.data[0].records == 2  # two shards, one line each
+    with (shards / "part1.jsonl").open("a") as fh:
+        fh.write('{"text": "more"}\n{"text": "and more"}\n')
+    fields = _fields(project, scan=False)
+    assert fields["data[0].records"] == "4"
+
+
+def test_a_folder_declared_as_images_counts_files(project: Path) -> None:
+    images = project.parent / "data" / "images"
+    images.mkdir()
+    for i in range(3):
+        (images / f"{i}.png").write_bytes(b"\x89PNG" + bytes([i]))
+    text = project.read_text().replace("path: data/train.jsonl", "path: data/images", 1)
+    text = text.replace("    format: jsonl\n", "    format: images\n", 1)
+    project.write_text(text)
+    from ftmanifest.lock import lock_manifest
+
+    lock_manifest(project)
+    assert load_manifest(project).manifest.data[0].records == 3
