@@ -14,8 +14,10 @@ being written, never an earlier one.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -87,8 +89,13 @@ def append(manifest_path: Path, record: Mapping[str, Any]) -> Path:
     path = records_path(manifest_path)
     line = (json.dumps(record, sort_keys=False, default=str) + "\n").encode("utf-8")
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    # Never through a symlink (a planted link would append to a data file) and
+    # never into a FIFO or device: open without following or blocking, then check.
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
     fd = os.open(path, flags, 0o644)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
         _lock(fd)
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":

@@ -99,12 +99,16 @@ _ONE_ENTRY = re.compile(r"^data\[\d+\]$")  # one data entry: its digest and reco
 
 
 def _covers(accepted: str, field_path: str | None) -> bool:
-    """An acceptance names one row (its field), or one data entry (``data[2]``)."""
+    """An acceptance names one row (its field), or one data entry's digest and records
+    (``data[2]``; not its cleaning or transform scripts, which are code)."""
     if not field_path:
         return False
     if field_path == accepted:
         return True
-    return bool(_ONE_ENTRY.match(accepted)) and field_path.startswith(accepted + ".")
+    return bool(_ONE_ENTRY.match(accepted)) and field_path in (
+        accepted + ".digest",
+        accepted + ".records",
+    )
 
 
 def _too_broad(name: str, findings: list[Finding]) -> bool:

@@ -440,3 +440,27 @@ def test_a_folder_declared_as_images_counts_files(project: Path) -> None:
 
     lock_manifest(project)
     assert load_manifest(project).manifest.data[0].records == 3
+
+
+def test_accepting_a_data_entry_does_not_accept_its_scripts(project: Path) -> None:
+    (project.parent / "scripts" / "clean_tickets.py").write_text("import os\n")
+    report = verify_manifest(project, signature=False, accept={"data[0]": "relabelled"})
+    assert [f.field for f in report.findings] == ["data[0].cleaning[0].digest"]
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_run_records_never_write_through_a_planted_file(project: Path, kind: str) -> None:
+    from ftmanifest.runrecord import records_path
+
+    train = project.parent / "data" / "train.jsonl"
+    before = train.read_bytes()
+    if kind == "symlink":
+        records_path(project).symlink_to(train)
+    else:
+        os.mkfifo(records_path(project))
+    (project.parent / "data" / "eval.jsonl").write_text("changed\n")
+    args = ["--no-signature", "--accept", "data[1].digest", "--reason", "reviewed"]
+    result = run_cli("verify", str(project), *args, env=ENV)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "cannot record the accepted drift" in result.stderr
+    assert train.read_bytes() == before
