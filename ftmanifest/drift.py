@@ -243,7 +243,18 @@ def _code(m: Manifest, seen: Observed) -> Iterator[Finding]:
             f"git checkout {want.commit} (a later commit may change only the manifest "
             "and the files it pins by digest), or re-lock after review",
         )
-    if want.commit and have.get("dirty") and not want.dirty:
+    if want.commit and want.dirty:
+        # Locked with uncommitted changes: nothing records what they were, so
+        # no tree here (dirty or clean) can be judged to be the code that ran.
+        yield _row(
+            "drift.code",
+            "environment.code.dirty",
+            "the manifest was locked with uncommitted changes: the code cannot be checked",
+            "a manifest locked on a clean tree",
+            "dirty now" if have.get("dirty") else "clean now",
+            "commit the changes, then `ftmanifest lock` again",
+        )
+    elif want.commit and have.get("dirty"):
         yield _row(
             "drift.code",
             "environment.code.dirty",

@@ -97,6 +97,10 @@ step "9. the tiny example: build a real model and data set offline, then lock it
 python -c "from ftmanifest.integrations.example import build_example; print(build_example(__import__('pathlib').Path('$OUT/tiny')))"
 mkdir -p "$OUT/tiny/.ftmanifest"
 cp "$OUT/signed/.ftmanifest/allowed_signers" "$OUT/tiny/.ftmanifest/allowed_signers"
+# The example is its own training repository: lock pins its commit.
+GIT="git -c user.name=demo -c user.email=demo@example.org -c commit.gpgsign=false"
+printf 'out/\n' > "$OUT/tiny/.gitignore"
+( cd "$OUT/tiny" && git init -q . && $GIT add -A && $GIT commit -qm "tiny example" )
 expect 1 ftmanifest lint "$OUT/tiny/manifest.yaml"
 printf '$ ftmanifest lock --dry-run %s | head -25\n' "$OUT/tiny/manifest.yaml"
 ftmanifest lock --dry-run "$OUT/tiny/manifest.yaml" | head -25
@@ -106,6 +110,10 @@ expect 0 ftmanifest lint "$OUT/tiny/manifest.yaml"
 step "10. verify: unsigned is refused; signed and unchanged passes"
 expect 1 ftmanifest verify "$OUT/tiny/manifest.yaml"
 expect 0 ftmanifest sign "$OUT/tiny/manifest.yaml" --key "$OUT/keys/alice"
+expect 0 ftmanifest verify "$OUT/tiny/manifest.yaml"
+
+step "10b. commit the locked, signed manifest: HEAD moved, but only the manifest's own files changed"
+( cd "$OUT/tiny" && $GIT add manifest.yaml manifest.yaml.sig.json && $GIT commit -qm "lock and sign" )
 expect 0 ftmanifest verify "$OUT/tiny/manifest.yaml"
 
 step "11. a real transformers Trainer runs under the guard"
@@ -137,6 +145,7 @@ PY
 step "11d. verify refuses what only lint used to flag: a package pinned to a range"
 sed 's/^    torch: .*/    torch: ">=2"/' "$OUT/tiny/manifest.yaml" > "$OUT/tiny/loose-pin.yaml"
 expect 1 ftmanifest verify "$OUT/tiny/loose-pin.yaml" --no-signature
+rm "$OUT/tiny/loose-pin.yaml"  # an untracked file would make the training code dirty
 
 step "12. one changed byte in the training data: verify, run and the Trainer all refuse"
 python - "$OUT/tiny/data/train.jsonl" <<'PY'

@@ -464,3 +464,14 @@ def test_run_records_never_write_through_a_planted_file(project: Path, kind: str
     assert result.returncode == 2, result.stdout + result.stderr
     assert "cannot record the accepted drift" in result.stderr
     assert train.read_bytes() == before
+
+
+def test_a_manifest_locked_on_a_dirty_tree_cannot_verify_the_code(project: Path) -> None:
+    from ftmanifest.lock import lock_manifest
+
+    (project.parent / "train.py").write_text("print('uncommitted')\n")
+    lock_manifest(project)
+    assert "dirty: true" in project.read_text()
+    (project.parent / "train.py").write_text("print('something else entirely')\n")
+    rows = verify_manifest(project, signature=False).findings
+    assert [(f.field, f.observed) for f in rows] == [("environment.code.dirty", "dirty now")]

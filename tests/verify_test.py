@@ -245,6 +245,8 @@ def test_lock_rewrites_json_and_refuses_toml(project: Path) -> None:
     data = load_manifest(project).document.data
     right = data["data"][0]["digest"]
     data["data"][0]["digest"] = "sha256:" + "0" * 64
+    git(project.parent, "rm", "-qf", project.name)  # exp.json will be the only manifest
+    git(project.parent, "commit", "-qm", "move to JSON")
     as_json = project.with_suffix(".json")
     as_json.write_text(json.dumps(data))
     result = lock_manifest(as_json)
