@@ -112,7 +112,10 @@ def updates_for(
         ups.append((("environment", "code", "commit"), env["code"]["commit"]))
         ups.append((("environment", "code", "dirty"), env["code"]["dirty"]))
         if env["code"]["dirty"]:
-            notes.append("training code has uncommitted changes: pinned as dirty")
+            notes.append(
+                "training code has uncommitted changes: pinned as dirty, which verify "
+                "refuses (the changes are recorded nowhere); commit them and lock again"
+            )
     model = seen.model
     if model.commit is not None:
         if m.model.revision != model.commit:
