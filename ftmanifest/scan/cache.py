@@ -56,7 +56,7 @@ CREATE TABLE IF NOT EXISTS results (
 def scanner_version() -> str:
     """Digest of the scanner's source: rules, validators, readers and walkers."""
     h = hashlib.sha256()
-    for src in sorted(Path(__file__).parent.glob("*.py")):
+    for src in sorted(Path(__file__).parent.rglob("*.py")):
         h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
     return "sha256:" + h.hexdigest()
 
