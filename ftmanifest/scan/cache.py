@@ -33,7 +33,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from ftmanifest.findings import Finding, sort_findings
-from ftmanifest.scan.engine import ScanOptions, ScanResult, iter_files, scan_paths
+from ftmanifest.scan.engine import ScanOptions, ScanResult, scan_files
+from ftmanifest.scan.walk import walk
 
 log = logging.getLogger(__name__)
 
@@ -191,9 +192,11 @@ def scan_cached(
     ``ftmanifest.statcache.cache_dir()``.
     """
     opts = options or ScanOptions()
-    files = list(iter_files([Path(p) for p in paths]))
+    files, problems = walk([Path(p) for p in paths])
     if not use_cache:
-        return scan_paths(files, opts)
+        result = scan_files(files, opts)
+        result.findings = sort_findings(result.findings + problems)
+        return result
     from ftmanifest.hashing import hash_files
 
     before = {p: _stat_key(p) for p in files}
@@ -202,14 +205,14 @@ def scan_cached(
     try:
         result, todo = _lookup(cache, files, digests, opts)
         if todo:
-            fresh = scan_paths(todo, opts)
+            fresh = scan_files(todo, opts)
             result.findings += fresh.findings
             result.bytes_scanned += fresh.bytes_scanned
             _store(cache, todo, fresh.findings, digests, before, opts)
     finally:
         cache.close()
     result.files = [str(p) for p in files]
-    result.findings = sort_findings(result.findings)
+    result.findings = sort_findings(result.findings + problems)
     return result
 
 

@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from ftmanifest.errors import InputNotFoundError
 from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.scan import readers
 from ftmanifest.scan.matcher import matcher
 from ftmanifest.scan.text import not_scanned, scan_text
+from ftmanifest.scan.walk import walk
 
 RANGE = 16 << 20  # most bytes per pool task
 RANGE_MIN = 1 << 20  # fewest bytes per pool task (each opens the file and aligns)
@@ -59,16 +60,8 @@ class ScanResult:
 
 
 def iter_files(paths: Iterable[Path]) -> Iterator[Path]:
-    for p in paths:
-        if not p.exists():
-            raise InputNotFoundError("path does not exist", path=str(p), hint="check the path")
-        if p.is_dir():
-            for root, dirs, files in os.walk(p):
-                dirs[:] = sorted(d for d in dirs if d not in (".git", "__pycache__"))
-                for name in sorted(files):
-                    yield Path(root, name)
-        else:
-            yield p
+    """The regular files under ``paths`` (see ``walk``; what cannot be walked is dropped)."""
+    yield from walk(paths)[0]
 
 
 def detect(path: Path) -> str:
@@ -104,18 +97,35 @@ def _binary(path: Path, fmt: str, opts: ScanOptions) -> list[Finding]:
 
 
 def scan_paths(paths: Iterable[Path], opts: ScanOptions | None = None) -> ScanResult:
-    """Scan files and directories; returns sorted findings and counts."""
+    """Scan files and directories; returns sorted findings and counts.
+
+    What cannot be walked (unreadable folders, broken links, FIFOs, links out
+    of the folder) is a ``not-scanned`` error finding, never silently nothing.
+    """
+    files, problems = walk(paths)
+    result = scan_files(files, opts)
+    result.findings = sort_findings(result.findings + problems)
+    return result
+
+
+def scan_files(files: Iterable[Path], opts: ScanOptions | None = None) -> ScanResult:
+    """Scan regular files that ``walk`` listed; one that changed kind since is a row."""
     opts = opts or ScanOptions()
     result = ScanResult()
     jobs = opts.jobs or os.cpu_count() or 1
     text_files: list[tuple[Path, int]] = []
-    for path in iter_files(paths):
+    for path in files:
         result.files.append(str(path))
         try:
-            size = path.stat().st_size
+            st = path.stat()
+            if not stat.S_ISREG(st.st_mode):  # swapped for a FIFO since it was listed
+                raise OSError(0, "not a regular file any more")
+            size = st.st_size
             fmt = "empty" if size == 0 else detect(path)
         except OSError as exc:
-            result.findings.append(not_scanned(path, f"unreadable ({exc.strerror})"))
+            result.findings.append(
+                not_scanned(path, f"unreadable ({exc.strerror})")._replace(severity="error")
+            )
             continue
         if size > opts.max_bytes:
             result.findings.append(

@@ -17,14 +17,14 @@ GHP = "ghp_SulEETldq8b8Vw2zbJYAxyL1aCcTlN99mhWp"
 def scanned(monkeypatch) -> list[str]:
     """The real scanner, counting the files it is asked to scan."""
     calls: list[str] = []
-    real = sc.scan_paths
+    real = sc.scan_files
 
     def counting(paths, opts=None):
         paths = list(paths)
         calls.extend(str(p) for p in paths)
         return real(paths, opts)
 
-    monkeypatch.setattr(sc, "scan_paths", counting)
+    monkeypatch.setattr(sc, "scan_files", counting)
     return calls
 
 
