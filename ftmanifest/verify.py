@@ -264,18 +264,44 @@ def scan_for_verify(
             data_paths.append(path)
     options = ScanOptions(secrets=policy.secrets, pii=policy.pii, pickles=policy.pickles)
     found = scan_cached(data_paths, options, use_cache=use_cache).findings
-    if policy.pickles and manifest.model.path is not None:
-        try:
-            model_dir = resolve_inside(base, manifest.model.path, "model.path", allow_outside)
-        except PathOutsideError:
-            model_dir = None
-        if model_dir is not None and model_dir.is_dir():
+    if policy.pickles:
+        model_dir, root = _model_folder(manifest, base, allow_outside)
+        if model_dir is not None:
             model_options = ScanOptions(secrets=policy.secrets, pii=False, pickles=True)
-            found += scan_cached([model_dir], model_options, use_cache=use_cache).findings
+            found += scan_cached(
+                [model_dir], model_options, use_cache=use_cache, symlink_root=root
+            ).findings
     if policy.baseline:
         accepted = scan_baseline.load(base / policy.baseline)
         found, _ = scan_baseline.apply(found, accepted, policy.baseline)
     return [f for f in found if f.severity != "info"]
+
+
+def _model_folder(
+    manifest: Any, base: Path, allow_outside: bool
+) -> tuple[Path | None, Path | None]:
+    """The model folder to scan and its symlink root; (None, None) when it is not here.
+
+    A local ``model.path``, or the cached snapshot of the pinned hub commit
+    (its files link into the repository's blobs).  A missing model is already
+    a drift row, so it is not scanned here.
+    """
+    from ftmanifest.errors import FtManifestError
+    from ftmanifest.hfcache import hub_snapshot
+    from ftmanifest.observe import PathOutsideError, resolve_inside
+
+    m = manifest.model
+    if m.path is not None:
+        try:
+            folder = resolve_inside(base, m.path, "model.path", allow_outside)
+        except PathOutsideError:
+            return None, None
+        return (folder, None) if folder.is_dir() else (None, None)
+    try:
+        snap = hub_snapshot(m.repo, m.revision)
+    except FtManifestError:
+        return None, None
+    return snap.folder, snap.symlink_root
 
 
 def _check_signature(

@@ -184,15 +184,16 @@ def scan_cached(
     *,
     use_cache: bool = True,
     cache_dir: Path | None = None,
+    symlink_root: Path | None = None,
 ) -> ScanResult:
     """``scan_paths`` that skips files whose digest was already scanned.
 
     Same findings as ``scan_paths(paths, options)``; ``use_cache=False`` neither
     reads nor writes the cache (nor the stat cache).  ``cache_dir`` defaults to
-    ``ftmanifest.statcache.cache_dir()``.
+    ``ftmanifest.statcache.cache_dir()``; ``symlink_root``: see ``walk``.
     """
     opts = options or ScanOptions()
-    files, problems = walk([Path(p) for p in paths])
+    files, problems = walk([Path(p) for p in paths], symlink_root=symlink_root)
     if not use_cache:
         result = scan_files(files, opts)
         result.findings = sort_findings(result.findings + problems)

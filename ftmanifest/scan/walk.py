@@ -44,15 +44,23 @@ def _special(mode: int) -> str | None:
     return next((name for test, name in _KINDS if test(mode)), None)
 
 
-def walk(paths: Iterable[Path]) -> tuple[list[Path], list[Finding]]:
-    """(files to scan, findings for what could not be walked), in a stable order."""
+def walk(
+    paths: Iterable[Path], *, symlink_root: Path | None = None
+) -> tuple[list[Path], list[Finding]]:
+    """(files to scan, findings for what could not be walked), in a stable order.
+
+    Links may lead anywhere inside the folder being walked, or inside
+    ``symlink_root`` when given (a Hugging Face snapshot's files link to
+    ``../../blobs`` of its repository folder).
+    """
     files: list[Path] = []
     problems: list[Finding] = []
     for top in paths:
         name = os.fspath(top)
         if not os.path.lexists(name):
             raise InputNotFoundError("path does not exist", path=name, hint="check the path")
-        _visit(name, os.path.realpath(name), set(), files, problems, top=True)
+        boundary = os.path.realpath(symlink_root if symlink_root is not None else name)
+        _visit(name, boundary, set(), files, problems, top=True)
     return files, problems
 
 
