@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from safetensors.torch import save_file
 
 from ftmanifest.findings import Finding
@@ -142,3 +144,96 @@ def test_finding_shape(tmp_path: Path) -> None:
     found = check_safetensors(_build(tmp_path / "x", b'{"a":1}', b"", n=10**9))
     assert isinstance(found[0], Finding) and found[0].severity == "error"
     assert found[0].path == str(tmp_path / "x")
+
+
+def _scanned(path: Path) -> list[Finding]:
+    from ftmanifest.scan.text import scan_text
+
+    return [f for f in scan_binary(path, "safetensors", scan_text) if f.kind != "malformed"]
+
+
+def test_tensor_names_metadata_keys_and_extra_fields_are_scanned(tmp_path: Path) -> None:
+    header, body = _split(_real(tmp_path, {f"note {TOKEN}": "v"}))
+    header["layer.ghp_SulEETldq8b8Vw2zbJYAxyL1aCcTlN99mhWp"] = header.pop("b")
+    header["a"]["comment"] = "mail ana.silva@uni-lisboa.pt"
+    path = _build(tmp_path / "k.safetensors", json.dumps(header).encode(), body)
+    found = _scanned(path)
+    parts = sorted((f.rule, f.extra["header_part"]) for f in found)
+    assert parts == [
+        ("pii.email", "tensor-field"),
+        ("secret.github-pat", "tensor-name"),
+        ("secret.huggingface-token", "metadata-key"),
+    ], parts
+    assert all(f.line is None and f.column is None for f in found)
+    assert all(TOKEN not in (f.excerpt or "") + f.message + str(f.extra) for f in found)
+
+
+def _dims_header(tmp_path: Path, shape: list[int], nbytes: int) -> Path:
+    info = {"dtype": "U8", "shape": shape, "data_offsets": [0, nbytes]}
+    return _build(tmp_path / "dims.safetensors", json.dumps({"a": info}).encode(), b"\0" * nbytes)
+
+
+def test_huge_shape_overflow_stops_at_the_first_overflow() -> None:
+    from ftmanifest.scan.safetensors import numel
+
+    seen = 0
+
+    def dims():  # type: ignore[no-untyped-def]
+        nonlocal seen
+        for _ in range(300_000):
+            seen += 1
+            yield 2**62
+
+    assert numel(dims()) is None and seen == 2
+    assert numel([0, 2**62, 2**62]) == 0  # the library folds left: 0 first never overflows
+    assert numel([2**62, 2**62, 0]) is None
+    assert numel([2**64]) is None and numel([]) == 1
+
+
+def test_300000_dimension_header_is_judged_quickly(tmp_path: Path) -> None:
+    import time
+
+    path = _dims_header(tmp_path, [2**62] * 300_000, 1)
+    t = time.perf_counter()
+    rules = _rules(path)
+    assert time.perf_counter() - t < 2.0  # generous guard; was a hang
+    assert rules == ["safetensors.shape-overflow"]
+
+
+def test_many_unit_dimensions_are_accepted_like_the_library(tmp_path: Path) -> None:
+    assert _rules(_dims_header(tmp_path, [1] * 300_000, 1)) == []
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text(max_size=20),
+    lambda kids: (
+        st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4)
+    ),
+    max_leaves=20,
+)
+_entry = st.fixed_dictionaries(
+    {
+        "dtype": st.sampled_from(["F32", "U8", "F4", "X"]),
+        "shape": st.lists(st.integers(0, 2**65) | st.just(2**62), max_size=6),
+        "data_offsets": st.lists(st.integers(-1, 64), min_size=2, max_size=2),
+    },
+    optional={"extra": _json},
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    header=st.dictionaries(st.text(max_size=10), _entry | _json, max_size=4),
+    body=st.binary(max_size=64),
+    cut=st.integers(0, 8),
+)
+def test_fuzzed_headers_never_raise(tmp_path: Path, header: dict, body: bytes, cut: int) -> None:
+    from ftmanifest.scan.text import scan_text
+
+    raw = json.dumps(header).encode()
+    raw = raw[: len(raw) - cut] if cut < 4 else raw
+    found = scan_binary(_build(tmp_path / "f.safetensors", raw, body), "safetensors", scan_text)
+    assert all(f.kind in ("malformed", "secret", "pii") and f.path for f in found)
+    assert all(f.line is None for f in found if f.kind != "malformed")
