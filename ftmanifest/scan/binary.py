@@ -1,43 +1,51 @@
-"""Scan one binary artifact: pickles, torch archives, numpy files, safetensors.
+"""Scan one binary artifact: pickles, numpy files, compressed streams, archives.
 
-Layer: edge of the scanner (opens files and zip members, streams them) over the
-pure walkers in ``pickles``/``safetensors``.  Nothing is ever unpickled.  Called
-by the scan engine with the format ``sniff.detect_format`` found; every defect,
-cap or unreadable part becomes a finding - this function does not raise on bad
-input.
+Layer: edge of the scanner (opens files, streams them) over the pure walkers in
+``pickles``/``npy``/``safetensors``; ``compressed`` inflates and
+``torch_archive`` opens zip and tar containers.  Nothing is ever unpickled.
+Called by the scan engine with the format ``sniff.detect_format`` found; every
+defect, cap or unreadable part becomes a finding - this function does not
+raise on bad input.  A stream is judged by what its loader would do: a file
+that cannot be judged is ``not-scanned`` with severity error, never clean.
+Memory stays bounded by a few ``CHUNK``s whatever the size of the input.
 """
 
 from __future__ import annotations
 
-import ast
+import codecs
+import hashlib
 import io
-import struct
-import zipfile
-import zlib
-from collections import Counter
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from ftmanifest.findings import Finding
-from ftmanifest.scan.pickle_allowlist import (
-    HINT,
-    fingerprint,
-    judge,
-    not_scanned,
-    weights_finding,
-)
-from ftmanifest.scan.pickles import PickleWalker, is_flat_tensor_mapping
+from ftmanifest.scan import npy as npy_header
+from ftmanifest.scan.compressed import MAX_INFLATED, Inflated, compression_of, open_inflated
+from ftmanifest.scan.pickle_allowlist import HINT, fingerprint, judge, weights_finding
+from ftmanifest.scan.pickle_allowlist import not_scanned as _not_scanned
+from ftmanifest.scan.pickle_ops import CHUNK
+from ftmanifest.scan.pickles import PickleWalker, WalkResult, is_flat_tensor_mapping
+from ftmanifest.scan.readers import looks_text
 from ftmanifest.scan.safetensors import MAX_HEADER, check_safetensors
+from ftmanifest.scan.sniff import TORCH_MAGIC
 
 TextScanner = Callable[..., list[Finding]]
-BINARY_FORMATS = frozenset({"safetensors", "pickle", "torch-zip", "torch-legacy", "npy", "npz"})
+Opener = Callable[[], IO[bytes]]
+BINARY_FORMATS = frozenset(
+    {"safetensors", "pickle", "torch-zip", "torch-legacy", "npy", "npz", "zip", "tar"}
+    | {"gzip", "binary"}  # judged by content: compressed streams, legacy torch tars
+)
 # A pickle in a file with one of these names pretends to be something safe.
 PICKLE_FREE_SUFFIXES = frozenset({".safetensors", ".json", ".jsonl", ".txt", ".csv", ".gguf"})
 LEGACY_PICKLES = 5  # magic, protocol, sys_info, main object, storage keys
-NPY_MAX_HEADER = 1 << 20
-IN_MEMORY = 64 << 20  # zip members up to this size are read whole
+_LEGACY_MARKS = (TORCH_MAGIC.to_bytes(10, "little"), b"L" + str(TORCH_MAGIC).encode())
+SEEN_CAP = 1 << 16  # digests of strings already handed to the text scanner
+HEAD = 64
+# an import that could be real; tensor bytes that walk as GLOBAL never look like this
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,14 @@ class BinaryLimits:
     max_opcodes: int = 2_000_000
     max_header_bytes: int = MAX_HEADER
     max_members: int = 10_000
+    max_inflated_bytes: int = MAX_INFLATED  # per compressed stream or zip member
+    max_nesting: int = 3  # compressed streams inside compressed streams
+
+
+def not_scanned(path: str, message: str, member: str | None = None, rule: str = "") -> Finding:
+    """A part that could not be judged: an error, as issue 9 asks - never silently clean."""
+    f = _not_scanned(path, message, member, rule or "scan.over-cap")
+    return f._replace(severity="error")
 
 
 def scan_binary(
@@ -57,34 +73,27 @@ def scan_binary(
     allow: Iterable[str] = (),
 ) -> list[Finding]:
     """Findings for one file of a binary ``fmt`` (one of ``BINARY_FORMATS``)."""
-    ctx = _Ctx(path, text_scanner, limits or BinaryLimits(), frozenset(allow))
+    from ftmanifest.scan import torch_archive
+
+    ctx = Ctx(path, text_scanner, limits or BinaryLimits(), frozenset(allow))
     try:
         if fmt == "safetensors":
             return check_safetensors(
                 path, text_scanner=text_scanner, max_header=ctx.limits.max_header_bytes
             )
         if fmt not in BINARY_FORMATS:
-            return [
-                not_scanned(
-                    str(path), f"no binary scanner for format {fmt!r}", rule="scan.unknown-format"
-                )
-            ]
+            msg = f"no binary scanner for format {fmt!r}"
+            return [not_scanned(str(path), msg, rule="scan.unknown-format")]
         out = _disguise(path, fmt)
-        if fmt in ("pickle", "torch-legacy"):
-            with open(path, "rb") as fh:
-                out += ctx.pickles(fh, None, LEGACY_PICKLES if fmt == "torch-legacy" else 1)
-        elif fmt == "npy":
-            with open(path, "rb") as fh:
-                out += ctx.npy(fh, None)
-        else:
-            out += ctx.archive(fmt)
-        return out
+        if fmt in ("torch-zip", "npz", "zip"):
+            return out + torch_archive.scan_zip(ctx, fmt)
+        if fmt == "tar" or (fmt == "binary" and torch_archive.is_tar(path)):
+            return out + torch_archive.scan_tar(ctx)
+        kind = {"pickle": "pickle", "torch-legacy": "torch-legacy", "npy": "npy"}.get(fmt)
+        return out + ctx.content(lambda: open(path, "rb"), None, kind=kind)
     except OSError as exc:
-        return [
-            not_scanned(
-                str(path), f"cannot read file: {exc.strerror or exc}", rule="scan.unreadable"
-            )
-        ]
+        why = f"cannot read file: {exc.strerror or exc}"
+        return [not_scanned(str(path), why, rule="scan.unreadable")]
 
 
 def _disguise(path: Path, fmt: str) -> list[Finding]:
@@ -105,7 +114,32 @@ def _disguise(path: Path, fmt: str) -> list[Finding]:
     ]
 
 
-class _Ctx:
+def content_kind(head: bytes) -> str:
+    """What a stream holds, from its first bytes: a hint, checked by walking."""
+    if head.startswith(npy_header.MAGIC):
+        return "npy"
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return "zip"
+    if any(mark in head[:HEAD] for mark in _LEGACY_MARKS):
+        return "torch-legacy"
+    if len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5:
+        return "pickle"
+    return compression_of(head) or "unknown"
+
+
+def _capped(fh: object) -> Inflated | None:
+    """The innermost inflating layer under ``fh`` that hit its cap or failed."""
+    found = None
+    while fh is not None:
+        if isinstance(fh, Inflated) and (fh.capped or fh.error):
+            found = fh
+        fh = getattr(fh, "raw", None)
+    return found
+
+
+class Ctx:
+    """One file being scanned: its limits, allowlist and string sink."""
+
     def __init__(
         self, path: Path, scanner: TextScanner | None, limits: BinaryLimits, allow: frozenset[str]
     ) -> None:
@@ -115,27 +149,97 @@ class _Ctx:
     def _sink(self, member: str | None, out: list[Finding]) -> Callable[[int, str], None] | None:
         if self.scanner is None:
             return None
-        scanner, where, seen, reported = self.scanner, self.where, set(), set()
+        scanner, where = self.scanner, self.where
+        seen: set[bytes] = set()  # digests, not texts: a huge string is many pieces
+        reported: set[tuple[int, str, str | None]] = set()
 
         def sink(offset: int, text: str) -> None:
-            if text in seen:
+            key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+            if key in seen:
                 return
-            seen.add(text)
+            if len(seen) >= SEEN_CAP:
+                seen.clear()
+            seen.add(key)
             for f in scanner(text, path=where, extra={"offset": offset, "member": member}):
-                key = (offset, f.rule, f.fingerprint)  # overlapping pieces of one constant
-                if key not in reported:
-                    reported.add(key)
+                fkey = (offset, f.rule, f.fingerprint)  # overlapping pieces of one constant
+                if fkey not in reported:
+                    reported.add(fkey)
                     out.append(f)
 
         return sink
 
-    def pickles(self, fh: IO[bytes], member: str | None, count: int) -> list[Finding]:
+    def content(
+        self,
+        opener: Opener,
+        member: str | None,
+        *,
+        kind: str | None = None,
+        depth: int = 0,
+        optional: bool = False,
+    ) -> list[Finding]:
+        """Judge one stream; ``kind`` forces a format, else it is sniffed.
+
+        ``optional`` marks a member no loader reads by name (a tensor storage):
+        there, bytes that are neither a pickle nor a known container are data.
+        """
+        with opener() as fh:
+            reader: Any = fh if hasattr(fh, "peek") else io.BufferedReader(cast(Any, fh))
+            kind = kind or content_kind(reader.peek(HEAD)[:HEAD])
+            out = self._judge(opener, reader, member, kind, depth, optional)
+            broken = _capped(reader)
+        if broken is not None and broken.capped:
+            out = [f for f in out if f.rule != "pickle.truncated"]
+            cap = self.limits.max_inflated_bytes
+            out.append(not_scanned(self.where, f"inflates past {cap} bytes", member))
+        elif broken is not None and (out or not optional):
+            why = f"{broken.kind} stream unreadable: {broken.error}"
+            out.append(not_scanned(self.where, why, member, "scan.unreadable"))
+        return out
+
+    def _judge(
+        self, opener: Opener, fh: IO[bytes], member: str | None, kind: str, depth: int, opt: bool
+    ) -> list[Finding]:
+        if kind == "npy":
+            return self.npy(fh, member)
+        if kind in ("pickle", "torch-legacy") and not opt:
+            return self.pickles(fh, member, LEGACY_PICKLES if kind == "torch-legacy" else 1)[0]
+        if kind in ("gzip", "bz2", "xz", "lzma", "zlib", "joblib-zfile", "lz4"):
+            if kind == "lz4" or depth >= self.limits.max_nesting:
+                why = "lz4 (no decompressor)" if kind == "lz4" else "compressed too deep"
+                return [] if opt else [not_scanned(self.where, why, member)]
+            cap = self.limits.max_inflated_bytes
+
+            def inner() -> IO[bytes]:
+                return open_inflated(opener(), kind, cap)
+
+            found = self.content(inner, member, depth=depth + 1, optional=opt)
+            return [f._replace(extra={**f.extra, "compressed": kind}) for f in found]
+        if kind == "zip":
+            why = "an archive inside a stream is not opened"
+            return [] if opt else [not_scanned(self.where, why, member)]
+        # protocol 0/1 pickles have no magic: walk, and call it a pickle if it is one
+        found, res = self.pickles(fh, member, 1)
+        named = [i for i in res.imports if _NAME.fullmatch(i.dotted)]
+        if named or (res.stopped and res.opcodes >= 2 and not res.problems):
+            return found
+        if opt:
+            return []
+        with opener() as again:
+            head = again.read(HEAD)
+            if looks_text(head):
+                return self.text(again, member, head)
+        return [not_scanned(self.where, "content is neither a pickle nor text", member)]
+
+    def pickles(
+        self, fh: IO[bytes], member: str | None, count: int
+    ) -> tuple[list[Finding], WalkResult]:
         """Walk ``count`` consecutive pickles (a legacy torch file has five)."""
         out: list[Finding] = []
         strings: list[Finding] = []
         sink = self._sink(member, strings)
         pos = 0
         flat = False
+        first: WalkResult | None = None
         for index in range(count):
             res = PickleWalker(
                 fh,
@@ -144,6 +248,7 @@ class _Ctx:
                 max_opcodes=self.limits.max_opcodes,
                 base=pos,
             ).walk()
+            first = first or res
             pos = res.end
             out += judge(res, path=self.where, member=member, allow=self.allow, weights_check=False)
             if index == min(3, count - 1):
@@ -152,124 +257,43 @@ class _Ctx:
                 break
         if flat and not out:
             out.append(weights_finding(self.where, member))
-        return out + strings
+        out = [f._replace(severity="error") if f.kind == "not-scanned" else f for f in out]
+        assert first is not None
+        return out + strings, first
 
     def npy(self, fh: IO[bytes], member: str | None) -> list[Finding]:
-        """Parse an .npy header; an object dtype means a pickle follows."""
+        """Parse an .npy header; when numpy would read objects, walk their pickle."""
         try:
-            descr = _npy_descr(fh)
-        except ValueError as exc:
-            return [_malformed(self.where, "npy.bad-header", str(exc), member)]
-        if not _has_object(descr):
-            return []
-        return self.pickles(fh, member, 1)
+            header = npy_header.read_header(fh)
+            objects = npy_header.holds_objects(header.descr)
+        except npy_header.UnknownDescr as exc:
+            why = f"npy dtype cannot be judged: {exc}"
+            return [not_scanned(self.where, why, member, "npy.unknown-descr")]
+        except npy_header.NpyError as exc:
+            return [malformed(self.where, "npy.bad-header", str(exc), member)]
+        return self.pickles(fh, member, 1)[0] if objects else []
 
-    def archive(self, fmt: str) -> list[Finding]:
+    def text(self, fh: IO[bytes], member: str | None, head: bytes = b"") -> list[Finding]:
+        """Hand inflated text (``head``, then the rest of ``fh``) to the text scanner."""
+        if self.scanner is None:
+            return []
         out: list[Finding] = []
-        try:
-            zf = zipfile.ZipFile(self.path)
-        except (zipfile.BadZipFile, ValueError, EOFError) as exc:
-            return [_malformed(self.where, "zip.unreadable", f"cannot open archive: {exc}")]
-        with zf:
-            infos = zf.infolist()
-            suffix = ".npy" if fmt == "npz" else ".pkl"
-            wanted = [i for i in infos if i.filename.endswith(suffix) and not i.is_dir()]
-            if len(wanted) > self.limits.max_members:
-                cap = self.limits.max_members
-                out.append(not_scanned(self.where, f"archive has over {cap} {suffix} members"))
-                wanted = wanted[:cap]
-            names = Counter(i.filename for i in infos)
-            for name, n in names.items():
-                if n > 1:
-                    out.append(
-                        _malformed(
-                            self.where,
-                            "zip.duplicate-member",
-                            f"member {name!r} appears {n} times",
-                            name,
-                        )
-                    )
-            data_pkls = [i.filename for i in infos if i.filename.rsplit("/", 1)[-1] == "data.pkl"]
-            if len(data_pkls) > 1:
-                out.append(
-                    _malformed(
-                        self.where,
-                        "torch.multiple-data-pkl",
-                        f"archive holds {len(data_pkls)} data.pkl members; loaders read only one",
-                    )
-                )
-            for info in wanted:
-                out += self._member(zf, info, fmt)
+        reported: set[tuple[str, str | None]] = set()
+        dec = codecs.getincrementaldecoder("utf-8")("replace")
+        tail, offset = "", 0
+        while chunk := head + fh.read(CHUNK):
+            head = b""
+            joined = tail + dec.decode(chunk)
+            extra = {"offset": offset, "member": member}
+            for f in self.scanner(joined, path=self.where, extra=extra):
+                if (f.rule, f.fingerprint) not in reported:
+                    reported.add((f.rule, f.fingerprint))
+                    out.append(f)
+            tail, offset = joined[-(16 << 10) :], offset + len(chunk)
         return out
 
-    def _member(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, fmt: str) -> list[Finding]:
-        name = info.filename
-        if info.file_size > self.limits.max_pickle_bytes:
-            return [not_scanned(self.where, f"member {name} is over the size cap", name)]
-        try:
-            with zf.open(info) as member:
-                # small members (every real data.pkl) are read whole: per-opcode reads
-                # on a zip stream are slow; big ones stay streamed.
-                fh: IO[bytes] = member
-                if info.file_size <= IN_MEMORY:
-                    fh = io.BytesIO(member.read(IN_MEMORY + 1))
-                return self.npy(fh, name) if fmt == "npz" else self.pickles(fh, name, 1)
-        except (
-            zipfile.BadZipFile,
-            zlib.error,
-            EOFError,
-            NotImplementedError,
-            RuntimeError,
-            ValueError,
-        ) as exc:
-            return [
-                not_scanned(
-                    self.where, f"cannot read member {name}: {exc}", name, "scan.unreadable"
-                )
-            ]
 
-
-def _npy_descr(fh: IO[bytes]) -> Any:
-    magic = fh.read(8)
-    if len(magic) < 8 or not magic.startswith(b"\x93NUMPY"):
-        raise ValueError("missing the \\x93NUMPY magic")
-    major = magic[6]
-    if major not in (1, 2, 3):
-        raise ValueError(f"unknown npy version {major}.{magic[7]}")
-    size_fmt = "<H" if major == 1 else "<I"
-    raw = fh.read(struct.calcsize(size_fmt))
-    if len(raw) < struct.calcsize(size_fmt):
-        raise ValueError("truncated npy header")
-    (hlen,) = struct.unpack(size_fmt, raw)
-    if hlen > NPY_MAX_HEADER:
-        raise ValueError(f"npy header of {hlen} bytes is over the cap")
-    header = fh.read(hlen)
-    if len(header) < hlen:
-        raise ValueError("truncated npy header")
-    try:
-        text = header.decode("utf-8" if major == 3 else "latin-1")
-        meta = ast.literal_eval(text)  # literals only: never evaluates code
-    except (UnicodeDecodeError, ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        raise ValueError("npy header is not a Python literal") from None
-    if not isinstance(meta, dict) or not {"descr", "fortran_order", "shape"} <= meta.keys():
-        raise ValueError("npy header lacks descr/fortran_order/shape")
-    return meta["descr"]
-
-
-def _has_object(descr: Any, depth: int = 0) -> bool:
-    """True when a dtype description holds an object field (pickled data follows)."""
-    if depth > 64:
-        return True
-    if isinstance(descr, str):
-        return descr.lstrip("|<>=").startswith("O")
-    if isinstance(descr, list):
-        return any(_has_object(f, depth + 1) for f in descr)
-    if isinstance(descr, tuple) and len(descr) >= 2:
-        return _has_object(descr[1], depth + 1)
-    return False
-
-
-def _malformed(where: str, rule: str, message: str, member: str | None = None) -> Finding:
+def malformed(where: str, rule: str, message: str, member: str | None = None) -> Finding:
     return Finding(
         kind="malformed",
         rule=rule,
