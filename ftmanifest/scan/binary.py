@@ -257,6 +257,10 @@ class Ctx:
                 break
         if flat and not out:
             out.append(weights_finding(self.where, member))
+        if not res.stopped and not res.capped:
+            # a walk cut short (joblib writes array bytes between opcodes): what
+            # follows is not judged, so the defect that stopped it is an error
+            out = [f._replace(severity="error") if f.kind == "malformed" else f for f in out]
         out = [f._replace(severity="error") if f.kind == "not-scanned" else f for f in out]
         assert first is not None
         return out + strings, first
