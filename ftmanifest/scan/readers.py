@@ -1,4 +1,4 @@
-"""Text readers: plain-text byte ranges, gzip streams and Parquet string columns.
+"""Text readers: plain-text byte ranges and gzip streams (Parquet: ``scan.parquet``).
 
 Layer: edge (reads files).  Text is streamed in bounded chunks cut at
 newlines (with an overlap when a single line is longer than a chunk) and
@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ftmanifest.findings import Finding
+from ftmanifest.scan.parquet import scan_parquet
 from ftmanifest.scan.text import not_scanned, scan_buffer
+
+__all__ = ["scan_gzip", "scan_parquet", "scan_text_range", "sniff"]
 
 CHUNK = 4 << 20  # bytes handed to the matcher at once
 OVERLAP = 16 << 10  # rescanned across every cut: longer than any match (JWT <= 12,100 bytes)
@@ -157,29 +160,3 @@ def scan_gzip(path: Path, secrets: bool, pii: bool, engine: str | None) -> list[
     except (OSError, EOFError, zlib.error) as exc:
         return [not_scanned(path, f"gzip stream unreadable ({exc})")]
     return [f._replace(extra={**f.extra, "compressed": "gzip"}) for f in found]
-
-
-def scan_parquet(path: Path, secrets: bool, pii: bool, engine: str | None) -> list[Finding]:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        return [not_scanned(path, "Parquet needs pyarrow", "pip install pyarrow")]
-    out: list[Finding] = []
-    try:
-        pf = pq.ParquetFile(path)
-        row0 = 0
-        for batch in pf.iter_batches(batch_size=8192):
-            for name, col in zip(batch.schema.names, batch.columns, strict=True):
-                if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-                    continue
-                values = [(v or "").replace("\n", " ") for v in col.to_pylist()]
-                buf = "\n".join(values).encode("utf-8", "surrogatepass")
-                for f in scan_buffer(buf, path=str(path), secrets=secrets, pii=pii, engine=engine):
-                    info = {**f.extra, "row": row0 + (f.line or 1), "column": name}
-                    info.pop("span", None)
-                    out.append(f._replace(line=None, column=None, extra=info))
-            row0 += batch.num_rows
-    except (OSError, pa.ArrowException) as exc:
-        return out + [not_scanned(path, f"Parquet unreadable ({exc})")]
-    return out

@@ -133,7 +133,7 @@ def check_safetensors(
                 rule="scan.unreadable",
                 message=f"cannot read file: {exc.strerror or exc}",
                 path=where,
-                severity="warning",
+                severity="error",
             )
         ]
     try:

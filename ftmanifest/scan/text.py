@@ -89,7 +89,8 @@ def scan_text(
 
 
 def not_scanned(path: Path, why: str, hint: str | None = None) -> Finding:
+    """What could not be read or judged: an error, never silently clean (issue 9)."""
     return Finding(
         kind="not-scanned", rule="scan.not-scanned", message=f"not scanned: {why}",
-        path=str(path), severity="warning", hint=hint,
+        path=str(path), severity="error", hint=hint,
     )  # fmt: skip

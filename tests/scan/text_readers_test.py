@@ -93,3 +93,10 @@ def test_five_megabyte_line_is_bounded(tmp_path, engine: str) -> None:
     # pattern would make this test hang rather than pass.
     found = scan_paths([p], ScanOptions(engine=engine)).findings
     assert [f.rule for f in found] == ["secret.github-pat"] and found[0].line == 1
+
+
+def test_not_scanned_is_an_error(tmp_path) -> None:
+    p = tmp_path / "blob.dat"
+    p.write_bytes(bytes(range(256)) * 4)
+    (f,) = scan_paths([p]).findings
+    assert (f.kind, f.severity) == ("not-scanned", "error")
