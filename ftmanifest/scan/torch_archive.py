@@ -88,7 +88,8 @@ def _member(ctx: Ctx, zf: zipfile.ZipFile, info: zipfile.ZipInfo, fmt: str) -> l
         return io.BufferedReader(zf.open(info), buffer_size=CHUNK)  # type: ignore[type-var]
 
     try:
-        out = ctx.content(opener, name, kind=kind, optional=kind is None)
+        # a plain zip's text members are text-scanned, its unknown ones not-scanned
+        out = ctx.content(opener, name, kind=kind, optional=kind is None and fmt != "zip")
         with zf.open(info) as whole:  # zipfile checks the CRC-32 at the end
             while whole.read(CHUNK):
                 pass
