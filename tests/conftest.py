@@ -100,38 +100,42 @@ def git(cwd: Path, *args: str) -> None:
     )
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A training repo: model folder, data, scripts, baseline, and a locked manifest for them."""
+PROJECT_FILES = {
+    "model/config.json": '{"model_type": "llama"}\n',
+    "model/model.safetensors": "w" * 4096,
+    "data/train.jsonl": "".join(f'{{"text": "doc {i}", "label": "billing"}}\n' for i in range(5)),
+    "data/eval.jsonl": '{"text": "e", "label": "returns"}\n',
+    "data/test.jsonl": '{"text": "t", "label": "account"}\n',
+    "requirements.lock": "torch==2.13.0\n",
+    "scripts/clean_tickets.py": "print('clean')\n",
+    "scripts/chat_template.py": "print('template')\n",
+    "eval/zero.jsonl": "{}\n",
+    "eval/cfg.yaml": "k: 1\n",
+    ".gitignore": "out/\n",
+}
+
+
+def write_project(
+    root: Path, files: dict[str, str | None] | None = None, *, train: str = "data/train.jsonl"
+) -> Path:
+    """A committed training repo with a locked manifest (the docroute example, made local).
+
+    ``files`` replace, add to or (with None) drop from ``PROJECT_FILES``;
+    ``train`` is the training data's path (a file or a folder of shards).
+    """
     from ftmanifest.lock import lock_manifest
 
-    for k, v in ENV.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setenv("FTMANIFEST_CACHE_DIR", str(tmp_path / "cache"))
-    root = tmp_path / "repo"
-    files = {
-        "model/config.json": '{"model_type": "llama"}\n',
-        "model/model.safetensors": "w" * 4096,
-        "data/train.jsonl": "".join(
-            f'{{"text": "doc {i}", "label": "billing"}}\n' for i in range(5)
-        ),
-        "data/eval.jsonl": '{"text": "e", "label": "returns"}\n',
-        "data/test.jsonl": '{"text": "t", "label": "account"}\n',
-        "requirements.lock": "torch==2.13.0\n",
-        "scripts/clean_tickets.py": "print('clean')\n",
-        "scripts/chat_template.py": "print('template')\n",
-        "eval/zero.jsonl": "{}\n",
-        "eval/cfg.yaml": "k: 1\n",
-        ".gitignore": "out/\n",
-    }
-    for rel, text in files.items():
+    for rel, text in {**PROJECT_FILES, **(files or {})}.items():
+        if text is None:
+            continue
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     text = CLF.read_text()
     text = text.replace("  repo: Qwen/Qwen2.5-0.5B-Instruct\n", "  path: model\n")
     text = "\n".join(line for line in text.splitlines() if not line.startswith("  revision: "))
     text = (
-        text.replace("data/docroute/", "data/")
+        text.replace("data/docroute/train.jsonl", train)
+        .replace("data/docroute/", "data/")
         .replace("eval/baseline/zero-shot-results.jsonl", "eval/zero.jsonl")
         .replace("eval/docroute-eval-v3.yaml", "eval/cfg.yaml")
     ) + "\n"
@@ -141,6 +145,15 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     git(root, "commit", "-qm", "training code")
     lock_manifest(root / "exp.yaml")
     return root / "exp.yaml"
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A training repo: model folder, data, scripts, baseline, and a locked manifest for them."""
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("FTMANIFEST_CACHE_DIR", str(tmp_path / "cache"))
+    return write_project(tmp_path / "repo")
 
 
 HUB_MANIFEST = """\

@@ -24,44 +24,19 @@ from ftmanifest.errors import FtManifestError
 from ftmanifest.integrations.example import build_hub_cache
 from ftmanifest.lock import lock_manifest
 from ftmanifest.verify import verify_manifest
-from tests.conftest import CLF, ENV, HUB_MANIFEST, git
+from tests.conftest import ENV, HUB_MANIFEST, git, write_project
 
 Mutation = Callable[[Path, st.DataObject], None]
 
 
 def _local_template(root: Path) -> Path:
-    files = {
-        "model/config.json": '{"model_type": "llama"}\n',
-        "model/model.safetensors": "w" * 4096,
+    shards: dict[str, str | None] = {
+        "data/train.jsonl": None,
         "model/tokenizer.json": '{"version": "1.0"}\n',
         "data/shards/part0.jsonl": "".join(f'{{"text": "a{i}"}}\n' for i in range(4)),
         "data/shards/part1.jsonl": "".join(f'{{"text": "b{i}"}}\n' for i in range(3)),
-        "data/eval.jsonl": '{"text": "e", "label": "returns"}\n',
-        "data/test.jsonl": '{"text": "t", "label": "account"}\n',
-        "requirements.lock": "torch==2.13.0\n",
-        "scripts/clean_tickets.py": "print('clean')\n",
-        "scripts/chat_template.py": "print('template')\n",
-        "eval/zero.jsonl": "{}\n",
-        "eval/cfg.yaml": "k: 1\n",
     }
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    text = CLF.read_text()
-    text = text.replace("  repo: Qwen/Qwen2.5-0.5B-Instruct\n", "  path: model\n")
-    text = "\n".join(line for line in text.splitlines() if not line.startswith("  revision: "))
-    text = (
-        text.replace("data/docroute/train.jsonl", "data/shards")
-        .replace("data/docroute/", "data/")
-        .replace("eval/baseline/zero-shot-results.jsonl", "eval/zero.jsonl")
-        .replace("eval/docroute-eval-v3.yaml", "eval/cfg.yaml")
-    ) + "\n"
-    (root / "exp.yaml").write_text(text)
-    git(root, "init", "-q")
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "training code")
-    lock_manifest(root / "exp.yaml")
-    return root / "exp.yaml"
+    return write_project(root, shards, train="data/shards")
 
 
 def _hub_template(root: Path) -> Path:

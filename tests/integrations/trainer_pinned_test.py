@@ -26,7 +26,6 @@ from transformers import (
     LlamaConfig,
     LlamaForCausalLM,
     Trainer,
-    TrainingArguments,
 )
 
 from ftmanifest.errors import EXIT_INPUT, UsageError
@@ -35,7 +34,7 @@ from ftmanifest.integrations.example import (
     build_hub_cache,
     build_model,
     default_corpus,
-    lm_examples,
+    tiny_trainer,
 )
 from ftmanifest.integrations.model_origin import ORIGIN_RULE, WEIGHTS_RULE, unwrap_model
 from ftmanifest.integrations.transformers import (
@@ -103,21 +102,12 @@ def tok(other_weights: Path) -> Any:
 
 
 def _trainer(model: Any, tok: Any, manifest: Path, out: Path, **options: Any) -> Trainer:
-    """A real Trainer on the example's data for ``model`` (tiny_trainer loads its own)."""
-    args = TrainingArguments(
-        output_dir=str(out),
-        max_steps=STEPS,
-        per_device_train_batch_size=4,
-        learning_rate=1e-2,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        disable_tqdm=True,
-        logging_strategy="no",
-    )
-    data = lm_examples(manifest.parent / "data" / "train.jsonl", tok, seq_len=24)
+    """A real Trainer on the example's data for ``model``, guarded by ``manifest``."""
     guard = FtManifestCallback(manifest, signature=False, **options)
-    return Trainer(model=model, args=args, train_dataset=data, callbacks=[guard])
+    trainer: Trainer = tiny_trainer(
+        manifest.parent, out, [guard], max_steps=STEPS, model=model, tokenizer=tok
+    )
+    return trainer
 
 
 def _refused(trainer: Trainer) -> DriftRefusedError:
