@@ -1,0 +1,167 @@
+"""Phone-number rules: international (``+44 20 ...``) and national formats.
+
+Layer: pure core (scan rules).  Cheap anchors propose digit-ish candidates in
+the shapes people print (``(505) 658-5596``, ``020 7946 0958``, ``030/1234567``,
+``06 12 34 56 78``); shape checks drop dates, versions, times and digit groups
+that belong to a longer number; Google's libphonenumber metadata (the
+``phonenumbers`` package, imported on first use) has the last word:
+``parse`` + ``is_valid_number``.  A national number is tried against each
+region of :func:`regions` (issue 9): ``DEFAULT_REGIONS``, or the
+``FTMANIFEST_PHONE_REGIONS`` environment variable (``US,GB``), or
+:func:`set_regions`.  An unformatted national number needs a phone keyword
+just before it; international numbers are checked whatever the regions.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from ftmanifest.scan.rules import Rule
+
+Match = Any
+
+# NANP (US/CA and the Caribbean), then the largest European locales and Australia.
+DEFAULT_REGIONS: tuple[str, ...] = ("US", "GB", "DE", "FR", "ES", "IT", "NL", "AU")
+_regions: tuple[str, ...] | None = None
+
+_ALNUM = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_LEFT_BAD = _ALNUM | frozenset(b"_+=.,:/#$-\\")
+_GROUP_BEFORE = re.compile(rb"(?:[0-9][ .\-/]|\+[0-9]{1,3}[ .\-]?\(?|\(0\) ?)\Z")
+_GROUP_AFTER = re.compile(rb"[ .,\-/][0-9]|[0-9A-Za-z_]")
+_DATE = re.compile(
+    rb"[0-9]{1,2}([./\-])[0-9]{1,2}\1[0-9]{2,4}|[0-9]{4}([./\-])[0-9]{1,2}\2[0-9]{1,2}"
+)
+_DOTTED = re.compile(rb"0[1-9](?:\.[0-9]{2}){4}|[2-9][0-9]{2}\.[2-9][0-9]{2}\.[0-9]{4}")
+_CONTEXT = re.compile(
+    rb"(?:tel|phone|call|mobile?|cell|fax|handy|telefon|t\xc3\xa9l\xc3\xa9phone|portable"
+    rb"|m\xc3\xb3vil|tel\xc3\xa9fono|whatsapp|contact)[a-z]{0,3}\.?\s{0,3}[:=#]?\s{0,3}[\"']?\s{0,2}\Z"
+)
+
+
+def set_regions(codes: Iterable[str] | None) -> None:
+    """Regions whose national formats are recognised; None: the environment or default."""
+    global _regions
+    if codes is None:
+        env = os.environ.get("FTMANIFEST_PHONE_REGIONS", "")
+        codes = [c for c in env.split(",") if c.strip()] or DEFAULT_REGIONS
+    import phonenumbers
+
+    out = tuple(c.strip().upper() for c in codes)
+    unknown = [c for c in out if c not in phonenumbers.SUPPORTED_REGIONS]
+    if unknown:
+        raise ValueError(f"unknown phone region(s): {', '.join(unknown)}")
+    _regions = out
+
+
+def regions() -> tuple[str, ...]:
+    if _regions is None:
+        set_regions(None)
+    assert _regions is not None
+    return _regions
+
+
+def _valid(text: str, region: str | None) -> bool:
+    import phonenumbers
+
+    try:
+        return bool(phonenumbers.is_valid_number(phonenumbers.parse(text, region)))
+    except phonenumbers.NumberParseException:
+        return False
+
+
+def international(m: Match, g: int) -> bool:
+    """``+`` and a country code, 8-15 digits (unformatted: 11+), valid for its country."""
+    buf, start, end = m.string, m.start(g), m.end(g)
+    if start > 0 and buf[start - 1] in _ALNUM | frozenset(b"+=_"):
+        return False
+    if end < len(buf) and buf[end] in _ALNUM | frozenset(b"_"):
+        return False
+    raw = m.group(g)
+    digits = sum(1 for c in raw if 48 <= c <= 57)
+    formatted = any(c in b" .-()" for c in raw[1:])
+    if not (8 <= digits <= 15 and (formatted or digits >= 11)):
+        return False
+    return _valid(raw.decode(), None)
+
+
+def national(m: Match, g: int) -> bool:
+    buf, start, end = m.string, m.start(g), m.end(g)
+    raw = m.group(g)
+    if start > 0 and buf[start - 1] in _LEFT_BAD:
+        return False
+    if _GROUP_BEFORE.search(buf, max(0, start - 6), start) or _GROUP_AFTER.match(buf, end):
+        return False  # part of a longer number, or the national part of a +CC number
+    digits = sum(1 for c in raw if 48 <= c <= 57)
+    seps = set(raw) & set(b" ./-")
+    if not 9 <= digits <= 13 or _DATE.fullmatch(raw) or raw.count(b"/") > 1:
+        return False
+    if b"." in seps and not _DOTTED.fullmatch(raw):
+        return False
+    if not seps and b"(" not in raw:
+        lo = max(0, start - 32)
+        if not _CONTEXT.search(buf[lo:start].lower()):
+            return False
+    text = raw.decode()
+    return any(_valid(text, r) for r in regions())
+
+
+PHONE_RULES: tuple[Rule, ...] = (
+    Rule(
+        "pii.phone",
+        "pii",
+        "phone number in international format",
+        r"\+[1-9][0-9]{0,2}(?:[ .\-]?\(?[0-9]{1,4}\)?)(?:[ .\-]?[0-9]{2,8}){1,5}",
+        anchors=((r"\+[1-9]", 2),),
+        anchor_left="0-9A-Za-z+=_",
+        validator=international,
+        severity="warning",
+        fwd=40,
+        true_positives=("call +49 30 1234 5678", "tel: +1 (415) 555-0132", "+447911123456"),
+        false_positives=(
+            "x+1",
+            "offset +0100",
+            "a+12345678",
+            "+1.5",
+            "2024-01-01T10:00:00+01:00",
+            "+1 000 000 0000",
+        ),  # fmt: skip
+    ),
+    Rule(
+        "pii.phone-national",
+        "pii",
+        "phone number in a national format",
+        r"\(0[1-9][0-9]{0,4}\) ?[0-9]{2,8}(?:[ \-][0-9]{2,8}){0,3}"
+        r"|\([2-9][0-9]{2}\) ?[2-9][0-9]{2}[ .\-][0-9]{4}"
+        r"|0[1-9][0-9]{0,4}(?:[ \-/.][0-9]{2,8}){1,4}"
+        r"|0[1-9][0-9]{7,11}"
+        r"|[2-9][0-9]{2}([ .\-])[2-9][0-9]{2}\1[0-9]{4}"
+        r"|[6-9][0-9]{2}(?: [0-9]{2,3}){2,3}",
+        anchors=(
+            (r"\([0-9]", 2),
+            (r"0[1-9]", 2),
+            (r"[2-9][0-9]{2}[ .\-][2-9][0-9]{2}[ .\-][0-9]{4}", 12),
+            (r"[6-9][0-9]{2} [0-9]{2}", 6),
+        ),
+        anchor_left=r"0-9A-Za-z_+=.,:/#$\\\-",
+        validator=national,
+        severity="warning",
+        fwd=24,
+        true_positives=(
+            "call (505) 658-5596",
+            "020 7946 0958",
+            "Tel. 030 1234567",
+            "06 12 34 56 78",
+        ),  # fmt: skip
+        false_positives=(
+            "2026-11-30",
+            "30.11.2026",
+            "version 1.2.3",
+            "ref 0301234567",
+            "ISBN 0-306-40615-2",
+            "5105 1051 0510 5100",
+        ),  # fmt: skip
+    ),
+)
