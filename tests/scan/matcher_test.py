@@ -5,6 +5,13 @@ import random
 import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+try:
+    import hyperscan
+except ImportError:  # pragma: no cover - depends on the environment
+    hyperscan = None
 
 from ftmanifest.scan.anchors_re import first_bytes, split_first
 from ftmanifest.scan.matcher import matcher
@@ -95,3 +102,73 @@ def test_first_bytes() -> None:
     assert first_bytes(IPV4_PUBLIC_ANCHOR.encode()) == frozenset(b"123456789")
     assert first_bytes(rb"(?:ab|[x-z]c)") == frozenset(b"axyz")
     assert first_bytes(rb"[^a]") is None and first_bytes(rb"\dx") is None
+
+
+# Items of every rule's shape, for the engine differential below.  Hyperscan 5.4.12
+# misses some matches of a short literal pair around a `*` that repeats zero times
+# (`a[0-9]*b` on "-" * 15 + "ab"); a candidate Hyperscan missed would be a finding
+# only the re engine reports, so the two must agree on random text of any length.
+PLANTED = [
+    "5425 2334 3010 9903", "4111-1111-1111-1111", "3471 842097 51001", "visa 4929420573593480",
+    "(505) 658-5596", "020 7946 0958", "030/1234567", "06 12 34 56 78", "+44 20 7946 0958",
+    "de89 3704 0044 0532 0130 00", "GB82WEST12345698765432", "DNI 12345678Z", "BSN 111222333",
+    "passport no. C01X00T47", "NINO: AB 12 34 56 C", "8.8.8.8", "2606:4700::1111",
+    "536-22-1947", "ana.silva@uni-lisboa.pt", "ghp_SulEETldq8b8Vw2zbJYAxyL1aCcTlN99mhWp",
+    "db_password = \"oPeKKO1O4IUAAoBE\"", "postgres://a:oPeKKO1O4IUAAoBE@db.corp.io/x",
+    "AKIAQWB5PDKHX6PYGPAN", "ab", "a1b", "2026-11-30", "v1.2.3",
+]  # fmt: skip
+FILLER = st.text(alphabet="-ab01 9.:+()/\n_Zx", max_size=40)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(FILLER, st.sampled_from(PLANTED)), max_size=6), FILLER)
+def test_engines_agree_on_random_text_with_planted_items(parts, tail) -> None:
+    buf = ("".join(f + p for f, p in parts) + tail).encode()
+    a = scan_buffer(buf, path="x", engine="re")
+    b = scan_buffer(buf, path="x", engine="hyperscan")
+    assert [f.to_dict() for f in a] == [f.to_dict() for f in b]
+
+
+@pytest.mark.parametrize("item", PLANTED)
+def test_engines_agree_when_an_item_ends_the_buffer(item: str) -> None:
+    """The Hyperscan bug's shape: a match ending exactly at the end of a long buffer."""
+    for pad in range(0, 40):
+        for fill in ("-", " ", "x"):
+            buf = (fill * pad + " " + item).encode()
+            a = scan_buffer(buf, path="x", engine="re")
+            b = scan_buffer(buf, path="x", engine="hyperscan")
+            assert [f.to_dict() for f in a] == [f.to_dict() for f in b], (pad, fill)
+
+
+def _hs_expressions() -> list[tuple[str, bytes, bool]]:
+    if hyperscan is None:
+        return []
+    m = matcher(True, True, "hyperscan")
+    out = []
+    for pid, (kind, i, pat, _) in enumerate(m._anchor_patterns()):
+        if kind != "kw":
+            caseless = bool(m._hs_flags(pid) & hyperscan.HS_FLAG_CASELESS)
+            out.append((f"{kind}:{m.rules[i].id}:{pid}", pat, caseless))
+    return out
+
+
+@pytest.mark.parametrize(("name", "pattern", "caseless"), _hs_expressions())
+def test_hyperscan_reports_every_match_end_of_each_anchor_and_gate(name, pattern, caseless) -> None:
+    """Each expression Hyperscan runs, on its own matches padded to any length (the
+    zero-repeat bug shows at 15+ bytes before the match), ends where ``re`` says."""
+    flags = hyperscan.HS_FLAG_CASELESS if caseless else 0
+    db = hyperscan.Database()
+    db.compile(expressions=[pattern], ids=[0], flags=[flags])
+    py = re.compile(b"(?:" + pattern + rb")\Z", re.I if caseless else 0)
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.integers(0, 40), st.sampled_from([b"-", b" ", b"x", b"0"]),
+           st.from_regex(pattern, fullmatch=True), st.sampled_from([b"", b"-", b" "]))  # fmt: skip
+    def check(pad: int, fill: bytes, hit: bytes, after: bytes) -> None:
+        buf = fill * pad + hit + after
+        got: set[int] = set()
+        db.scan(buf, match_event_handler=lambda _i, _f, to, _fl, _c: got.add(to))
+        want = {e for e in range(len(buf) + 1) if py.search(buf, 0, e)}
+        assert want == got, (name, buf)
+
+    check()
