@@ -32,7 +32,9 @@ RANGE_MIN = 1 << 20  # fewest bytes per pool task (each opens the file and align
 TASKS_PER_JOB = 8  # tasks per worker, so that uneven ranges still balance
 POOL_MIN = 8 << 20  # below this, scanning inline beats forking workers (~0.1 s)
 TEXT_FORMATS = ("text", "gzip", "parquet")
-BINARY_FORMATS = ("safetensors", "pickle", "torch-zip", "torch-legacy", "npy", "npz", "zip")
+BINARY_FORMATS = (
+    "safetensors", "pickle", "torch-zip", "torch-legacy", "npy", "npz", "zip", "tar", "binary",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -85,12 +87,14 @@ def _scan_range(path: str, start: int, end: int, opts: ScanOptions) -> tuple[lis
     )
 
 
-def _binary(path: Path, fmt: str, opts: ScanOptions) -> list[Finding]:
+def _binary(path: Path, fmt: str, opts: ScanOptions, *, text: bool = True) -> list[Finding]:
+    """``scan_binary``; ``text=False`` judges only what is not text (pickles, containers)."""
     try:
         from ftmanifest.scan.binary import scan_binary
     except ImportError:
         return [not_scanned(path, f"{fmt} scanner not available in this build")]
-    found = scan_binary(path, fmt, partial(scan_text, secrets=opts.secrets, pii=opts.pii))
+    scanner = partial(scan_text, secrets=opts.secrets, pii=opts.pii) if text else None
+    found = scan_binary(path, fmt, scanner)
     if not opts.pickles:
         found = [f for f in found if f.kind != "unsafe-pickle"]
     return found
@@ -146,7 +150,13 @@ def scan_files(files: Iterable[Path], opts: ScanOptions | None = None) -> ScanRe
         if fmt == "text":
             text_files.append((path, size))
         elif fmt == "gzip":
-            result.findings += readers.scan_gzip(path, opts.secrets, opts.pii, opts.engine)
+            # Judged by content twice over: a gzip'd protocol-0 pickle looks like
+            # text, so the pickle walk runs first; text keeps its line numbers.
+            judged = _binary(path, "gzip", opts, text=False)
+            texts = readers.scan_gzip(path, opts.secrets, opts.pii, opts.engine)
+            if judged:
+                texts = [f for f in texts if f.kind != "not-scanned"]
+            result.findings += judged + texts
         elif fmt == "parquet":
             result.findings += readers.scan_parquet(path, opts.secrets, opts.pii, opts.engine)
         elif fmt in BINARY_FORMATS:

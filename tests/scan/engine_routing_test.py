@@ -1,0 +1,60 @@
+"""The scan command reaches the container judges: compressed pickles through the CLI
+(issue 9, item 4), with text inside gzip keeping its line numbers."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import pickle
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ftmanifest.scan.engine import ScanOptions, scan_paths
+from tests.conftest import run_cli
+
+
+class _Touch:
+    """A gadget whose effect is harmless and visible: it creates a marker file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[Path]]:
+        return (Path.touch, (self.marker,))
+
+
+COMPRESSORS: dict[str, tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]] = {
+    "gz": (gzip.compress, gzip.decompress),
+    "bz2": (bz2.compress, bz2.decompress),
+    "xz": (lzma.compress, lzma.decompress),
+    "zlib": (zlib.compress, zlib.decompress),
+}
+
+
+@pytest.mark.parametrize("protocol", [0, 2, 4])
+@pytest.mark.parametrize("suffix", sorted(COMPRESSORS))
+def test_a_compressed_gadget_is_flagged_by_the_cli(
+    tmp_path: Path, suffix: str, protocol: int
+) -> None:
+    marker = tmp_path / "ran"
+    compress, decompress = COMPRESSORS[suffix]
+    blob = compress(pickle.dumps({"w": _Touch(marker)}, protocol=protocol))
+    pickle.loads(decompress(blob))  # the real loader runs it: the file is dangerous
+    assert marker.exists()
+    target = tmp_path / f"weights.{suffix}"
+    target.write_bytes(blob)
+    result = run_cli("scan", str(target), "--no-cache")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "pickle.unsafe-import" in result.stdout
+
+
+def test_gzip_text_keeps_its_line_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "train.jsonl.gz"
+    lines = [b'{"t": "hello"}\n'] * 4 + [b'{"t": "mail jane.doe@mailbox.org"}\n']
+    path.write_bytes(gzip.compress(b"".join(lines)))
+    found = scan_paths([path], ScanOptions(jobs=1)).findings
+    assert [(f.rule, f.line) for f in found] == [("pii.email", 5)]
