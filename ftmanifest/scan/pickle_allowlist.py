@@ -16,6 +16,7 @@ import hashlib
 from collections.abc import Iterable
 
 from ftmanifest.findings import Finding
+from ftmanifest.scan.pickle_sequence import PickleRun
 from ftmanifest.scan.pickles import WalkResult, is_flat_tensor_mapping
 
 _DTYPES = (
@@ -163,6 +164,52 @@ def judge(
     return out
 
 
+def judge_run(
+    run: PickleRun,
+    *,
+    path: str,
+    member: str | None = None,
+    allow: Iterable[str] = (),
+    main: int = 0,
+    raw_tail: bool = False,
+) -> list[Finding]:
+    """Findings for pickles in a row (``pickle_sequence.walk_pickles``).
+
+    ``main`` is the index of the object the loader returns (3 in a legacy torch
+    file), checked for weights stored as a pickle; ``raw_tail`` says bytes after
+    the last pickle are data the loader reads raw (legacy torch storages).
+    """
+    out: list[Finding] = []
+    for res in run.walks:
+        out += judge(res, path=path, member=member, allow=allow, weights_check=False)
+    if run.capped:
+        out.append(not_scanned(path, f"pickle stream not fully scanned: {run.capped}", member))
+    if run.trailing is not None and not raw_tail:
+        why = f" ({run.trailing_problem.message})" if run.trailing_problem else ""
+        where = f" in {member}" if member else ""
+        out.append(
+            Finding(
+                kind="malformed",
+                rule="pickle.trailing-data",
+                message=(
+                    f"bytes after the pickle's STOP, from offset {run.trailing}{where}, are no "
+                    f"pickle the unpickler would run{why}; no pickle loader reads them"
+                ),
+                path=path,
+                field=member,
+                severity="warning",
+                hint="a file should hold one pickle and nothing after it; inspect the tail",
+                fingerprint=fingerprint("pickle.trailing-data", member or ""),
+                extra={"offset": run.trailing, "member": member},
+            )
+        )
+    if len(run.walks) > main and not out:
+        res = run.walks[main]
+        if res.stopped and is_flat_tensor_mapping(res.value):
+            out.append(weights_finding(path, member))
+    return out
+
+
 def weights_finding(path: str, member: str | None = None) -> Finding:
     where = f" in {member}" if member else ""
     return Finding(
@@ -187,7 +234,7 @@ def not_scanned(
         message=message,
         path=path,
         field=member,
-        severity="warning",
+        severity="error",
         hint="raise the cap or inspect the file by hand; it was not checked in full",
         extra={"member": member},
     )

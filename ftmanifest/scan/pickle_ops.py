@@ -1,9 +1,12 @@
 """Pickle opcode tables and the symbolic values the walker builds.
 
 Layer: pure core scanner (data only).  The walker in ``pickles`` never builds
-real objects: constants it needs stay strings/bytes, calls become ``_Obj``,
-imports ``Import``, and everything else is ``OPAQUE``.  ``is_flat_tensor_mapping``
-tells from those values whether a pickle holds only ``name -> tensor`` weights.
+real objects: constants stay strings/bytes/numbers/``None``, containers are
+``_Seq``/``_Dict``/tuples, calls become ``_Obj``, imports ``Import``, and
+everything else is ``OPAQUE``.  ``is_flat_tensor_mapping`` tells from those
+values whether a pickle holds only ``name -> tensor`` weights; ``refusal`` tells
+whether CPython's unpickler would raise on an opcode applied to constants (so
+the loader stops there, before anything after it runs).
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ class _Dict:
 @dataclass(eq=False)
 class _Seq:
     items: list[Any] = field(default_factory=list)
+    kind: str = "list"  # or "set", "frozenset"
 
 
 @dataclass
@@ -95,10 +99,23 @@ class WalkResult:
     stopped: bool = False  # reached STOP
     capped: str | None = None  # why the walk was cut short by a cap
     value: Any = None  # symbolic top-level object at STOP
+    # Where CPython's unpickler would raise (the loader stops there) ...
+    rejected: Problem | None = None
+    # ... and the first import or call it would reach before that.
+    reached: int | None = None
 
     @property
     def fatal(self) -> bool:
         return not self.stopped
+
+    @property
+    def loader_acts(self) -> bool:
+        """The real unpickler reaches STOP, an import or a call, or a cap left it open.
+
+        False only when it would raise before doing anything: such bytes are no
+        pickle any loader runs.
+        """
+        return self.reached is not None or self.rejected is None
 
 
 _FIXED = {
@@ -117,8 +134,8 @@ _FIXED = {
     "FRAME": "<Q",
 }
 _SIZED: dict[str, tuple[str, str]] = {
-    "LONG1": ("<B", "skip"),
-    "LONG4": ("<i", "skip"),
+    "LONG1": ("<B", "long"),
+    "LONG4": ("<i", "long"),
     "BINSTRING": ("<i", "latin1"),
     "SHORT_BINSTRING": ("<B", "latin1"),
     "BINBYTES": ("<I", "bytes"),
@@ -130,11 +147,11 @@ _SIZED: dict[str, tuple[str, str]] = {
     "BINUNICODE8": ("<Q", "utf8"),
 }
 _NOARG_PUSH: dict[str, Callable[[], Any]] = {
-    "NONE": lambda: OPAQUE,
-    "NEWTRUE": lambda: OPAQUE,
-    "NEWFALSE": lambda: OPAQUE,
+    "NONE": lambda: None,
+    "NEWTRUE": lambda: True,
+    "NEWFALSE": lambda: False,
     "EMPTY_LIST": _Seq,
-    "EMPTY_SET": _Seq,
+    "EMPTY_SET": lambda: _Seq(kind="set"),
     "EMPTY_TUPLE": tuple,
     "EMPTY_DICT": _Dict,
 }
@@ -142,6 +159,50 @@ _NOARG_PUSH: dict[str, Callable[[], Any]] = {
 
 def _pairs(items: list[Any]) -> list[tuple[Any, Any]]:
     return list(zip(items[::2], items[1::2], strict=False))
+
+
+CONSTANTS = (str, bytes, bytearray, int, float, tuple, type(None), _Dict, _Seq)
+
+
+def kind_of(value: Any) -> str:
+    if isinstance(value, _Seq):
+        return value.kind
+    return "dict" if isinstance(value, _Dict) else type(value).__name__
+
+
+def unhashable(value: Any) -> bool:
+    return isinstance(value, (_Dict, bytearray)) or (
+        isinstance(value, _Seq) and value.kind != "frozenset"
+    )
+
+
+def refusal(op: str, target: Any, arg: Any = None) -> str | None:
+    """Why CPython's unpickler raises on ``op`` applied to ``target`` (None: it may not).
+
+    Only constants are judged; anything a call or import made may accept anything.
+    ``arg`` is BUILD's state or REDUCE/NEWOBJ's argument tuple.
+    """
+    if op in ("REDUCE", "NEWOBJ", "NEWOBJ_EX") and isinstance(arg, CONSTANTS):
+        if not isinstance(arg, tuple):
+            return f"{op} arguments are a {kind_of(arg)}, not a tuple"
+    if not isinstance(target, CONSTANTS):
+        return None
+    if op in ("APPEND", "APPENDS"):
+        ok = isinstance(target, bytearray) or (isinstance(target, _Seq) and target.kind == "list")
+    elif op in ("SETITEM", "SETITEMS"):
+        ok = isinstance(target, (_Dict, bytearray)) or (
+            isinstance(target, _Seq) and target.kind == "list"
+        )
+    elif op == "ADDITEMS":
+        ok = isinstance(target, _Seq) and target.kind == "set"
+    elif op == "BUILD":
+        state, slots = arg if isinstance(arg, tuple) and len(arg) == 2 else (arg, None)
+        ok = not isinstance(state, CONSTANTS) or (
+            state is None and (slots is None or (isinstance(slots, _Dict) and not slots.items))
+        )
+    else:  # a call: constants are not callable
+        ok = op not in ("REDUCE", "NEWOBJ", "NEWOBJ_EX", "OBJ")
+    return None if ok else f"{op} on a {kind_of(target)}"
 
 
 def is_flat_tensor_mapping(value: Any) -> bool:

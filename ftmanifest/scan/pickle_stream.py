@@ -4,11 +4,15 @@ Layer: pure core scanner.  Every read is checked against the byte cap;
 constants over ``CHUNK`` are never held whole but decoded incrementally and
 handed to the string sink chunk by chunk (a secret in a huge string is still
 seen); malformed input stops the walk with a ``Problem``, never an exception.
+Protocol-0 number lines are parsed as CPython's ``_pickle.c`` does (``strtol``
+then ``PyLong_FromString``, a NUL ends the number), so the walk knows where the
+real unpickler would refuse a file - and where it would not.
 """
 
 from __future__ import annotations
 
 import codecs
+import re
 from typing import IO, Any, NoReturn
 
 from ftmanifest.scan.pickle_ops import (
@@ -22,6 +26,23 @@ from ftmanifest.scan.pickle_ops import (
 )
 
 OVERLAP_CHARS = 16 << 10  # longer than any secret match (JWT <= 12,100 characters)
+SMALL_LONG = 1 << 10  # LONG1/LONG4 constants up to this many bytes keep their value
+_SPACE = rb" \t\n\v\f\r"
+# C strtol(s, &end, 0), the first try of _pickle.c's load_int
+_STRTOL = re.compile(rb"[%s]*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)" % _SPACE)
+# PyOS_string_to_double: no leading space; load_float wants '\n' or NUL after it
+_STRTOD = re.compile(
+    rb"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf(?:inity)?|nan))"
+)
+# characters a number line longer than LINE_LIMIT may hold before a NUL (checked loosely)
+_LONG_NUMBER = {
+    "INT": re.compile(rb"[0-9a-fA-FxXoO_+\-%s]*" % _SPACE),
+    "LONG": re.compile(rb"[0-9a-fA-FxXoOL_+\-%s]*" % _SPACE),
+    "FLOAT": re.compile(rb"[0-9.eE+\-]*"),
+    "GET": re.compile(rb"[0-9_+\-%s]*" % _SPACE),
+}
+_LONG_NUMBER["PUT"] = _LONG_NUMBER["GET"]
+_DOTTED = re.compile(r"[\w.]*")
 
 
 class _Stop(Exception):
@@ -39,8 +60,10 @@ class PickleStream:
         max_bytes: int = 1 << 31,
         max_opcodes: int = 2_000_000,
         base: int = 0,
+        strict: bool = False,
     ) -> None:
         self.f = stream
+        self.strict = strict  # stop where the real unpickler would raise, or act
         self.on_string = on_string
         self.max_bytes = max_bytes
         self.max_opcodes = max_opcodes
@@ -60,14 +83,50 @@ class PickleStream:
             self._fail("pickle.truncated", f"stream ends inside an opcode (needed {n} bytes)")
         return data
 
-    def _line(self, limit: int = LINE_LIMIT) -> bytes:
+    def _line(self, limit: int = LINE_LIMIT, name: str = "") -> bytes:
+        """An import's module or name line, up to ``limit`` bytes."""
         line = self.f.readline(limit + 1)
         self.pos += len(line)
         if not line.endswith(b"\n"):
             if len(line) <= limit:
                 self._fail("pickle.truncated", "stream ends inside a text opcode")
-            self._fail("pickle.line-too-long", f"text argument longer than {limit} bytes")
+            if not _DOTTED.fullmatch(line.decode("utf-8", "replace")):
+                self._reject("pickle.bad-argument", f"{name} names a module no import finds")
+            self.res.capped = (
+                f"{name} argument longer than {limit} bytes (the walk's line limit); "
+                "no module or attribute name is that long, but it was not judged"
+            )
+            raise _Stop
         return line[:-1]
+
+    def _number(self, name: str) -> Any:
+        """An INT/LONG/FLOAT/GET/PUT line's value; ``OPAQUE`` when too long to keep."""
+        line = self.f.readline(LINE_LIMIT + 1)
+        self.pos += len(line)
+        if line.endswith(b"\n"):
+            value = _c_number(name, line[:-1])
+            if value is None:
+                self._reject("pickle.bad-argument", f"{name} argument is not a number")
+                return OPAQUE
+            return value
+        if len(line) <= LINE_LIMIT:
+            self._fail("pickle.truncated", "stream ends inside a text opcode")
+        # Longer than any number a pickler writes, but the unpickler reads it
+        # whole (e.g. 'I' + 70,000 zeros + '1' is 1): stream it, check it loosely.
+        allowed, nul = _LONG_NUMBER[name], False
+        while True:
+            if not nul:
+                seg = line.rstrip(b"\n").split(b"\0", 1)
+                nul = len(seg) > 1
+                if not allowed.fullmatch(seg[0]):
+                    self._reject("pickle.bad-argument", f"{name} argument is not a number")
+            if line.endswith(b"\n"):
+                return OPAQUE
+            self._check_bytes()
+            line = self.f.readline(CHUNK)
+            self.pos += len(line)
+            if not line:
+                self._fail("pickle.truncated", "stream ends inside a text opcode")
 
     def _long_line(self, scan: bool = False) -> bytes | None:
         """A protocol-0 argument line: returned if short, else streamed to the newline.
@@ -95,30 +154,51 @@ class PickleStream:
 
     def _check_bytes(self) -> None:
         if self.pos > self.max_bytes:
-            self.res.capped = f"pickle longer than {self.max_bytes} bytes"
+            self.res.capped = f"pickle longer than {self.max_bytes} bytes (max_pickle_bytes)"
             raise _Stop
 
     def _fail(self, rule: str, message: str) -> NoReturn:
-        self.res.problems.append(Problem(rule, message, self.op_pos))
+        problem = Problem(rule, message, self.op_pos)
+        self.res.problems.append(problem)
+        if self.res.rejected is None:
+            self.res.rejected = problem
         raise _Stop
 
     def _note(self, rule: str, message: str, kind: str = "malformed") -> None:
         if rule not in self._noted:
             self._noted.add(rule)
             self.res.problems.append(Problem(rule, message, self.op_pos, kind))
+        self._reject(rule, message)
+
+    def _reject(self, rule: str, message: str) -> None:
+        """CPython's unpickler raises here: nothing after this runs in a loader.
+
+        The lenient walk goes on (it reports what follows too); a strict one stops.
+        """
+        if self.res.rejected is None and self.res.reached is None:
+            self.res.rejected = Problem(rule, message, self.op_pos)
+        if self.strict:
+            raise _Stop
+
+    def _reach(self) -> None:
+        """The real unpickler would import or call something here."""
+        if self.res.rejected is None and self.res.reached is None:
+            self.res.reached = self.op_pos
+        if self.strict:
+            raise _Stop
 
     def _const(self, n: int, mode: str) -> Any:
         """A length-prefixed constant: kept if small, else streamed in chunks.
 
         ``mode``: ``utf8`` (str), ``latin1`` (protocol-2 byte strings), ``bytes``,
-        or ``skip`` (long integers: nothing to read in them).
+        or ``long`` (integers: kept when small, nothing to read in them).
         """
         if n < 0:
             self._fail("pickle.negative-length", "negative length for a constant")
         if n <= CHUNK:
             raw = self._read(n)
-            if mode == "skip":
-                return OPAQUE
+            if mode == "long":
+                return int.from_bytes(raw, "little", signed=True) if n <= SMALL_LONG else OPAQUE
             if mode == "bytes":
                 self._emit(raw)
                 return raw
@@ -131,7 +211,7 @@ class PickleStream:
             return value
         errors = "surrogatepass" if mode == "utf8" else "strict"
         dec = codecs.getincrementaldecoder("utf-8")(errors)
-        left, scan, tail = n, mode != "skip", ""
+        left, scan, tail = n, mode != "long" and self.on_string is not None, ""
         while left:
             self._check_bytes()
             raw = self._read(min(left, CHUNK))
@@ -177,3 +257,33 @@ class PickleStream:
             self._fail("pickle.bad-argument", f"{name} argument cannot be decoded")
         self._emit(value)
         return value
+
+
+def _c_number(name: str, text: bytes) -> Any:
+    """``text``'s value as _pickle.c's load_int/long/float/get/put reads it; None: it raises."""
+    if name == "FLOAT":
+        head = text.split(b"\0", 1)[0]
+        return float(head) if _STRTOD.fullmatch(head) else None
+    if name == "INT":
+        if not text:
+            return None
+        head = text.split(b"\0", 1)[0]
+        m = _STRTOL.fullmatch(head)
+        if m:
+            digits = m.group(2)
+            base = 16 if digits[1:2] in (b"x", b"X") else 8 if digits[:1] == b"0" else 10
+            value = int(m.group(1) + digits, base)
+            if -(1 << 63) <= value < 1 << 63:
+                return value
+        return _py_long(text, 0)
+    if name == "LONG" and text.endswith(b"L"):
+        text = text[:-1]
+    return _py_long(text, 0 if name == "LONG" else 10)
+
+
+def _py_long(text: bytes, base: int) -> Any:
+    """PyLong_FromString on a C string: the text up to the first NUL."""
+    try:
+        return int(text.split(b"\0", 1)[0], base)
+    except ValueError as exc:  # over sys.int_max_str_digits: a loader may lift that
+        return OPAQUE if str(exc).startswith("Exceeds the limit") else None

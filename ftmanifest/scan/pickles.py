@@ -9,6 +9,12 @@ tell whether the pickled object is a flat ``name -> tensor`` mapping (weights
 that safetensors could hold).  Memory stays bounded: big constants are streamed
 in chunks (``pickle_stream``), and both the bytes walked and the opcodes
 counted are capped.  Opcode tables and symbolic values live in ``pickle_ops``.
+
+Alongside, the walk follows CPython's unpickler closely enough to say where it
+would raise (``WalkResult.rejected``) and whether it would first import or call
+something (``reached``): bytes it refuses before acting are no pickle a loader
+runs; bytes it accepts are a pickle whatever they look like (``sniff``).  With
+``strict`` the walk stops at the first of the two.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from ftmanifest.scan.pickle_ops import (
     _SIZED,
     BIG,
     CHUNK,
+    CONSTANTS,
     HIGHEST_PROTOCOL,
     OPAQUE,
     OPS,
@@ -34,6 +41,8 @@ from ftmanifest.scan.pickle_ops import (
     _pairs,
     _Seq,
     is_flat_tensor_mapping,
+    refusal,
+    unhashable,
 )
 from ftmanifest.scan.pickle_stream import PickleStream, _Stop
 
@@ -75,9 +84,15 @@ class PickleWalker(PickleStream):
 
     def _import(self, module: Any, name: Any, opcode: str) -> Any:
         if isinstance(module, str) and isinstance(name, str):
+            if not all(part.isidentifier() for part in module.split(".")):
+                # only a file the attacker already put on sys.path could be found
+                self._reject("pickle.bad-argument", f"{opcode} names a module no import finds")
             imp = Import(module, name, self.op_pos, opcode)
             self.res.imports.append(imp)
+            self._reach()
             return imp
+        if isinstance(module, CONSTANTS) and isinstance(name, CONSTANTS):
+            self._reject("pickle.bad-argument", f"{opcode} requires two strings")
         self.res.problems.append(
             Problem(
                 "pickle.unresolvable-import",
@@ -86,6 +101,7 @@ class PickleWalker(PickleStream):
                 "unsafe-pickle",
             )
         )
+        self._reach()
         return OPAQUE
 
     # -- the walk -----------------------------------------------------------
@@ -106,7 +122,7 @@ class PickleWalker(PickleStream):
                 self._fail("pickle.truncated", "stream ends before STOP")
             self.res.opcodes += 1
             if self.res.opcodes > self.max_opcodes:
-                self.res.capped = f"more than {self.max_opcodes} opcodes"
+                self.res.capped = f"more than {self.max_opcodes} opcodes (max_opcodes)"
                 raise _Stop
             if self.pos > self.max_bytes:
                 self._check_bytes()
@@ -128,14 +144,15 @@ class PickleWalker(PickleStream):
             value = self._const(n, mode)
             push(bytearray(value) if name == "BYTEARRAY8" and isinstance(value, bytes) else value)
         elif name in ("INT", "LONG", "FLOAT", "GET", "PUT"):
-            line = self._line()
-            if name in ("GET", "PUT"):
-                try:
-                    idx = int(line)
-                except ValueError:
-                    self._fail("pickle.bad-argument", f"{name} argument is not a number")
-                return self._fixed("BIN" + name, idx)
-            push(OPAQUE)
+            value = self._number(name)
+            if name not in ("GET", "PUT"):
+                push(value)
+            elif isinstance(value, int):
+                return self._fixed("BIN" + name, value)
+            elif name == "GET":
+                push(OPAQUE)  # a memo index too long to read: any value
+            else:
+                self._top()
         elif name in ("STRING", "UNICODE"):
             raw = self._long_line(scan=True)
             if raw is None:
@@ -143,8 +160,12 @@ class PickleWalker(PickleStream):
             else:
                 push(self._text_arg(name, raw))
         elif name in ("GLOBAL", "INST"):
-            module = self._line().decode("utf-8", "replace")
-            attr = self._line().decode("utf-8", "replace")
+            lines = self._line(name=name), self._line(name=name)
+            try:
+                module, attr = (line.decode("utf-8") for line in lines)
+            except UnicodeDecodeError:
+                self._reject("pickle.bad-argument", f"{name} argument is not UTF-8")
+                module, attr = (line.decode("utf-8", "replace") for line in lines)
             imp = self._import(module, attr, name)
             if name == "INST":
                 self._pop_mark()
@@ -166,10 +187,14 @@ class PickleWalker(PickleStream):
             if name == "TUPLE":
                 self.stack.append(tuple(items))
             elif name in ("LIST", "FROZENSET"):
-                self.stack.append(_Seq(items))
+                self.stack.append(_Seq(items, name.lower()))
             elif name == "DICT":
+                self._check_pairs(name, items, None)
                 self.stack.append(_Dict(list(_pairs(items))))
             elif name == "OBJ":
+                if not items:
+                    self._reject("pickle.stack-underflow", "OBJ without a class")
+                self._call(name, items[0] if items else OPAQUE, tuple(items[1:]))
                 self.stack.append(_Obj(items[0] if items else OPAQUE))
         elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
             n = int(name[-1])
@@ -183,8 +208,14 @@ class PickleWalker(PickleStream):
             else:
                 new = self._pop_mark()
                 if name == "SETITEMS":
+                    self._check_pairs(name, new, self._top())
                     new = list(_pairs(new))
             target = self._top()
+            if name == "SETITEM":
+                self._check_pairs(name, list(new[0]), target)
+            why = refusal(name, target)
+            if why:
+                self._reject("pickle.bad-argument", why)
             if isinstance(target, (_Dict, _Seq, _Obj)):
                 target.items.extend(new)
         elif name == "POP":
@@ -197,10 +228,14 @@ class PickleWalker(PickleStream):
         elif name in ("REDUCE", "NEWOBJ", "NEWOBJ_EX"):
             if name == "NEWOBJ_EX":
                 self._pop()
-            self._pop()
-            push(_Obj(self._pop()))
+            args = self._pop()
+            func = self._pop()
+            self._call(name, func, args)
+            push(_Obj(func))
         elif name == "BUILD":
-            self._pop()
+            why = refusal(name, self.stack[-2] if len(self.stack) > 1 else OPAQUE, self._pop())
+            if why:
+                self._reject("pickle.bad-argument", why)
             if isinstance(self._top(), Import):
                 self.res.problems.append(
                     Problem(
@@ -226,6 +261,19 @@ class PickleWalker(PickleStream):
             self._fail("pickle.invalid-opcode", f"unhandled opcode {name}")
         return False
 
+    def _call(self, name: str, func: Any, args: Any) -> None:
+        why = refusal(name, func, args)
+        if why:
+            self._reject("pickle.bad-argument", why)
+        elif not isinstance(func, (Import, _Obj)):
+            self._reach()  # something a persistent_load or the memo handed over
+
+    def _check_pairs(self, name: str, items: list[Any], target: Any) -> None:
+        if len(items) % 2:
+            self._reject("pickle.bad-argument", f"odd number of items for {name}")
+        if (target is None or isinstance(target, _Dict)) and any(unhashable(k) for k in items[::2]):
+            self._reject("pickle.bad-argument", f"{name} with an unhashable key")
+
     def _fixed(self, name: str, arg: int) -> bool:
         if name == "PROTO":
             if arg > HIGHEST_PROTOCOL:
@@ -250,6 +298,7 @@ class PickleWalker(PickleStream):
                 )
             )
             self.stack.append(OPAQUE)
+            self._reach()
         else:
             self.stack.append(OPAQUE)
         return False
