@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ftmanifest.findings import Finding
+from ftmanifest.scan import json_strings
 from ftmanifest.scan.parquet import scan_parquet
 from ftmanifest.scan.text import not_scanned, scan_buffer
 
@@ -61,9 +62,16 @@ def _align(fh: BinaryIO, pos: int, size: int) -> int:
     return size
 
 
+JSON_SUFFIXES = frozenset({"json", "jsonl", "ndjson"})
+
+
+def _suffix(path: Path) -> str:
+    return path.name.lower().removesuffix(".gz").rsplit(".", 1)[-1]
+
+
 def _annotate(findings: list[Finding], buf: bytes, base: int, path: Path) -> list[Finding]:
     """JSONL: the record's line; CSV/TSV: row and column of the cell."""
-    suffix = path.name.lower().removesuffix(".gz").rsplit(".", 1)[-1]
+    suffix = _suffix(path)
     if suffix not in ("jsonl", "ndjson", "csv", "tsv"):
         return findings
     out = []
@@ -95,6 +103,7 @@ def _scan_stream(
     ``base_offset`` minus ``skip_lines`` (the lines of that leading overlap).
     """
     findings: list[Finding] = []
+    json = _suffix(path) in JSON_SUFFIXES
     newlines, offset, carry = -skip_lines, base_offset, b""
     done_to = max(skip_to, base_offset)
     while True:
@@ -118,6 +127,11 @@ def _scan_stream(
             part, path=str(path), secrets=secrets, pii=pii,
             base_line=1 + newlines, base_offset=offset, engine=engine,
         )  # fmt: skip
+        if json:  # escaped strings decoded too (issue 9); a no-op without a backslash
+            found = json_strings.merge(found, json_strings.scan_json_strings(
+                part, path=str(path), secrets=secrets, pii=pii,
+                base_line=1 + newlines, base_offset=offset, engine=engine,
+            ))  # fmt: skip
         found = [f for f in found if f.extra["span"][1] > done_to]
         findings += _annotate(found, part, offset, path)
         done_to = max(done_to, offset + cut)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ftmanifest.findings import Finding
 from ftmanifest.scan.engine import ScanOptions, scan_paths
@@ -153,3 +156,160 @@ def test_engine_routes_parquet(tmp_path: Path) -> None:
     )
     (f,) = scan_paths([path], ScanOptions(jobs=1)).findings
     assert (f.extra["row"], f.extra["column"]) == (1, "messages[].content")
+
+
+# --- JSON string escapes -------------------------------------------------------------
+
+URL_SECRET = "https://admin:S3cr3tPassw0rd9@db.example.com/x"
+
+
+def _jsonl(tmp_path: Path, lines: list[str], name: str = "d.jsonl") -> list[Finding]:
+    path = tmp_path / name
+    path.write_text("".join(line + "\n" for line in lines))
+    return scan_paths([path], ScanOptions(jobs=1)).findings
+
+
+def _escape_all(text: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" for c in text)
+
+
+def test_unicode_escaped_token_is_found_at_its_raw_position(tmp_path: Path) -> None:
+    line = '{"id": 7, "t": "key ' + _escape_all(GHP[:5]) + GHP[5:] + '"}'
+    (f,) = _jsonl(tmp_path, ['{"id": 1}', line])
+    assert (f.rule, f.line, f.column, f.extra["record"]) == ("secret.github-pat", 2, 21, 2)
+    start, end = f.extra["span"]
+    raw = (tmp_path / "d.jsonl").read_bytes()
+    assert raw[start:end] == (_escape_all(GHP[:5]) + GHP[5:]).encode()
+    assert f.extra["decoded"] == "json-string" and GHP not in (f.excerpt or "")
+
+
+def test_escapes_that_hide_values_from_the_raw_bytes(tmp_path: Path) -> None:
+    lines = [
+        json.dumps({"t": "first line\n" + GHP}),  # \n glued to the token
+        json.dumps({"u": URL_SECRET}).replace("/", "\\/"),  # \/ in a URL
+        json.dumps({"m": "\U0001f600" + MAIL}),  # a surrogate pair before an address
+    ]
+    found = _jsonl(tmp_path, lines)
+    assert [(f.rule, f.line) for f in found] == [
+        ("secret.github-pat", 1),
+        ("secret.url-password", 2),
+        ("pii.email", 3),
+    ]
+    (mail,) = [f for f in found if f.rule == "pii.email"]
+    from ftmanifest.scan.redact import fingerprint
+
+    assert mail.fingerprint == fingerprint("pii.email", MAIL.encode())  # not "ude00ana..."
+
+
+def test_found_raw_and_decoded_is_reported_once(tmp_path: Path) -> None:
+    pem = (
+        "-----BEGIN RSA PRIVATE KEY-----\n"
+        "WbnxXcOdNX8Z5hs1UcAKKjdlT0NbJEjelMSA9lpER2YaXWwAPXPnVFmBLNIjvj0x\n"
+        "-----END RSA PRIVATE KEY-----\n"
+    )
+    lines = [json.dumps({"k": pem}), json.dumps({"t": f"tok {GHP}\nnext", "q": 'say "hi"'})]
+    found = _jsonl(tmp_path, lines)
+    assert [(f.rule, f.line) for f in found] == [
+        ("secret.private-key", 1),
+        ("secret.github-pat", 2),
+    ]
+
+
+def test_malformed_json_lines_still_get_the_raw_scan(tmp_path: Path) -> None:
+    lines = [
+        '{"t": "unterminated \\u0067hp_' + GHP[4:],
+        '{"a": "bad \\x escape ' + GHP + '", oops}',
+        "not json at all \\ " + MAIL,
+    ]
+    found = _jsonl(tmp_path, lines)
+    assert sorted((f.rule, f.line) for f in found) == [
+        ("pii.email", 3),
+        ("secret.github-pat", 1),
+        ("secret.github-pat", 2),
+    ]
+
+
+def test_plain_json_and_gzip_json_decode_too(tmp_path: Path) -> None:
+    import gzip
+
+    doc = json.dumps({"cfg": {"hub": "\n" + GHP}}, indent=2)
+    (f,) = _jsonl(tmp_path, [doc], name="c.json")
+    assert f.line == 3
+    path = tmp_path / "d.jsonl.gz"
+    with gzip.open(path, "wt") as fh:
+        fh.write('{"a": 1}\n' + json.dumps({"t": "x\n" + GHP}) + "\n")
+    (g,) = scan_paths([path], ScanOptions(jobs=1)).findings
+    assert g.line == 2 and g.extra["compressed"] == "gzip"
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(), ascii_only=st.booleans(), slash=st.booleans())
+def test_unescape_matches_json_and_maps_every_character(
+    text: str, ascii_only: bool, slash: bool
+) -> None:
+    from ftmanifest.scan.json_strings import unescape
+
+    raw = json.dumps(text, ensure_ascii=ascii_only)[1:-1]
+    raw = raw.replace("/", "\\/") if slash else raw
+    body = raw.encode("utf-8", "surrogatepass")
+    decoded, offs = unescape(body, with_map=True)
+    assert decoded == text.encode("utf-8", "surrogatepass")
+    assert offs is not None and len(offs) == len(decoded) + 1 and offs[-1] == len(body)
+    assert offs == sorted(offs)
+    i = 0  # each character's raw bytes decode to that character alone
+    for ch in _chars(text):
+        n = len(ch.encode("utf-8", "surrogatepass"))
+        piece = body[offs[i] : offs[i + n]]
+        assert json.loads(b'"' + piece + b'"') == ch
+        i += n
+
+
+def _chars(text: str) -> list[str]:
+    # json.dumps writes an adjacent high+low surrogate pair as one character
+    out: list[str] = []
+    for c in text:
+        if out and "\ud800" <= out[-1] <= "\udbff" and "\udc00" <= c <= "\udfff":
+            out[-1] = (out[-1] + c).encode("utf-16", "surrogatepass").decode("utf-16")
+        else:
+            out.append(c)
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.lists(
+        st.sampled_from(
+            [
+                b'"',
+                b"\\",
+                b"\\u",
+                b"\\ud83d",
+                b"\\ude00",
+                b"\n",
+                b"ghp_",
+                b"0041",
+                b"x",
+                b"\xff",
+                b"@a.de",
+            ]
+        ),
+        max_size=60,
+    ).map(b"".join),
+    secret_at=st.integers(0, 60),
+)
+def test_scan_json_strings_never_raises_and_spans_are_in_the_buffer(
+    data: bytes, secret_at: int
+) -> None:
+    from ftmanifest.scan.json_strings import scan_json_strings
+
+    buf = data[:secret_at] + b'"\\n' + GHP.encode() + b'"' + data[secret_at:]
+    lines = buf.count(b"\n") + 1
+    found = scan_json_strings(buf, path="f.jsonl", base_line=1)
+    assert (
+        any(f.rule == "secret.github-pat" for f in found)
+        or b'"' in data[:secret_at]
+        or b"\\" in data
+    )
+    for f in found:
+        s, e = f.extra["span"]
+        assert 0 <= s < e <= len(buf) and 1 <= (f.line or 0) <= lines and (f.column or 0) >= 1
