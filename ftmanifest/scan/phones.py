@@ -29,15 +29,20 @@ _regions: tuple[str, ...] | None = None
 
 _ALNUM = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 _LEFT_BAD = _ALNUM | frozenset(b"_+=.,:/#$-\\")
-_GROUP_BEFORE = re.compile(rb"(?:[0-9][ .\-/]|\+[0-9]{1,3}[ .\-]?\(?|\(0\) ?)\Z")
-_GROUP_AFTER = re.compile(rb"[ .,\-/][0-9]|[0-9A-Za-z_]")
+_GROUP_BEFORE = re.compile(rb"(?:[0-9][ .\-/]|[0-9A-F]{4} |\+[0-9]{1,3}[ .\-]?\(?|\(0\) ?)\Z")
+_GROUP_AFTER = re.compile(rb"[ .,\-/][0-9]|[0-9A-Za-z_]| [0-9A-F]{4}(?![0-9A-Za-z])")
 _DATE = re.compile(
     rb"[0-9]{1,2}([./\-])[0-9]{1,2}\1[0-9]{2,4}|[0-9]{4}([./\-])[0-9]{1,2}\2[0-9]{1,2}"
+)
+# a US ZIP+4 code, or a page or article number followed by a year ("046110 2008")
+# a row of 4-digit codes ("0633 0645 0645": Unicode tables) is no one's phone either
+_ZIP4_OR_YEAR = re.compile(
+    rb"[0-9]{5}-[0-9]{4}|[0-9]{3,6} (?:19|20)[0-9]{2}|[0-9]{4}(?: [0-9]{4}){2,}"
 )
 _DOTTED = re.compile(rb"0[1-9](?:\.[0-9]{2}){4}|[2-9][0-9]{2}\.[2-9][0-9]{2}\.[0-9]{4}")
 _CONTEXT = re.compile(
     rb"(?:tel|phone|call|mobile?|cell|fax|handy|telefon|t\xc3\xa9l\xc3\xa9phone|portable"
-    rb"|m\xc3\xb3vil|tel\xc3\xa9fono|whatsapp|contact)[a-z]{0,3}\.?\s{0,3}[:=#]?\s{0,3}[\"']?\s{0,2}\Z"
+    rb"|m\xc3\xb3vil|tel\xc3\xa9fono|whatsapp|contact)[a-z_]{0,8}[\"']?\.?\s{0,3}[:=#]?\s{0,3}[\"']?\s{0,2}\Z"
 )
 
 
@@ -94,13 +99,21 @@ def national(m: Match, g: int) -> bool:
         return False
     if _GROUP_BEFORE.search(buf, max(0, start - 6), start) or _GROUP_AFTER.match(buf, end):
         return False  # part of a longer number, or the national part of a +CC number
-    digits = sum(1 for c in raw if 48 <= c <= 57)
+    groups = [x for x in re.split(rb"[ ./\-()]+", raw) if x]
+    digits = sum(len(x) for x in groups)
     seps = set(raw) & set(b" ./-")
     if not 9 <= digits <= 13 or _DATE.fullmatch(raw) or raw.count(b"/") > 1:
         return False
-    if b"." in seps and not _DOTTED.fullmatch(raw):
+    if ord(".") in seps and not _DOTTED.fullmatch(raw) or _ZIP4_OR_YEAR.fullmatch(raw):
         return False
-    if not seps and b"(" not in raw:
+    steps = {int(b) - int(a) for a, b in zip(groups, groups[1:])}
+    if len(groups) > 2 and len(steps) == 1 and len({len(x) for x in groups}) == 1:
+        return False  # 01 02 03 04 05: a counting sequence
+    # Shapes that lists of numbers take too need a phone word before them: no separator,
+    # spaces only without a trunk 0 (555 123 4567, 612 345 678), or three-digit groups.
+    bare = not seps and b"(" not in raw
+    spaced = seps == {32} and not raw.startswith((b"0", b"("))
+    if bare or spaced or all(len(x) == 3 for x in groups):
         lo = max(0, start - 32)
         if not _CONTEXT.search(buf[lo:start].lower()):
             return False

@@ -76,7 +76,9 @@ _CARD_CONTEXT = re.compile(
     rb"card|visa|master|amex|american express|discover|diners|jcb|unionpay|credit|debit"
     rb"|\bcc|\bpan\b|karte|carte|tarjeta|carta|cart\xc3\xa3o"
 )
-_MORE_DIGITS = re.compile(rb"[ \-][0-9](?![0-9]?/)")  # another group, not an expiry date
+# another group after or before it (not an expiry date): a row of a table of numbers
+_MORE_DIGITS = re.compile(rb"[ \-](?:[0-9](?![0-9]?/)|[0-9A-F]{4}(?![0-9A-Za-z]))")
+_GROUP_BEFORE = re.compile(rb"(?:[0-9]|(?<![0-9A-Za-z])[0-9A-F]{4})[ \-]\Z")
 _CARD_LEFT = _ALNUM | frozenset(b"-_.,+/:")
 
 
@@ -92,7 +94,11 @@ def is_test_card(digits: str) -> bool:
 def _card(m: Match, g: int) -> str | None:
     """The digits of a plausible card number: printed grouping or a card word before it."""
     buf, start, end, raw = m.string, m.start(g), m.end(g), m.group(g)
-    if start > 0 and buf[start - 1] in _CARD_LEFT:
+    if (
+        start > 0
+        and buf[start - 1] in _CARD_LEFT
+        or _GROUP_BEFORE.search(buf[max(0, start - 6) : start])
+    ):
         return None
     if end < len(buf) and (
         buf[end] in _ALNUM | frozenset(b"_-+/:")

@@ -64,7 +64,9 @@ def test_bare_digit_run_needs_context() -> None:
 @pytest.mark.parametrize(
     "text",
     ["4929 4205 7359 3482", "4929 4205 7359 3480 2", "4929 4205-7359 3480",
-     "v4929 4205 7359 3480", "4929 4205 7359 3480.5", "1234 5678 9012 3452"],
+     "v4929 4205 7359 3480", "4929 4205 7359 3480.5", "1234 5678 9012 3452",
+     "5400 5401 5402 5403 5404 5405 5406", "542A 542B 5430 5431 5432 5433 5434 5435",
+     "5226 5259 5293 5326 5360 5394 5428 5462"],
 )  # fmt: skip
 def test_card_lookalikes_stay_quiet(text: str) -> None:
     assert not rules(text) & {"pii.card-number", "pii.card-test-number"}
@@ -90,9 +92,11 @@ def test_international_phone_is_one_finding() -> None:
     assert [r for r, _, _ in found("tel +1 (505) 658-5596")] == ["pii.phone"]
 
 
-def test_unformatted_national_phone_needs_context() -> None:
-    assert rules("ref 0301234567 x") == set()
-    assert rules("Tel: 0301234567") == {"pii.phone-national"}
+def test_list_like_national_phone_needs_context() -> None:
+    for number in ("0301234567", "505 658 5596", "612 345 678"):
+        assert rules(f"ref {number} x") == set()
+        assert rules(f"Tel: {number}") == {"pii.phone-national"}
+        assert rules(f'"phone": "{number}"') == {"pii.phone-national"}
 
 
 def test_regions_are_configurable(monkeypatch) -> None:
@@ -122,6 +126,9 @@ PHONE_HARD_NEGATIVES = [
     "ids 0123 4567 8901 2345", "DE89 3704 0044 0532 0130 00", "5105 1051 0510 5100",
     "536-22-1947", "room 101 202 3030", "1700000000", "page 012 of 300", "0x0123 4567",
     "pip install peft==0.12.0", "lr 0.0002 wd 0.01", "score 0.95 0.87 0.91",
+    "Boston, MA  02110-1301  USA", "Phys. Rev. E 78, 046110 2008", "0009 ; [*0201.0020.0002]",
+    "<final> 0633 0645 0645", "failed tests: 571 612 1056", "<Buffer 01 02 03 04 05>",
+    "A W E 041 117 132", "642 148 642 DL",
 ]  # fmt: skip
 
 
