@@ -106,7 +106,7 @@ def national(m: Match, g: int) -> bool:
         return False
     if ord(".") in seps and not _DOTTED.fullmatch(raw) or _ZIP4_OR_YEAR.fullmatch(raw):
         return False
-    steps = {int(b) - int(a) for a, b in zip(groups, groups[1:])}
+    steps = {int(b) - int(a) for a, b in zip(groups, groups[1:], strict=False)}
     if len(groups) > 2 and len(steps) == 1 and len({len(x) for x in groups}) == 1:
         return False  # 01 02 03 04 05: a counting sequence
     # Shapes that lists of numbers take too need a phone word before them: no separator,
