@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ftmanifest.findings import Finding
-from ftmanifest.scan import json_strings
+from ftmanifest.scan import encodings, json_strings
 from ftmanifest.scan.parquet import scan_parquet
 from ftmanifest.scan.text import not_scanned, scan_buffer
 
@@ -154,6 +154,9 @@ def scan_text_range(
     """
     size = path.stat().st_size
     with path.open("rb") as fh:
+        enc = encodings.detect(fh.read(encodings.GUESS_BYTES))
+        if enc is not None:
+            return _scan_wide_range(fh, path, start, end, size, enc, secrets, pii, engine)
         a, b = _align(fh, start, size), _align(fh, end, size)
         a0 = _align(fh, a - OVERLAP, size) if a > 0 else 0
         fh.seek(a0)
@@ -163,6 +166,34 @@ def scan_text_range(
             fh.read, path, secrets=secrets, pii=pii, engine=engine,
             base_offset=a0, limit=b - a0, skip_to=a, skip_lines=skip_lines,
         )  # fmt: skip
+
+
+def _scan_wide_range(
+    fh: BinaryIO, path: Path, start: int, end: int, size: int, enc: encodings.Encoding,
+    secrets: bool, pii: bool, engine: str | None,
+) -> tuple[list[Finding], int]:  # fmt: skip
+    """``scan_text_range`` for UTF-16/32: decoded to UTF-8 while streaming.
+
+    Ranges are cut after newline code units; the leading overlap is decoded
+    on its own to learn its UTF-8 length and lines.  Spans would be offsets
+    into the decoded text, not the file, so they are dropped (``redact``
+    rewrites byte text only); line and column (in characters) stay.
+    """
+    a, b = encodings.align(fh, start, size, enc), encodings.align(fh, end, size, enc)
+    unit_overlap = OVERLAP * enc.unit
+    a0 = encodings.align(fh, a - unit_overlap, size, enc) if a > enc.start else a
+    lead = encodings.decode_range(fh, a0, a, enc)
+    skipped = b"".join(iter(lambda: lead(CHUNK), b""))
+    found, newlines = _scan_stream(
+        encodings.decode_range(fh, a0, b, enc), path, secrets=secrets, pii=pii, engine=engine,
+        skip_to=len(skipped), skip_lines=skipped.count(b"\n"),
+    )  # fmt: skip
+    return [
+        f._replace(
+            extra={**{k: v for k, v in f.extra.items() if k != "span"}, "encoding": enc.codec}
+        )
+        for f in found
+    ], newlines
 
 
 def scan_gzip(path: Path, secrets: bool, pii: bool, engine: str | None) -> list[Finding]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 from pathlib import Path
 from typing import Any
@@ -313,3 +314,100 @@ def test_scan_json_strings_never_raises_and_spans_are_in_the_buffer(
     for f in found:
         s, e = f.extra["span"]
         assert 0 <= s < e <= len(buf) and 1 <= (f.line or 0) <= lines and (f.column or 0) >= 1
+
+
+# --- UTF-16 / UTF-32 -----------------------------------------------------------------
+
+WIDE = ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"]
+
+
+def _wide_text(n: int = 400) -> tuple[str, list[int]]:
+    lines = [f"line {i} \u00e9t\u00e9 \U0001f600 filler text" for i in range(n)]
+    at = [3, n // 2, n - 1]
+    lines[at[0]] = f"token {GHP}"
+    lines[at[1]] = f"\U0001f600\u00e9 mail {MAIL}"
+    lines[at[2]] = f"last {GHP}"
+    return "\n".join(lines) + "\n", [i + 1 for i in at]
+
+
+def _with_bom(text: str, codec: str) -> bytes:
+    bom = {"utf-16-le": codecs.BOM_UTF16_LE, "utf-16-be": codecs.BOM_UTF16_BE,
+           "utf-32-le": codecs.BOM_UTF32_LE, "utf-32-be": codecs.BOM_UTF32_BE}[codec]  # fmt: skip
+    return bom + text.encode(codec)
+
+
+@pytest.mark.parametrize("codec", WIDE)
+def test_wide_text_with_a_bom_is_decoded_in_aligned_ranges(
+    tmp_path: Path, codec: str, monkeypatch
+) -> None:
+    from ftmanifest.scan import readers
+
+    text, lines = _wide_text()
+    path = tmp_path / "w.txt"
+    path.write_bytes(_with_bom(text, codec))
+    size = path.stat().st_size
+    want = [
+        ("secret.github-pat", lines[0], 7),
+        ("pii.email", lines[1], 9),
+        ("secret.github-pat", lines[2], 6),
+    ]
+    whole, n = readers.scan_text_range(path, 0, size, secrets=True, pii=True)
+    assert [(f.rule, f.line, f.column) for f in whole] == want and n == text.count("\n")
+    assert all(f.extra["encoding"] == codec and "span" not in f.extra for f in whole)
+    monkeypatch.setattr(readers, "CHUNK", 1000)
+    monkeypatch.setattr(readers, "OVERLAP", 200)
+    for piece in (997, 1500, 4099):  # odd cuts: never on a code unit
+        found, base = [], 0
+        for s in range(0, size, piece):
+            part, nl = readers.scan_text_range(
+                path, s, min(size, s + piece), secrets=True, pii=True
+            )
+            found += [(f.rule, f.line + base, f.column) for f in part]
+            base += nl
+        assert found == want and base == text.count("\n"), piece
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    codec=st.sampled_from(WIDE),
+    text=st.text(st.characters(blacklist_categories=["Cs"]), max_size=300),
+    cuts=st.lists(st.integers(0, 2000), max_size=6),
+)
+def test_wide_ranges_count_every_line_once(
+    tmp_path_factory, codec: str, text: str, cuts: list[int]
+) -> None:
+    from ftmanifest.scan import readers
+
+    path = tmp_path_factory.mktemp("w") / "f.txt"
+    path.write_bytes(_with_bom(text + f"\n{GHP}\n", codec))
+    size = path.stat().st_size
+    bounds = sorted({0, size, *(c % size for c in cuts)})
+    found, base = [], 0
+    for s, e in zip(bounds, bounds[1:], strict=False):
+        part, nl = readers.scan_text_range(path, s, e, secrets=True, pii=False)
+        found += [f.line + base for f in part if f.rule == "secret.github-pat"]
+        base += nl
+    assert base == text.count("\n") + 2
+    # the planted token is on its own line; the fuzzed text may hold more lines
+    assert text.count("\n") + 2 in found
+
+
+def test_bomless_utf16_is_guessed_and_binary_stays_binary() -> None:
+    from ftmanifest.scan.encodings import detect
+
+    assert detect(("hello world\n" * 20).encode("utf-16-le")).codec == "utf-16-le"  # type: ignore[union-attr]
+    assert detect(("hello world\n" * 20).encode("utf-16-be")).codec == "utf-16-be"  # type: ignore[union-attr]
+    assert detect(bytes(range(256)) * 4) is None
+    assert detect(b"plain text\n" * 20) is None
+
+
+def test_engine_scans_utf16_with_a_bom(tmp_path: Path) -> None:
+    path = tmp_path / "w.txt"
+    text, lines = _wide_text(50)
+    path.write_bytes(_with_bom(text, "utf-16-le"))
+    found = scan_paths([path], ScanOptions(jobs=1)).findings
+    assert [(f.rule, f.line) for f in found] == [
+        ("secret.github-pat", lines[0]),
+        ("pii.email", lines[1]),
+        ("secret.github-pat", lines[2]),
+    ]
