@@ -160,6 +160,9 @@ class PickleWalker(PickleStream):
             else:
                 push(self._text_arg(name, raw))
         elif name in ("GLOBAL", "INST"):
+            if name == "INST" and not self.meta:
+                # _pickle.c looks for the MARK before it imports (pickle.py after)
+                self._reject("pickle.mark-missing", "INST needs a MARK that is not there")
             lines = self._line(name=name), self._line(name=name)
             try:
                 module, attr = (line.decode("utf-8") for line in lines)
@@ -299,6 +302,6 @@ class PickleWalker(PickleStream):
             )
             self.stack.append(OPAQUE)
             self._reach()
-        else:
-            self.stack.append(OPAQUE)
+        else:  # BININT, BININT1, BININT2, BINFLOAT
+            self.stack.append(arg)
         return False

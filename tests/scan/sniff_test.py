@@ -79,3 +79,68 @@ def test_text_stays_text(tmp_path: Path, text: str) -> None:
 def test_safetensors_with_absurd_length_is_still_safetensors(tmp_path: Path) -> None:
     data = (10**9).to_bytes(8, "little") + b'{"a": 1}'
     assert detect_format(_write(tmp_path / "s", data)) == "safetensors"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"text": "hello"}\n{"text": "world"}\n',  # JSONL
+        '[{"a": 1}, {"b": 2}]\n',
+        "# Model card\n\nLicense: MIT\n",
+        "Install with pip.\nThen run it.\n",
+        "Notes: none\n",
+        "Settings\n========\n",
+        "License\n\nCopyright 2024\n",
+        "Kernel size 3\n",
+        "Usage: ftmanifest scan PATH\n",
+        "The quick brown fox\n",
+        "import os\nprint(os.getcwd())\n",
+        "class Model:\n    pass\n",
+        "id,name\n1,x\n",
+        "#version: 0.2\nĠ t\nĠ a\n",  # merges.txt
+        "[PAD]\n[UNK]\n[CLS]\n",  # vocab.txt
+        "(see below)\n",
+        "lr: 0.001\nepochs: 3\n",  # YAML
+    ],
+)
+def test_real_text_stays_text(tmp_path: Path, text: str) -> None:
+    assert detect_format(_write(tmp_path / "t", text.encode("utf-8"))) == "text"
+
+
+def test_real_tokenizer_files_are_text(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(["hello world", "héllo wörld again"], trainers.BpeTrainer())
+    tok.save(str(tmp_path / "tokenizer.json"))
+    tok.model.save(str(tmp_path))
+    files = sorted(tmp_path.iterdir())
+    assert {p.name for p in files} >= {"tokenizer.json", "vocab.json", "merges.txt"}
+    assert {p.name: detect_format(p) for p in files} == {p.name: "text" for p in files}
+
+
+def test_protocol0_and_1_pickles_of_every_shape(tmp_path: Path) -> None:
+    """CPython's protocols 0/1 write headerless pickles; all of them are pickles."""
+    values = [None, 0, -1, 2**70, 1.5, "x", b"y", (), [], {}, {1, 2}, [{"a": (1, "b")}]]
+    for protocol in (0, 1):
+        for i, value in enumerate(values):
+            path = _write(tmp_path / f"v{protocol}_{i}.txt", pickle.dumps(value, protocol))
+            assert detect_format(path) == "pickle", (protocol, value)
+
+
+def test_installed_packages_text_files_stay_text() -> None:
+    """Every text file of a few real packages (the dist-info top_level.txt too)."""
+    import sysconfig
+
+    root = Path(sysconfig.get_paths()["purelib"])
+    files = [
+        p
+        for pkg in ("hypothesis", "pytest", "transformers/models/bert", "sympy-*.dist-info")
+        for p in sorted(root.glob(f"{pkg}/**/*"))
+        if p.suffix in {".py", ".txt", ".json", ".md", ".pyi", ".cfg", ".toml"}
+        and p.is_file()
+        and p.stat().st_size
+    ]
+    assert len(files) > 100
+    assert [p for p in files if detect_format(p) != "text"] == []
