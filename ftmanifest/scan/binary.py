@@ -15,7 +15,6 @@ from __future__ import annotations
 import codecs
 import hashlib
 import io
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +23,11 @@ from typing import IO, Any, cast
 from ftmanifest.findings import Finding
 from ftmanifest.scan import npy as npy_header
 from ftmanifest.scan.compressed import MAX_INFLATED, Inflated, compression_of, open_inflated
-from ftmanifest.scan.pickle_allowlist import HINT, fingerprint, judge, weights_finding
+from ftmanifest.scan.pickle_allowlist import HINT, fingerprint, judge_run
 from ftmanifest.scan.pickle_allowlist import not_scanned as _not_scanned
 from ftmanifest.scan.pickle_ops import CHUNK
-from ftmanifest.scan.pickles import PickleWalker, WalkResult, is_flat_tensor_mapping
+from ftmanifest.scan.pickle_sequence import sniff_pickle, walk_pickles
+from ftmanifest.scan.pickles import WalkResult
 from ftmanifest.scan.readers import looks_text
 from ftmanifest.scan.safetensors import MAX_HEADER, check_safetensors
 from ftmanifest.scan.sniff import TORCH_MAGIC
@@ -41,11 +41,11 @@ BINARY_FORMATS = frozenset(
 # A pickle in a file with one of these names pretends to be something safe.
 PICKLE_FREE_SUFFIXES = frozenset({".safetensors", ".json", ".jsonl", ".txt", ".csv", ".gguf"})
 LEGACY_PICKLES = 5  # magic, protocol, sys_info, main object, storage keys
+# The usual spellings of torch's legacy magic number; any other is found by walking.
 _LEGACY_MARKS = (TORCH_MAGIC.to_bytes(10, "little"), b"L" + str(TORCH_MAGIC).encode())
 SEEN_CAP = 1 << 16  # digests of strings already handed to the text scanner
 HEAD = 64
 # an import that could be real; tensor bytes that walk as GLOBAL never look like this
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def content_kind(head: bytes) -> str:
         return "torch-legacy"
     if len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5:
         return "pickle"
-    return compression_of(head) or "unknown"
+    return compression_of(head) or "unknown"  # other pickles are sniffed by walking
 
 
 def _capped(fh: object) -> Inflated | None:
@@ -217,11 +217,19 @@ class Ctx:
         if kind == "zip":
             why = "an archive inside a stream is not opened"
             return [] if opt else [not_scanned(self.where, why, member)]
-        # protocol 0/1 pickles have no magic: walk, and call it a pickle if it is one
-        found, res = self.pickles(fh, member, 1)
-        named = [i for i in res.imports if _NAME.fullmatch(i.dotted)]
-        if named or (res.stopped and res.opcodes >= 2 and not res.problems):
-            return found
+        # No magic to go by: a pickle is whatever CPython's unpickler would act on
+        # (pickle_sequence.sniff_pickle); in a tensor storage only an import or a
+        # call counts, as raw numbers can spell harmless opcodes.
+        with opener() as probe:
+            sniffed = sniff_pickle(probe, acting_only=opt)
+            cut = _capped(probe)
+        if sniffed is None and cut is not None and cut.capped and not opt:
+            # the real loader reads past our cap: what it would do is not known
+            why = f"inflates past {self.limits.max_inflated_bytes} bytes"
+            return [not_scanned(self.where, why, member)]
+        if sniffed is not None:
+            count = LEGACY_PICKLES if sniffed == "torch-legacy" else 1
+            return self.pickles(fh, member, count)[0]
         if opt:
             return []
         with opener() as again:
@@ -233,37 +241,37 @@ class Ctx:
     def pickles(
         self, fh: IO[bytes], member: str | None, count: int
     ) -> tuple[list[Finding], WalkResult]:
-        """Walk ``count`` consecutive pickles (a legacy torch file has five)."""
-        out: list[Finding] = []
+        """Walk pickle after pickle to the end of the stream (``pickle_sequence``).
+
+        ``count`` 5 is a legacy torch file: magic, protocol, sys_info, the
+        object, storage keys, then raw storage bytes.  Anything else is walked
+        until the stream ends: a second pickle after STOP is judged like the
+        first, other trailing bytes are a finding.
+        """
         strings: list[Finding] = []
-        sink = self._sink(member, strings)
-        pos = 0
-        flat = False
-        first: WalkResult | None = None
-        for index in range(count):
-            res = PickleWalker(
-                fh,
-                on_string=sink,
-                max_bytes=self.limits.max_pickle_bytes,
-                max_opcodes=self.limits.max_opcodes,
-                base=pos,
-            ).walk()
-            first = first or res
-            pos = res.end
-            out += judge(res, path=self.where, member=member, allow=self.allow, weights_check=False)
-            if index == min(3, count - 1):
-                flat = res.stopped and is_flat_tensor_mapping(res.value)
-            if not res.stopped:
-                break
-        if flat and not out:
-            out.append(weights_finding(self.where, member))
-        if not res.stopped and not res.capped:
+        legacy = count == LEGACY_PICKLES
+        run = walk_pickles(
+            fh,
+            on_string=self._sink(member, strings),
+            max_bytes=self.limits.max_pickle_bytes,
+            max_opcodes=self.limits.max_opcodes,
+            count=count if legacy else None,
+        )
+        out = judge_run(
+            run,
+            path=self.where,
+            member=member,
+            allow=self.allow,
+            main=3 if legacy else 0,
+            raw_tail=legacy,
+        )
+        last = run.walks[-1]
+        if not last.stopped and not last.capped:
             # a walk cut short (joblib writes array bytes between opcodes): what
             # follows is not judged, so the defect that stopped it is an error
             out = [f._replace(severity="error") if f.kind == "malformed" else f for f in out]
         out = [f._replace(severity="error") if f.kind == "not-scanned" else f for f in out]
-        assert first is not None
-        return out + strings, first
+        return out + strings, run.walks[0]
 
     def npy(self, fh: IO[bytes], member: str | None) -> list[Finding]:
         """Parse an .npy header; when numpy would read objects, walk their pickle."""

@@ -83,8 +83,10 @@ def _zip_kind(path: Path) -> str:
 
 
 def _is_text(head: bytes) -> bool:
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return True  # UTF-16 with a byte-order mark
+    from ftmanifest.scan.encodings import detect
+
+    if detect(head) is not None:
+        return True  # UTF-16/32 with a byte-order mark, or UTF-16 by its NUL pattern
     if b"\0" in head:
         return False
     controls = sum(1 for b in head if b < 0x20 and b not in _TEXT_CONTROLS)

@@ -27,6 +27,8 @@ class _Touch:
         return (Path.touch, (self.marker,))
 
 
+TEXT = "line one\nmail jane.doe@mailbox.org\n"
+
 COMPRESSORS: dict[str, tuple[Callable[[bytes], bytes], Callable[[bytes], bytes]]] = {
     "gz": (gzip.compress, gzip.decompress),
     "bz2": (bz2.compress, bz2.decompress),
@@ -58,3 +60,19 @@ def test_gzip_text_keeps_its_line_numbers(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(b"".join(lines)))
     found = scan_paths([path], ScanOptions(jobs=1)).findings
     assert [(f.rule, f.line) for f in found] == [("pii.email", 5)]
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        ("u32be.txt", b"\x00\x00\xfe\xff" + TEXT.encode("utf-32-be")),
+        ("u32le.txt", b"\xff\xfe\x00\x00" + TEXT.encode("utf-32-le")),
+        ("u16be.txt", b"\xfe\xff" + TEXT.encode("utf-16-be")),
+        ("u16-no-bom.txt", TEXT.encode("utf-16-le")),
+    ],
+)
+def test_wide_text_reaches_the_text_scanner(tmp_path: Path, name: str, data: bytes) -> None:
+    path = tmp_path / name
+    path.write_bytes(data)
+    found = scan_paths([path], ScanOptions(jobs=1)).findings
+    assert [(f.rule, f.line) for f in found] == [("pii.email", 2)]

@@ -166,7 +166,6 @@ def test_walk_pickles_legacy_count_leaves_raw_tail() -> None:
     assert judge_run(run, path="x", main=3, raw_tail=True) == []
 
 
-@pytest.mark.xfail(reason="binary.py still walks one pickle; it should call walk_pickles")
 def test_second_pickle_found_by_the_scan(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     path = tmp_path / "model.pkl"
