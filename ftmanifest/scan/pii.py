@@ -273,7 +273,8 @@ PII_RULES: tuple[Rule, ...] = (
         "pii",
         "IBAN (mod-97 checked)",
         r"[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?",
-        anchors=((r"[A-Za-z]{2}[0-9]{2}", 4),),
+        # lower case only in groups of four: compact, it would be any hex digest's start
+        anchors=((r"[A-Z]{2}[0-9]{2}", 4), (r"[a-z]{2}[0-9]{2} [0-9a-z]{4}", 9)),
         anchor_left="0-9A-Za-z_/\\-",
         validator=iban,
         ignore_case=True,
