@@ -87,6 +87,11 @@ class PickleWalker(PickleStream):
             if not all(part.isidentifier() for part in module.split(".")):
                 # only a file the attacker already put on sys.path could be found
                 self._reject("pickle.bad-argument", f"{opcode} names a module no import finds")
+            elif not all(part.isidentifier() for part in name.split(".")):
+                # getattr fails right after the import: nothing is called, and the
+                # import alone runs only code already installed (text such as
+                # "changed\nand longer\n" spells GLOBAL hanged."and longer")
+                self._reject("pickle.bad-argument", f"{opcode} names an attribute no getattr finds")
             imp = Import(module, name, self.op_pos, opcode)
             self.res.imports.append(imp)
             self._reach()

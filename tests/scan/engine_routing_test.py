@@ -76,3 +76,13 @@ def test_wide_text_reaches_the_text_scanner(tmp_path: Path, name: str, data: byt
     path.write_bytes(data)
     found = scan_paths([path], ScanOptions(jobs=1)).findings
     assert [(f.rule, f.line) for f in found] == [("pii.email", 2)]
+
+
+def test_text_that_spells_a_global_with_no_attribute_stays_text(tmp_path: Path) -> None:
+    """'c' + 'hanged' + newline + 'and longer': CPython imports 'hanged', then getattr fails
+    before anything is called, so no loader acts on it."""
+    path = tmp_path / "eval.jsonl"
+    path.write_bytes(b"changed\nand longer\n")
+    with pytest.raises((ModuleNotFoundError, AttributeError)):
+        pickle.loads(path.read_bytes())
+    assert scan_paths([path], ScanOptions(jobs=1)).findings == []
