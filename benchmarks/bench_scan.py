@@ -5,13 +5,16 @@
 Generates a ~100 MB JSONL (``--quick``: ~10 MB) of chat records with UUIDs,
 sha256/sha1 digests, base64 images, code snippets, URLs and a private IPv4 per
 record, with a secret, an email and a phone number planted every 400 records
+(and, since issue 9, a grouped card number without a card word, a national-format
+phone, a lower-case IBAN in groups of four and a passport number after its keyword)
 (kept in ``benchmarks/_data/``, which is git-ignored, and reused).  Scans the
 whole file with ftmanifest (secrets + PII, ``--jobs`` processes, best of
 ``--repeat``) and a ``--ds-mb`` slice with ``detect-secrets scan --all-files``
 (the slice split in ``--jobs`` parts scanned by as many processes, so both
 tools get the same cores).  Prints MB/s for both, the ratio, both tools'
 recall on the planted secrets of the slice, ftmanifest's recall on the whole
-file (secrets, emails, phones) and its secret findings on unplanted lines
+file (secrets, emails, phones, the issue-9 forms) and its secret and PII
+findings on unplanted lines
 (false positives on the hard negatives).  Exits 1 when an issue-5 target is
 missed: >= 50 MB/s, >= 100x detect-secrets, recall >= detect-secrets'.
 """
@@ -38,7 +41,7 @@ from ftmanifest.scan.engine import ScanOptions, scan_paths  # noqa: E402
 from ftmanifest.scan.matcher import engine_name  # noqa: E402
 
 DATA = REPO / "benchmarks" / "_data"
-GEN_VERSION = 2  # bump when generate() changes
+GEN_VERSION = 3  # bump when generate() changes
 
 WORDS = (
     "the model should answer in json with the fields name date amount and a short "
@@ -87,6 +90,35 @@ def planted_secret(r: random.Random, kind: int) -> str:
     return f"{head}.{body}.{_s(r, 43, ALNUM + '-_')}"
 
 
+def _luhn_complete(body: str) -> str:
+    for d in "0123456789":
+        total = 0
+        for i, ch in enumerate(reversed(body + d)):
+            k = int(ch) * (2 if i % 2 else 1)
+            total += k - 9 if k > 9 else k
+        if total % 10 == 0:
+            return body + d
+    raise AssertionError
+
+
+def planted_pii(r: random.Random, line: int) -> str:
+    """Issue 9's forms: a grouped card without a card word, a national-format phone, a
+    lower-case grouped IBAN and a passport number behind its keyword."""
+    card = _luhn_complete("4" + _s(r, 14, "123456789"))
+    card = " ".join(card[i : i + 4] for i in range(0, 16, 4))
+    k = line % 4
+    phone = (f"({r.choice((505, 212, 617))}) 658-{r.randrange(1000, 9999)}" if k == 0  # US
+             else f"020 7946 0{r.randrange(100, 999)}" if k == 1  # GB
+             else f"030 12{r.randrange(10000, 99999)}" if k == 2  # DE
+             else f"06 12 34 {r.randrange(10, 99)} {r.randrange(10, 99)}")  # FR  # fmt: skip
+    bban = _s(r, 18, string.digits)
+    check = 98 - int(bban + "131400") % 97
+    iban = f"de{check:02d}{bban}"
+    iban = " ".join(iban[i : i + 4] for i in range(0, len(iban), 4))
+    passport = r.choice("CFGHJK") + _s(r, 8, string.digits)
+    return f"paid with {card}. call me at {phone} or wire to {iban}, passport no. {passport}"
+
+
 def _text(r: random.Random, n: int) -> str:
     return " ".join(r.choice(WORDS) for _ in range(n))
 
@@ -107,7 +139,8 @@ def generate(path: Path, size: int, every: int, seed: int = 7) -> list[tuple[int
                 planted.append((line, secret))
                 answer += f" here is my key {secret} please keep it"
                 user += (
-                    f" mail me at dev{line}@acme-corp.io or call +49 30 {line % 9000 + 1000} 5678"
+                    f" mail me at dev{line}@acme-corp.io or call +49 30 {line % 9000 + 1000} 5678 "
+                    + planted_pii(r, line)
                 )
             rec = {
                 "id": str(uuid.UUID(int=r.getrandbits(128))),
@@ -218,18 +251,29 @@ def main() -> int:
     email = {f.line for f in found if f.rule == "pii.email" and f.line}
     phone = {f.line for f in found if f.rule == "pii.phone" and f.line}
     fp = len(sec - set(secret_lines))
+    forms = {
+        name: {f.line for f in found if f.rule == rule and f.line}
+        for name, rule in (("grouped cards", "pii.card-number"),
+                           ("national phones", "pii.phone-national"),
+                           ("lower-case IBANs", "pii.iban"),
+                           ("passports", "pii.passport-number"))
+    }  # fmt: skip
+    pii_fp = sorted({f.rule for f in found if f.kind == "pii" and f.line not in set(secret_lines)})
     print(f"ftmanifest [{engine_name()}, {args.jobs} jobs]: {mb:.1f} MB in {dt:.2f}s = "
           f"{ftm_rate:.1f} MB/s, {len(found)} findings")  # fmt: skip
     print(f"  recall on {len(planted)} planted secrets {fmt_recall(recall(secret_lines, sec))}, "
           f"emails {fmt_recall(recall(secret_lines, email))}, "
           f"phones {fmt_recall(recall(secret_lines, phone))}; "
           f"secret findings on unplanted lines: {fp}")  # fmt: skip
+    print("  issue-9 forms: " + ", ".join(
+        f"{name} {fmt_recall(recall(secret_lines, lines))}" for name, lines in forms.items()
+    ) + f"; PII rules firing on unplanted lines: {pii_fp or 'none'}")  # fmt: skip
     one, _ = run_ftmanifest(big, 1, 1)
     print(f"  same file in-process on one core: {mb / one:.1f} MB/s")
 
     with big.open("rb") as fh:
         data = fh.read(int(args.ds_mb * 1e6))
-    sl = DATA / "slice.jsonl"
+    sl = DATA / f"slice-{os.getpid()}.jsonl"  # concurrent runs share _data/
     sl.write_bytes(data[: data.rfind(b"\n") + 1])
     upto = sl.read_bytes().count(b"\n")
     ds_dt, ds_lines = run_detect_secrets(sl, args.jobs)
