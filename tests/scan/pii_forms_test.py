@@ -55,6 +55,13 @@ def test_published_test_numbers_are_a_warning(engine: str, card: str) -> None:
     assert is_test_card(card.replace(" ", ""))
 
 
+def test_the_issue_example() -> None:
+    """Issue 9: "Paid with 5105 1051 0510 5100." was missed; it is a PSP test number."""
+    assert found("Paid with 5105 1051 0510 5100.") == [
+        ("pii.card-test-number", "warning", "5105 1051 0510 5100")
+    ]
+
+
 def test_bare_digit_run_needs_context() -> None:
     assert rules("id 4929420573593480 ok") == set()
     assert rules("visa 4929420573593480 ok") == {"pii.card-number"}
