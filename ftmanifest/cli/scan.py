@@ -9,6 +9,7 @@ the baseline (a ``not-scanned`` file counts unless ``--allow-not-scanned``),
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -31,11 +32,34 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ner", action="store_true", help="names/addresses via a NER backend")
     p.add_argument("--allow-not-scanned", action="store_true",
                    help="files that could not be scanned do not fail the run")  # fmt: skip
+    p.add_argument("--phone-regions", metavar="CC,CC",
+                   help="regions whose national phone formats are recognised "
+                   "(default: $FTMANIFEST_PHONE_REGIONS or US,GB,DE,FR,ES,IT,NL,AU)")  # fmt: skip
     p.add_argument("--max-size", type=int, default=64 << 30, help="per-file size cap (bytes)")
     p.add_argument("--jobs", type=int, default=0, help="worker processes (default: all cores)")
     p.add_argument("--no-cache", action="store_true",
                    help="scan every file again; do not read or write the result cache")  # fmt: skip
     p.set_defaults(func=run)
+
+
+def _phone_regions(option: str | None) -> tuple[str, ...]:
+    """The regions to use, checked now: a bad code is a usage error, not a crash later."""
+    from ftmanifest.errors import UsageError
+    from ftmanifest.scan import phones
+
+    codes = None if option is None else [c for c in option.split(",") if c.strip()]
+    try:
+        phones.set_regions(codes)
+    except ValueError as exc:
+        source = "--phone-regions" if option is not None else "FTMANIFEST_PHONE_REGIONS"
+        raise UsageError(
+            f"{source}: {exc}",
+            field=source,
+            expected="ISO 3166 region codes known to libphonenumber, e.g. US,GB,DE",
+            observed=option or os.environ.get("FTMANIFEST_PHONE_REGIONS", ""),
+            hint="fix the list, e.g. --phone-regions US,GB",
+        ) from None
+    return phones.regions()
 
 
 def _fails(kind: str, severity: str, allow_not_scanned: bool) -> bool:
@@ -56,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     opts = ScanOptions(
         secrets=not args.no_secrets, pii=not args.no_pii, pickles=not args.no_pickles,
         max_bytes=args.max_size, jobs=args.jobs, ner=args.ner,
+        phone_regions=_phone_regions(args.phone_regions),
     )  # fmt: skip
     result = scan_cached(args.paths, opts, use_cache=not args.no_cache)
     findings = result.findings

@@ -56,16 +56,22 @@ CREATE TABLE IF NOT EXISTS results (
 @lru_cache(maxsize=1)
 def scanner_version() -> str:
     """Digest of the scanner's source: rules, validators, readers and walkers."""
-    h = hashlib.sha256()
-    for src in sorted(Path(__file__).parent.rglob("*.py")):
-        h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+    import phonenumbers
+
+    h = hashlib.sha256(f"phonenumbers {phonenumbers.__version__}\0".encode())
+    here = Path(__file__).parent
+    for src in sorted(here.rglob("*.py")):
+        h.update(src.relative_to(here).as_posix().encode() + b"\0" + src.read_bytes() + b"\0")
     return "sha256:" + h.hexdigest()
 
 
 def options_key(path: Path, opts: ScanOptions) -> str:
     """The options that change findings, plus what the file's name changes."""
     name = path.name.lower()
-    key = {f: getattr(opts, f) for f in _OPTION_FIELDS}
+    from ftmanifest.scan import phones
+
+    key: dict[str, object] = {f: getattr(opts, f) for f in _OPTION_FIELDS}
+    key["phone_regions"] = list(opts.phone_regions or phones.regions())
     key["suffix"] = [path.suffix.lower(), name.removesuffix(".gz").rsplit(".", 1)[-1]]
     return json.dumps(key, sort_keys=True, separators=(",", ":"))
 

@@ -46,6 +46,7 @@ class ScanOptions:
     jobs: int = 0  # 0: os.cpu_count()
     engine: str | None = None  # None/"auto", "hyperscan" or "re"
     ner: bool = False
+    phone_regions: tuple[str, ...] | None = None  # None: $FTMANIFEST_PHONE_REGIONS or default
 
 
 @dataclass
@@ -115,6 +116,19 @@ def scan_paths(paths: Iterable[Path], opts: ScanOptions | None = None) -> ScanRe
 def scan_files(files: Iterable[Path], opts: ScanOptions | None = None) -> ScanResult:
     """Scan regular files that ``walk`` listed; one that changed kind since is a row."""
     opts = opts or ScanOptions()
+    if opts.phone_regions is None:
+        return _scan_files(files, opts)
+    from ftmanifest.scan import phones
+
+    before = phones.regions()
+    phones.set_regions(opts.phone_regions)  # before workers fork: they inherit it
+    try:
+        return _scan_files(files, opts)
+    finally:
+        phones.set_regions(before)  # process state: the next scan starts as this one did
+
+
+def _scan_files(files: Iterable[Path], opts: ScanOptions) -> ScanResult:
     result = ScanResult()
     jobs = opts.jobs or os.cpu_count() or 1
     text_files: list[tuple[Path, int]] = []
