@@ -55,6 +55,35 @@ def escaped_strings(buf: bytes) -> Iterator[tuple[int, int]]:
             pos = max(end, b + 2)
 
 
+_SIMPLE_ESCAPE = re.compile(rb'\\(?:(")|[\\bfnrt])')  # escapes that change no visible text
+_CHANGING = re.compile(rb"\\[u/]")  # escapes that spell other characters: decoded
+
+
+def _blank(m: re.Match[bytes]) -> bytes:
+    return b' "' if m.group(1) else b"  "
+
+
+def neutralize(buf: bytes) -> tuple[bytes, list[tuple[int, int]]]:
+    """``buf`` with whitespace and quote escapes blanked inside strings, same length.
+
+    ``\\n``, ``\\t``, ``\\"``... become two bytes of space (a quote keeps its
+    quote), so the raw scan sees words where they are (a token after ``\\n`` is
+    no longer glued to the ``n``) at their own offsets, and only strings with
+    ``\\uXXXX`` or ``\\/`` escapes, returned as spans, need decoding.
+    """
+    spans = list(escaped_strings(buf))
+    if not spans:
+        return buf, []
+    out = bytearray(buf)
+    changing = []
+    for s, e in spans:
+        seg = buf[s:e]
+        out[s:e] = _SIMPLE_ESCAPE.sub(_blank, seg)
+        if _CHANGING.search(seg):
+            changing.append((s, e))
+    return bytes(out), changing
+
+
 def _hex4(raw: bytes, i: int) -> int | None:
     digits = raw[i : i + 4]
     return int(digits, 16) if len(digits) == 4 and all(c in _HEX for c in digits) else None
@@ -102,11 +131,15 @@ def unescape(raw: bytes, with_map: bool = False) -> tuple[bytes, list[int] | Non
 def scan_json_strings(
     buf: bytes, *, path: str, secrets: bool = True, pii: bool = True,
     base_line: int = 1, base_offset: int = 0, engine: str | None = None,
+    spans: list[tuple[int, int]] | None = None,
 ) -> list[Finding]:  # fmt: skip
-    """Findings in the decoded escaped strings of ``buf``, at their raw positions."""
+    """Findings in the decoded escaped strings of ``buf`` (or of ``spans``), at raw positions."""
     if buf.find(b"\\") < 0 or not (secrets or pii):
         return []
-    spans = list(escaped_strings(buf))
+    if spans is None:
+        spans = list(escaped_strings(buf))
+    if not spans:
+        return []
     starts, pieces, at = [], [], 0
     for s, e in spans:
         dec = unescape(buf[s:e])[0]

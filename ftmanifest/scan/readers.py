@@ -123,14 +123,17 @@ def _scan_stream(
         line = buf.rfind(b"\n", 0, back) + 1
         nxt = cut if last else (line if cut - line <= 4 * OVERLAP else back)
         part = buf[:cut]
+        # JSON (issue 9): whitespace and quote escapes are blanked in place, so one
+        # scan sees the words as written; strings with \uXXXX or \/ are decoded too.
+        seen, changing = json_strings.neutralize(part) if json else (part, [])
         found = scan_buffer(
-            part, path=str(path), secrets=secrets, pii=pii,
+            seen, path=str(path), secrets=secrets, pii=pii,
             base_line=1 + newlines, base_offset=offset, engine=engine,
         )  # fmt: skip
-        if json:  # escaped strings decoded too (issue 9); a no-op without a backslash
+        if changing:
             found = json_strings.merge(found, json_strings.scan_json_strings(
                 part, path=str(path), secrets=secrets, pii=pii,
-                base_line=1 + newlines, base_offset=offset, engine=engine,
+                base_line=1 + newlines, base_offset=offset, engine=engine, spans=changing,
             ))  # fmt: skip
         found = [f for f in found if f.extra["span"][1] > done_to]
         findings += _annotate(found, part, offset, path)

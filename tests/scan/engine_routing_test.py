@@ -86,3 +86,19 @@ def test_text_that_spells_a_global_with_no_attribute_stays_text(tmp_path: Path) 
     with pytest.raises((ModuleNotFoundError, AttributeError)):
         pickle.loads(path.read_bytes())
     assert scan_paths([path], ScanOptions(jobs=1)).findings == []
+
+
+def test_json_escapes_glued_to_a_value_hide_nothing(tmp_path: Path) -> None:
+    """``\\n`` before a token and ``\\"`` around a password: blanked in place, one scan."""
+    token = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+    path = tmp_path / "chat.jsonl"
+    path.write_bytes(
+        ('{"t": "key:\\n' + token + '"}\n').encode()
+        + b'{"t": "config: password=\\"Xk9#mQ2$vL7pR4wZ\\" done"}\n'
+    )
+    found = scan_paths([path], ScanOptions(jobs=1)).findings
+    assert [(f.line, f.rule) for f in found] == [
+        (1, "secret.github-pat"),
+        (2, "secret.generic-assignment"),
+    ]
+    assert found[0].column == 14  # where the token starts in the file, escapes counted
