@@ -89,6 +89,21 @@ class Payload:  # what a booby-trapped checkpoint does: run a command when loade
 
 with open(f"{out}/data-leaky/pytorch_model.bin", "wb") as fh:
     pickle.dump({"weight": Payload()}, fh)
+# The same payload as a gzip'd protocol-0 pickle under a harmless name: it reads
+# like text, and a loader that inflates it still runs the command.
+import gzip
+with open(f"{out}/data-leaky/optimizer.txt.gz", "wb") as fh:
+    fh.write(gzip.compress(pickle.dumps({"state": Payload()}, protocol=0)))
+# Personal data in the forms people write: a grouped card number with no card
+# word, a national-format phone number, escaped inside a JSON string.
+digits = [4] + [rnd.randrange(10) for _ in range(14)]
+check = (10 - sum(d if i % 2 else (2 * d - 9 if 2 * d > 9 else 2 * d)
+                  for i, d in enumerate(reversed(digits))) % 10) % 10
+card = "".join(map(str, digits + [check]))
+card = " ".join(card[i:i + 4] for i in range(0, 16, 4))
+row = {"text": f"Paid with {card}.\nCall me: (505) 658-5596"}
+with open(f"{out}/data-leaky/support.jsonl", "w") as fh:
+    fh.write(json.dumps(row) + "\n")
 PY
 expect 0 ftmanifest scan "$OUT/data-clean"
 expect 1 ftmanifest scan "$OUT/data-leaky"
