@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ftmanifest.scan.engine import ScanOptions, scan_paths  # noqa: E402
-from ftmanifest.scan.matcher import engine_name  # noqa: E402
+from ftmanifest.scan.text.matcher import engine_name  # noqa: E402
 
 DATA = REPO / "benchmarks" / "_data"
 GEN_VERSION = 3  # bump when generate() changes

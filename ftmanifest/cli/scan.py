@@ -45,7 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _phone_regions(option: str | None) -> tuple[str, ...]:
     """The regions to use, checked now: a bad code is a usage error, not a crash later."""
     from ftmanifest.errors import UsageError
-    from ftmanifest.scan import phones
+    from ftmanifest.scan.text import phones
 
     codes = None if option is None else [c for c in option.split(",") if c.strip()]
     try:
@@ -102,8 +102,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _redact(args: argparse.Namespace, findings: list, files: list[str]) -> None:
-    from ftmanifest.scan.readers import sniff
     from ftmanifest.scan.redact import write_redacted
+    from ftmanifest.scan.text.readers import sniff
 
     by_path: dict[str, list] = {}
     for f in findings:

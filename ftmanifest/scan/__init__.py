@@ -10,6 +10,6 @@ from __future__ import annotations
 
 from ftmanifest.scan.cache import scan_cached
 from ftmanifest.scan.engine import ScanOptions, ScanResult, scan_paths
-from ftmanifest.scan.text import scan_text
+from ftmanifest.scan.text.text import scan_text
 
 __all__ = ["ScanOptions", "ScanResult", "scan_cached", "scan_paths", "scan_text"]

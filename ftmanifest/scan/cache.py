@@ -68,7 +68,7 @@ def scanner_version() -> str:
 def options_key(path: Path, opts: ScanOptions) -> str:
     """The options that change findings, plus what the file's name changes."""
     name = path.name.lower()
-    from ftmanifest.scan import phones
+    from ftmanifest.scan.text import phones
 
     key: dict[str, object] = {f: getattr(opts, f) for f in _OPTION_FIELDS}
     key["phone_regions"] = list(opts.phone_regions or phones.regions())

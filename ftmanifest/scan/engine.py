@@ -22,9 +22,9 @@ from functools import partial
 from pathlib import Path
 
 from ftmanifest.findings import Finding, sort_findings
-from ftmanifest.scan import readers
-from ftmanifest.scan.matcher import matcher
-from ftmanifest.scan.text import not_scanned, scan_text
+from ftmanifest.scan.text import readers
+from ftmanifest.scan.text.matcher import matcher
+from ftmanifest.scan.text.text import not_scanned, scan_text
 from ftmanifest.scan.walk import walk
 
 RANGE = 16 << 20  # most bytes per pool task
@@ -69,7 +69,7 @@ def iter_files(paths: Iterable[Path]) -> Iterator[Path]:
 
 def detect(path: Path) -> str:
     try:
-        from ftmanifest.scan.sniff import detect_format
+        from ftmanifest.scan.artifacts.sniff import detect_format
     except ImportError:
         return readers.sniff(path)
     return detect_format(path)
@@ -91,7 +91,7 @@ def _scan_range(path: str, start: int, end: int, opts: ScanOptions) -> tuple[lis
 def _binary(path: Path, fmt: str, opts: ScanOptions, *, text: bool = True) -> list[Finding]:
     """``scan_binary``; ``text=False`` judges only what is not text (pickles, containers)."""
     try:
-        from ftmanifest.scan.binary import scan_binary
+        from ftmanifest.scan.artifacts.binary import scan_binary
     except ImportError:
         return [not_scanned(path, f"{fmt} scanner not available in this build")]
     scanner = partial(scan_text, secrets=opts.secrets, pii=opts.pii) if text else None
@@ -118,7 +118,7 @@ def scan_files(files: Iterable[Path], opts: ScanOptions | None = None) -> ScanRe
     opts = opts or ScanOptions()
     if opts.phone_regions is None:
         return _scan_files(files, opts)
-    from ftmanifest.scan import phones
+    from ftmanifest.scan.text import phones
 
     before = phones.regions()
     phones.set_regions(opts.phone_regions)  # before workers fork: they inherit it

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ftmanifest.errors import InputNotFoundError
 from ftmanifest.findings import Finding
-from ftmanifest.scan.text import not_scanned
+from ftmanifest.scan.text.text import not_scanned
 
 SKIPPED_DIRS = frozenset({".git", "__pycache__"})
 _KINDS = (

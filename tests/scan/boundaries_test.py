@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from ftmanifest.scan import engine as eng
-from ftmanifest.scan import readers
-from ftmanifest.scan.binary import scan_binary
+from ftmanifest.scan.artifacts.binary import scan_binary
+from ftmanifest.scan.artifacts.pickle_ops import CHUNK as PICKLE_CHUNK
+from ftmanifest.scan.artifacts.sniff import detect_format
 from ftmanifest.scan.engine import ScanOptions, scan_paths
-from ftmanifest.scan.pickle_ops import CHUNK as PICKLE_CHUNK
-from ftmanifest.scan.sniff import detect_format
-from ftmanifest.scan.text import scan_buffer, scan_text
+from ftmanifest.scan.text import readers
+from ftmanifest.scan.text.text import scan_buffer, scan_text
 
 GHP = "ghp_SulEETldq8b8Vw2zbJYAxyL1aCcTlN99mhWp"
 PEM = (

@@ -27,9 +27,9 @@ import pytest
 import torch
 
 from ftmanifest.findings import Finding
-from ftmanifest.scan.binary import BinaryLimits, scan_binary
-from ftmanifest.scan.sniff import detect_format
-from ftmanifest.scan.text import scan_text
+from ftmanifest.scan.artifacts.binary import BinaryLimits, scan_binary
+from ftmanifest.scan.artifacts.sniff import detect_format
+from ftmanifest.scan.text.text import scan_text
 from tests.scan.npy_descr_test import Touch
 
 OPENERS = {"gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open}

@@ -4,7 +4,7 @@ import random
 
 from ftmanifest.scan import engine as eng
 from ftmanifest.scan.engine import ScanOptions, scan_paths
-from ftmanifest.scan.text import scan_buffer
+from ftmanifest.scan.text.text import scan_buffer
 
 GHP = "ghp_SulEETldq8b8Vw2zbJYAxyL1aCcTlN99mhWp"
 

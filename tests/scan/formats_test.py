@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ftmanifest.findings import Finding
 from ftmanifest.scan.engine import ScanOptions, scan_paths
-from ftmanifest.scan.parquet import scan_parquet
+from ftmanifest.scan.text.parquet import scan_parquet
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -140,7 +140,7 @@ def test_unreadable_column_is_not_scanned_by_name(tmp_path: Path) -> None:
 
 
 def test_union_column_is_not_scanned_by_name() -> None:
-    from ftmanifest.scan.parquet import _leaves, _Unscannable
+    from ftmanifest.scan.text.parquet import _leaves, _Unscannable
 
     union = pa.UnionArray.from_sparse(
         pa.array([0, 1], pa.int8()), [pa.array(["a", "b"]), pa.array([1, 2])]
@@ -248,7 +248,7 @@ def test_plain_json_and_gzip_json_decode_too(tmp_path: Path) -> None:
 def test_unescape_matches_json_and_maps_every_character(
     text: str, ascii_only: bool, slash: bool
 ) -> None:
-    from ftmanifest.scan.json_strings import unescape
+    from ftmanifest.scan.text.json_strings import unescape
 
     raw = json.dumps(text, ensure_ascii=ascii_only)[1:-1]
     raw = raw.replace("/", "\\/") if slash else raw
@@ -301,7 +301,7 @@ def _chars(text: str) -> list[str]:
 def test_scan_json_strings_never_raises_and_spans_are_in_the_buffer(
     data: bytes, secret_at: int
 ) -> None:
-    from ftmanifest.scan.json_strings import scan_json_strings
+    from ftmanifest.scan.text.json_strings import scan_json_strings
 
     buf = data[:secret_at] + b'"\\n' + GHP.encode() + b'"' + data[secret_at:]
     lines = buf.count(b"\n") + 1
@@ -340,7 +340,7 @@ def _with_bom(text: str, codec: str) -> bytes:
 def test_wide_text_with_a_bom_is_decoded_in_aligned_ranges(
     tmp_path: Path, codec: str, monkeypatch
 ) -> None:
-    from ftmanifest.scan import readers
+    from ftmanifest.scan.text import readers
 
     text, lines = _wide_text()
     path = tmp_path / "w.txt"
@@ -376,7 +376,7 @@ def test_wide_text_with_a_bom_is_decoded_in_aligned_ranges(
 def test_wide_ranges_count_every_line_once(
     tmp_path_factory, codec: str, text: str, cuts: list[int]
 ) -> None:
-    from ftmanifest.scan import readers
+    from ftmanifest.scan.text import readers
 
     path = tmp_path_factory.mktemp("w") / "f.txt"
     path.write_bytes(_with_bom(text + f"\n{GHP}\n", codec))
@@ -393,7 +393,7 @@ def test_wide_ranges_count_every_line_once(
 
 
 def test_bomless_utf16_is_guessed_and_binary_stays_binary() -> None:
-    from ftmanifest.scan.encodings import detect
+    from ftmanifest.scan.text.encodings import detect
 
     assert detect(("hello world\n" * 20).encode("utf-16-le")).codec == "utf-16-le"  # type: ignore[union-attr]
     assert detect(("hello world\n" * 20).encode("utf-16-be")).codec == "utf-16-be"  # type: ignore[union-attr]

@@ -13,10 +13,10 @@ try:
 except ImportError:  # pragma: no cover - depends on the environment
     hyperscan = None
 
-from ftmanifest.scan.anchors_re import first_bytes, split_first
-from ftmanifest.scan.matcher import matcher
-from ftmanifest.scan.pii import IPV4_PUBLIC_ANCHOR
-from ftmanifest.scan.text import scan_buffer
+from ftmanifest.scan.text.anchors_re import first_bytes, split_first
+from ftmanifest.scan.text.matcher import matcher
+from ftmanifest.scan.text.pii import IPV4_PUBLIC_ANCHOR
+from ftmanifest.scan.text.text import scan_buffer
 
 ENGINES = ["re", "hyperscan"]
 

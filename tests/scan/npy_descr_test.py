@@ -21,9 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ftmanifest.findings import Finding
-from ftmanifest.scan.binary import scan_binary
-from ftmanifest.scan.npy import UnknownDescr, holds_objects
-from ftmanifest.scan.sniff import detect_format
+from ftmanifest.scan.artifacts.binary import scan_binary
+from ftmanifest.scan.artifacts.npy import UnknownDescr, holds_objects
+from ftmanifest.scan.artifacts.sniff import detect_format
 
 
 class Touch:

@@ -36,7 +36,7 @@ def test_cli_flag_and_a_bad_region(tmp_path: Path) -> None:
 
 
 def test_a_scan_with_regions_leaves_the_process_default_alone(tmp_path: Path) -> None:
-    from ftmanifest.scan import phones
+    from ftmanifest.scan.text import phones
 
     before = phones.regions()
     path = tmp_path / "notes.txt"

@@ -20,8 +20,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ftmanifest.scan.artifacts.sniff import detect_format
 from ftmanifest.scan.engine import ScanOptions, scan_paths
-from ftmanifest.scan.sniff import detect_format
 
 TARGETS = [
     ("os", "system"),

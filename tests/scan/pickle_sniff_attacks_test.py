@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from ftmanifest.scan.artifacts.pickle_allowlist import judge_run
+from ftmanifest.scan.artifacts.pickle_sequence import TORCH_MAGIC, walk_pickles
+from ftmanifest.scan.artifacts.sniff import detect_format
 from ftmanifest.scan.engine import ScanOptions, scan_paths
-from ftmanifest.scan.pickle_allowlist import judge_run
-from ftmanifest.scan.pickle_sequence import TORCH_MAGIC, walk_pickles
-from ftmanifest.scan.sniff import detect_format
 
 MAGIC = TORCH_MAGIC.to_bytes(10, "little")
 

@@ -1,4 +1,4 @@
-"""Malicious pickles are flagged without ever being loaded (ftmanifest.scan.pickles).
+"""Malicious pickles are flagged without ever being loaded (ftmanifest.scan.artifacts.pickles).
 
 Every payload here is built with pickle.dumps (which only records __reduce__'s
 answer), by hand-assembled opcodes, or by editing real torch.save archives.
@@ -26,9 +26,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ftmanifest.findings import Finding
-from ftmanifest.scan.binary import BINARY_FORMATS, BinaryLimits, scan_binary
-from ftmanifest.scan.pickles import PickleWalker
-from ftmanifest.scan.sniff import TORCH_MAGIC, detect_format
+from ftmanifest.scan.artifacts.binary import BINARY_FORMATS, BinaryLimits, scan_binary
+from ftmanifest.scan.artifacts.pickles import PickleWalker
+from ftmanifest.scan.artifacts.sniff import TORCH_MAGIC, detect_format
 
 
 class _Reduce:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from ftmanifest.scan import phones
-from ftmanifest.scan.ids import bsn_valid, dni_valid, nino_valid
-from ftmanifest.scan.pii import is_test_card
-from ftmanifest.scan.text import scan_buffer
+from ftmanifest.scan.text import phones
+from ftmanifest.scan.text.ids import bsn_valid, dni_valid, nino_valid
+from ftmanifest.scan.text.pii import is_test_card
+from ftmanifest.scan.text.text import scan_buffer
 
 ENGINES = ["re", "hyperscan"]
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from ftmanifest.scan.pii import iban_valid, luhn, plausible_card_iin
-from ftmanifest.scan.text import scan_buffer
+from ftmanifest.scan.text.pii import iban_valid, luhn, plausible_card_iin
+from ftmanifest.scan.text.text import scan_buffer
 
 
 def rules(text: str) -> set[str]:

@@ -1,4 +1,4 @@
-"""safetensors header checks on real and hand-corrupted files (ftmanifest.scan.safetensors)."""
+"""safetensors header checks on real and hand-corrupted files (scan.artifacts.safetensors)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from safetensors.torch import save_file
 
 from ftmanifest.findings import Finding
-from ftmanifest.scan.binary import scan_binary
-from ftmanifest.scan.safetensors import check_safetensors
-from ftmanifest.scan.sniff import detect_format
+from ftmanifest.scan.artifacts.binary import scan_binary
+from ftmanifest.scan.artifacts.safetensors import check_safetensors
+from ftmanifest.scan.artifacts.sniff import detect_format
 
 TOKEN = "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ01234567"
 
@@ -52,7 +52,7 @@ def test_real_file_is_clean(tmp_path: Path) -> None:
 
 
 def test_metadata_strings_go_to_the_real_text_scanner(tmp_path: Path) -> None:
-    from ftmanifest.scan.text import scan_text
+    from ftmanifest.scan.text.text import scan_text
 
     path = _real(tmp_path, {"format": "pt", "hub": f"token={TOKEN}"})
     found = scan_binary(path, "safetensors", scan_text)
@@ -147,7 +147,7 @@ def test_finding_shape(tmp_path: Path) -> None:
 
 
 def _scanned(path: Path) -> list[Finding]:
-    from ftmanifest.scan.text import scan_text
+    from ftmanifest.scan.text.text import scan_text
 
     return [f for f in scan_binary(path, "safetensors", scan_text) if f.kind != "malformed"]
 
@@ -174,7 +174,7 @@ def _dims_header(tmp_path: Path, shape: list[int], nbytes: int) -> Path:
 
 
 def test_huge_shape_overflow_stops_at_the_first_overflow() -> None:
-    from ftmanifest.scan.safetensors import numel
+    from ftmanifest.scan.artifacts.safetensors import numel
 
     seen = 0
 
@@ -230,7 +230,7 @@ _entry = st.fixed_dictionaries(
     cut=st.integers(0, 8),
 )
 def test_fuzzed_headers_never_raise(tmp_path: Path, header: dict, body: bytes, cut: int) -> None:
-    from ftmanifest.scan.text import scan_text
+    from ftmanifest.scan.text.text import scan_text
 
     raw = json.dumps(header).encode()
     raw = raw[: len(raw) - cut] if cut < 4 else raw

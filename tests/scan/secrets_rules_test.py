@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from ftmanifest.scan.pii import PII_RULES
-from ftmanifest.scan.rules import SECRET_RULES
-from ftmanifest.scan.text import scan_buffer
+from ftmanifest.scan.text.pii import PII_RULES
+from ftmanifest.scan.text.rules import SECRET_RULES
+from ftmanifest.scan.text.text import scan_buffer
 
 ENGINES = ["re", "hyperscan"]
 RULES = SECRET_RULES + PII_RULES

@@ -1,4 +1,4 @@
-"""Format detection from bytes, not names (ftmanifest.scan.sniff)."""
+"""Format detection from bytes, not names (ftmanifest.scan.artifacts.sniff)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from ftmanifest.scan.sniff import TORCH_MAGIC, detect_format
+from ftmanifest.scan.artifacts.sniff import TORCH_MAGIC, detect_format
 
 
 def _write(path: Path, data: bytes) -> Path:

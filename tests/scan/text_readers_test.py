@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ftmanifest.scan.engine import ScanOptions, scan_paths
-from ftmanifest.scan.text import scan_text
+from ftmanifest.scan.text.text import scan_text
 
 GHP = "ghp_SulEETldq8b8Vw2zbJYAxyL1aCcTlN99mhWp"
 

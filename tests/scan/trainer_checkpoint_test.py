@@ -1,6 +1,6 @@
 """Real torch.save artifacts and a real Trainer checkpoint scan clean.
 
-These files are where the pickle allowlist (ftmanifest.scan.pickle_allowlist)
+These files are where the pickle allowlist (ftmanifest.scan.artifacts.pickle_allowlist)
 came from: if a torch/transformers upgrade starts pickling a new global, this
 test names it.
 """
@@ -16,14 +16,14 @@ import torch
 from torch import nn
 
 from ftmanifest.findings import Finding
-from ftmanifest.scan.binary import BINARY_FORMATS, scan_binary
-from ftmanifest.scan.sniff import detect_format
+from ftmanifest.scan.artifacts.binary import BINARY_FORMATS, scan_binary
+from ftmanifest.scan.artifacts.sniff import detect_format
 
 TOKEN = "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNm01234567"
 
 
 def _scan(path: Path) -> list[Finding]:
-    from ftmanifest.scan.text import scan_text
+    from ftmanifest.scan.text.text import scan_text
 
     fmt = detect_format(path)
     assert fmt in BINARY_FORMATS, (path, fmt)

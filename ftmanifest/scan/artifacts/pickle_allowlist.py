@@ -16,8 +16,8 @@ import hashlib
 from collections.abc import Iterable
 
 from ftmanifest.findings import Finding
-from ftmanifest.scan.pickle_sequence import PickleRun
-from ftmanifest.scan.pickles import WalkResult, is_flat_tensor_mapping
+from ftmanifest.scan.artifacts.pickle_sequence import PickleRun
+from ftmanifest.scan.artifacts.pickles import WalkResult, is_flat_tensor_mapping
 
 _DTYPES = (
     "Float Double Half BFloat16 Long Int Short Char Byte Bool ComplexFloat ComplexDouble"

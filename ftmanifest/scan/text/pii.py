@@ -15,10 +15,10 @@ import ipaddress
 import re
 from typing import Any
 
-from ftmanifest.scan.ids import ID_RULES
-from ftmanifest.scan.phones import PHONE_RULES
-from ftmanifest.scan.rules import Rule
-from ftmanifest.scan.secrets import token_boundary
+from ftmanifest.scan.text.ids import ID_RULES
+from ftmanifest.scan.text.phones import PHONE_RULES
+from ftmanifest.scan.text.rules import Rule
+from ftmanifest.scan.text.secrets import token_boundary
 
 Match = Any
 

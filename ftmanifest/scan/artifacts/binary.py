@@ -21,16 +21,21 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from ftmanifest.findings import Finding
-from ftmanifest.scan import npy as npy_header
-from ftmanifest.scan.compressed import MAX_INFLATED, Inflated, compression_of, open_inflated
-from ftmanifest.scan.pickle_allowlist import HINT, fingerprint, judge_run
-from ftmanifest.scan.pickle_allowlist import not_scanned as _not_scanned
-from ftmanifest.scan.pickle_ops import CHUNK
-from ftmanifest.scan.pickle_sequence import sniff_pickle, walk_pickles
-from ftmanifest.scan.pickles import WalkResult
-from ftmanifest.scan.readers import looks_text
-from ftmanifest.scan.safetensors import MAX_HEADER, check_safetensors
-from ftmanifest.scan.sniff import TORCH_MAGIC
+from ftmanifest.scan.artifacts import npy as npy_header
+from ftmanifest.scan.artifacts.compressed import (
+    MAX_INFLATED,
+    Inflated,
+    compression_of,
+    open_inflated,
+)
+from ftmanifest.scan.artifacts.pickle_allowlist import HINT, fingerprint, judge_run
+from ftmanifest.scan.artifacts.pickle_allowlist import not_scanned as _not_scanned
+from ftmanifest.scan.artifacts.pickle_ops import CHUNK
+from ftmanifest.scan.artifacts.pickle_sequence import sniff_pickle, walk_pickles
+from ftmanifest.scan.artifacts.pickles import WalkResult
+from ftmanifest.scan.artifacts.safetensors import MAX_HEADER, check_safetensors
+from ftmanifest.scan.artifacts.sniff import TORCH_MAGIC
+from ftmanifest.scan.text.readers import looks_text
 
 TextScanner = Callable[..., list[Finding]]
 Opener = Callable[[], IO[bytes]]
@@ -73,7 +78,7 @@ def scan_binary(
     allow: Iterable[str] = (),
 ) -> list[Finding]:
     """Findings for one file of a binary ``fmt`` (one of ``BINARY_FORMATS``)."""
-    from ftmanifest.scan import torch_archive
+    from ftmanifest.scan.artifacts import torch_archive
 
     ctx = Ctx(path, text_scanner, limits or BinaryLimits(), frozenset(allow))
     try:

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from ftmanifest.findings import Finding
-from ftmanifest.scan.pickle_ops import CHUNK, Import
+from ftmanifest.scan.artifacts.pickle_ops import CHUNK, Import
 
 if TYPE_CHECKING:
-    from ftmanifest.scan.binary import Ctx
+    from ftmanifest.scan.artifacts.binary import Ctx
 
 _ZIP_ERRORS = (zipfile.BadZipFile, EOFError, NotImplementedError, RuntimeError, ValueError)
 _LOCAL = struct.Struct("<4s5H3L2H")
@@ -43,7 +43,7 @@ _ELEMENT_SIZE = {
 
 
 def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
-    from ftmanifest.scan.binary import malformed, not_scanned
+    from ftmanifest.scan.artifacts.binary import malformed, not_scanned
 
     where = ctx.where
     try:
@@ -73,7 +73,7 @@ def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
 
 
 def _member(ctx: Ctx, zf: zipfile.ZipFile, info: zipfile.ZipInfo, fmt: str) -> list[Finding]:
-    from ftmanifest.scan.binary import malformed, not_scanned
+    from ftmanifest.scan.artifacts.binary import malformed, not_scanned
 
     name = info.filename
     if info.file_size > ctx.limits.max_inflated_bytes:
@@ -148,7 +148,7 @@ def is_tar(path: Path) -> bool:
 
 
 def scan_tar(ctx: Ctx) -> list[Finding]:
-    from ftmanifest.scan.binary import malformed, not_scanned
+    from ftmanifest.scan.artifacts.binary import malformed, not_scanned
 
     out: list[Finding] = []
     try:
@@ -178,7 +178,7 @@ def scan_tar(ctx: Ctx) -> list[Finding]:
 
 def _legacy_records(ctx: Ctx, fh: IO[bytes], name: str) -> list[Finding]:
     """``storages``/``tensors``: a count pickle, then per record a pickle and raw bytes."""
-    from ftmanifest.scan.binary import malformed, not_scanned
+    from ftmanifest.scan.artifacts.binary import malformed, not_scanned
 
     out: list[Finding] = []
     while _more(fh):

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ftmanifest.findings import Finding
-from ftmanifest.scan import encodings, json_strings
-from ftmanifest.scan.parquet import scan_parquet
-from ftmanifest.scan.text import not_scanned, scan_buffer
+from ftmanifest.scan.text import encodings, json_strings
+from ftmanifest.scan.text.parquet import scan_parquet
+from ftmanifest.scan.text.text import not_scanned, scan_buffer
 
 __all__ = ["scan_gzip", "scan_parquet", "scan_text_range", "sniff"]
 

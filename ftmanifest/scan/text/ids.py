@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ftmanifest.scan.rules import Rule
+from ftmanifest.scan.text.rules import Rule
 
 Match = Any
 

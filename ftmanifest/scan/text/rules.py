@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ftmanifest.scan import secrets as v
+from ftmanifest.scan.text import secrets as v
 
 Validator = Callable[[Any, int], bool]  # (re.Match[bytes], group) -> keep?
 

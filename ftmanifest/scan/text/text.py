@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.findings import Finding
-from ftmanifest.scan.matcher import engine_name, matcher
 from ftmanifest.scan.redact import excerpt, fingerprint
+from ftmanifest.scan.text.matcher import engine_name, matcher
 
 __all__ = ["engine_name", "not_scanned", "scan_buffer", "scan_text"]
 

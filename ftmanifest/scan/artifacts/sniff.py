@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 from typing import IO
 
-from ftmanifest.scan.pickle_sequence import TORCH_MAGIC, sniff_pickle
+from ftmanifest.scan.artifacts.pickle_sequence import TORCH_MAGIC, sniff_pickle
 
 __all__ = ["HEAD", "TORCH_MAGIC", "detect_format"]
 
@@ -83,7 +83,7 @@ def _zip_kind(path: Path) -> str:
 
 
 def _is_text(head: bytes) -> bool:
-    from ftmanifest.scan.encodings import detect
+    from ftmanifest.scan.text.encodings import detect
 
     if detect(head) is not None:
         return True  # UTF-16/32 with a byte-order mark, or UTF-16 by its NUL pattern

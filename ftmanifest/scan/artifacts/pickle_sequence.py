@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import IO
 
-from ftmanifest.scan.pickle_ops import Problem, StringSink, WalkResult
-from ftmanifest.scan.pickles import PickleWalker
+from ftmanifest.scan.artifacts.pickle_ops import Problem, StringSink, WalkResult
+from ftmanifest.scan.artifacts.pickles import PickleWalker
 
 # torch/serialization.py MAGIC_NUMBER: the value of a legacy file's first pickle
 TORCH_MAGIC = 0x1950A86A20F9469CFC6C

@@ -26,7 +26,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 
 from ftmanifest.findings import Finding
-from ftmanifest.scan.text import scan_buffer
+from ftmanifest.scan.text.text import scan_buffer
 
 _BODY = re.compile(rb'[^"\\\n]*(?:\\[^\n][^"\\\n]*)*')  # a string body, escapes included
 _SIMPLE = {

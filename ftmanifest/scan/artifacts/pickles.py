@@ -22,7 +22,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from ftmanifest.scan.pickle_ops import (
+from ftmanifest.scan.artifacts.pickle_ops import (
     _FIXED,
     _NOARG_PUSH,
     _SIZED,
@@ -44,7 +44,7 @@ from ftmanifest.scan.pickle_ops import (
     refusal,
     unhashable,
 )
-from ftmanifest.scan.pickle_stream import PickleStream, _Stop
+from ftmanifest.scan.artifacts.pickle_stream import PickleStream, _Stop
 
 __all__ = [
     "CHUNK",

@@ -15,7 +15,7 @@ import codecs
 import re
 from typing import IO, Any, NoReturn
 
-from ftmanifest.scan.pickle_ops import (
+from ftmanifest.scan.artifacts.pickle_ops import (
     BIG,
     CHUNK,
     LINE_LIMIT,
