@@ -78,7 +78,9 @@ with open(f"{out}/data-clean/train.jsonl", "w") as fh:
 # A made-up token in GitHub's format, generated here so no secret is committed.
 rnd = random.Random(7)
 token = "ghp_" + "".join(rnd.choice(string.ascii_letters + string.digits) for _ in range(36))
-rows[3]["messages"][0]["content"] = f"my token is {token}, mail me at jane.doe@example.com"
+# (an address at a real-looking domain: example.com/.org are documentation domains
+# the scanner ignores on purpose)
+rows[3]["messages"][0]["content"] = f"my token is {token}, mail me at jane.doe@mailbox.org"
 with open(f"{out}/data-leaky/train.jsonl", "w") as fh:
     fh.writelines(json.dumps(r) + "\n" for r in rows)
 
