@@ -22,7 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--trust",
         metavar="PATH",
-        help="allowed signers file (default: .ftmanifest/allowed_signers up to the repo root)",
+        help="allowed signers file (default: $FTMANIFEST_TRUST_FILE, else "
+        ".ftmanifest/allowed_signers at the repository root)",
     )
     p.add_argument(
         "--threshold",
@@ -39,6 +40,22 @@ def _verifies(value: bool | None) -> str:
     return {True: "yes", False: "NO", None: "unchecked"}[value]
 
 
+def _check_manifest(manifest: Path) -> None:
+    """A missing manifest is "not found" (exit 2), as for every command, not "not signed"."""
+    from ftmanifest.errors import InputError, InputNotFoundError
+
+    if not manifest.exists():
+        raise InputNotFoundError(
+            "manifest not found", path=str(manifest), hint="check the path of the manifest"
+        )
+    if manifest.is_dir():
+        raise InputError(
+            "manifest is a folder, not a file",
+            path=str(manifest),
+            hint="name the manifest file (e.g. manifests/exp.yaml)",
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from ftmanifest.errors import FtManifestError
     from ftmanifest.manifest import load_manifest
@@ -46,8 +63,10 @@ def run(args: argparse.Namespace) -> int:
     from ftmanifest.signing.verify import inspect_signatures, verify_manifest_signature
 
     manifest = Path(args.manifest)
+    _check_manifest(manifest)
     trust_arg = Path(args.trust) if args.trust else None
-    env_path, trust, checks = inspect_signatures(manifest, trust_path=trust_arg)
+    seen = inspect_signatures(manifest, trust_path=trust_arg)
+    trust, checks = seen.trust, seen.checks
     error: FtManifestError | None = None
     report = None
     try:
@@ -60,8 +79,9 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         doc: dict[str, Any] = {
             "manifest": str(manifest),
-            "envelope": str(env_path),
+            "envelope": str(seen.envelope_path),
             "trust": str(trust.path) if trust else None,
+            "trust_source": seen.source.to_dict() if seen.source else None,
             "warnings": list(trust.warnings) if trust else [],
             "signatures": [
                 {
@@ -82,8 +102,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         for warning in trust.warnings if trust else ():
             sys.stderr.write(f"ftmanifest: warning: {warning}\n")
-        where = str(trust.path) if trust else "none found (signatures unchecked)"
-        lines = [f"envelope: {env_path}", f"trust:    {where}"]
+        if seen.source is not None:
+            where = f"{seen.source.path}\n          ({seen.source.describe()})"
+        else:
+            where = "none found (signatures unchecked)"
+        lines = [f"envelope: {seen.envelope_path}", f"trust:    {where}"]
         for c in checks:
             who = ",".join(c.principals) or "-"
             lines.append(

@@ -26,7 +26,9 @@ _EXPORTS = {
     "load_private_key": "keys",
     "generate_key_pair": "keys",
     "fingerprint": "keys",
-    "find_trust_file": "trust",
+    "find_trust_file": "locate",
+    "choose_trust_file": "locate",
+    "TrustSource": "locate",
     "load_trust": "trust",
 }
 

@@ -13,10 +13,18 @@ from typing import Any
 
 from ftmanifest.manifest.canonical import CanonicalizationError, canonical_json
 from ftmanifest.signing._strict import StrictJSONError, b64decode_strict, b64encode, loads_strict
-from ftmanifest.signing.errors import MalformedEnvelopeError, WrongPayloadTypeError
+from ftmanifest.signing.errors import (
+    MalformedEnvelopeError,
+    MalformedKeyIdError,
+    TooManySignaturesError,
+    WrongPayloadTypeError,
+)
+from ftmanifest.signing.keys import check_keyid
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 ED25519_SIGNATURE_LEN = 64
+MAX_SIGNATURES = 64
+"""More signers than any review needs; bounds the work an envelope can cause."""
 _TOP_FIELDS = frozenset({"payloadType", "payload", "signatures"})
 _SIG_FIELDS = frozenset({"keyid", "sig"})
 _RESIGN = "re-sign the manifest: ftmanifest sign M --key K --replace"
@@ -98,6 +106,16 @@ def parse_envelope(data: bytes, path: str) -> Envelope:
     raw_sigs = doc["signatures"]
     if not isinstance(raw_sigs, list) or not raw_sigs:
         raise _malformed(path, "signatures is not a non-empty list", field="signatures")
+    if len(raw_sigs) > MAX_SIGNATURES:
+        raise TooManySignaturesError(
+            f"signature envelope holds {len(raw_sigs)} signatures, at most "
+            f"{MAX_SIGNATURES} are read",
+            path=path,
+            field="signatures",
+            expected=f"at most {MAX_SIGNATURES} signatures",
+            observed=str(len(raw_sigs)),
+            hint=f"do not trust this envelope; {_RESIGN}",
+        )
     sigs: list[Signature] = []
     for n, item in enumerate(raw_sigs):
         field = f"signatures[{n}]"
@@ -106,6 +124,15 @@ def parse_envelope(data: bytes, path: str) -> Envelope:
         keyid = item["keyid"]
         if not isinstance(keyid, str) or not keyid:
             raise _malformed(path, f"{field}.keyid is not a non-empty string", field=field)
+        if not check_keyid(keyid):
+            raise MalformedKeyIdError(
+                f"{field}.keyid is not an OpenSSH SHA256 key fingerprint",
+                path=path,
+                field=f"{field}.keyid",
+                expected="SHA256: and 43 base64 characters (as `ssh-keygen -l` prints)",
+                observed=keyid[:80],
+                hint=f"do not trust this envelope; {_RESIGN}",
+            )
         sig = _b64_field(item["sig"], path, f"{field}.sig")
         if len(sig) != ED25519_SIGNATURE_LEN:
             raise _malformed(

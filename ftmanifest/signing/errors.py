@@ -86,6 +86,13 @@ class InsecureKeyPermissionsError(SignatureRefusedError):
     reason = "insecure-key-permissions"
 
 
+class InsecureTrustPathError(SignatureRefusedError):
+    """The trust file, or a folder on its path, can be changed by other users
+    (ssh's StrictModes: group/world-writable, or owned by someone else)."""
+
+    reason = "insecure-trust-path"
+
+
 # --- unusable input files (exit 2) -------------------------------------------
 
 
@@ -119,6 +126,40 @@ class KeyExistsError(SigningInputError, FileExistsError):
 
 class MalformedTrustFileError(SigningInputError):
     reason = "malformed-trust-file"
+
+
+class NotRegularFileError(SigningInputError):
+    """An envelope, trust or key file that is a FIFO, device or folder."""
+
+    reason = "not-regular-file"
+
+
+class FileTooLargeError(SigningInputError):
+    reason = "file-too-large"
+
+
+class TooManySignaturesError(SigningInputError):
+    reason = "too-many-signatures"
+
+
+class WeakKeyError(SigningInputError):
+    """A small-order or non-canonical Ed25519 public key (forgeable signatures)."""
+
+    reason = "weak-key"
+
+
+class MalformedKeyIdError(SigningInputError):
+    reason = "malformed-keyid"
+
+
+class PublicKeyGivenError(SigningInputError):
+    reason = "public-key-given"
+
+
+class WriteFailedError(SigningInputError, OSError):
+    """Writing a key or envelope failed (read-only or missing folder...)."""
+
+    reason = "write-failed"
 
 
 class TrustFileNotFoundError(_Reasoned, InputNotFoundError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from ftmanifest.signing._files import KEY_MAX_BYTES, read_untrusted
 from ftmanifest.signing._io import write_atomic
 from ftmanifest.signing.errors import (
     BadPassphraseError,
@@ -26,11 +28,56 @@ from ftmanifest.signing.errors import (
     KeyExistsError,
     KeyNotFoundError,
     MalformedKeyError,
+    PublicKeyGivenError,
     UnsupportedKeyError,
+    WeakKeyError,
+    WriteFailedError,
 )
 
 KEY_TYPE = "ssh-ed25519"
 PassphraseSource = Callable[[], bytes]
+KEYID = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
+"""An OpenSSH SHA256 fingerprint: unpadded base64 of 32 bytes."""
+_P = 2**255 - 19
+# y coordinates (mod p) of the 8 points of order dividing 8 on edwards25519:
+# the identity (1), order 2 (p-1), order 4 (0, two points), order 8 (four points).
+_C8 = 2707385501144840649318225287225658788936804267575313519463743609750303402022
+_SMALL_ORDER_Y = frozenset({0, 1, _P - 1, _C8, _P - _C8})
+
+
+def check_public_key_bytes(raw: bytes) -> None:
+    """Refuse a non-canonical (y >= p) or small-order Ed25519 point encoding.
+
+    OpenSSL verifies signatures under such keys (RFC 8032 does not forbid
+    them): with the identity point as the key, ``R = identity, S = 0`` is a
+    valid signature of every message.
+    """
+    y = int.from_bytes(raw, "little") & ((1 << 255) - 1)
+    if y >= _P:
+        raise WeakKeyError(
+            "Ed25519 public key is not canonically encoded (y >= p)",
+            expected="a key made by ssh-keygen or ftmanifest keygen",
+            observed=raw.hex(),
+            hint="remove this key; it was not made by a real key generator",
+        )
+    if y in _SMALL_ORDER_Y:
+        raise WeakKeyError(
+            "Ed25519 public key is a small-order point: anyone can forge its signatures",
+            expected="a key made by ssh-keygen or ftmanifest keygen",
+            observed=raw.hex(),
+            hint="remove this key from the trust file; it trusts a forger",
+        )
+
+
+def check_keyid(keyid: str) -> bool:
+    """True when ``keyid`` has the shape of an OpenSSH SHA256 fingerprint."""
+    if not KEYID.fullmatch(keyid):
+        return False
+    try:
+        raw = base64.b64decode(keyid[7:] + "=", validate=True)
+    except ValueError:  # pragma: no cover - the pattern already allows only base64
+        return False
+    return base64.b64encode(raw).decode("ascii").rstrip("=") == keyid[7:]
 
 
 def _ssh_string(data: bytes) -> bytes:
@@ -72,6 +119,7 @@ def public_key_from_blob(blob: bytes) -> Ed25519PublicKey:
         raise ValueError(f"key blob type is {fields[0][:40]!r}, not {KEY_TYPE}")
     if len(fields[1]) != 32:
         raise ValueError(f"Ed25519 key is {len(fields[1])} bytes, not 32")
+    check_public_key_bytes(fields[1])
     return Ed25519PublicKey.from_public_bytes(fields[1])
 
 
@@ -130,16 +178,33 @@ def _load(data: bytes, password: bytes | None, path: Path) -> object:
         raise _unreadable(exc, path) from None
 
 
-def load_private_key(path: Path, passphrase: PassphraseSource | None = None) -> Ed25519PrivateKey:
-    """Load an OpenSSH-format Ed25519 private key, asking ``passphrase()`` only if needed."""
-    if not path.is_file():
+def _read_key_file(path: Path) -> bytes:
+    hint = "pass the private key file made by `ftmanifest keygen` or `ssh-keygen -t ed25519`"
+    try:
+        data = read_untrusted(path, limit=KEY_MAX_BYTES, what="private key", hint=hint)
+    except FileNotFoundError:
         raise KeyNotFoundError(
             "private key not found",
             path=str(path),
             hint="create one with `ftmanifest keygen -f PATH` or pass --key PATH",
+        ) from None
+    head = data.lstrip()[:64]
+    if head.startswith((b"ssh-", b"ecdsa-", b"sk-")) or b"BEGIN SSH2 PUBLIC KEY" in head:
+        private = path.with_name(path.name[: -len(".pub")]) if path.suffix == ".pub" else None
+        raise PublicKeyGivenError(
+            "this is a public key; signing needs the private key",
+            path=str(path),
+            expected="the private key (-----BEGIN OPENSSH PRIVATE KEY-----)",
+            observed="a public key line",
+            hint=f"pass --key {private}" if private else "pass the private key file (not .pub)",
         )
+    return data
+
+
+def load_private_key(path: Path, passphrase: PassphraseSource | None = None) -> Ed25519PrivateKey:
+    """Load an OpenSSH-format Ed25519 private key, asking ``passphrase()`` only if needed."""
+    data = _read_key_file(path)
     check_private_key_mode(path)
-    data = path.read_bytes()
     try:
         key = _load(data, None, path)
     except TypeError:  # encrypted: "password-protected, but password was not provided"
@@ -150,7 +215,16 @@ def load_private_key(path: Path, passphrase: PassphraseSource | None = None) -> 
                 hint="pass --passphrase-env VAR (the name of a variable holding it) "
                 "or run in a terminal to be asked",
             ) from None
-        key = _load(data, passphrase(), path)
+        secret = passphrase()
+        if not secret:
+            raise BadPassphraseError(
+                "empty passphrase for an encrypted private key",
+                path=str(path),
+                expected="the key's passphrase",
+                observed="an empty passphrase",
+                hint="check the passphrase (the value of --passphrase-env's variable)",
+            ) from None
+        key = _load(data, secret, path)
     if not isinstance(key, Ed25519PrivateKey):
         raise UnsupportedKeyError(
             "only Ed25519 keys can sign manifests",
@@ -193,16 +267,36 @@ def generate_key_pair(path: Path, *, comment: str = "", passphrase: bytes | None
             path=str(path),
             hint="install the `bcrypt` package (pip install bcrypt) or use --no-passphrase",
         ) from None
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise write_failed(exc, path, "private key") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(pem)
             fh.flush()
             os.fsync(fh.fileno())
-    except BaseException:
+    except BaseException as exc:
         path.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise write_failed(exc, path, "private key") from None
         raise
     public = key.public_key()
-    write_atomic(pub_path, (public_key_line(public, comment) + "\n").encode(), mode=0o644)
+    try:
+        write_atomic(pub_path, (public_key_line(public, comment) + "\n").encode(), mode=0o644)
+    except OSError as exc:
+        path.unlink(missing_ok=True)
+        raise write_failed(exc, pub_path, "public key") from None
     return fingerprint(public)
+
+
+def write_failed(exc: OSError, path: Path, what: str) -> WriteFailedError:
+    """A failed write as a clean input error (exit 2), naming the path."""
+    return WriteFailedError(
+        f"cannot write the {what}: {exc.strerror or exc}",
+        path=str(path),
+        expected="a writable folder that exists, and no folder where the file goes",
+        observed=exc.strerror or type(exc).__name__,
+        hint="choose another path, or create the folder / fix its permissions",
+    )

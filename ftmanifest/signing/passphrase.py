@@ -8,13 +8,33 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import sys
 from collections.abc import Callable
 
 from ftmanifest.errors import UsageError
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_env_name(var: str) -> str:
+    """``var`` if it can be an environment variable's name.  Otherwise refuse
+    without echoing it: a user who typed the passphrase itself must not see it
+    printed into a terminal log or CI output."""
+    if not _ENV_NAME.fullmatch(var):
+        raise UsageError(
+            "--passphrase-env takes the NAME of an environment variable, not a passphrase",
+            field="--passphrase-env",
+            expected="a name like FTMANIFEST_PASSPHRASE ([A-Za-z_][A-Za-z0-9_]*)",
+            observed="something else (not shown: it may be a secret)",
+            hint="export FTMANIFEST_PASSPHRASE=... then pass --passphrase-env "
+            "FTMANIFEST_PASSPHRASE; if you typed the passphrase, clear it from your shell history",
+        )
+    return var
+
 
 def from_env(var: str) -> bytes:
+    check_env_name(var)
     value = os.environ.get(var)
     if value is None:
         raise UsageError(
@@ -37,6 +57,7 @@ def _require_tty(what: str) -> None:
 def for_unlock(env_var: str | None, path: str) -> Callable[[], bytes]:
     """A callable the key loader calls only if the key is encrypted."""
     if env_var:
+        check_env_name(env_var)
         return lambda: from_env(env_var)
 
     def ask() -> bytes:

@@ -12,10 +12,11 @@ from typing import Any, Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from ftmanifest.signing._files import ENVELOPE_MAX_BYTES, read_untrusted
 from ftmanifest.signing._io import write_atomic
 from ftmanifest.signing.dsse import PAYLOAD_TYPE, Envelope, Signature, pae, parse_envelope
 from ftmanifest.signing.errors import MalformedEnvelopeError, StaleEnvelopeError
-from ftmanifest.signing.keys import fingerprint
+from ftmanifest.signing.keys import fingerprint, write_failed
 from ftmanifest.signing.statement import statement_payload
 
 ENVELOPE_SUFFIX = ".sig.json"
@@ -55,11 +56,15 @@ def sign_manifest(
     status: SignStatus = "created"
     signatures: tuple[Signature, ...] = (new_sig,)
     if target.exists():
-        if replace:
+        if replace and not target.is_dir():
             status = "replaced"
         else:
-            try:
-                old = parse_envelope(target.read_bytes(), str(target))
+            hint = "inspect it, then start a new envelope with --replace"
+            try:  # a folder or FIFO at the envelope path is refused here, exit 2
+                data = read_untrusted(
+                    target, limit=ENVELOPE_MAX_BYTES, what="signature envelope", hint=hint
+                )
+                old = parse_envelope(data, str(target))
             except MalformedEnvelopeError as exc:
                 exc.hint = "inspect it, then start a new envelope with --replace"
                 raise
@@ -77,5 +82,8 @@ def sign_manifest(
             status = "appended"
             signatures = (*old.signatures, new_sig)
     envelope = Envelope(payload_type=PAYLOAD_TYPE, payload=payload, signatures=signatures)
-    write_atomic(target, envelope.to_bytes())
+    try:
+        write_atomic(target, envelope.to_bytes())
+    except OSError as exc:
+        raise write_failed(exc, target, "signature envelope") from None
     return SignResult(target, keyid, status, len(signatures))

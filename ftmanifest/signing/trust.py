@@ -1,50 +1,47 @@
 """Trusted signers: the OpenSSH ``allowed_signers`` file format.
 
-Layer: signing (reads the trust file; judging is pure).  Format (see
-``man ssh-keygen``, ALLOWED SIGNERS): ``principals [options] keytype
-base64-key [comment]`` with options ``namespaces="..."``,
-``valid-after="YYYYMMDD[HHMM[SS]][Z]"``, ``valid-before=...`` and
-``cert-authority``.  Deviations, all toward refusing: a line without a
-``namespaces`` option does not count for ftmanifest (ssh would allow every
-namespace); certificate authorities and non-Ed25519 keys are skipped with a
-warning.
+Layer: signing (reads the trust file; judging is pure).  Parsed as OpenSSH
+9.x parses it (sshsig.c ``parse_principals_key_and_options`` and
+``sshsigopt_parse``; ``man ssh-keygen``, ALLOWED SIGNERS):
+``principals [options] keytype base64-key [comment]``.  Principals may be
+quoted; options are ``cert-authority``, ``namespaces="..."``,
+``valid-after="..."`` and ``valid-before="..."``, values always quoted,
+each at most once; the comment is never parsed (a ``"`` in it is fine);
+patterns know only ``*``, ``?`` and ``!``.  Deviations, all toward refusing: a
+malformed line anywhere makes the whole file malformed (ssh stops at it only
+when it reaches it); a line without a ``namespaces`` option does not count
+for ftmanifest (ssh would allow every namespace); certificate authorities and
+non-Ed25519 keys are skipped with a warning; small-order keys are refused.
+Which file is used, and why, is ``locate``'s business.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from ftmanifest.signing._strict import b64decode_strict
-from ftmanifest.signing.errors import MalformedTrustFileError, TrustFileNotFoundError
+from ftmanifest.signing._files import TRUST_MAX_BYTES, read_untrusted
+from ftmanifest.signing._ssh_line import match_list, parse_allowed_line
+from ftmanifest.signing.errors import (
+    MalformedTrustFileError,
+    SigningInputError,
+    TrustFileNotFoundError,
+    WeakKeyError,
+)
 from ftmanifest.signing.keys import KEY_TYPE, fingerprint_of_blob, public_key_from_blob
+from ftmanifest.signing.locate import DEFAULT_TRUST, find_trust_file
+
+__all__ = ["DEFAULT_TRUST", "find_trust_file", "load_trust", "parse_trust"]
 
 NAMESPACE = "ftmanifest"
-DEFAULT_TRUST = Path(".ftmanifest") / "allowed_signers"
-_TIME = re.compile(r"(\d{8})(\d{4})?(\d{2})?(Z)?")
-_KEY_PREFIXES = ("ssh-", "ecdsa-", "sk-ssh-", "sk-ecdsa-", "rsa-sha2-")
 
 STATUS_OK = "valid"
 STATUS_WRONG_NAMESPACE = "wrong-namespace"
 STATUS_EXPIRED = "expired-key"
 STATUS_NOT_YET_VALID = "not-yet-valid"
-
-
-def _match_list(value: str, patterns: tuple[str, ...]) -> bool:
-    """OpenSSH pattern-list semantics: any negated match wins, else any match."""
-    hit = False
-    for pattern in patterns:
-        if pattern.startswith("!"):
-            if fnmatch.fnmatchcase(value, pattern[1:]):
-                return False
-        elif fnmatch.fnmatchcase(value, pattern):
-            hit = True
-    return hit
 
 
 @dataclass(frozen=True)
@@ -53,22 +50,25 @@ class TrustedKey:
     blob: bytes
     fingerprint: str
     namespaces: tuple[str, ...] | None
-    valid_after: datetime | None
-    valid_before: datetime | None
+    valid_after: int | None
+    """Seconds since the epoch (ssh semantics: valid from this second on)."""
+    valid_before: int | None
+    """Seconds since the epoch (valid up to and including this second)."""
     line: int
 
     def public_key(self) -> Ed25519PublicKey:
         return public_key_from_blob(self.blob)
 
     def matches_principal(self, name: str) -> bool:
-        return _match_list(name, self.principals)
+        return match_list(name, self.principals)
 
     def status(self, now: datetime) -> str:
-        if self.namespaces is None or not _match_list(NAMESPACE, self.namespaces):
+        if self.namespaces is None or not match_list(NAMESPACE, self.namespaces):
             return STATUS_WRONG_NAMESPACE
-        if self.valid_after is not None and now < self.valid_after:
+        seconds = now.timestamp() if now.tzinfo is not None else now.astimezone().timestamp()
+        if self.valid_after is not None and seconds < self.valid_after:
             return STATUS_NOT_YET_VALID
-        if self.valid_before is not None and now > self.valid_before:
+        if self.valid_before is not None and seconds > self.valid_before:
             return STATUS_EXPIRED
         return STATUS_OK
 
@@ -83,118 +83,22 @@ class TrustStore:
         return tuple(k for k in self.keys if k.fingerprint == fp)
 
 
-def find_trust_file(manifest_path: Path) -> Path:
-    """Walk up from the manifest's folder to the repository root (the folder
-    holding ``.git``) looking for ``.ftmanifest/allowed_signers``.  Outside a
-    repository only the manifest's own folder is searched, so a file planted in
-    a shared parent such as /tmp is never picked up."""
-    start = manifest_path.resolve().parent
-    chain = [start, *start.parents]
-    root = next((d for d in chain if (d / ".git").exists()), None)
-    searched = chain[: chain.index(root) + 1] if root is not None else [start]
-    for folder in searched:
-        candidate = folder / DEFAULT_TRUST
-        if candidate.is_file():
-            return candidate
-    raise TrustFileNotFoundError(
-        "no trust file (allowed signers) found for this manifest",
-        path=str(searched[-1] / DEFAULT_TRUST),
-        expected=f"{DEFAULT_TRUST} in the manifest's folder or a parent up to the repository root",
-        observed="searched: " + ", ".join(str(d) for d in searched),
-        hint=f"create {DEFAULT_TRUST} with lines like "
-        f'`alice@example.org namespaces="{NAMESPACE}" ssh-ed25519 AAAA...`, or pass --trust PATH',
-    )
-
-
-def _split(text: str, sep: str | None) -> list[str]:
-    """Split on ``sep`` (None: whitespace) outside double quotes; quotes kept."""
-    parts: list[str] = []
-    cur: list[str] = []
-    quoted = escaped = False
-    for ch in text:
-        if escaped:
-            cur.append(ch)
-            escaped = False
-        elif ch == "\\" and quoted:
-            cur.append(ch)
-            escaped = True
-        elif ch == '"':
-            cur.append(ch)
-            quoted = not quoted
-        elif not quoted and (ch == sep or (sep is None and ch in " \t")):
-            if cur or sep is not None:
-                parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if quoted:
-        raise ValueError("unterminated quote")
-    if cur or sep is not None:
-        parts.append("".join(cur))
-    return parts
-
-
-def _unquote(text: str) -> str:
-    if len(text) >= 2 and text[0] == text[-1] == '"':
-        return text[1:-1].replace('\\"', '"')
-    if '"' in text:
-        raise ValueError(f"stray quote in {text!r}")
-    return text
-
-
-def _parse_time(text: str) -> datetime:
-    m = _TIME.fullmatch(text)
-    if not m or (m.group(3) and not m.group(2)):
-        raise ValueError(f"time {text!r} is not YYYYMMDD[HHMM[SS]][Z]")
-    stamp = m.group(1) + (m.group(2) or "0000") + (m.group(3) or "00")
-    naive = datetime.strptime(stamp, "%Y%m%d%H%M%S")
-    # Like ssh: a trailing Z means UTC, otherwise the local time zone.
-    return naive.replace(tzinfo=timezone.utc) if m.group(4) else naive.astimezone()
-
-
 def _parse_line(text: str, lineno: int, warnings: list[str], path: Path) -> TrustedKey | None:
-    tokens = _split(text, None)
-    if len(tokens) < 3:
-        raise ValueError("expected `principals [options] keytype base64-key [comment]`")
-    principals = tuple(p for p in _unquote(tokens[0]).split(",") if p)
-    if not principals:
-        raise ValueError("no principals")
-    rest = tokens[1:]
-    options = ""
-    if not rest[0].startswith(_KEY_PREFIXES):
-        options, rest = rest[0], rest[1:]
-    if len(rest) < 2:
-        raise ValueError("missing key type or key")
-    keytype, key_b64 = rest[0], rest[1]
-    namespaces: tuple[str, ...] | None = None
-    after = before = None
-    for opt in _split(options, ",") if options else []:
-        name, eq, value = opt.partition("=")
-        name = name.lower()
-        if name == "cert-authority" and not eq:
-            warnings.append(f"{path}:{lineno}: cert-authority lines are not supported; skipped")
-            return None
-        if not eq or name not in ("namespaces", "valid-after", "valid-before"):
-            raise ValueError(f"unknown or malformed option {opt!r}")
-        value = _unquote(value)
-        if name == "namespaces":
-            namespaces = tuple(n for n in value.split(",") if n)
-        elif name == "valid-after":
-            after = _parse_time(value)
-        else:
-            before = _parse_time(value)
-    if keytype != KEY_TYPE:
-        warnings.append(f"{path}:{lineno}: {keytype} keys are not supported (Ed25519 only)")
+    parsed = parse_allowed_line(text)
+    if parsed.cert_authority:
+        warnings.append(f"{path}:{lineno}: cert-authority lines are not supported; skipped")
         return None
-    blob = b64decode_strict(key_b64)
-    public_key_from_blob(blob)  # validate now, not at verification time
+    if parsed.keytype != KEY_TYPE:
+        warnings.append(f"{path}:{lineno}: {parsed.keytype} keys are not supported (Ed25519 only)")
+        return None
+    public_key_from_blob(parsed.blob)  # validate now (incl. small order), not when verifying
     return TrustedKey(
-        principals=principals,
-        blob=blob,
-        fingerprint=fingerprint_of_blob(blob),
-        namespaces=namespaces,
-        valid_after=after,
-        valid_before=before,
+        principals=parsed.principals,
+        blob=parsed.blob,
+        fingerprint=fingerprint_of_blob(parsed.blob),
+        namespaces=parsed.namespaces,
+        valid_after=parsed.valid_after,
+        valid_before=parsed.valid_before,
         line=lineno,
     )
 
@@ -203,14 +107,18 @@ def parse_trust(text: str, path: Path) -> TrustStore:
     keys: list[TrustedKey] = []
     warnings: list[str] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
+        line = raw.strip(" \t\r\n")
         if not line or line.startswith("#"):
             continue
         try:
             key = _parse_line(line, lineno, warnings, path)
-        except ValueError as exc:
+        except WeakKeyError as exc:
+            exc.path, exc.line = str(path), lineno
+            raise
+        except (ValueError, SigningInputError) as exc:
+            what = exc.message if isinstance(exc, SigningInputError) else str(exc)
             raise MalformedTrustFileError(
-                f"trust file line is malformed: {exc}",
+                f"trust file line is malformed: {what}",
                 path=str(path),
                 line=lineno,
                 expected='principals [namespaces="ftmanifest",valid-after="..."] ssh-ed25519 KEY',
@@ -223,13 +131,19 @@ def parse_trust(text: str, path: Path) -> TrustStore:
 
 
 def load_trust(path: Path) -> TrustStore:
+    """Parse the trust file at ``path``: a regular file of at most 1 MiB."""
     try:
-        data = path.read_bytes()
+        data = read_untrusted(
+            path,
+            limit=TRUST_MAX_BYTES,
+            what="trust file (allowed signers)",
+            hint="point --trust (or $FTMANIFEST_TRUST_FILE) at an allowed_signers file",
+        )
     except FileNotFoundError:
         raise TrustFileNotFoundError(
             "trust file (allowed signers) not found",
             path=str(path),
-            hint="check the --trust path, or create the file",
+            hint="check the --trust path (or $FTMANIFEST_TRUST_FILE), or create the file",
         ) from None
     try:
         text = data.decode("utf-8")

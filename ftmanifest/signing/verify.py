@@ -19,7 +19,9 @@ from cryptography.exceptions import InvalidSignature
 from ftmanifest.errors import UsageError
 from ftmanifest.manifest.canonical import canonical_json
 from ftmanifest.signing import errors as E
+from ftmanifest.signing._files import ENVELOPE_MAX_BYTES, read_untrusted
 from ftmanifest.signing.dsse import Envelope, parse_envelope
+from ftmanifest.signing.locate import TrustSource, choose_trust_file
 from ftmanifest.signing.sign import envelope_path_for
 from ftmanifest.signing.statement import (
     Statement,
@@ -27,7 +29,7 @@ from ftmanifest.signing.statement import (
     parse_statement,
     statement_payload,
 )
-from ftmanifest.signing.trust import STATUS_OK, TrustStore, find_trust_file, load_trust
+from ftmanifest.signing.trust import STATUS_OK, TrustStore, load_trust
 
 _STATUS_ERRORS: dict[str, type[E.SignatureRefusedError]] = {
     "unknown-key": E.UnknownKeyError,
@@ -66,6 +68,7 @@ class SignatureReport:
     manifest_path: Path
     envelope_path: Path
     trust_path: Path
+    trust_source: TrustSource
     subject_name: str
     digest: str  # sha256:<hex> of the canonical manifest
     threshold: int
@@ -76,13 +79,19 @@ class SignatureReport:
         data = asdict(self)
         for name in ("manifest_path", "envelope_path", "trust_path"):
             data[name] = str(data[name])
+        data["trust_source"] = self.trust_source.to_dict()
         return data
 
 
 def read_envelope(manifest_path: Path) -> tuple[Path, Envelope]:
     path = envelope_path_for(manifest_path)
     try:
-        data = path.read_bytes()
+        data = read_untrusted(
+            path,
+            limit=ENVELOPE_MAX_BYTES,
+            what="signature envelope",
+            hint=f"do not trust it; re-sign: ftmanifest sign {manifest_path} --key KEY --replace",
+        )
     except FileNotFoundError:
         raise E.UnsignedError(
             "manifest is not signed",
@@ -131,21 +140,33 @@ def _refusal(check: SignatureCheck, env_path: Path, trust: TrustStore) -> E.Sign
     )
 
 
+@dataclass(frozen=True)
+class Inspection:
+    """What ``signers`` lists: the envelope, the trust file and why, the checks."""
+
+    envelope_path: Path
+    source: TrustSource | None
+    trust: TrustStore | None
+    checks: list[SignatureCheck]
+
+
 def inspect_signatures(
     manifest_path: Path, *, trust_path: Path | None = None, now: datetime | None = None
-) -> tuple[Path, TrustStore | None, list[SignatureCheck]]:
+) -> Inspection:
     """Every signature with its status, for listing; a missing trust file is not
-    an error here (signatures are then listed unchecked).  Never parses the
-    payload: that waits until the signatures are trusted."""
+    an error here when it was searched for (signatures are then listed
+    unchecked).  Never parses the payload: that waits until the signatures are
+    trusted."""
     env_path, envelope = read_envelope(manifest_path)
     try:
-        trust = load_trust(trust_path if trust_path is not None else find_trust_file(manifest_path))
+        source = choose_trust_file(manifest_path, trust_path)
+        trust = load_trust(source.path)
     except E.TrustFileNotFoundError:
         if trust_path is not None:
             raise
         empty = TrustStore(path=Path("-"), keys=())
-        return env_path, None, check_signatures(envelope, empty, _now(now))
-    return env_path, trust, check_signatures(envelope, trust, _now(now))
+        return Inspection(env_path, None, None, check_signatures(envelope, empty, _now(now)))
+    return Inspection(env_path, source, trust, check_signatures(envelope, trust, _now(now)))
 
 
 def _diff(a: Any, b: Any, where: str = "") -> list[str]:
@@ -180,7 +201,8 @@ def verify_manifest_signature(
     if threshold < 1:
         raise UsageError("--threshold must be at least 1", observed=str(threshold))
     env_path, envelope = read_envelope(manifest_path)
-    trust = load_trust(trust_path if trust_path is not None else find_trust_file(manifest_path))
+    source = choose_trust_file(manifest_path, trust_path)
+    trust = load_trust(source.path)
     checks = check_signatures(envelope, trust, _now(now))
     for check in checks:
         if check.status == "bad-signature":
@@ -206,6 +228,7 @@ def verify_manifest_signature(
         manifest_path=manifest_path,
         envelope_path=env_path,
         trust_path=trust.path,
+        trust_source=source,
         subject_name=statement.subject_name,
         digest=f"sha256:{statement.digest_hex}",
         threshold=threshold,

@@ -64,8 +64,11 @@ def test_envelope_verifies_by_an_independent_code_path(tmp_path) -> None:
     ]
 
 
+KEYID = "SHA256:" + "x" * 42 + "w"  # a well-formed fingerprint of no key
+
+
 def _envelope() -> Envelope:
-    return Envelope(PAYLOAD_TYPE, b'{"a":1}', (Signature("SHA256:x", bytes(64)),))
+    return Envelope(PAYLOAD_TYPE, b'{"a":1}', (Signature(KEYID, bytes(64)),))
 
 
 def test_round_trip_is_byte_exact() -> None:
@@ -83,7 +86,7 @@ def test_round_trip_is_byte_exact() -> None:
         (lambda d: d.replace(b"eyJhIjoxfQ==", b"eyJh Ijox"), "base64"),
         (lambda d: d.replace(b",", b", ", 1), "canonical form"),
         (lambda d: d.rstrip(b"\n"), "canonical form"),
-        (lambda d: d.replace(b'"keyid":"SHA256:x"', b'"keyid":""'), "keyid"),
+        (lambda d: d.replace(KEYID.encode(), b""), "keyid"),
         (lambda d: d.replace(b"AAAAAAAA", b"", 1), "bytes, an Ed25519 signature is 64"),
         (lambda d: b"\xff" + d, "UTF-8"),
         (lambda d: b"[]", "not an object"),

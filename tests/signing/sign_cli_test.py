@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from signing_helpers import git_init
 
 from ftmanifest import cli
 from ftmanifest.manifest import load_manifest
@@ -27,7 +28,7 @@ def _registered(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A repo with one example manifest; keys for alice (encrypted) and bob."""
-    (tmp_path / ".git").mkdir()
+    git_init(tmp_path)
     (tmp_path / "manifests").mkdir()
     shutil.copy(SOURCE, tmp_path / "manifests" / "exp.yaml")
     monkeypatch.setenv("ALICE_PW", "correct horse battery")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,17 @@ def trust_line(
     return " ".join(p for p in parts if p)
 
 
+def git_init(folder: Path) -> Path:
+    """A real (empty) git repository at ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", str(folder)], check=True, timeout=30)
+    return folder
+
+
 def repo(tmp_path: Path, lines: list[str], name: str = "exp.yaml") -> Path:
-    """A fake repository with a trust file; returns the manifest path (not created)."""
-    (tmp_path / ".git").mkdir(exist_ok=True)
+    """A git repository with a trust file; returns the manifest path (not created)."""
+    if not (tmp_path / ".git").exists():
+        git_init(tmp_path)
     trust = tmp_path / ".ftmanifest" / "allowed_signers"
     trust.parent.mkdir(exist_ok=True)
     trust.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -139,8 +139,13 @@ def test_renamed_manifest_is_a_payload_mismatch(tmp_path: Path) -> None:
 def test_inspect_without_trust_file_lists_unchecked(tmp_path: Path) -> None:
     manifest = tmp_path / "m.yaml"
     sign_manifest(manifest, CANONICAL, ALICE)
-    _, trust, checks = inspect_signatures(manifest)
-    assert trust is None and [(c.status, c.verifies) for c in checks] == [("unknown-key", None)]
+    seen = inspect_signatures(manifest)
+    trust, checks = seen.trust, seen.checks
+    assert (
+        trust is None
+        and seen.source is None
+        and [(c.status, c.verifies) for c in checks] == [("unknown-key", None)]
+    )
 
 
 # --- Hypothesis: mutate the envelope file, verification must never pass -------

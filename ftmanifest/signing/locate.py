@@ -1,0 +1,124 @@
+"""Which trust file (allowed signers) judges a manifest, and why.
+
+Layer: signing (edge: asks git, stats folders).  In order:
+
+1. ``--trust PATH`` (``trust_path``), then
+2. the environment variable ``FTMANIFEST_TRUST_FILE`` (CI pins trust with it
+   to a file outside the checkout, which a pull request cannot change), else
+3. ``.ftmanifest/allowed_signers`` at the root of the git work tree holding
+   the folder where the manifest was *named* (a symlinked manifest takes its
+   trust from the link's repository, not its target's); outside a work tree,
+   only the manifest's own folder.  Never a nearer file in a subfolder: a pull
+   request could add ``sub/.ftmanifest/allowed_signers`` and sign with its own
+   key, so there is one trust file per repository, one path to protect.
+
+The work tree root is what ``git rev-parse --show-toplevel`` says (without a
+shell, with a timeout and no optional locks), so an empty ``.git`` file
+planted in /tmp makes no root; and a found trust file passes ssh's StrictModes
+check (``_files.check_strict_modes``) up to the root.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ftmanifest.signing.errors import TrustFileNotFoundError
+
+TRUST_ENV = "FTMANIFEST_TRUST_FILE"
+DEFAULT_TRUST = Path(".ftmanifest") / "allowed_signers"
+_GIT_TIMEOUT_S = 10.0
+_GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE")
+TrustHow = Literal["option", "environment", "repository", "folder"]
+
+
+@dataclass(frozen=True)
+class TrustSource:
+    """The trust file chosen for a manifest and how it was chosen."""
+
+    path: Path
+    how: TrustHow
+    searched_from: Path | None = None
+    root: Path | None = None
+
+    def describe(self) -> str:
+        if self.how == "option":
+            return "given by --trust"
+        if self.how == "environment":
+            return f"given by ${TRUST_ENV}"
+        where = "repository root" if self.how == "repository" else "manifest's folder (no repo)"
+        return f"{where} {self.root}, searched from {self.searched_from}"
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {
+            "path": str(self.path),
+            "how": self.how,
+            "searched_from": str(self.searched_from) if self.searched_from else None,
+            "root": str(self.root) if self.root else None,
+            "description": self.describe(),
+        }
+
+
+def repository_root(folder: Path, environ: Mapping[str, str] | None = None) -> Path | None:
+    """The git work tree root holding ``folder`` as git decides it, or None."""
+    from ftmanifest.probe._context import ProbeContext
+    from ftmanifest.probe.git import git_context
+
+    env = {k: v for k, v in (os.environ if environ is None else environ).items()}
+    for name in _GIT_ENV_DROP:
+        env.pop(name, None)
+    git = git_context(ProbeContext(environ=env, timeout=_GIT_TIMEOUT_S))
+    if not folder.is_dir():
+        return None
+    top = git.run(["git", "rev-parse", "--show-toplevel"], cwd=str(folder))
+    text = top.stdout.strip()
+    return Path(text) if top.ok and text else None
+
+
+def manifest_folder(manifest_path: Path) -> Path:
+    """The folder the manifest was named in: absolute, symlinks not resolved."""
+    return Path(os.path.abspath(manifest_path)).parent
+
+
+def choose_trust_file(
+    manifest_path: Path,
+    trust_path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> TrustSource:
+    """The trust file for ``manifest_path``; raise ``TrustFileNotFoundError``
+    when the search finds none (a given path is checked when it is read)."""
+    from ftmanifest.signing._files import check_strict_modes
+
+    env = os.environ if environ is None else environ
+    if trust_path is not None:
+        return TrustSource(trust_path, "option")
+    pinned = env.get(TRUST_ENV, "")
+    if pinned:
+        return TrustSource(Path(pinned).expanduser(), "environment")
+    start = manifest_folder(manifest_path)
+    root = repository_root(start, env)
+    how: TrustHow = "repository" if root is not None else "folder"
+    stop = root if root is not None else start
+    candidate = stop / DEFAULT_TRUST
+    if not candidate.exists():
+        raise TrustFileNotFoundError(
+            "no trust file (allowed signers) found for this manifest",
+            path=str(candidate),
+            expected=f"{DEFAULT_TRUST} at the repository root (outside a repository: "
+            "in the manifest's folder)",
+            observed=f"searched from {start}; "
+            + (f"repository root {root}" if root else "not in a git work tree"),
+            hint=f"create {DEFAULT_TRUST} with lines like `alice@example.org "
+            'namespaces="ftmanifest" ssh-ed25519 AAAA...`, or pass --trust PATH '
+            f"(CI: set {TRUST_ENV})",
+        )
+    check_strict_modes(candidate, stop)
+    return TrustSource(candidate, how, searched_from=start, root=stop)
+
+
+def find_trust_file(manifest_path: Path) -> Path:
+    """The path of :func:`choose_trust_file` (kept for callers of the old API)."""
+    return choose_trust_file(manifest_path).path
