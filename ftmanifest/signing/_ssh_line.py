@@ -17,6 +17,7 @@ from ftmanifest.signing._sshtime import parse_ssh_time
 from ftmanifest.signing._strict import b64decode_strict
 
 _WS = " \t"
+_VALUED = ("namespaces", "valid-after", "valid-before")
 # Key type names OpenSSH's sshkey_read knows (sshkey.c keyimpls).
 KEY_TYPES = frozenset(
     {
@@ -137,27 +138,22 @@ def parse_options(opts: str) -> tuple[bool, str | None, int | None, int | None]:
     pos = 0
     while pos < len(opts):
         low = opts[pos:].lower()
+        name = next((n for n in _VALUED if low.startswith(n + "=")), None)
         if low.startswith("cert-authority"):
             ca, pos = True, pos + len("cert-authority")
-        else:
-            name = next(
-                (
-                    n
-                    for n in ("namespaces", "valid-after", "valid-before")
-                    if low.startswith(n + "=")
-                ),
-                None,
-            )
-            if name is None:
-                raise ValueError(f"unsupported option at {opts[pos : pos + 30]!r}")
+        elif name is not None:
             if name in values:
                 raise ValueError(f'multiple "{name}" clauses')
             values[name], pos = _dequote(opts, pos + len(name) + 1)
+        # else nothing is consumed: ssh then accepts only a comma here (so an
+        # empty option, as in ",namespaces=...", is allowed; "bogus=1" is not).
         if pos >= len(opts):
             break
-        if opts[pos] != "," or pos + 1 >= len(opts):
-            raise ValueError("unexpected end of options")
+        if opts[pos] != ",":
+            raise ValueError(f"unknown key option at {opts[pos : pos + 30]!r}")
         pos += 1
+        if pos >= len(opts):
+            raise ValueError("unexpected end of options")
     times: dict[str, int] = {}
     for name in ("valid-after", "valid-before"):
         if name in values:

@@ -17,3 +17,12 @@ assert _spec is not None and _spec.loader is not None
 _module = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("signing_helpers", _module)
 _spec.loader.exec_module(_module)
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _no_pinned_trust(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CI that pins trust with FTMANIFEST_TRUST_FILE must not change these tests."""
+    monkeypatch.delenv("FTMANIFEST_TRUST_FILE", raising=False)
