@@ -15,6 +15,7 @@ from collections.abc import Callable
 from ftmanifest.errors import UsageError
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CONVENTIONAL = re.compile(r"[A-Z_][A-Z0-9_]*")
 
 
 def check_env_name(var: str) -> str:
@@ -26,21 +27,33 @@ def check_env_name(var: str) -> str:
             "--passphrase-env takes the NAME of an environment variable, not a passphrase",
             field="--passphrase-env",
             expected="a name like FTMANIFEST_PASSPHRASE ([A-Za-z_][A-Za-z0-9_]*)",
-            observed="something else (not shown: it may be a secret)",
+            observed="something else (not shown: it may be the passphrase itself)",
             hint="export FTMANIFEST_PASSPHRASE=... then pass --passphrase-env "
             "FTMANIFEST_PASSPHRASE; if you typed the passphrase, clear it from your shell history",
         )
     return var
 
 
+def _shown(var: str) -> str:
+    """How to name ``var`` in a message: a conventional CAPITALS name is shown;
+    any other (``secret``) may be the passphrase typed by mistake, so is not."""
+    if _CONVENTIONAL.fullmatch(var):
+        return f"environment variable {var}"
+    return (
+        "the environment variable named by --passphrase-env "
+        "(name not shown: it may be the passphrase itself)"
+    )
+
+
 def from_env(var: str) -> bytes:
     check_env_name(var)
     value = os.environ.get(var)
     if value is None:
+        shown = var if _CONVENTIONAL.fullmatch(var) else "VAR"
         raise UsageError(
-            f"environment variable {var} (named by --passphrase-env) is not set",
+            f"{_shown(var)} is not set",
             field="--passphrase-env",
-            hint=f"export {var}=... first, or omit --passphrase-env to be asked",
+            hint=f"export {shown}=... first, or omit --passphrase-env to be asked",
         )
     return value.encode("utf-8")
 
@@ -75,7 +88,7 @@ def for_new_key(env_var: str | None, no_passphrase: bool) -> bytes | None:
         value = from_env(env_var)
         if not value:
             raise UsageError(
-                f"environment variable {env_var} is empty",
+                f"{_shown(env_var)} is empty",
                 field="--passphrase-env",
                 hint="set a passphrase, or pass --no-passphrase for an unencrypted key",
             )
