@@ -1,27 +1,97 @@
 """Careful file writing: never leave a half-written file.
 
-Layer: edge (I/O helpers shared by every writer).
+Layer: edge (the one atomic writer, shared by every command that writes:
+``init``, ``lock``, ``schema --write``, ``scan --write-baseline`` and
+``--redact-to``).  A write that the system refuses (read-only or immutable
+file, missing folder, a ``/proc`` path, a full disk) is a ``WriteError``
+naming the path and a fix: exit 2, never a crash.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
 
+from ftmanifest.errors import EXIT_INPUT, FtManifestError
+
+
+class WriteError(FtManifestError, OSError):
+    """A file could not be written where the user asked: unusable output (exit 2)."""
+
+    exit_code = EXIT_INPUT
+
+
+def _hint(exc: OSError, target: Path) -> str:
+    folder = target.parent if str(target.parent) else Path(".")
+    existing = next((p for p in (folder, *folder.parents) if p.is_dir()), None)
+    if (
+        exc.errno == errno.ENOENT
+        and existing is not None
+        and existing.resolve().parts[1:2]
+        in (
+            ("proc",),
+            ("sys",),
+        )
+    ):
+        return f"{existing} is a kernel file system that takes no new files; choose another path"
+    if exc.errno == errno.ENOENT and folder.is_dir():
+        return f"{folder} accepts no new files; choose another path"
+    if exc.errno == errno.ENOENT:
+        return f"create the folder first (mkdir -p {folder}) or choose another path"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return (
+            f"make {folder} writable (and {target.name} not read-only or immutable: "
+            "chattr -i), or choose another path"
+        )
+    if exc.errno == errno.EISDIR:
+        return "give a file name, not a folder"
+    if exc.errno == errno.ENOSPC:
+        return "free some disk space, or choose another path"
+    return "choose a path in a writable folder"
+
+
+def write_error(exc: OSError, target: str | Path, what: str = "cannot write") -> WriteError:
+    """The ``WriteError`` for ``exc`` raised while writing ``target``."""
+    path = Path(target)
+    err = WriteError(
+        f"{what}: {exc.strerror or exc}",
+        path=str(path),
+        observed=f"{type(exc).__name__} (errno {exc.errno})" if exc.errno else type(exc).__name__,
+        hint=_hint(exc, path),
+    )
+    err.errno = exc.errno
+    err.strerror = exc.strerror
+    return err
+
 
 def atomic_write_bytes(
-    path: str | Path, data: bytes, *, mode: int = 0o644, exclusive: bool = False
+    path: str | Path,
+    data: bytes,
+    *,
+    mode: int = 0o644,
+    exclusive: bool = False,
+    make_parents: bool = False,
 ) -> None:
     """Write to a temp file in the same folder, fsync, then rename over ``path``.
 
-    ``exclusive`` refuses to replace an existing file (FileExistsError).
+    ``exclusive`` refuses to replace an existing file (FileExistsError);
+    ``make_parents`` creates missing folders first.  Any other failure of the
+    system is a ``WriteError`` (exit 2) naming ``path``.
     """
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if exclusive and target.exists():
         raise FileExistsError(str(target))
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    if target.is_dir():
+        raise write_error(IsADirectoryError(errno.EISDIR, "is a directory"), target)
+    try:
+        if make_parents:
+            folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise write_error(exc, target) from None
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
@@ -33,11 +103,13 @@ def atomic_write_bytes(
             os.unlink(tmp)
         else:
             os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and not isinstance(exc, (FileExistsError, FtManifestError)):
+            raise write_error(exc, target) from None
         raise
     _fsync_dir(folder)
 

@@ -51,25 +51,37 @@ def hub_snapshot(
         ) from None
     if cache_dir is None:
         cache_dir = current_cache_dir()
+    wanted = revision or "main"
     try:
         folder = snapshot_download(
             repo_id,
-            revision=revision or "main",
+            revision=wanted,
             cache_dir=str(cache_dir) if cache_dir is not None else None,
             local_files_only=True,
         )
     except (LocalEntryNotFoundError, FileNotFoundError, ValueError, OSError) as exc:
+        what = (
+            f"revision {revision} of {repo_id}"
+            if revision
+            else f"{repo_id} (model.revision is empty, so its 'main' branch)"
+        )
         raise SnapshotNotFoundError(
-            f"revision {revision or 'main'} of {repo_id} is not in the local Hugging Face cache",
+            f"{what} is not in the local Hugging Face cache",
             field="model.revision",
-            expected=f"a cached snapshot of {repo_id}@{revision or 'main'}",
+            expected=f"a cached snapshot of {repo_id}@{wanted}",
             observed=_first_line(exc),
-            hint=f"download it: huggingface-cli download {repo_id} --revision {revision or 'main'}"
-            " (or set HF_HUB_CACHE to the cache that holds it)",
+            hint=f"download it: {download_command(repo_id, wanted)}"
+            f" (with huggingface_hub older than 0.34: huggingface-cli download {repo_id}"
+            f" --revision {wanted}), or set HF_HUB_CACHE to the cache that holds it",
         ) from None
     path = Path(folder)
     commit = path.name if COMMIT_RE.match(path.name) else None
     return Snapshot(path, commit, path.parent.parent, "hub-cache")
+
+
+def download_command(repo_id: str, revision: str) -> str:
+    """The command that puts ``repo_id@revision`` into the cache (the ``hf`` CLI)."""
+    return f"hf download {repo_id} --revision {revision}"
 
 
 def current_cache_dir() -> str | None:
@@ -98,6 +110,13 @@ def is_weight_file(relpath: str) -> bool:
     return relpath.lower().endswith(WEIGHT_SUFFIXES)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:200] if text else type(exc).__name__
+def _first_line(exc: BaseException, limit: int = 300) -> str:
+    """The library's first sentence, whole; cut only at a word, and marked so."""
+    text = " ".join(str(exc).split())
+    if not text:
+        return type(exc).__name__
+    end = text.find(". ")
+    sentence = text[: end + 1] if end >= 0 else text
+    if len(sentence) <= limit:
+        return sentence
+    return sentence[:limit].rsplit(" ", 1)[0] + " …"

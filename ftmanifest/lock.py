@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.errors import InputError
+from ftmanifest.errors import FtManifestError, InputError
 
 # Pinned by `lock` when installed, besides what the manifest already lists.
 DEFAULT_PACKAGES = (
@@ -84,7 +84,7 @@ def updates_for(
         settle=True,  # freshly written files wait out the racy window, so they are cached
     )
     if seen.model.error is not None:
-        raise seen.model.error
+        raise _in_manifest(seen.model.error, loaded.document, manifest_path)
     notes: list[str] = []
     env = seen.environment
     wanted = set(m.environment.packages) | {p for p in DEFAULT_PACKAGES if p in seen.installed}
@@ -149,6 +149,16 @@ def updates_for(
     return ups, notes
 
 
+def _in_manifest(exc: FtManifestError, document: Any, manifest_path: Path) -> FtManifestError:
+    """Name the manifest (and the line of the field) on an error about one of
+    its fields that was raised without knowing which file asked."""
+    if exc.path is None:
+        exc.path = str(manifest_path)
+        if exc.field:
+            exc.line, exc.column = document.position(_parse_field(exc.field))
+    return exc
+
+
 def _parse_field(text: str) -> Path_:
     """``data[0].cleaning[1]`` -> ("data", 0, "cleaning", 1)."""
     out: list[Any] = []
@@ -210,6 +220,10 @@ def _apply_yaml(text: str, ups: list[tuple[Path_, Any]]) -> str:
     yaml.preserve_quotes = True
     yaml.width = 4096
     yaml.indent(mapping=mapping_indent, sequence=mapping_indent + offset, offset=offset)
+    # keep `null` written out: ruamel's round trip would turn `parent: null` into `parent:`
+    yaml.representer.add_representer(
+        type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null")
+    )
     tree = yaml.load(text)
     for path, value in ups:
         if path == ("model", "files"):
@@ -268,6 +282,24 @@ def _split_trailing(node: Any, key: Any) -> Any:
     return CommentToken(rest, CommentMark(0), None)
 
 
+FILL_MARK = "# FILL"
+
+
+def _drop_fill(node: Any, key: Any) -> None:
+    """Drop the template's ``# FILL…`` comment from the line of a key lock just
+    filled; any blank lines or comments after that line stay."""
+    ca = getattr(node, "ca", None)
+    items: Any = ca.items.get(key) if ca is not None else None
+    token = items[2] if items and len(items) > 2 else None
+    if token is None or not str(token.value).startswith(FILL_MARK):
+        return
+    _, newline, rest = token.value.partition("\n")
+    if rest:
+        token.value = newline + rest  # a token's text starts with the end of its own line
+    else:
+        items[2] = None
+
+
 def _set(node: Any, path: Path_, value: Any, mapping: Any) -> None:
     for key in path[:-1]:
         if isinstance(key, int):
@@ -283,6 +315,8 @@ def _set(node: Any, path: Path_, value: Any, mapping: Any) -> None:
             del existing[k]
         for k, v in value.items():
             existing[k] = v
+            _drop_fill(existing, k)
+        _drop_fill(node, last)
     elif last not in node and hasattr(node, "ca") and len(node) and not isinstance(value, dict):
         # ruamel keeps a section's trailing blank line/comment on its last key;
         # move it to the key appended after it, so it still ends the section.
@@ -292,3 +326,4 @@ def _set(node: Any, path: Path_, value: Any, mapping: Any) -> None:
             node.ca.items[last] = [None, None, trailing, None]
     else:
         node[last] = value
+        _drop_fill(node, last)

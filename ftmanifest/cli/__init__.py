@@ -5,9 +5,10 @@ Layer: edge.  Each subcommand module exposes ``add_parser(subparsers)`` and
 ``ftmanifest lint`` never pays for what ``ftmanifest verify`` needs.
 
 Exit codes: 0 ok, 1 a check refused, 2 unusable input or usage, 3 internal
-error, 130 interrupted; ``run`` also 126/127 (command not executable / not
-found), 128+N (command ended by signal N) or the command's own status.  Set
-FTMANIFEST_DEBUG=1 to see tracebacks.
+error, 130 interrupted, 141 output pipe closed (as if killed by SIGPIPE, the
+way ``git`` and coreutils end); ``run`` also 126/127 (command not executable /
+not found), 128+N (command ended by signal N) or the command's own status.
+Set FTMANIFEST_DEBUG=1 to see tracebacks.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ftmanifest import __version__
-from ftmanifest.errors import EXIT_BUG, EXIT_INPUT, EXIT_INTERRUPTED, FtManifestError
+from ftmanifest.errors import EXIT_BUG, EXIT_INTERRUPTED, FtManifestError
 
 # name -> module under ftmanifest.cli; the one registry of subcommands.
 COMMANDS: dict[str, str] = {
@@ -36,9 +38,79 @@ COMMANDS: dict[str, str] = {
     "run": "run",
 }
 
+# Only `run` takes `--` as the start of the command it runs; for every other
+# command `--` means what argparse means: the end of the options.
+PASSTHROUGH_COMMANDS = frozenset({"run"})
+
+# 128 + SIGPIPE: what a shell reports for a program killed by a closed pipe.
+EXIT_BROKEN_PIPE = 141
+
+EPILOG = """\
+exit codes:
+  0    ok
+  1    a check refused (lint problems, drift, scan findings)
+  2    unusable input or usage (the message names the file and the fix)
+  3    internal error: a bug in ftmanifest (FTMANIFEST_DEBUG=1 shows a traceback)
+  130  interrupted (Ctrl-C)
+  141  the output pipe was closed (e.g. `| head`)
+  `ftmanifest run` also returns 126/127 or the command's own status.
+
+examples:
+  ftmanifest init exp.yaml && ftmanifest lock exp.yaml && ftmanifest lint exp.yaml
+  ftmanifest run exp.yaml -- python train.py --config cfg.yaml
+"""
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Shows every option's default; keeps the epilog's line breaks."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        # no "(default: None/False/[])" noise, and never twice
+        default = action.default
+        if "%(default)" in text or "default:" in text or default is None or default is False:
+            return text
+        if isinstance(default, list) and not default:
+            return text
+        return super()._get_help_string(action)
+
 
 class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 on usage errors, which matches our convention."""
+    """Every parser of the tool, the subcommands' included (``add_subparsers``
+    makes its parsers of this class): no abbreviated options, since an
+    abbreviation such as ``--pass`` for ``--passphrase-env`` would let a
+    secret typed as an option be taken as a variable name and echoed; the
+    defaults shown in ``--help``.  argparse exits 2 on usage errors, which
+    matches our convention."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {_shown(extras)}")
+        return parsed
+
+
+def _shown(extras: list[str]) -> str:
+    """Unknown arguments as the error shows them: an unknown option's value
+    (``--pass SECRET``, ``--pass=SECRET``) is never echoed."""
+    out: list[str] = []
+    after_option = False
+    for token in extras:
+        if token.startswith("-") and token != "-":
+            name, eq, _ = token.partition("=")
+            out.append(f"{name}=..." if eq else name)
+            after_option = not eq
+        else:
+            out.append("..." if after_option else token)
+            after_option = False
+    return " ".join(out)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -47,9 +119,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="ftmanifest",
         description="Signed, declarative manifests for fine-tuning experiments.",
+        epilog=EPILOG,
     )
     parser.add_argument("--version", action="version", version=f"ftmanifest {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name, module in COMMANDS.items():
         if only is not None and name != only:
@@ -61,24 +134,37 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def add_format_argument(parser: argparse.ArgumentParser, *, sarif: bool = False) -> None:
     choices = ["text", "json", "sarif"] if sarif else ["text", "json"]
-    parser.add_argument(
-        "--format", choices=choices, default="text", help="output format (default: text)"
-    )
+    parser.add_argument("--format", choices=choices, default="text", help="output format")
+
+
+def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
+    """``run M -- CMD ...``: CMD is not ours to parse.  Any other command keeps
+    its ``--`` for argparse (``lint a.yaml -- -odd-name.yaml``)."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first in PASSTHROUGH_COMMANDS and "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1 :]
+    return argv, []
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    passthrough: list[str] = []
-    if "--" in argv:  # `ftmanifest run M -- CMD ...`: CMD is not ours to parse
-        cut = argv.index("--")
-        argv, passthrough = argv[:cut], argv[cut + 1 :]
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _broken_pipe()
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    argv, passthrough = split_passthrough(list(sys.argv[1:] if argv is None else argv))
     first = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(only=first if first in COMMANDS else None)
     args = parser.parse_args(argv)
     args.passthrough = passthrough
     debug = os.environ.get("FTMANIFEST_DEBUG", "") not in ("", "0")
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler
+        return code
     except FtManifestError as exc:
         if debug:
             raise
@@ -93,10 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("ftmanifest: interrupted\n")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # Output piped into `head` or similar: not an error of ours.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_INPUT
+        raise
     except Exception as exc:  # pragma: no cover - a bug by definition
         if debug:
             raise
@@ -105,6 +188,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             "This is a bug in ftmanifest; rerun with FTMANIFEST_DEBUG=1 for a traceback.\n"
         )
         return EXIT_BUG
+
+
+def _broken_pipe() -> int:
+    """The reader went away (``| head``): not an error of ours.  Say nothing,
+    point stdout at /dev/null so the interpreter's final flush cannot fail
+    again, and end as a program killed by SIGPIPE is reported (141), as git
+    and coreutils do, so ``set -o pipefail`` still sees it."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return EXIT_BROKEN_PIPE
 
 
 def entry() -> None:

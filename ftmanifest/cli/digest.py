@@ -14,7 +14,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     from ftmanifest.cli import add_format_argument
 
     p = sub.add_parser("digest", help="print the digest of a manifest's canonical form")
-    p.add_argument("manifests", nargs="+", metavar="MANIFEST")
+    p.add_argument("manifests", nargs="+", metavar="MANIFEST", help="manifest files")
     p.add_argument(
         "--canonical",
         action="store_true",

@@ -16,8 +16,13 @@ from ftmanifest.errors import InputError
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("init", help="write a commented manifest template to fill in")
-    p.add_argument("path", type=Path, metavar="PATH")
-    p.add_argument("--id", dest="experiment_id", help="experiment id (default: file name)")
+    p.add_argument("path", type=Path, metavar="PATH", help="the manifest file to create")
+    p.add_argument(
+        "--id",
+        dest="experiment_id",
+        metavar="ID",
+        help="experiment id (default: the file name without suffix)",
+    )
     p.add_argument("--force", action="store_true", help="replace an existing file")
     p.set_defaults(func=run)
 
@@ -42,6 +47,13 @@ def run(args: argparse.Namespace) -> int:
             expected="letters, digits, '.', '_', '-'",
             observed=exp_id,
             hint="pass --id NAME",
+        )
+    if path.is_dir():
+        raise InputError(
+            "is a directory; init writes a manifest file",
+            path=str(path),
+            expected="the path of a new .yaml file",
+            hint=f"ftmanifest init {path / (path.resolve().name + '.yaml')}",
         )
     if path.exists() and not args.force:
         raise InputError(

@@ -13,7 +13,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     from ftmanifest.cli import add_format_argument
 
     p = sub.add_parser("lint", help="check manifests are fully pinned (no I/O beyond reading)")
-    p.add_argument("manifests", nargs="+", metavar="MANIFEST")
+    p.add_argument(
+        "manifests",
+        nargs="+",
+        metavar="MANIFEST",
+        help="manifest files (.yaml, .json, .toml); a folder is refused: pass DIR/*.yaml",
+    )
     add_format_argument(p, sarif=True)
     p.set_defaults(func=run)
 

@@ -14,19 +14,23 @@ from pathlib import Path
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("lock", help="fill in or refresh a manifest's pins from this machine")
-    p.add_argument("manifest", type=Path, metavar="MANIFEST")
+    p.add_argument(
+        "manifest", type=Path, metavar="MANIFEST", help="the YAML or JSON manifest to rewrite"
+    )
     p.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")
     p.add_argument(
         "--check",
         action="store_true",
         help="with --dry-run: exit 1 when the manifest is not up to date",
     )
-    p.add_argument("--no-cache", action="store_true", help="rehash every file")
+    p.add_argument(
+        "--no-cache", action="store_true", help="rehash every file (ignore the digest cache)"
+    )
     p.add_argument(
         "--code",
         type=Path,
         metavar="DIR",
-        help="training code folder for the commit (default: manifest's folder)",
+        help="training code folder for the commit (default: the manifest's folder)",
     )
     p.add_argument(
         "--allow-outside",

@@ -17,29 +17,41 @@ EXIT_OK, EXIT_FINDINGS = 0, 1
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    from ftmanifest.cli import add_format_argument
+
     p = subparsers.add_parser("scan", help="scan data and artifacts for secrets, PII, pickles")
-    p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
-    p.add_argument("--format", choices=["text", "json", "sarif"], default="text")
-    p.add_argument("--baseline", type=Path, help="accepted fingerprints (JSON)")
+    p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or folders to scan")
+    add_format_argument(p, sarif=True)
+    p.add_argument("--baseline", type=Path, metavar="FILE",
+                   help="accepted fingerprints (JSON); matches are suppressed")  # fmt: skip
     p.add_argument("--write-baseline", type=Path, metavar="FILE",
                    help="write every current finding as accepted and exit 0")  # fmt: skip
     p.add_argument("--redact-to", type=Path, metavar="DIR",
                    help="write redacted copies of text files under DIR")  # fmt: skip
     p.add_argument("--overwrite", action="store_true", help="let --redact-to replace files")
-    p.add_argument("--no-secrets", action="store_true")
-    p.add_argument("--no-pii", action="store_true")
-    p.add_argument("--no-pickles", action="store_true")
+    p.add_argument("--no-secrets", action="store_true", help="skip the secret rules")
+    p.add_argument("--no-pii", action="store_true", help="skip the personal-data rules")
+    p.add_argument("--no-pickles", action="store_true", help="skip the pickle/artifact checks")
     p.add_argument("--ner", action="store_true", help="names/addresses via a NER backend")
     p.add_argument("--allow-not-scanned", action="store_true",
                    help="files that could not be scanned do not fail the run")  # fmt: skip
     p.add_argument("--phone-regions", metavar="CC,CC",
                    help="regions whose national phone formats are recognised "
                    "(default: $FTMANIFEST_PHONE_REGIONS or US,GB,DE,FR,ES,IT,NL,AU)")  # fmt: skip
-    p.add_argument("--max-size", type=int, default=64 << 30, help="per-file size cap (bytes)")
-    p.add_argument("--jobs", type=int, default=0, help="worker processes (default: all cores)")
+    p.add_argument("--max-size", type=_count, default=64 << 30, metavar="BYTES",
+                   help="per-file size cap; larger files are not scanned")  # fmt: skip
+    p.add_argument("--jobs", type=_count, default=0, metavar="N",
+                   help="worker processes (default: 0, all cores)")  # fmt: skip
     p.add_argument("--no-cache", action="store_true",
                    help="scan every file again; do not read or write the result cache")  # fmt: skip
     p.set_defaults(func=run)
+
+
+def _count(text: str) -> int:
+    """A whole number >= 0, refused by argparse (exit 2) otherwise."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
 
 
 def _phone_regions(option: str | None) -> tuple[str, ...]:
@@ -74,7 +86,9 @@ def run(args: argparse.Namespace) -> int:
     from ftmanifest.scan.cache import scan_cached
     from ftmanifest.scan.engine import ScanOptions
     from ftmanifest.scan.redact import check_target
+    from ftmanifest.scan.text.matcher import engine_name
 
+    engine_name()  # a bad $FTMANIFEST_SCAN_ENGINE is a usage error now, not in a worker
     if args.redact_to:
         check_target(args.redact_to, args.paths)
     opts = ScanOptions(
@@ -95,6 +109,12 @@ def run(args: argparse.Namespace) -> int:
         _redact(args, result.findings, result.files)
     summary = {**result.summary(), "suppressed": suppressed}
     sys.stdout.write(render_findings(findings, args.format, summary=summary))
+    if args.format == "text":
+        shown = [f for f in findings if f.severity != "info"]
+        sys.stderr.write(
+            f"{summary['files']} file(s) scanned, "
+            + (f"{len(shown)} finding(s)\n" if shown else "nothing found\n")
+        )
     if args.write_baseline:
         return EXIT_OK
     failing = [f for f in findings if _fails(f.kind, f.severity, args.allow_not_scanned)]

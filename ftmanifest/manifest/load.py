@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 MAX_BYTES = 1 << 20
 MAX_NODES = 100_000
 MAX_DEPTH = 64
+MAX_SAFE_INT = 2**53 - 1
 
 Loc = tuple[str | int, ...]
 
@@ -71,8 +72,7 @@ def read_document(path: str | Path) -> Document:
     """Read and parse ``path``; raise ``ManifestError`` with a location on failure."""
     name = os.fspath(path)
     try:
-        with open(name, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
+        raw = _read_regular(name)
     except FileNotFoundError:
         raise InputNotFoundError(
             "manifest not found",
@@ -80,9 +80,25 @@ def read_document(path: str | Path) -> Document:
             hint="check the path, or create one with `ftmanifest init`",
         ) from None
     except IsADirectoryError:
-        raise ManifestError("is a directory, not a manifest file", path=name) from None
+        raise ManifestError(
+            "is a directory, not a manifest file",
+            path=name,
+            expected="a manifest file (.yaml, .yml, .json or .toml)",
+            hint=f"name the manifest file(s) in it, e.g. {os.path.join(name, '*.yaml')}",
+        ) from None
+    except _NotRegular as exc:
+        raise ManifestError(
+            f"is {exc.kind}, not a regular file",
+            path=name,
+            expected="a manifest file",
+            hint="save the manifest to a file and name that file",
+        ) from None
     except OSError as exc:
-        raise ManifestError(f"cannot read the file: {exc.strerror}", path=name) from None
+        raise ManifestError(
+            f"cannot read the file: {exc.strerror or exc}",
+            path=name,
+            hint="check the path and its permissions",
+        ) from None
     if len(raw) > MAX_BYTES:
         raise ManifestError(
             "file is too large for a manifest",
@@ -93,6 +109,32 @@ def read_document(path: str | Path) -> Document:
         )
     text = decode_utf8(raw, name)
     return parse_text(text, name, detect_format(name))
+
+
+class _NotRegular(Exception):
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+
+def _read_regular(name: str) -> bytes:
+    """At most ``MAX_BYTES + 1`` bytes of a regular file.  Opened without
+    blocking and checked before reading, so a FIFO or a device never hangs
+    the command (a FIFO's open would wait for a writer)."""
+    import stat
+
+    fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(name)
+        if not stat.S_ISREG(mode):
+            kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a device"}
+            raise _NotRegular(next((k for test, k in kinds.items() if test(mode)), "a device"))
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(MAX_BYTES + 1)
+    finally:
+        os.close(fd)
 
 
 def decode_utf8(raw: bytes, name: str) -> str:
@@ -139,20 +181,68 @@ def _parse_yaml(text: str, name: str) -> Document:
     try:
         root = yaml.compose(text, Loader=loader)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise ManifestError(
-            f"YAML syntax: {problem}",
-            path=name,
-            line=mark.line + 1 if mark else None,
-            column=mark.column + 1 if mark else None,
-            hint="fix the YAML at that place",
-        ) from None
+        raise _yaml_syntax_error(exc, text, name) from None
     except (yaml.YAMLError, RecursionError, ValueError, TypeError) as exc:
         raise ManifestError(f"YAML syntax: {_one_line(exc)}", path=name) from None
     positions: dict[Loc, tuple[int, int]] = {}
     data = None if root is None else _node(root, (), positions, name, [0])
     return Document(name, "yaml", text, data, positions)
+
+
+def _yaml_syntax_error(exc: Any, text: str, name: str) -> ManifestError:
+    """Point where the problem started, not where the parser gave up.
+
+    PyYAML's ``problem_mark`` is where it noticed (for an unclosed quote or
+    bracket, often the end of the file); its ``context_mark``, when present,
+    is where the construct it was reading began, which is where to look.  A
+    tab in the indentation is named as such: YAML indents with spaces only.
+    """
+    problem, context = exc.problem or "invalid YAML", exc.context
+    where, at = exc.problem_mark, exc.context_mark
+    tab_line = _tab_indent_line(text, where.line if where else None, "tab" in problem)
+    if tab_line is not None:
+        return ManifestError(
+            "YAML syntax: a tab in the indentation (YAML indents with spaces only)",
+            path=name,
+            line=tab_line + 1,
+            column=1,
+            observed="a tab character",
+            expected="spaces",
+            hint="replace the tab(s) at the start of that line with spaces",
+        )
+    if at is not None and context and (where is None or at.line != where.line):
+        found = f"line {where.line + 1}, column {where.column + 1}" if where else "the end"
+        return ManifestError(
+            f"YAML syntax: {problem} at {found}, {context} that starts here",
+            path=name,
+            line=at.line + 1,
+            column=at.column + 1,
+            hint="close or fix what starts at this place",
+        )
+    mark = where or at
+    message = f"YAML syntax: {problem}" + (f" ({context})" if context and where else "")
+    return ManifestError(
+        message,
+        path=name,
+        line=mark.line + 1 if mark else None,
+        column=mark.column + 1 if mark else None,
+        hint="fix the YAML at that place",
+    )
+
+
+def _tab_indent_line(text: str, near: int | None, said_tab: bool) -> int | None:
+    """The 0-based line the parser stopped on (or the first before it) that is
+    indented with a tab, if that is what stopped it."""
+    if near is None:
+        return None
+    lines = text.split("\n")
+    for index in (near, near - 1) if said_tab else (near,):
+        if (
+            0 <= index < len(lines)
+            and "\t" in lines[index][: len(lines[index]) - len(lines[index].lstrip(" \t"))]
+        ):
+            return index
+    return None
 
 
 _STR_TAG = "tag:yaml.org,2002:str"
@@ -254,9 +344,21 @@ def _yaml_scalar(node: Any, loc: Loc, name: str) -> Any:
     if _BOOL_RE.match(value):
         return value.lower() == "true"
     if _INT_RE.match(value):
-        return int(value, 0) if value[:2] in ("0o", "0x") else int(value, 10)
+        number = int(value, 0) if value[:2] in ("0o", "0x") else int(value, 10)
+        return _safe_int(number, loc, name, line, col)
     if _FLOAT_RE.match(value):
-        return float(value)
+        real = float(value)
+        if math.isinf(real):
+            raise ManifestError(
+                "number is too large: it would be infinity",
+                path=name,
+                line=line,
+                column=col,
+                field=format_loc(loc) or None,
+                observed=value,
+                expected="a finite number",
+            )
+        return real
     if _SPECIAL_FLOAT_RE.match(value):
         raise ManifestError(
             "NaN and infinity are not allowed",
@@ -268,6 +370,29 @@ def _yaml_scalar(node: Any, loc: Loc, name: str) -> Any:
             expected="a finite number",
         )
     return value
+
+
+def _safe_int(
+    value: int, loc: Loc, name: str, line: int | None = None, col: int | None = None
+) -> int:
+    """Refuse an integer outside I-JSON's exact range (RFC 7493 2.2), which the
+    canonical form (RFC 8785) cannot represent: here, with its field and place,
+    rather than in ``digest``/``sign``/``verify`` later."""
+    if -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
+        return value
+    text = (
+        str(value) if len(str(value)) <= 40 else f"{str(value)[:20]}... ({len(str(value))} digits)"
+    )
+    raise ManifestError(
+        "integer is too large to be represented exactly",
+        path=name,
+        line=line,
+        column=col,
+        field=format_loc(loc) or None,
+        expected=f"an integer between -{MAX_SAFE_INT} and {MAX_SAFE_INT} (2**53-1)",
+        observed=text,
+        hint="write a smaller number, or quote it to make it a string",
+    )
 
 
 # --- JSON -------------------------------------------------------------------
@@ -321,6 +446,15 @@ def _check_shape(node: Any, loc: Loc, name: str, count: list[int]) -> None:
     count[0] += 1
     if count[0] > MAX_NODES or len(loc) > MAX_DEPTH:
         raise ManifestError("document is too large or too deeply nested", path=name)
+    if isinstance(node, int) and not isinstance(node, bool):
+        _safe_int(node, loc, name)
+    if isinstance(node, float) and math.isinf(node):
+        raise ManifestError(
+            "number is too large: it would be infinity",
+            path=name,
+            field=format_loc(loc) or None,
+            expected="a finite number",
+        )
     if isinstance(node, dict):
         for k, v in node.items():
             _check_shape(v, (*loc, k), name, count)

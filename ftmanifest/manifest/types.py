@@ -24,8 +24,12 @@ Identifier = Annotated[
 ]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
 Rate = Annotated[float, Field(ge=0.0, le=1.0)]
-PositiveInt = Annotated[int, Field(gt=0)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
+# Integers stay within I-JSON's exact range (RFC 7493 2.2): the canonical form
+# (RFC 8785) cannot represent a larger one, so the schema refuses it up front,
+# naming the field, instead of `digest`/`sign`/`verify` failing later.
+MAX_SAFE_INT = 2**53 - 1
+PositiveInt = Annotated[int, Field(gt=0, le=MAX_SAFE_INT)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_SAFE_INT)]
 FileMode = Annotated[
     str,
     StringConstraints(pattern=r"^0?[0-7]{3}$"),

@@ -1,6 +1,7 @@
 """Baseline files: accepted fingerprints with reasons, independent of line numbers.
 
-Layer: core (pure filtering) plus one atomic writer.  Format (JSON)::
+Layer: core (pure filtering); ``write`` goes through the one atomic writer
+(``ftmanifest.fsutil``).  Format (JSON)::
 
   {"version": 1, "entries": [{"fingerprint": "...", "rule": "secret.jwt",
                               "path": "data/x.jsonl", "reason": "..."}]}
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from ftmanifest.errors import InputError, InputNotFoundError
 from ftmanifest.findings import Finding
-from ftmanifest.scan.redact import write_atomic
+from ftmanifest.fsutil import atomic_write_text
 
 VERSION = 1
 REASON_PLACEHOLDER = "TODO: say why this finding is accepted"
@@ -25,8 +26,25 @@ def load(path: Path) -> dict[str, dict[str, str]]:
     if not path.exists():
         raise InputNotFoundError("baseline file does not exist", path=str(path),
                                  hint="create one with --write-baseline")  # fmt: skip
+    if not path.is_file():  # a folder, a FIFO (whose open would block) or a device
+        raise InputError(
+            "baseline is not a regular file",
+            path=str(path),
+            expected="a JSON baseline file",
+            hint="give the path of a file written by --write-baseline",
+        )
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise InputError(
+            f"cannot read the baseline file: {reason or exc}",
+            path=str(path),
+            expected="a JSON baseline file",
+            hint="give the path of a file written by --write-baseline",
+        ) from None
+    try:
+        doc = json.loads(text)
         if doc.get("version") != VERSION:
             raise InputError("unsupported baseline version", path=str(path), field="version",
                              expected=str(VERSION), observed=repr(doc.get("version")))  # fmt: skip
@@ -53,7 +71,7 @@ def write(path: Path, findings: Sequence[Finding], previous: dict | None = None)
         "version": VERSION,
         "entries": sorted(entries.values(), key=lambda e: (e["path"], e["rule"], e["fingerprint"])),
     }  # noqa: E501
-    write_atomic(path, (json.dumps(doc, indent=2) + "\n").encode(), overwrite=True)
+    atomic_write_text(path, json.dumps(doc, indent=2) + "\n")
     return len(entries)
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -66,24 +64,18 @@ def check_target(dest_root: Path, scanned: Iterable[Path]) -> None:
             )
 
 
-def write_atomic(dest: Path, data: bytes, *, overwrite: bool = False) -> None:
+def write_copy(dest: Path, data: bytes, *, overwrite: bool = False) -> None:
+    """Write one redacted copy through the one atomic writer (``ftmanifest.fsutil``),
+    owner-only as before: a copy can still hold what no rule recognised."""
+    from ftmanifest.fsutil import atomic_write_bytes
+
     if dest.exists() and not overwrite:
         raise RefusedError(
             "refusing to overwrite an existing file",
             path=str(dest),
             hint="remove it or pass --overwrite",
         )
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(dest, data, mode=0o600, make_parents=True)
 
 
 def write_redacted(
@@ -101,5 +93,5 @@ def write_redacted(
         if f.kind in ("secret", "pii") and "span" in f.extra
     ]
     data = src.read_bytes()
-    write_atomic(dest, redact_bytes(data, spans), overwrite=overwrite)
+    write_copy(dest, redact_bytes(data, spans), overwrite=overwrite)
     return True

@@ -189,3 +189,97 @@ def test_schema_problems_are_all_reported_with_lines(mutate) -> None:  # type: i
     text = path.read_text().splitlines()
     assert "sixteen" in text[problems["method.r"].line - 1]
     assert text[problems["experiment.ownr"].line - 1].strip().startswith("ownr:")
+
+
+# --- issue 10: where a syntax error starts, huge integers, what is not a file -----
+
+
+def test_yaml_error_points_where_the_unclosed_construct_starts(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text('ftmanifest: 1\nexperiment:\n  id: "x\n  task: a\nmodel:\n  path: m\n')
+    with pytest.raises(ManifestError) as err:
+        read_document(path)
+    assert (err.value.line, err.value.column) == (3, 7)  # the opening quote, not the end
+    assert "quoted scalar" in err.value.message and "line 7" in err.value.message
+    path.write_text("ftmanifest: 1\nexperiment: {id: x\nmodel:\n  path: m\n")
+    with pytest.raises(ManifestError) as err:
+        read_document(path)
+    assert (err.value.line, err.value.column) == (2, 13)  # the `{` left open
+
+
+def test_tab_in_indentation_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    for text in ("ftmanifest: 1\nexperiment:\n\tid: x\n", "a:\n  b: 1\n\t c: 2\n"):
+        path.write_text(text)
+        with pytest.raises(ManifestError) as err:
+            read_document(path)
+        assert "tab in the indentation" in err.value.message
+        assert err.value.line == 3 and err.value.hint and "spaces" in err.value.hint
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "field"),
+    [
+        ("m.yaml", "ftmanifest: 1\nseeds: {python: 99999999999999999999}\n", "seeds.python"),
+        ("m.yaml", "experiment: {changes: {lr: -9007199254740992}}\n", "experiment.changes.lr"),
+        ("m.json", '{"experiment": {"changes": {"lr": 99999999999999999999}}}',
+         "experiment.changes.lr"),
+        ("m.toml", "[seeds]\ntorch = 9223372036854775807\n", "seeds.torch"),
+        ("m.yaml", "experiment: {changes: {lr: 1e400}}\n", "experiment.changes.lr"),
+        ("m.json", '{"experiment": {"changes": {"lr": 1e400}}}', "experiment.changes.lr"),
+    ],
+)  # fmt: skip
+def test_numbers_the_canonical_form_cannot_hold_are_refused_naming_the_field(
+    tmp_path: Path, name: str, text: str, field: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ManifestError) as err:
+        read_document(path)
+    assert err.value.field == field
+    assert err.value.exit_code == 2
+
+
+def test_the_largest_exact_integer_is_still_a_number(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text("a: 9007199254740991\nb: -9007199254740991\n")
+    assert read_document(path).data == {"a": 2**53 - 1, "b": -(2**53 - 1)}
+
+
+def test_schema_bounds_every_integer_field() -> None:
+    """The model refuses what lint's schema refuses: integers get a maximum."""
+    from pydantic import ValidationError
+
+    from ftmanifest.manifest.schema import generate
+    from ftmanifest.manifest.training import Seeds
+
+    with pytest.raises(ValidationError):
+        Seeds(python=2**53)
+
+    def integers(node: object) -> list[dict[str, object]]:
+        if isinstance(node, dict):
+            own = [node] if node.get("type") == "integer" and "const" not in node else []
+            return own + [i for v in node.values() for i in integers(v)]
+        if isinstance(node, list):
+            return [i for v in node for i in integers(v)]
+        return []
+
+    found = integers(generate())
+    assert found and all(i.get("maximum") == 2**53 - 1 for i in found), found
+
+
+def test_fifo_and_device_are_refused_without_blocking(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "m.yaml"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/null")):
+        with pytest.raises(ManifestError) as err:
+            read_document(path)
+        assert "not a regular file" in err.value.message
+
+
+def test_a_folder_is_refused_with_a_fix(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError) as err:
+        read_document(tmp_path)
+    assert "is a directory" in err.value.message and "*.yaml" in (err.value.hint or "")

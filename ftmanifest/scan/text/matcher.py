@@ -30,13 +30,37 @@ TOKEN_MAX = 64  # a token-mode run is widened at most this far each way
 Hit = tuple[Rule, "re.Match[bytes]", int]
 
 
+ENGINE_ENV = "FTMANIFEST_SCAN_ENGINE"
+ENGINES = ("auto", "hyperscan", "re")
+
+
 def engine_name(engine: str | None = None) -> str:
-    want = engine or os.environ.get("FTMANIFEST_SCAN_ENGINE", "auto")
-    if want == "hyperscan" or (want == "auto" and _hs is not None):
-        if _hs is None:
-            raise RuntimeError("hyperscan is not installed")
-        return "hyperscan"
-    return "re"
+    """The engine to use: ``engine``, else $FTMANIFEST_SCAN_ENGINE, else auto.
+
+    A name that is not an engine, or hyperscan when it is not importable, is a
+    ``UsageError`` naming the variable and the choices (exit 2).
+    """
+    from ftmanifest.errors import UsageError
+
+    source = "engine" if engine else ENGINE_ENV
+    want = engine or os.environ.get(ENGINE_ENV, "").strip() or "auto"
+    if want not in ENGINES:
+        raise UsageError(
+            f"{source}: unknown scan engine {want!r}",
+            field=source,
+            expected=" | ".join(ENGINES),
+            observed=want,
+            hint=f"unset {ENGINE_ENV} or set it to one of: {', '.join(ENGINES)}",
+        )
+    if want == "hyperscan" and _hs is None:
+        raise UsageError(
+            f"{source}: scan engine 'hyperscan' is not installed",
+            field=source,
+            expected="an installed engine: auto | re",
+            observed=want,
+            hint=f"pip install hyperscan, or set {ENGINE_ENV}=re (or auto)",
+        )
+    return "hyperscan" if want != "re" and _hs is not None else "re"
 
 
 class Matcher:
