@@ -13,6 +13,8 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+from ftmanifest.safe_text import escape
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ftmanifest.findings import Finding
@@ -63,18 +65,19 @@ class FtManifestError(Exception):
         return ":".join(parts)
 
     def render(self) -> str:
-        """Human text: location, message, field, expected/observed and fix."""
-        head = self.location()
-        text = f"{head}: {self.message}" if head else self.message
+        """Human text: location, message, field, expected/observed and fix; every
+        field escaped (``safe_text``), so only the newlines put here break lines."""
+        head = escape(self.location())
+        text = f"{head}: {escape(self.message)}" if head else escape(self.message)
         details = []
         if self.field:
-            details.append(f"field: {self.field}")
+            details.append(f"field: {escape(self.field)}")
         if self.expected is not None:
-            details.append(f"expected: {self.expected}")
+            details.append(f"expected: {escape(self.expected)}")
         if self.observed is not None:
-            details.append(f"observed: {self.observed}")
+            details.append(f"observed: {escape(self.observed)}")
         if self.hint:
-            details.append(f"fix: {self.hint}")
+            details.append(f"fix: {escape(self.hint)}")
         if details:
             text += "\n  " + "\n  ".join(details)
         return text

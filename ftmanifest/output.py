@@ -1,16 +1,20 @@
 """Render findings and errors as text lines, a table, JSON or SARIF 2.1.0.
 
 Layer: edge (printing).  The core returns ``Finding`` records; this module is
-the only place that decides how they look.
+the only place that decides how they look.  Every string a finding carries is
+untrusted (a field, a file name, a key id, a scanned excerpt): text output
+shows it through ``safe_text.escape``, so it can never forge or hide a line.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 
 from ftmanifest import __version__
 from ftmanifest.findings import Finding
+from ftmanifest.safe_text import escape, escape_surrogates
 
 TYPE_CHECKING = False  # no runtime `typing` on the lint path (see findings.py)
 if TYPE_CHECKING:
@@ -24,19 +28,19 @@ _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 
 def line_text(f: Finding) -> str:
     """``file:line:col: RULE message (fix: hint)`` - the compiler-style line."""
-    text = f"{f.location()}: {f.rule} "
+    text = f"{escape(f.location())}: {escape(f.rule)} "
     if f.field and not f.message.startswith(f.field):
-        text += f"{f.field}: "
-    text += f.message
+        text += f"{escape(f.field)}: "
+    text += escape(f.message)
     facts = []
     if f.expected is not None:
-        facts.append(f"expected {f.expected}")
+        facts.append(f"expected {escape(f.expected)}")
     if f.observed is not None:
-        facts.append(f"observed {f.observed}")
+        facts.append(f"observed {escape(f.observed)}")
     if facts:
         text += "; " + ", ".join(facts)
     if f.hint:
-        text += f" (fix: {f.hint})"
+        text += f" (fix: {escape(f.hint)})"
     return text
 
 
@@ -44,36 +48,173 @@ def lines(findings: Iterable[Finding]) -> str:
     return "".join(line_text(f) + "\n" for f in findings)
 
 
-def table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> str:
-    """A plain fixed-width table; cells are cut to keep lines readable."""
-    cells = [[_cell(c) for c in header]] + [[_cell(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+# --- tables ------------------------------------------------------------------
+
+_GAP = "  "
+_MIN_WIDTH = 40  # below this a table is unreadable anyway: let it overflow
+_FLOOR = 16  # no column wraps narrower than this (fits "sha256:1736…db9f")...
+_NARROWEST = 6  # ...unless the terminal leaves no room for that
+_INDENT = "  "  # continuation lines of the first column, and the notes under a row
+_FIX_MIN = 32  # a narrower fix column moves the fix under its row
+# A digest at the start of a cell, maybe followed by words: "sha256:<hex> (on disk)".
+_DIGEST = re.compile(r"([a-z][a-z0-9-]*:)([0-9a-f]{16,})(.*)", re.DOTALL)
+_DIGEST_KEEP = 4  # hex digits kept at each end of a shortened digest
+
+
+def terminal_width() -> int:
+    """The terminal's columns (``COLUMNS`` honoured), 100 when output is not a terminal."""
+    import shutil
+
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def table(
+    rows: Sequence[Sequence[object]],
+    header: Sequence[str],
+    *,
+    width: int | None = None,
+    notes: Sequence[Sequence[tuple[str, object]]] = (),
+    nowrap: Iterable[int] = (),
+) -> str:
+    """A table fitted to ``width`` (default: the terminal's): cells wrap onto
+    continuation lines instead of being cut; digests alone shrink in the middle.
+
+    ``notes[n]`` are ``(label, text)`` lines under row ``n``, full width.  Every
+    line but a row's first starts with a space, so no cell, however long or
+    odd, can make a line that passes for a row.
+    """
+    total = max(_MIN_WIDTH, width or terminal_width())
+    cells = _cells(rows, header)
+    widths = _fit(cells, total - len(_GAP) * (len(header) - 1), set(nowrap))
     out = []
-    for n, r in enumerate(cells):
-        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    for n, row in enumerate(cells):
+        out += _row_lines(row, widths)
         if n == 0:
-            out.append("  ".join("-" * w for w in widths))
+            out.append(_GAP.join("-" * w for w in widths))
+            continue
+        row_notes = [(k, v) for k, v in (notes[n - 1] if n - 1 < len(notes) else ()) if v]
+        pad = max((len(k) for k, _ in row_notes), default=0)
+        for label, text in row_notes:
+            head = f"{_INDENT}{label}: ".ljust(len(_INDENT) + pad + 2)
+            out += _wrap(head + _cell(text), total, len(head))
     return "\n".join(out) + "\n"
 
 
-def _cell(value: object, limit: int = 60) -> str:
-    text = "" if value is None else str(value)
-    text = text.replace("\n", " ")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _cells(rows: Sequence[Sequence[object]], header: Sequence[str]) -> list[list[str]]:
+    return [[escape(h) for h in header]] + [[_key(r[0]), *map(_cell, r[1:])] for r in rows]
 
 
-def findings_table(findings: Sequence[Finding]) -> str:
+def _key(value: object) -> str:
+    """A row's first cell: never blank and never led by a space, so a row's first
+    line is the only one that starts at column 0."""
+    text = _cell(value)
+    stripped = text.lstrip(" ")
+    return "\\x20" * (len(text) - len(stripped)) + stripped if text else "-"
+
+
+def _cell(value: object) -> str:
+    return "" if value is None else escape(str(value))
+
+
+def _short(text: str) -> str:
+    """A digest cell at its shortest, ``sha256:1736…db9f``; other text as it is."""
+    m = _DIGEST.fullmatch(text)
+    if m is None or len(m.group(2)) <= 2 * _DIGEST_KEEP + 1:
+        return text
+    hexd = m.group(2)
+    return f"{m.group(1)}{hexd[:_DIGEST_KEEP]}…{hexd[-_DIGEST_KEEP:]}{m.group(3)}"
+
+
+def _fit(cells: list[list[str]], room: int, nowrap: set[int]) -> list[int]:
+    """Column widths within ``room``: the natural widths when they fit; else
+    digests shortened, every column at least min(its need, floor), and the
+    spare room handed out one character at a time to the narrowest column
+    that still wraps."""
+    cols = range(len(cells[0]))
+    full = [max(len(r[i]) for r in cells) for i in cols]
+    if sum(full) <= room:
+        return full
+    need = [max(len(_short(r[i])) for r in cells) for i in cols]
+    widths = [need[i] if i in nowrap else min(need[i], max(_FLOOR, len(cells[0][i]))) for i in cols]
+    while sum(widths) > room:  # even the floors overflow: narrow the widest that wraps
+        wide = max((i for i in cols if i not in nowrap), key=lambda i: widths[i])
+        if widths[wide] <= _NARROWEST:
+            break
+        widths[wide] -= 1
+    spare = room - sum(widths)
+    while spare > 0:
+        open_cols = [i for i in cols if widths[i] < need[i]]
+        if not open_cols:
+            break
+        widths[min(open_cols, key=lambda i: widths[i])] += 1
+        spare -= 1
+    return widths
+
+
+def _row_lines(row: list[str], widths: list[int]) -> list[str]:
+    pieces = [
+        _wrap(text if len(text) <= w else _short(text), w, len(_INDENT) if i == 0 else 0)
+        for i, (text, w) in enumerate(zip(row, widths, strict=True))
+    ]
+    height = max(len(p) for p in pieces)
+    return [
+        _GAP.join(
+            (p[k] if k < len(p) else "").ljust(w) for p, w in zip(pieces, widths, strict=True)
+        ).rstrip()
+        for k in range(height)
+    ]
+
+
+def _wrap(text: str, width: int, indent: int = 0) -> list[str]:
+    """``text`` in lines of at most ``width``, broken at a space where there is
+    one, else hard; continuation lines get ``indent`` leading spaces."""
+    out: list[str] = []
+    room = width
+    while len(text) > room:
+        cut = text.rfind(" ", 1, room + 1)
+        if cut <= 0 or not text[:cut].strip():
+            out.append(text[:room])
+            text = text[room:]
+        else:
+            out.append(text[:cut].rstrip())
+            text = text[cut + 1 :]
+        room = max(1, width - indent)
+        if indent:
+            text = text.lstrip(" ")
+    if text or not out:
+        out.append(text)
+    return [out[0]] + [" " * indent + line for line in out[1:]]
+
+
+def findings_table(findings: Sequence[Finding], *, width: int | None = None) -> str:
+    """Drift rows (and scan hits) as a table fitted to the terminal.
+
+    A drift row about a file gets a ``path:`` line under it.  When the terminal
+    leaves the fix column narrower than ``_FIX_MIN`` the fix moves to a line of
+    its own under the row, so it is never squeezed into a sliver.
+    """
     rows = [
         (f.field or f.location(), f.expected, f.observed, f.severity, f.hint or f.message)
         if f.kind == "drift"
         else (f.location(), f.rule, f.excerpt or f.message, f.severity, f.hint or f.message)
         for f in findings
     ]
-    return table(rows, ("field", "expected", "observed", "severity", "fix"))
+    paths = [f.path if f.kind == "drift" else None for f in findings]
+    header = ("field", "expected", "observed", "severity", "fix")
+    total = max(_MIN_WIDTH, width or terminal_width())
+    cells = _cells(rows, header)
+    widths = _fit(cells, total - len(_GAP) * (len(header) - 1), {3})
+    fix_need = max(len(r[4]) for r in cells)
+    if widths[4] >= min(fix_need, _FIX_MIN):
+        notes = [[("path", p)] for p in paths]
+        return table(rows, header, width=total, notes=notes, nowrap=(3,))
+    notes = [[("fix", r[4]), ("path", p)] for r, p in zip(rows, paths, strict=True)]
+    return table([r[:4] for r in rows], header[:4], width=total, notes=notes, nowrap=(3,))
 
 
 def to_json(payload: Any) -> str:
-    return json.dumps(payload, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+    text = json.dumps(payload, indent=2, sort_keys=False, ensure_ascii=False)
+    return escape_surrogates(text) + "\n"
 
 
 def findings_json(findings: Sequence[Finding], **summary: Any) -> str:

@@ -315,14 +315,17 @@ def _check_signature(
             manifest_path, canonical, trust_path=trust_path, threshold=threshold
         )
     except SignatureRefusedError as exc:
+        # `observed` alone is often just the reason code again; the message names
+        # the signature and its key id ("signature 0 by SHA256:... refused: ...").
+        seen = exc.message if exc.observed in (None, "", exc.reason) else exc.observed
         row = Finding(
             kind="drift",
             rule="drift.signature",
             message=f"signature refused ({exc.reason})",
-            path=str(manifest_path),
+            path=exc.path or str(manifest_path),
             field="signature",
             expected=exc.expected or "trusted",
-            observed=f"{exc.reason}: {exc.observed or exc.message}",
+            observed=seen if exc.reason in seen else f"{exc.reason}: {seen}",
             hint=exc.hint,
             extra={"reason": exc.reason},
         )

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, UsageError
+from ftmanifest.safe_text import escape
 
 if TYPE_CHECKING:
     from ftmanifest.verify import VerifyReport
@@ -114,7 +115,7 @@ def record_acceptances(report: VerifyReport, status: str, **extra: Any) -> None:
             observed=exc.strerror or str(exc),
             hint="make the manifest's folder writable, or fix the drift instead of accepting it",
         ) from None
-    sys.stderr.write(f"recorded:  {len(report.accepted)} acceptance(s) in {path}\n")
+    sys.stderr.write(f"recorded:  {len(report.accepted)} acceptance(s) in {escape(str(path))}\n")
 
 
 def report_and_print(args: argparse.Namespace) -> tuple[VerifyReport, int]:
@@ -136,23 +137,26 @@ def report_and_print(args: argparse.Namespace) -> tuple[VerifyReport, int]:
         sys.stdout.write(to_json(report.to_dict()))
         return report, EXIT_OK if report.ok else EXIT_REFUSED
     out = sys.stdout
-    out.write(f"manifest:  {report.manifest_path} ({report.manifest_digest})\n")
+    out.write(f"manifest:  {escape(str(report.manifest_path))} ({report.manifest_digest})\n")
     sig = report.signature
     if sig is not None:
-        names = sorted({p for s in sig.signatures if s.status == "valid" for p in s.principals})
+        names = sorted(
+            {escape(p) for s in sig.signatures if s.status == "valid" for p in s.principals}
+        )
         out.write(
             f"signature: trusted ({len(sig.valid_keyids)} key(s): {', '.join(names)}; "
             f"threshold {sig.threshold})\n"
         )
     for warning in report.warnings:
-        sys.stderr.write(f"warning: {warning}\n")
+        sys.stderr.write(f"warning: {escape(warning)}\n")
     if report.findings:
         out.write(f"drift:     {len(report.findings)} difference(s)\n\n")
         out.write(findings_table(report.findings))
     for a in report.accepted:
         out.write(
-            f"accepted:  {a.finding.field}: expected {a.finding.expected}, observed "
-            f"{a.finding.observed} (reason: {a.reason})\n"
+            f"accepted:  {escape(str(a.finding.field))}: expected "
+            f"{escape(str(a.finding.expected))}, observed {escape(str(a.finding.observed))} "
+            f"(reason: {escape(a.reason)})\n"
         )
     verdict = "OK: no drift" if report.ok else "REFUSED: fix the rows above, or --accept FIELD"
     if report.ok and report.findings:
