@@ -20,8 +20,8 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from ftmanifest.fsutil import atomic_write_bytes as write_atomic
 from ftmanifest.signing._files import KEY_MAX_BYTES, read_untrusted
-from ftmanifest.signing._io import write_atomic
 from ftmanifest.signing.errors import (
     BadPassphraseError,
     InsecureKeyPermissionsError,

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from ftmanifest.fsutil import atomic_write_bytes as write_atomic
 from ftmanifest.signing._files import ENVELOPE_MAX_BYTES, read_untrusted
-from ftmanifest.signing._io import write_atomic
 from ftmanifest.signing.dsse import PAYLOAD_TYPE, Envelope, Signature, pae, parse_envelope
 from ftmanifest.signing.errors import MalformedEnvelopeError, StaleEnvelopeError
 from ftmanifest.signing.keys import fingerprint, write_failed
