@@ -85,14 +85,24 @@ class DriftError(RefusedError):
     def __init__(self, report: VerifyReport) -> None:
         from ftmanifest.output import findings_table
 
+        self.table = findings_table(report.findings)  # cells escaped by the renderer
         super().__init__(
             f"{len(report.findings)} difference(s) between the manifest and this machine:\n"
-            + findings_table(report.findings),
+            + self.table,
             path=str(report.manifest_path),
             hint=f"fix them, or accept one on purpose: ftmanifest verify {report.manifest_path} "
             "--accept FIELD --reason TEXT",
         )
         self.report = report
+
+    def render(self) -> str:
+        """The summary escaped like any error, then the table as its own lines."""
+        from ftmanifest.safe_text import escape
+
+        summary = self.message.removesuffix(self.table).rstrip("\n")
+        head = escape(self.location())
+        text = f"{head}: {escape(summary)}" if head else escape(summary)
+        return f"{text}\n{self.table.rstrip()}\n  fix: {escape(self.hint or '')}"
 
 
 _ONE_ENTRY = re.compile(r"^data\[\d+\]$")  # one data entry: its digest and records rows

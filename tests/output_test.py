@@ -258,3 +258,27 @@ def test_signature_row_names_the_key_id(project: Path) -> None:
     keyid = fingerprint(stranger.public_key())
     assert keyid in (row.observed or "") and row.observed != "unknown-key: unknown-key"
     assert keyid in findings_table([row], width=250)
+
+
+def test_a_drift_error_renders_its_table_as_lines() -> None:
+    from pathlib import Path
+
+    from ftmanifest.findings import Finding
+    from ftmanifest.verify import DriftError, VerifyReport
+
+    row = Finding(
+        kind="drift",
+        rule="drift.data",
+        message="changed",
+        field="data[0].digest",
+        expected="sha256:aa",
+        observed="sha256:bb\x1b[2J",
+        hint="restore it",
+        path="data/train.jsonl",
+    )
+    report = VerifyReport(Path("exp\nforged.yaml"), "sha256:00", [row])
+    text = DriftError(report).render()
+    lines = text.splitlines()
+    assert lines[0].startswith("exp\\nforged.yaml: 1 difference(s)")
+    assert any(line.startswith("data[0].digest") for line in lines)
+    assert "\x1b" not in text and lines[-1].startswith("  fix: fix them")
