@@ -85,7 +85,8 @@ class DriftError(RefusedError):
     def __init__(self, report: VerifyReport) -> None:
         from ftmanifest.output import findings_table
 
-        self.table = findings_table(report.findings)  # cells escaped by the renderer
+        # wide: an exception has no terminal, and a cut commit or digest helps nobody
+        self.table = findings_table(report.findings, width=240)  # cells escaped
         super().__init__(
             f"{len(report.findings)} difference(s) between the manifest and this machine:\n"
             + self.table,

@@ -22,6 +22,7 @@ from typing import Any
 
 from ftmanifest import __version__
 from ftmanifest.errors import EXIT_BUG, EXIT_INTERRUPTED, FtManifestError
+from ftmanifest.safe_text import escape
 
 # name -> module under ftmanifest.cli; the one registry of subcommands.
 COMMANDS: dict[str, str] = {
@@ -184,7 +185,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if debug:
             raise
         sys.stderr.write(
-            f"ftmanifest: internal error: {type(exc).__name__}: {exc}\n"
+            f"ftmanifest: internal error: {type(exc).__name__}: {escape(str(exc))}\n"
             "This is a bug in ftmanifest; rerun with FTMANIFEST_DEBUG=1 for a traceback.\n"
         )
         return EXIT_BUG

@@ -28,6 +28,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import FtManifestError, UsageError
+from ftmanifest.safe_text import escape
 
 if TYPE_CHECKING:
     from ftmanifest.verify import VerifyReport
@@ -130,7 +131,8 @@ def _record(report: VerifyReport, status: str, command: list[str], **extra: Any)
         )
     except OSError as exc:
         path = runrecord.records_path(report.manifest_path)
-        sys.stderr.write(f"warning: run record not written to {path}: {exc.strerror or exc}\n")
+        why = escape(str(exc.strerror or exc))
+        sys.stderr.write(f"warning: run record not written to {escape(str(path))}: {why}\n")
 
 
 def _seconds(text: str) -> float:

@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+from ftmanifest.safe_text import escape
+
 EXIT_OK, EXIT_FINDINGS = 0, 1
 
 
@@ -101,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
     if args.write_baseline:
         previous = bl.load(args.write_baseline) if args.write_baseline.exists() else {}
         n = bl.write(args.write_baseline, findings, previous)
-        sys.stderr.write(f"ftmanifest: wrote {n} accepted fingerprints to {args.write_baseline}\n")
+        where = escape(str(args.write_baseline))
+        sys.stderr.write(f"ftmanifest: wrote {n} accepted fingerprints to {where}\n")
     suppressed = 0
     if args.baseline:
         findings, suppressed = bl.apply(findings, bl.load(args.baseline), str(args.baseline))

@@ -10,6 +10,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ftmanifest.safe_text import escape
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from ftmanifest.cli import add_format_argument
@@ -62,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
             "already-signed": "already signed (unchanged):",
         }[result.status]
         sys.stdout.write(
-            f"{verb} {args.manifest} with {result.keyid}\n"
-            f"  envelope: {result.envelope_path} ({result.signatures} signature(s))\n"
+            f"{verb} {escape(str(args.manifest))} with {escape(result.keyid)}\n"
+            f"  envelope: {escape(str(result.envelope_path))} "
+            f"({result.signatures} signature(s))\n"
         )
     return 0

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.safe_text import escape
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from ftmanifest.cli import add_format_argument
@@ -101,16 +103,17 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(to_json(doc))
     else:
         for warning in trust.warnings if trust else ():
-            sys.stderr.write(f"ftmanifest: warning: {warning}\n")
+            sys.stderr.write(f"ftmanifest: warning: {escape(warning)}\n")
         if seen.source is not None:
-            where = f"{seen.source.path}\n          ({seen.source.describe()})"
+            where = f"{escape(str(seen.source.path))}\n          ({escape(seen.source.describe())})"
         else:
             where = "none found (signatures unchecked)"
-        lines = [f"envelope: {seen.envelope_path}", f"trust:    {where}"]
-        for c in checks:
-            who = ",".join(c.principals) or "-"
+        lines = [f"envelope: {escape(str(seen.envelope_path))}", f"trust:    {where}"]
+        for c in checks:  # key ids and principals come from untrusted files
+            who = escape(",".join(c.principals)) or "-"
             lines.append(
-                f"  #{c.index} {c.keyid}  {who}  {c.status}  verifies: {_verifies(c.verifies)}"
+                f"  #{c.index} {escape(c.keyid)}  {who}  {c.status}  "
+                f"verifies: {_verifies(c.verifies)}"
             )
         if report is not None:
             lines.append(
