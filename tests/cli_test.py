@@ -305,3 +305,19 @@ def test_lock_keeps_null_and_drops_the_fill_notes_it_filled(tmp_path: Path) -> N
     assert "  parent: null            # id of the parent experiment\n" in text
     assert "FILL: every file" not in text and "FILL: e.g." not in text
     assert "  lock: null              # FILL: {path: requirements.lock}\n" in text  # not filled
+
+
+def test_every_option_of_every_subcommand_has_help() -> None:
+    import argparse
+
+    from ftmanifest.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [
+        f"{name} {a.option_strings or a.dest}"
+        for name, sp in sub.choices.items()
+        for a in sp._actions
+        if not isinstance(a, argparse._HelpAction) and not a.help
+    ]
+    assert missing == []

@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     from ftmanifest.cli import add_format_argument
 
     p = sub.add_parser("sign", help="sign a manifest (DSSE envelope beside it)")
-    p.add_argument("manifest", metavar="MANIFEST")
+    p.add_argument("manifest", metavar="MANIFEST", help="the manifest file (YAML, JSON or TOML)")
     p.add_argument("--key", required=True, metavar="PATH", help="Ed25519 private key (OpenSSH)")
     p.add_argument(
         "--passphrase-env",

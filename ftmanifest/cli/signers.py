@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     from ftmanifest.cli import add_format_argument
 
     p = sub.add_parser("signers", help="list the signatures of a manifest and who made them")
-    p.add_argument("manifest", metavar="MANIFEST")
+    p.add_argument("manifest", metavar="MANIFEST", help="the manifest file (YAML, JSON or TOML)")
     p.add_argument(
         "--trust",
         metavar="PATH",

@@ -31,7 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of verify, shared with ``ftmanifest run``."""
     from ftmanifest.cli import add_format_argument
 
-    p.add_argument("manifest", type=Path, metavar="MANIFEST")
+    p.add_argument(
+        "manifest", type=Path, metavar="MANIFEST", help="the manifest file (YAML, JSON or TOML)"
+    )
     p.add_argument(
         "--accept",
         action="append",
@@ -57,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         metavar="N",
-        help="distinct trusted signers required (default 1)",
+        help="distinct trusted signers required",
     )
     p.add_argument("--no-cache", action="store_true", help="rehash every file")
     p.add_argument(
