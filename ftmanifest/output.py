@@ -282,22 +282,3 @@ def render_findings(findings: Sequence[Finding], fmt: str, **summary: Any) -> st
     if fmt == "sarif":
         return findings_sarif(findings)
     return lines(findings)
-
-
-def lint_report(findings: Sequence[Finding], unusable: int, files: int, fmt: str) -> int:
-    """Print a lint run (findings on stdout, a summary on stderr); return its exit code."""
-    import sys
-
-    from ftmanifest.errors import EXIT_INPUT, EXIT_OK, EXIT_REFUSED
-
-    sys.stdout.write(render_findings(findings, fmt, files=files, unusable=unusable))
-    if fmt == "text":
-        bad = len({f.path for f in findings})
-        sys.stderr.write(
-            f"{len(findings)} problem(s) in {bad} of {files} manifest(s)\n"
-            if findings
-            else f"{files} manifest(s) pinned, no problems\n"
-        )
-    if unusable:
-        return EXIT_INPUT
-    return EXIT_REFUSED if findings else EXIT_OK

@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run(args: argparse.Namespace) -> int:
     from ftmanifest.lint import lint_paths
-    from ftmanifest.output import lint_report
+    from ftmanifest.lint_report import lint_report
 
     findings, unusable = lint_paths(args.manifests)
     return lint_report(findings, unusable, len(args.manifests), args.format)

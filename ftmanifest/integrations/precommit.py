@@ -37,7 +37,7 @@ def lint_main(argv: Sequence[str]) -> int:
     if not files:
         return 0  # pre-commit found no manifest among the staged files
     from ftmanifest.lint import lint_paths
-    from ftmanifest.output import lint_report
+    from ftmanifest.lint_report import lint_report
 
     findings, unusable = lint_paths(files)
     return lint_report(findings, unusable, len(files), fmt)

@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from importlib import metadata
+from typing import TYPE_CHECKING
 
-from ftmanifest.probe._context import ProbeContext
+if TYPE_CHECKING:
+    from ftmanifest.probe._context import ProbeContext
 
 _SEPARATORS = re.compile(r"[-_.]+")
 

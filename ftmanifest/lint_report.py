@@ -1,0 +1,33 @@
+"""Print a lint run and choose its exit code.
+
+Layer: edge (writes to stdout/stderr, decides the exit code), shared by
+``ftmanifest lint`` and the pre-commit hook script; ``output`` only renders.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from ftmanifest.errors import EXIT_INPUT, EXIT_OK, EXIT_REFUSED
+from ftmanifest.output import render_findings
+
+TYPE_CHECKING = False  # no runtime `typing` on the pre-commit path (see findings.py)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ftmanifest.findings import Finding
+
+
+def lint_report(findings: Sequence[Finding], unusable: int, files: int, fmt: str) -> int:
+    """Print a lint run (findings on stdout, a summary on stderr); return its exit code."""
+    sys.stdout.write(render_findings(findings, fmt, files=files, unusable=unusable))
+    if fmt == "text":
+        bad = len({f.path for f in findings})
+        sys.stderr.write(
+            f"{len(findings)} problem(s) in {bad} of {files} manifest(s)\n"
+            if findings
+            else f"{files} manifest(s) pinned, no problems\n"
+        )
+    if unusable:
+        return EXIT_INPUT
+    return EXIT_REFUSED if findings else EXIT_OK
