@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ftmanifest.findings import Finding
-from ftmanifest.hfcache import COMMIT_RE, is_weight_file
+from ftmanifest.hfcache import is_weight_file
+from ftmanifest.manifest.patterns import COMMIT_RE
 
 if TYPE_CHECKING:
     from ftmanifest.findings import Severity

@@ -9,12 +9,11 @@ nothing is ever downloaded.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from ftmanifest.errors import InputError
+from ftmanifest.manifest.patterns import COMMIT_RE as COMMIT_RE  # re-exported for callers
 
-COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack")
 
 

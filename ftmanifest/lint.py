@@ -11,13 +11,13 @@ import re
 
 from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.manifest.load import Document, Loc, format_loc
+from ftmanifest.manifest.patterns import COMMIT_RE
 
 TYPE_CHECKING = False  # no runtime `typing` on the pre-commit path (see findings.py)
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import Any
 
-COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 EXACT_PIN_RE = re.compile(r"^===?\s*[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
 PY_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+([a-z]+\d+)?$")
 

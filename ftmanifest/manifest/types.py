@@ -10,7 +10,6 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
-COMMIT_PATTERN = r"^[0-9a-f]{40}$"
 
 Digest = Annotated[
     str,

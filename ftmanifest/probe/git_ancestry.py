@@ -42,13 +42,12 @@ What "allowed" means:
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ftmanifest.manifest.types import COMMIT_PATTERN
+from ftmanifest.manifest.patterns import COMMIT_RE
 from ftmanifest.probe._command import CommandResult
 from ftmanifest.probe._context import ProbeContext
 from ftmanifest.probe.git import git_context
@@ -68,7 +67,6 @@ AncestryReason = Literal[
 MAX_OFFENDING = 20
 GITLINK_MODE = "160000"
 SHALLOW_HINT = "this is a shallow clone; 'git fetch --unshallow' brings the missing history"
-_COMMIT = re.compile(COMMIT_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -104,7 +102,7 @@ def descends_with_only(
     """
     git = git_context(ctx if ctx is not None else ProbeContext())
     for name, rev in (("pinned", pinned), ("head", head)):
-        if not _COMMIT.match(rev):
+        if not COMMIT_RE.match(rev):
             return _refuse("not a commit id", f"{name} {rev!r} is not a 40-hex commit id")
     cwd = str(repo_root)
     if not Path(repo_root).is_dir():

@@ -1,0 +1,12 @@
+"""Patterns shared by the schema types and the checks that run without pydantic.
+
+Layer: manifest (pure; imports only ``re``, so ``lint`` on the pre-commit path
+can use it without building models).
+"""
+
+from __future__ import annotations
+
+import re
+
+COMMIT_PATTERN = r"^[0-9a-f]{40}$"
+COMMIT_RE = re.compile(COMMIT_PATTERN)
