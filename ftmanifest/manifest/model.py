@@ -15,12 +15,11 @@ from ftmanifest.manifest.experiment import Experiment
 from ftmanifest.manifest.training import Distributed, Method, Seeds, Training
 from ftmanifest.manifest.types import Strict
 
-FORMAT_VERSION = 1
-
 
 class Manifest(Strict):
     """A fine-tuning experiment, declared completely enough to reproduce it."""
 
+    # the literal is ftmanifest.manifest.FORMAT_VERSION (a test keeps them equal)
     ftmanifest: Literal[1] = Field(description="Manifest format version.")
     experiment: Experiment = Field(description="Identity, hypothesis, budget and guards.")
     model: ModelSource = Field(description="The base model, pinned.")

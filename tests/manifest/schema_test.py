@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from ftmanifest.manifest import FORMAT_VERSION
 from ftmanifest.manifest.load import read_document
 from ftmanifest.manifest.model import Manifest
 from ftmanifest.manifest.schema import generate, packaged, render
@@ -39,6 +40,10 @@ def test_packaged_schema_is_current() -> None:
 
 def test_schema_is_a_valid_json_schema() -> None:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+
+def test_model_accepts_exactly_the_format_version() -> None:
+    assert SCHEMA["properties"]["ftmanifest"]["const"] == FORMAT_VERSION
 
 
 def _properties(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
