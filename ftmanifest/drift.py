@@ -13,19 +13,14 @@ from typing import TYPE_CHECKING
 
 from ftmanifest.findings import Finding
 from ftmanifest.hfcache import is_weight_file
-from ftmanifest.manifest.patterns import COMMIT_RE
+from ftmanifest.manifest.patterns import COMMIT_RE, normalize_name
 
 if TYPE_CHECKING:
     from ftmanifest.findings import Severity
     from ftmanifest.manifest.model import Manifest
     from ftmanifest.observe import FileState, Observed
 
-_SEP = re.compile(r"[-_.]+")
 GIB = 1 << 30
-
-
-def _norm(name: str) -> str:
-    return _SEP.sub("-", name).lower()
 
 
 def _row(
@@ -97,9 +92,9 @@ def same_version(op: str, want: str, have: str) -> bool | None:
 
 
 def _packages(m: Manifest, seen: Observed) -> Iterator[Finding]:
-    installed = {_norm(k): v for k, v in seen.installed.items()}
+    installed = {normalize_name(k): v for k, v in seen.installed.items()}
     for name, spec in m.environment.packages.items():
-        have = installed.get(_norm(name))
+        have = installed.get(normalize_name(name))
         field = f"environment.packages.{name}"
         shown = "absent" if have is None else f"=={have}"
         pin = exact_pin(spec)

@@ -10,3 +10,13 @@ import re
 
 COMMIT_PATTERN = r"^[0-9a-f]{40}$"
 COMMIT_RE = re.compile(COMMIT_PATTERN)
+_NAME_SEPARATORS = re.compile(r"[-_.]+")
+
+
+def normalize_name(name: str) -> str:
+    """PEP 503 normalised form of a distribution name.
+
+    Lowercase, each run of '-', '_' and '.' becomes one '-': how the manifest's
+    package names and the installed distributions are compared.
+    """
+    return _NAME_SEPARATORS.sub("-", name).lower()

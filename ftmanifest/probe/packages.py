@@ -6,20 +6,14 @@ run of '-', '_' and '.' becomes one '-'); versions are kept exactly as found.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from importlib import metadata
 from typing import TYPE_CHECKING
 
+from ftmanifest.manifest.patterns import normalize_name as normalize_name  # re-exported
+
 if TYPE_CHECKING:
     from ftmanifest.probe._context import ProbeContext
-
-_SEPARATORS = re.compile(r"[-_.]+")
-
-
-def normalize_name(name: str) -> str:
-    """PEP 503 normalised form of a distribution name."""
-    return _SEPARATORS.sub("-", name).lower()
 
 
 def collect(dists: Iterable[tuple[str | None, str | None]]) -> dict[str, str]:
