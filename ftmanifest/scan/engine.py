@@ -22,6 +22,8 @@ from functools import partial
 from pathlib import Path
 
 from ftmanifest.findings import Finding, sort_findings
+from ftmanifest.scan.artifacts.binary import BINARY_FORMATS, scan_binary
+from ftmanifest.scan.artifacts.sniff import detect_format
 from ftmanifest.scan.text import readers
 from ftmanifest.scan.text.matcher import matcher
 from ftmanifest.scan.text.text import not_scanned, scan_text
@@ -32,9 +34,6 @@ RANGE_MIN = 1 << 20  # fewest bytes per pool task (each opens the file and align
 TASKS_PER_JOB = 8  # tasks per worker, so that uneven ranges still balance
 POOL_MIN = 8 << 20  # below this, scanning inline beats forking workers (~0.1 s)
 TEXT_FORMATS = ("text", "gzip", "parquet")
-BINARY_FORMATS = (
-    "safetensors", "pickle", "torch-zip", "torch-legacy", "npy", "npz", "zip", "tar", "binary",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -67,14 +66,6 @@ def iter_files(paths: Iterable[Path]) -> Iterator[Path]:
     yield from walk(paths)[0]
 
 
-def detect(path: Path) -> str:
-    try:
-        from ftmanifest.scan.artifacts.sniff import detect_format
-    except ImportError:
-        return readers.sniff(path)
-    return detect_format(path)
-
-
 def _text_ranges(files: list[tuple[Path, int]], jobs: int) -> list[tuple[Path, int, int]]:
     """Byte ranges for the pool: about ``TASKS_PER_JOB`` per worker, balanced."""
     total = sum(size for _, size in files)
@@ -90,10 +81,6 @@ def _scan_range(path: str, start: int, end: int, opts: ScanOptions) -> tuple[lis
 
 def _binary(path: Path, fmt: str, opts: ScanOptions, *, text: bool = True) -> list[Finding]:
     """``scan_binary``; ``text=False`` judges only what is not text (pickles, containers)."""
-    try:
-        from ftmanifest.scan.artifacts.binary import scan_binary
-    except ImportError:
-        return [not_scanned(path, f"{fmt} scanner not available in this build")]
     scanner = partial(scan_text, secrets=opts.secrets, pii=opts.pii) if text else None
     found = scan_binary(path, fmt, scanner)
     if not opts.pickles:
@@ -139,7 +126,7 @@ def _scan_files(files: Iterable[Path], opts: ScanOptions) -> ScanResult:
             if not stat.S_ISREG(st.st_mode):  # swapped for a FIFO since it was listed
                 raise OSError(0, "not a regular file any more")
             size = st.st_size
-            fmt = "empty" if size == 0 else detect(path)
+            fmt = "empty" if size == 0 else detect_format(path)
         except OSError as exc:
             result.findings.append(
                 not_scanned(path, f"unreadable ({exc.strerror})")._replace(severity="error")
@@ -173,7 +160,7 @@ def _scan_files(files: Iterable[Path], opts: ScanOptions) -> ScanResult:
             result.findings += judged + texts
         elif fmt == "parquet":
             result.findings += readers.scan_parquet(path, opts.secrets, opts.pii, opts.engine)
-        elif fmt in BINARY_FORMATS:
+        elif fmt in BINARY_FORMATS:  # gzip, also in it, is routed above
             result.findings += _binary(path, fmt, opts)
         else:
             result.findings.append(not_scanned(path, f"unknown binary format ({fmt})"))
