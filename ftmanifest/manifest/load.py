@@ -19,6 +19,7 @@ import os
 import re
 
 from ftmanifest.errors import InputNotFoundError, ManifestError
+from ftmanifest.manifest.jsonkeys import unique_keys
 
 TYPE_CHECKING = False  # no runtime `typing` on the lint path (see findings.py)
 if TYPE_CHECKING:
@@ -399,19 +400,13 @@ def _safe_int(
 
 
 def _parse_json(text: str, name: str) -> Document:
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in items:
-            if key in out:
-                raise _Duplicate(key)
-            out[key] = value
-        return out
-
     def bad_constant(token: str) -> Any:
         raise _BadConstant(token)
 
     try:
-        data = json.loads(text, object_pairs_hook=pairs, parse_constant=bad_constant)
+        data = json.loads(
+            text, object_pairs_hook=unique_keys(_Duplicate), parse_constant=bad_constant
+        )
     except json.JSONDecodeError as exc:
         raise ManifestError(
             f"JSON syntax: {exc.msg}", path=name, line=exc.lineno, column=exc.colno

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.findings import Finding
+from ftmanifest.manifest.jsonkeys import unique_keys
 
 MAX_HEADER = 100_000_000  # the safetensors library's own cap
 USIZE_MAX = 2**64 - 1  # the library's shape sizes and offsets are Rust usize
@@ -60,13 +61,11 @@ class _Malformed(Exception):
         self.rule = rule
 
 
-def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Malformed("safetensors.duplicate-key", f"key {_short(key)!r} appears twice")
-        out[key] = value
-    return out
+def _duplicate(key: str) -> _Malformed:
+    return _Malformed("safetensors.duplicate-key", f"key {_short(key)!r} appears twice")
+
+
+_pairs_hook = unique_keys(_duplicate)
 
 
 def _no_constant(name: str) -> Any:
