@@ -26,7 +26,8 @@ from ftmanifest.scan.artifacts.binary import BINARY_FORMATS, scan_binary
 from ftmanifest.scan.artifacts.sniff import detect_format
 from ftmanifest.scan.text import readers
 from ftmanifest.scan.text.matcher import matcher
-from ftmanifest.scan.text.text import not_scanned, scan_text
+from ftmanifest.scan.text.text import scan_text
+from ftmanifest.scan.unscanned import not_scanned
 from ftmanifest.scan.walk import walk
 
 RANGE = 16 << 20  # most bytes per pool task
@@ -128,9 +129,7 @@ def _scan_files(files: Iterable[Path], opts: ScanOptions) -> ScanResult:
             size = st.st_size
             fmt = "empty" if size == 0 else detect_format(path)
         except OSError as exc:
-            result.findings.append(
-                not_scanned(path, f"unreadable ({exc.strerror})")._replace(severity="error")
-            )
+            result.findings.append(not_scanned(path, f"unreadable ({exc.strerror})"))
             continue
         if size > opts.max_bytes:
             result.findings.append(

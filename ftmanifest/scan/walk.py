@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ftmanifest.errors import InputNotFoundError
 from ftmanifest.findings import Finding
-from ftmanifest.scan.text.text import not_scanned
+from ftmanifest.scan.unscanned import not_scanned
 
 SKIPPED_DIRS = frozenset({".git", "__pycache__"})
 _KINDS = (
@@ -37,7 +37,7 @@ _KINDS = (
 
 
 def _row(path: str, why: str, hint: str) -> Finding:
-    return not_scanned(Path(path), why, hint)._replace(severity="error")
+    return not_scanned(path, why, hint)
 
 
 def _special(mode: int) -> str | None:

@@ -29,13 +29,13 @@ from ftmanifest.scan.artifacts.compressed import (
     open_inflated,
 )
 from ftmanifest.scan.artifacts.pickle_allowlist import HINT, fingerprint, judge_run
-from ftmanifest.scan.artifacts.pickle_allowlist import not_scanned as _not_scanned
 from ftmanifest.scan.artifacts.pickle_ops import CHUNK
 from ftmanifest.scan.artifacts.pickle_sequence import sniff_pickle, walk_pickles
 from ftmanifest.scan.artifacts.pickles import WalkResult
 from ftmanifest.scan.artifacts.safetensors import MAX_HEADER, check_safetensors
 from ftmanifest.scan.artifacts.sniff import TORCH_MAGIC
 from ftmanifest.scan.text.readers import looks_text
+from ftmanifest.scan.unscanned import part_not_scanned
 
 TextScanner = Callable[..., list[Finding]]
 Opener = Callable[[], IO[bytes]]
@@ -63,12 +63,6 @@ class BinaryLimits:
     max_nesting: int = 3  # compressed streams inside compressed streams
 
 
-def not_scanned(path: str, message: str, member: str | None = None, rule: str = "") -> Finding:
-    """A part that could not be judged: an error, as issue 9 asks - never silently clean."""
-    f = _not_scanned(path, message, member, rule or "scan.over-cap")
-    return f._replace(severity="error")
-
-
 def scan_binary(
     path: Path,
     fmt: str,
@@ -88,7 +82,7 @@ def scan_binary(
             )
         if fmt not in BINARY_FORMATS:
             msg = f"no binary scanner for format {fmt!r}"
-            return [not_scanned(str(path), msg, rule="scan.unknown-format")]
+            return [part_not_scanned(str(path), msg, rule="scan.unknown-format")]
         out = _disguise(path, fmt)
         if fmt in ("torch-zip", "npz", "zip"):
             return out + torch_archive.scan_zip(ctx, fmt)
@@ -98,7 +92,7 @@ def scan_binary(
         return out + ctx.content(lambda: open(path, "rb"), None, kind=kind)
     except OSError as exc:
         why = f"cannot read file: {exc.strerror or exc}"
-        return [not_scanned(str(path), why, rule="scan.unreadable")]
+        return [part_not_scanned(str(path), why, rule="scan.unreadable")]
 
 
 def _disguise(path: Path, fmt: str) -> list[Finding]:
@@ -195,10 +189,10 @@ class Ctx:
         if broken is not None and broken.capped:
             out = [f for f in out if f.rule != "pickle.truncated"]
             cap = self.limits.max_inflated_bytes
-            out.append(not_scanned(self.where, f"inflates past {cap} bytes", member))
+            out.append(part_not_scanned(self.where, f"inflates past {cap} bytes", member))
         elif broken is not None and (out or not optional):
             why = f"{broken.kind} stream unreadable: {broken.error}"
-            out.append(not_scanned(self.where, why, member, "scan.unreadable"))
+            out.append(part_not_scanned(self.where, why, member, "scan.unreadable"))
         return out
 
     def _judge(
@@ -211,7 +205,7 @@ class Ctx:
         if kind in ("gzip", "bz2", "xz", "lzma", "zlib", "joblib-zfile", "lz4"):
             if kind == "lz4" or depth >= self.limits.max_nesting:
                 why = "lz4 (no decompressor)" if kind == "lz4" else "compressed too deep"
-                return [] if opt else [not_scanned(self.where, why, member)]
+                return [] if opt else [part_not_scanned(self.where, why, member)]
             cap = self.limits.max_inflated_bytes
 
             def inner() -> IO[bytes]:
@@ -221,7 +215,7 @@ class Ctx:
             return [f._replace(extra={**f.extra, "compressed": kind}) for f in found]
         if kind == "zip":
             why = "an archive inside a stream is not opened"
-            return [] if opt else [not_scanned(self.where, why, member)]
+            return [] if opt else [part_not_scanned(self.where, why, member)]
         # No magic to go by: a pickle is whatever CPython's unpickler would act on
         # (pickle_sequence.sniff_pickle); in a tensor storage only an import or a
         # call counts, as raw numbers can spell harmless opcodes.
@@ -231,7 +225,7 @@ class Ctx:
         if sniffed is None and cut is not None and cut.capped and not opt:
             # the real loader reads past our cap: what it would do is not known
             why = f"inflates past {self.limits.max_inflated_bytes} bytes"
-            return [not_scanned(self.where, why, member)]
+            return [part_not_scanned(self.where, why, member)]
         if sniffed is not None:
             count = LEGACY_PICKLES if sniffed == "torch-legacy" else 1
             return self.pickles(fh, member, count)[0]
@@ -241,7 +235,7 @@ class Ctx:
             head = again.read(HEAD)
             if looks_text(head):
                 return self.text(again, member, head)
-        return [not_scanned(self.where, "content is neither a pickle nor text", member)]
+        return [part_not_scanned(self.where, "content is neither a pickle nor text", member)]
 
     def pickles(
         self, fh: IO[bytes], member: str | None, count: int
@@ -285,7 +279,7 @@ class Ctx:
             objects = npy_header.holds_objects(header.descr)
         except npy_header.UnknownDescr as exc:
             why = f"npy dtype cannot be judged: {exc}"
-            return [not_scanned(self.where, why, member, "npy.unknown-descr")]
+            return [part_not_scanned(self.where, why, member, "npy.unknown-descr")]
         except npy_header.NpyError as exc:
             return [malformed(self.where, "npy.bad-header", str(exc), member)]
         return self.pickles(fh, member, 1)[0] if objects else []

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from ftmanifest.findings import Finding
 from ftmanifest.scan.artifacts.pickle_sequence import PickleRun
 from ftmanifest.scan.artifacts.pickles import WalkResult, is_flat_tensor_mapping
+from ftmanifest.scan.unscanned import part_not_scanned
 
 _DTYPES = (
     "Float Double Half BFloat16 Long Int Short Char Byte Bool ComplexFloat ComplexDouble"
@@ -158,7 +159,9 @@ def judge(
             )
         )
     if result.capped:
-        out.append(not_scanned(path, f"pickle not fully scanned{where}: {result.capped}", member))
+        out.append(
+            part_not_scanned(path, f"pickle not fully scanned{where}: {result.capped}", member)
+        )
     if weights_check and not out and result.stopped and is_flat_tensor_mapping(result.value):
         out.append(weights_finding(path, member))
     return out
@@ -183,7 +186,7 @@ def judge_run(
     for res in run.walks:
         out += judge(res, path=path, member=member, allow=allow, weights_check=False)
     if run.capped:
-        out.append(not_scanned(path, f"pickle stream not fully scanned: {run.capped}", member))
+        out.append(part_not_scanned(path, f"pickle stream not fully scanned: {run.capped}", member))
     if run.trailing is not None and not raw_tail:
         why = f" ({run.trailing_problem.message})" if run.trailing_problem else ""
         where = f" in {member}" if member else ""
@@ -221,20 +224,5 @@ def weights_finding(path: str, member: str | None = None) -> Finding:
         severity="info",
         hint=WEIGHTS_HINT,
         fingerprint=fingerprint("pickle.weights-as-pickle", member or ""),
-        extra={"member": member},
-    )
-
-
-def not_scanned(
-    path: str, message: str, member: str | None = None, rule: str = "scan.over-cap"
-) -> Finding:
-    return Finding(
-        kind="not-scanned",
-        rule=rule,
-        message=message,
-        path=path,
-        field=member,
-        severity="error",
-        hint="raise the cap or inspect the file by hand; it was not checked in full",
         extra={"member": member},
     )

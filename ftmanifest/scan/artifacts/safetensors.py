@@ -25,6 +25,7 @@ from typing import Any
 
 from ftmanifest.findings import Finding
 from ftmanifest.manifest.jsonkeys import unique_keys
+from ftmanifest.scan.unscanned import part_not_scanned
 
 MAX_HEADER = 100_000_000  # the safetensors library's own cap
 USIZE_MAX = 2**64 - 1  # the library's shape sizes and offsets are Rust usize
@@ -126,15 +127,8 @@ def check_safetensors(
                 return out
             raw = fh.read(n)
     except OSError as exc:
-        return [
-            Finding(
-                kind="not-scanned",
-                rule="scan.unreadable",
-                message=f"cannot read file: {exc.strerror or exc}",
-                path=where,
-                severity="error",
-            )
-        ]
+        why = f"cannot read file: {exc.strerror or exc}"
+        return [part_not_scanned(where, why, rule="scan.unreadable", hint=None)]
     try:
         header = _parse(raw)
     except _Malformed as exc:

@@ -43,7 +43,8 @@ _ELEMENT_SIZE = {
 
 
 def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
-    from ftmanifest.scan.artifacts.binary import malformed, not_scanned
+    from ftmanifest.scan.artifacts.binary import malformed
+    from ftmanifest.scan.unscanned import part_not_scanned
 
     where = ctx.where
     try:
@@ -62,7 +63,9 @@ def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
             msg = f"archive holds {len(data_pkls)} data.pkl members; loaders read only one"
             out.append(malformed(where, "torch.multiple-data-pkl", msg))
         if len(infos) > ctx.limits.max_members:
-            out.append(not_scanned(where, f"archive has over {ctx.limits.max_members} members"))
+            out.append(
+                part_not_scanned(where, f"archive has over {ctx.limits.max_members} members")
+            )
             infos = infos[: ctx.limits.max_members]
         for info in infos:
             problem = local_header_problem(raw, info)
@@ -73,11 +76,12 @@ def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
 
 
 def _member(ctx: Ctx, zf: zipfile.ZipFile, info: zipfile.ZipInfo, fmt: str) -> list[Finding]:
-    from ftmanifest.scan.artifacts.binary import malformed, not_scanned
+    from ftmanifest.scan.artifacts.binary import malformed
+    from ftmanifest.scan.unscanned import part_not_scanned
 
     name = info.filename
     if info.file_size > ctx.limits.max_inflated_bytes:
-        return [not_scanned(ctx.where, f"member {name} is over the size cap", name)]
+        return [part_not_scanned(ctx.where, f"member {name} is over the size cap", name)]
     kind = None
     if name.endswith(".pkl"):
         kind = "pickle"
@@ -97,7 +101,7 @@ def _member(ctx: Ctx, zf: zipfile.ZipFile, info: zipfile.ZipInfo, fmt: str) -> l
         return [malformed(ctx.where, "zip.bad-member", f"member {name}: {exc}", name)]
     except _ZIP_ERRORS as exc:
         why = f"cannot read member {name}: {exc}"
-        return [not_scanned(ctx.where, why, name, "scan.unreadable")]
+        return [part_not_scanned(ctx.where, why, name, "scan.unreadable")]
     return out
 
 
@@ -148,7 +152,8 @@ def is_tar(path: Path) -> bool:
 
 
 def scan_tar(ctx: Ctx) -> list[Finding]:
-    from ftmanifest.scan.artifacts.binary import malformed, not_scanned
+    from ftmanifest.scan.artifacts.binary import malformed
+    from ftmanifest.scan.unscanned import part_not_scanned
 
     out: list[Finding] = []
     try:
@@ -172,13 +177,16 @@ def scan_tar(ctx: Ctx) -> list[Finding]:
                     kind = "pickle" if m.name in ("pickle", "sys_info") else None
                     out += ctx.content(opener, m.name, kind=kind, optional=kind is None)
     except (tarfile.TarError, EOFError) as exc:
-        return out + [not_scanned(ctx.where, f"tar unreadable: {exc}", None, "scan.unreadable")]
+        return out + [
+            part_not_scanned(ctx.where, f"tar unreadable: {exc}", None, "scan.unreadable")
+        ]
     return out
 
 
 def _legacy_records(ctx: Ctx, fh: IO[bytes], name: str) -> list[Finding]:
     """``storages``/``tensors``: a count pickle, then per record a pickle and raw bytes."""
-    from ftmanifest.scan.artifacts.binary import malformed, not_scanned
+    from ftmanifest.scan.artifacts.binary import malformed
+    from ftmanifest.scan.unscanned import part_not_scanned
 
     out: list[Finding] = []
     while _more(fh):
@@ -193,7 +201,7 @@ def _legacy_records(ctx: Ctx, fh: IO[bytes], name: str) -> list[Finding]:
             kind = value[2]
             stem = kind.name.removesuffix("Storage") if isinstance(kind, Import) else ""
             if stem not in _ELEMENT_SIZE:
-                out.append(not_scanned(ctx.where, "storage of unknown element size", name))
+                out.append(part_not_scanned(ctx.where, "storage of unknown element size", name))
                 break
             raw = fh.read(8)
             if len(raw) < 8:

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.findings import Finding
-from ftmanifest.scan.text.text import not_scanned, scan_buffer
+from ftmanifest.scan.text.text import scan_buffer
+from ftmanifest.scan.unscanned import not_scanned
 
 BATCH = 1024  # rows per batch: bounds memory for wide nested rows
 _SKIP_META = frozenset({b"ARROW:schema"})  # the serialized schema, scanned as the schema

@@ -18,7 +18,8 @@ from typing import BinaryIO
 from ftmanifest.findings import Finding
 from ftmanifest.scan.text import encodings, json_strings
 from ftmanifest.scan.text.parquet import scan_parquet
-from ftmanifest.scan.text.text import not_scanned, scan_buffer
+from ftmanifest.scan.text.text import scan_buffer
+from ftmanifest.scan.unscanned import not_scanned
 
 __all__ = ["scan_gzip", "scan_parquet", "scan_text_range", "sniff"]
 

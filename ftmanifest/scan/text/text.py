@@ -9,14 +9,13 @@ found inside pickles and safetensors metadata.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from ftmanifest.findings import Finding
 from ftmanifest.scan.redact import excerpt, fingerprint
 from ftmanifest.scan.text.matcher import engine_name, matcher
 
-__all__ = ["engine_name", "not_scanned", "scan_buffer", "scan_text"]
+__all__ = ["engine_name", "scan_buffer", "scan_text"]
 
 
 def scan_buffer(
@@ -86,11 +85,3 @@ def scan_text(
         line=line,
         extra=extra,
     )
-
-
-def not_scanned(path: Path, why: str, hint: str | None = None) -> Finding:
-    """What could not be read or judged: an error, never silently clean (issue 9)."""
-    return Finding(
-        kind="not-scanned", rule="scan.not-scanned", message=f"not scanned: {why}",
-        path=str(path), severity="error", hint=hint,
-    )  # fmt: skip
