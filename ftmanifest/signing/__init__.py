@@ -8,6 +8,14 @@ names load lazily so importing ``ftmanifest.signing.errors`` stays cheap.
     sign_manifest(manifest_path, canonical, key, *, replace=False) -> SignResult
     load_private_key(path, passphrase=None) -> Ed25519PrivateKey
     generate_key_pair(path, *, comment="", passphrase=None) -> fingerprint
+
+Any other statement (adapter binding, backup index, preflight record, ledger
+entry) goes through the same generic calls (``attest``):
+
+    sign_statement(subjects, predicate_type, predicate, key) -> Envelope
+    cosign(envelope, key) -> Envelope
+    verify_statement(envelope_bytes, *, trust, threshold=1,
+                     expected_predicate_type=None, ...) -> VerifiedStatement
 """
 
 from __future__ import annotations
@@ -19,7 +27,14 @@ _EXPORTS = {
     "verify_manifest_signature": "verify",
     "inspect_signatures": "verify",
     "SignatureReport": "verify",
-    "SignatureCheck": "verify",
+    "SignatureCheck": "judge",
+    "sign_statement": "attest",
+    "cosign": "attest",
+    "verify_statement": "attest",
+    "VerifiedStatement": "attest",
+    "SignatureVerdict": "attest",
+    "Subject": "intoto",
+    "Statement": "intoto",
     "sign_manifest": "sign",
     "SignResult": "sign",
     "envelope_path_for": "sign",

@@ -108,6 +108,13 @@ class MalformedPayloadError(SigningInputError):
     reason = "malformed-payload"
 
 
+class WrongPredicateTypeError(MalformedPayloadError):
+    """A trusted signature over a statement of another kind (an adapter binding
+    offered as a manifest signature...): unusable here, not tampered with."""
+
+    reason = "wrong-predicate-type"
+
+
 class MalformedKeyError(SigningInputError):
     reason = "malformed-key"
 

@@ -14,10 +14,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ftmanifest.fsutil import atomic_write_bytes as write_atomic
 from ftmanifest.signing._files import ENVELOPE_MAX_BYTES, read_untrusted
-from ftmanifest.signing.dsse import PAYLOAD_TYPE, Envelope, Signature, pae, parse_envelope
+from ftmanifest.signing.attest import cosign, sign_statement
+from ftmanifest.signing.dsse import parse_envelope
 from ftmanifest.signing.errors import MalformedEnvelopeError, StaleEnvelopeError
-from ftmanifest.signing.keys import fingerprint, write_failed
-from ftmanifest.signing.statement import statement_payload
+from ftmanifest.signing.keys import write_failed
+from ftmanifest.signing.statement import PREDICATE_TYPE, manifest_subject
 
 ENVELOPE_SUFFIX = ".sig.json"
 SignStatus = Literal["created", "appended", "already-signed", "replaced"]
@@ -49,12 +50,11 @@ def sign_manifest(
     (author, then reviewer); one over a different payload is refused unless
     ``replace`` starts a new envelope.
     """
-    payload = statement_payload(manifest_path.name, canonical)
-    keyid = fingerprint(key.public_key())
-    new_sig = Signature(keyid=keyid, sig=key.sign(pae(PAYLOAD_TYPE, payload)))
+    subject = manifest_subject(manifest_path.name, canonical)
+    envelope = sign_statement([subject], PREDICATE_TYPE, canonical, key)
+    keyid = envelope.signatures[0].keyid
     target = envelope_path_for(manifest_path)
     status: SignStatus = "created"
-    signatures: tuple[Signature, ...] = (new_sig,)
     if target.exists():
         if replace and not target.is_dir():
             status = "replaced"
@@ -68,7 +68,7 @@ def sign_manifest(
             except MalformedEnvelopeError as exc:
                 exc.hint = "inspect it, then start a new envelope with --replace"
                 raise
-            if old.payload != payload:
+            if old.payload != envelope.payload:
                 raise StaleEnvelopeError(
                     "the existing envelope signs a different version of this manifest",
                     path=str(target),
@@ -80,10 +80,9 @@ def sign_manifest(
             if any(s.keyid == keyid for s in old.signatures):
                 return SignResult(target, keyid, "already-signed", len(old.signatures))
             status = "appended"
-            signatures = (*old.signatures, new_sig)
-    envelope = Envelope(payload_type=PAYLOAD_TYPE, payload=payload, signatures=signatures)
+            envelope = cosign(old, key)
     try:
         write_atomic(target, envelope.to_bytes())
     except OSError as exc:
         raise write_failed(exc, target, "signature envelope") from None
-    return SignResult(target, keyid, status, len(signatures))
+    return SignResult(target, keyid, status, len(envelope.signatures))

@@ -1,25 +1,48 @@
-"""The in-toto Statement v1 that a manifest signature carries.
+"""The manifest statement: the first client of the generic statement signer.
 
-Layer: signing (pure).  Spec: https://github.com/in-toto/attestation
-(spec/v1/statement.md).  subject = the manifest file name and the sha256 of
-its RFC 8785 canonical JSON; predicate = that canonical manifest itself.
+Layer: signing (pure).  An in-toto Statement v1 (``intoto``) with one
+subject, the manifest file name and the sha256 of its RFC 8785 canonical
+JSON, predicate type ``https://ftmanifest.dev/experiment/v1``, and the
+canonical manifest itself as the predicate.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from ftmanifest.manifest.canonical import CanonicalizationError, canonical_json
-from ftmanifest.signing._strict import StrictJSONError, loads_strict
-from ftmanifest.signing.errors import MalformedPayloadError
+from ftmanifest.signing.intoto import (
+    STATEMENT_TYPE,
+    Expect,
+    Subject,
+    decode_statement,
+    encode_statement,
+    payload_error,
+)
+from ftmanifest.signing.intoto import Statement as AnyStatement
 
-STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+__all__ = [
+    "EXPECT",
+    "PREDICATE_TYPE",
+    "STATEMENT_TYPE",
+    "Statement",
+    "build_statement",
+    "manifest_digest_hex",
+    "manifest_statement",
+    "manifest_subject",
+    "parse_statement",
+    "statement_payload",
+]
+
 PREDICATE_TYPE = "https://ftmanifest.dev/experiment/v1"
-_FIELDS = frozenset({"_type", "subject", "predicateType", "predicate"})
-_HEX64 = re.compile(r"[0-9a-f]{64}")
+EXPECT = Expect(
+    predicate_type=PREDICATE_TYPE,
+    subject_count=1,
+    resign_hint="the signer used another tool or format; re-sign with "
+    "`ftmanifest sign M --key K --replace`",
+)
 
 
 def manifest_digest_hex(canonical: dict[str, Any]) -> str:
@@ -27,41 +50,34 @@ def manifest_digest_hex(canonical: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(canonical)).hexdigest()
 
 
+def manifest_subject(subject_name: str, canonical: dict[str, Any]) -> Subject:
+    return Subject(subject_name, {"sha256": manifest_digest_hex(canonical)})
+
+
 def build_statement(subject_name: str, canonical: dict[str, Any]) -> dict[str, Any]:
     return {
         "_type": STATEMENT_TYPE,
-        "subject": [{"name": subject_name, "digest": {"sha256": manifest_digest_hex(canonical)}}],
+        "subject": [manifest_subject(subject_name, canonical).to_dict()],
         "predicateType": PREDICATE_TYPE,
         "predicate": canonical,
     }
 
 
 def statement_payload(subject_name: str, canonical: dict[str, Any]) -> bytes:
-    """The exact payload bytes that get signed: the statement in canonical JSON.
+    """The exact payload bytes that get signed, canonicalising the manifest once.
 
-    Equal to ``canonical_json(build_statement(...))`` but canonicalises the
-    manifest once: RFC 8785 orders the statement's keys ``_type``,
-    ``predicate``, ``predicateType``, ``subject``.
+    Equal to ``attest.sign_statement([manifest_subject(...)], PREDICATE_TYPE,
+    canonical, key).payload``.
     """
     predicate = canonical_json(canonical)
-    subject = [{"name": subject_name, "digest": {"sha256": hashlib.sha256(predicate).hexdigest()}}]
-    return b"".join(
-        [
-            b'{"_type":',
-            canonical_json(STATEMENT_TYPE),
-            b',"predicate":',
-            predicate,
-            b',"predicateType":',
-            canonical_json(PREDICATE_TYPE),
-            b',"subject":',
-            canonical_json(subject),
-            b"}",
-        ]
-    )
+    subject = Subject(subject_name, {"sha256": hashlib.sha256(predicate).hexdigest()})
+    return encode_statement([subject], PREDICATE_TYPE, predicate)
 
 
 @dataclass(frozen=True)
 class Statement:
+    """A verified manifest statement, seen as the manifest path needs it."""
+
     subject_name: str
     digest_hex: str
     predicate: dict[str, Any]
@@ -70,50 +86,19 @@ class Statement:
         try:
             return manifest_digest_hex(self.predicate)
         except CanonicalizationError as exc:
-            raise _bad(path, f"predicate has no canonical form: {exc}", "predicate") from None
+            what = f"predicate has no canonical form: {exc}"
+            raise payload_error(path, what, EXPECT, "predicate") from None
 
 
-def _bad(path: str, what: str, field: str | None = None) -> MalformedPayloadError:
-    return MalformedPayloadError(
-        f"signed payload is not an ftmanifest statement: {what}",
-        path=path,
-        field=field,
-        expected=f"an in-toto Statement v1 with predicateType {PREDICATE_TYPE} "
-        "and exactly one subject",
-        observed=what,
-        hint="the signer used another tool or format; re-sign with "
-        "`ftmanifest sign M --key K --replace`",
-    )
+def manifest_statement(statement: AnyStatement, path: str) -> Statement:
+    """The manifest view of a generic statement already checked against ``EXPECT``."""
+    subject = statement.subjects[0]
+    if set(subject.digest) != {"sha256"}:
+        what = "subject[0].digest must hold exactly sha256"
+        raise payload_error(path, what, EXPECT, "subject[0].digest")
+    return Statement(subject.name, subject.digest["sha256"], statement.predicate)
 
 
 def parse_statement(payload: bytes, path: str) -> Statement:
     """Parse verified payload bytes strictly (duplicate keys and NaN refused)."""
-    try:
-        doc = loads_strict(payload)
-    except StrictJSONError as exc:
-        raise _bad(path, f"not strict JSON: {exc}") from None
-    if not isinstance(doc, dict) or set(doc) != _FIELDS:
-        shape = sorted(doc) if isinstance(doc, dict) else type(doc).__name__
-        raise _bad(path, f"fields are {shape}, expected {sorted(_FIELDS)}")
-    if doc["_type"] != STATEMENT_TYPE:
-        raise _bad(path, f"_type is {doc['_type']!r}", "_type")
-    if doc["predicateType"] != PREDICATE_TYPE:
-        raise _bad(path, f"predicateType is {doc['predicateType']!r}", "predicateType")
-    subjects = doc["subject"]
-    if not isinstance(subjects, list) or len(subjects) != 1:
-        raise _bad(path, "subject must be a list with exactly one entry", "subject")
-    subject = subjects[0]
-    if not isinstance(subject, dict) or set(subject) != {"name", "digest"}:
-        raise _bad(path, "subject[0] must have exactly name and digest", "subject[0]")
-    name, digest = subject["name"], subject["digest"]
-    if not isinstance(name, str) or not name:
-        raise _bad(path, "subject[0].name is not a non-empty string", "subject[0].name")
-    if not isinstance(digest, dict) or set(digest) != {"sha256"}:
-        raise _bad(path, "subject[0].digest must hold exactly sha256", "subject[0].digest")
-    hex_digest = digest["sha256"]
-    if not isinstance(hex_digest, str) or not _HEX64.fullmatch(hex_digest):
-        raise _bad(path, "subject[0].digest.sha256 is not 64 lowercase hex", "subject[0].digest")
-    predicate = doc["predicate"]
-    if not isinstance(predicate, dict):
-        raise _bad(path, "predicate is not an object", "predicate")
-    return Statement(subject_name=name, digest_hex=hex_digest, predicate=predicate)
+    return manifest_statement(decode_statement(payload, path, EXPECT), path)

@@ -1,66 +1,51 @@
 """Verify a manifest's signature envelope against the trusted signers.
 
-Layer: signing (reads the envelope and trust file; judging is pure).
-Order, strictly: parse the envelope -> verify every signature over the PAE of
-the exact payload bytes with the trusted keys -> count distinct trusted keys
-against the threshold -> only then parse the payload -> compare it with the
-canonical manifest on disk.  Each failure raises its own error class.
+Layer: signing (reads the envelope and trust file; judging is pure).  The
+manifest client of ``attest.verify_envelope``; order, strictly: parse the
+envelope -> verify every signature over the PAE of the exact payload bytes
+with the trusted keys -> count distinct trusted keys against the threshold ->
+only then parse the payload -> compare it with the canonical manifest on disk.
+Each failure raises its own error class.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
-
-from cryptography.exceptions import InvalidSignature
 
 from ftmanifest.errors import UsageError
 from ftmanifest.manifest.canonical import canonical_json
 from ftmanifest.signing import errors as E
 from ftmanifest.signing._files import ENVELOPE_MAX_BYTES, read_untrusted
+from ftmanifest.signing.attest import verify_envelope
 from ftmanifest.signing.dsse import Envelope, parse_envelope
+from ftmanifest.signing.judge import SignatureCheck, Wording, check_signatures, now_or
 from ftmanifest.signing.locate import TrustSource, choose_trust_file
 from ftmanifest.signing.sign import envelope_path_for
 from ftmanifest.signing.statement import (
+    EXPECT,
     Statement,
     manifest_digest_hex,
-    parse_statement,
+    manifest_statement,
     statement_payload,
 )
-from ftmanifest.signing.trust import STATUS_OK, TrustStore, load_trust
+from ftmanifest.signing.trust import TrustStore, load_trust
 
-_STATUS_ERRORS: dict[str, type[E.SignatureRefusedError]] = {
-    "unknown-key": E.UnknownKeyError,
-    "bad-signature": E.BadSignatureError,
-    "wrong-namespace": E.WrongNamespaceError,
-    "expired-key": E.ExpiredKeyError,
-    "not-yet-valid": E.NotYetValidKeyError,
-}
-_HINTS = {
-    "unknown-key": "if you trust this signer, add their key to the trust file "
-    '(`PRINCIPAL namespaces="ftmanifest" ssh-ed25519 KEY`); if the key was revoked, '
-    "ask for a new signature",
-    "bad-signature": "do not use this manifest: the envelope was altered after signing; "
-    "ask the signer to sign again",
-    "wrong-namespace": 'add namespaces="ftmanifest" to this key\'s line in the trust file',
-    "expired-key": "the key's valid-before has passed: ask for a signature with a current key, "
-    "or extend valid-before in the trust file",
-    "not-yet-valid": "the key's valid-after is in the future: check the trust file and clock",
-}
+__all__ = [
+    "Inspection",
+    "SignatureCheck",
+    "SignatureReport",
+    "inspect_signatures",
+    "read_envelope",
+    "verify_manifest_signature",
+]
 
-
-@dataclass(frozen=True)
-class SignatureCheck:
-    """One signature of the envelope and what became of it."""
-
-    index: int
-    keyid: str
-    status: str  # "valid" or a reason code (unknown-key, bad-signature...)
-    verifies: bool | None  # None: no trusted key to check it with
-    principals: tuple[str, ...]
-    detail: str
+WORDING = Wording(
+    what="manifest",
+    cosign_hint="ask another trusted signer to run `ftmanifest sign M --key THEIR_KEY`",
+)
 
 
 @dataclass(frozen=True)
@@ -103,43 +88,6 @@ def read_envelope(manifest_path: Path) -> tuple[Path, Envelope]:
     return path, parse_envelope(data, str(path))
 
 
-def check_signatures(envelope: Envelope, trust: TrustStore, now: datetime) -> list[SignatureCheck]:
-    """Verify every signature cryptographically, then judge its key's trust."""
-    message = envelope.pae()
-    checks = []
-    for n, sig in enumerate(envelope.signatures):
-        entries = trust.by_fingerprint(sig.keyid)
-        if not entries:
-            checks.append(
-                SignatureCheck(n, sig.keyid, "unknown-key", None, (), "key not in trust file")
-            )
-            continue
-        principals = tuple(dict.fromkeys(p for k in entries for p in k.principals))
-        try:
-            entries[0].public_key().verify(sig.sig, message)
-        except InvalidSignature:
-            detail = "signature does not verify over the payload"
-            checks.append(SignatureCheck(n, sig.keyid, "bad-signature", False, principals, detail))
-            continue
-        statuses = [k.status(now) for k in entries]
-        status = STATUS_OK if STATUS_OK in statuses else statuses[0]
-        where = ", ".join(f"line {k.line}" for k in entries)
-        checks.append(SignatureCheck(n, sig.keyid, status, True, principals, f"trust {where}"))
-    return checks
-
-
-def _refusal(check: SignatureCheck, env_path: Path, trust: TrustStore) -> E.SignatureRefusedError:
-    who = f" ({', '.join(check.principals)})" if check.principals else ""
-    return _STATUS_ERRORS[check.status](
-        f"signature {check.index} by {check.keyid}{who} refused: {check.status}: {check.detail}",
-        path=str(env_path),
-        field=f"signatures[{check.index}]",
-        expected=f"a valid signature by a key trusted for ftmanifest in {trust.path}",
-        observed=check.status,
-        hint=_HINTS[check.status],
-    )
-
-
 @dataclass(frozen=True)
 class Inspection:
     """What ``signers`` lists: the envelope, the trust file and why, the checks."""
@@ -165,8 +113,8 @@ def inspect_signatures(
         if trust_path is not None:
             raise
         empty = TrustStore(path=Path("-"), keys=())
-        return Inspection(env_path, None, None, check_signatures(envelope, empty, _now(now)))
-    return Inspection(env_path, source, trust, check_signatures(envelope, trust, _now(now)))
+        return Inspection(env_path, None, None, check_signatures(envelope, empty, now_or(now)))
+    return Inspection(env_path, source, trust, check_signatures(envelope, trust, now_or(now)))
 
 
 def _diff(a: Any, b: Any, where: str = "") -> list[str]:
@@ -183,12 +131,6 @@ def _diff(a: Any, b: Any, where: str = "") -> list[str]:
     return [] if canonical_json(a) == canonical_json(b) else [where or "(whole manifest)"]
 
 
-def _now(now: datetime | None) -> datetime:
-    if now is None:
-        return datetime.now(timezone.utc)
-    return now if now.tzinfo is not None else now.astimezone()
-
-
 def verify_manifest_signature(
     manifest_path: Path,
     canonical: dict[str, Any],
@@ -203,24 +145,16 @@ def verify_manifest_signature(
     env_path, envelope = read_envelope(manifest_path)
     source = choose_trust_file(manifest_path, trust_path)
     trust = load_trust(source.path)
-    checks = check_signatures(envelope, trust, _now(now))
-    for check in checks:
-        if check.status == "bad-signature":
-            raise _refusal(check, env_path, trust)
-    valid = tuple(dict.fromkeys(c.keyid for c in checks if c.status == STATUS_OK))
-    if len(valid) < threshold:
-        rejected = [c for c in checks if c.status != STATUS_OK]
-        if not valid and rejected:
-            raise _refusal(rejected[0], env_path, trust)
-        raise E.ThresholdNotMetError(
-            f"{len(valid)} distinct trusted key(s) signed, {threshold} required "
-            f"({len(checks)} signature(s); a key that signs twice counts once)",
-            path=str(env_path),
-            expected=f"valid signatures by at least {threshold} distinct trusted keys",
-            observed="; ".join(f"{c.keyid}: {c.status}" for c in checks),
-            hint="ask another trusted signer to run `ftmanifest sign M --key THEIR_KEY`",
-        )
-    statement = parse_statement(envelope.payload, str(env_path))
+    verified = verify_envelope(
+        envelope,
+        trust=trust,
+        threshold=threshold,
+        expect=EXPECT,
+        wording=WORDING,
+        now=now,
+        path=env_path,
+    )
+    statement = manifest_statement(verified.statement, str(env_path))
     disk_payload = statement_payload(manifest_path.name, canonical)
     if envelope.payload != disk_payload:  # fast path: one canonicalisation when all is well
         _explain_difference(statement, manifest_path, env_path, canonical)
@@ -232,8 +166,8 @@ def verify_manifest_signature(
         subject_name=statement.subject_name,
         digest=f"sha256:{statement.digest_hex}",
         threshold=threshold,
-        signatures=tuple(checks),
-        valid_keyids=valid,
+        signatures=verified.verdict.signatures,
+        valid_keyids=verified.verdict.valid_keyids,
     )
 
 
