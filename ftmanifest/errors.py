@@ -146,12 +146,6 @@ class CommandNotFoundError(CommandNotRunnableError, FileNotFoundError):
     exit_code = EXIT_NOT_FOUND
 
 
-class InternalError(FtManifestError, RuntimeError):
-    """A bug in ftmanifest: it should never happen."""
-
-    exit_code = EXIT_BUG
-
-
 class ManifestInvalidError(ManifestError):
     """A manifest parsed but does not match the schema; carries every problem.
 
