@@ -15,6 +15,8 @@ import math
 import re
 from typing import Any
 
+from ftmanifest.manifest.jsonkeys import unique_keys
+
 _B64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 
 
@@ -22,13 +24,7 @@ class StrictJSONError(ValueError):
     """The text is not strict JSON; the message says why."""
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise StrictJSONError(f"duplicate key {key!r}")
-        out[key] = value
-    return out
+_pairs = unique_keys(lambda key: StrictJSONError(f"duplicate key {key!r}"))
 
 
 def _constant(name: str) -> Any:
