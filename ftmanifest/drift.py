@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ftmanifest.findings import Finding
 from ftmanifest.hfcache import is_weight_file
 from ftmanifest.manifest.patterns import COMMIT_RE, normalize_name
+from ftmanifest.manifest.pinned import pinned_files
 
 if TYPE_CHECKING:
     from ftmanifest.findings import Severity
@@ -445,35 +446,17 @@ def _data(m: Manifest, seen: Observed) -> Iterator[Finding]:
 
 
 def _pinned(m: Manifest, seen: Observed) -> Iterator[Finding]:
-    from ftmanifest.observe import pinned_files
-
-    wanted = _pinned_digests(m)
-    for field, _rel in pinned_files(m).items():
+    for field, _path, digest in pinned_files(m):
         have = seen.pinned.get(field)
         if have is not None:
             yield from _file_rows(
                 "drift.file",
                 f"{field}.digest",
                 "pinned file",
-                wanted.get(field),
+                digest,
                 have,
                 "restore the pinned file, or re-lock after review",
             )
-
-
-def _pinned_digests(m: Manifest) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    if m.environment.lock is not None:
-        out["environment.lock"] = m.environment.lock.digest
-    for i, entry in enumerate(m.data):
-        for kind in ("cleaning", "transforms"):
-            for j, script in enumerate(getattr(entry, kind)):
-                out[f"data[{i}].{kind}[{j}]"] = script.digest
-    for name in ("results", "config"):
-        ref = getattr(m.evaluation.baseline, name)
-        if ref is not None:
-            out[f"evaluation.baseline.{name}"] = ref.digest
-    return out
 
 
 def _disk(m: Manifest, seen: Observed) -> Iterator[Finding]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import FtManifestError, InputError
 from ftmanifest.hfcache import Snapshot, hub_snapshot, local_snapshot
+from ftmanifest.manifest.pinned import pinned_files
 
 if TYPE_CHECKING:
     from ftmanifest.manifest.model import Manifest
@@ -212,29 +213,11 @@ def observe_data(
     return out
 
 
-def pinned_files(manifest: Manifest) -> dict[str, str]:
-    """Every other file the manifest pins: field path -> file path."""
-    out: dict[str, str] = {}
-    lock = manifest.environment.lock
-    if lock is not None:
-        out["environment.lock"] = lock.path
-    for i, entry in enumerate(manifest.data):
-        for kind in ("cleaning", "transforms"):
-            for j, script in enumerate(getattr(entry, kind)):
-                out[f"data[{i}].{kind}[{j}]"] = script.path
-    baseline = manifest.evaluation.baseline
-    for name in ("results", "config"):
-        ref = getattr(baseline, name)
-        if ref is not None:
-            out[f"evaluation.baseline.{name}"] = ref.path
-    return out
-
-
 def observe_pinned(
     manifest: Manifest, base: Path, *, use_cache: bool, allow_outside: bool, settle: bool = False
 ) -> dict[str, FileState]:
     out: dict[str, FileState] = {}
-    for field_name, rel in pinned_files(manifest).items():
+    for field_name, rel, _digest in pinned_files(manifest):
         try:
             path = resolve_inside(base, rel, field_name, allow_outside)
         except PathOutsideError as exc:
@@ -328,7 +311,7 @@ def own_files(manifest: Manifest, manifest_path: Path) -> list[Path]:
         records_path(manifest_path),
     ]
     own += [base / e.path for e in manifest.data]
-    own += [base / rel for rel in pinned_files(manifest).values()]
+    own += [base / pin.path for pin in pinned_files(manifest)]
     if manifest.model.path is not None:
         own.append(base / manifest.model.path)
     if manifest.security.scan.baseline:
