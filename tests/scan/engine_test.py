@@ -5,6 +5,7 @@ import random
 from ftmanifest.scan import engine as eng
 from ftmanifest.scan.engine import ScanOptions, scan_paths
 from ftmanifest.scan.text.text import scan_buffer
+from tests.scan.engines import needs_hyperscan
 
 GHP = "ghp_SulEETldq8b8Vw2zbJYAxyL1aCcTlN99mhWp"
 
@@ -21,6 +22,7 @@ def _corpus(n: int, seed: int = 3) -> bytes:
     return "".join(parts).encode()
 
 
+@needs_hyperscan
 def test_engines_give_identical_findings() -> None:
     buf = _corpus(400)
     a = scan_buffer(buf, path="c", engine="re")

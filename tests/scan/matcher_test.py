@@ -17,8 +17,7 @@ from ftmanifest.scan.text.anchors_re import first_bytes, split_first
 from ftmanifest.scan.text.matcher import matcher
 from ftmanifest.scan.text.pii import IPV4_PUBLIC_ANCHOR
 from ftmanifest.scan.text.text import scan_buffer
-
-ENGINES = ["re", "hyperscan"]
+from tests.scan.engines import ENGINES, needs_hyperscan
 
 
 def _candidates(engine: str, buf: bytes, rule: str) -> set[int]:
@@ -57,6 +56,7 @@ def test_token_runs_give_one_finding_each(engine: str) -> None:
     assert found[1].excerpt != found[0].excerpt
 
 
+@needs_hyperscan
 def test_engines_agree_on_dense_random_addresses_and_numbers() -> None:
     r = random.Random(11)
     lines = []
@@ -120,6 +120,7 @@ PLANTED = [
 FILLER = st.text(alphabet="-ab01 9.:+()/\n_Zx", max_size=40)
 
 
+@needs_hyperscan
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(FILLER, st.sampled_from(PLANTED)), max_size=6), FILLER)
 def test_engines_agree_on_random_text_with_planted_items(parts, tail) -> None:
@@ -129,6 +130,7 @@ def test_engines_agree_on_random_text_with_planted_items(parts, tail) -> None:
     assert [f.to_dict() for f in a] == [f.to_dict() for f in b]
 
 
+@needs_hyperscan
 @pytest.mark.parametrize("item", PLANTED)
 def test_engines_agree_when_an_item_ends_the_buffer(item: str) -> None:
     """The Hyperscan bug's shape: a match ending exactly at the end of a long buffer."""
@@ -152,6 +154,7 @@ def _hs_expressions() -> list[tuple[str, bytes, bool]]:
     return out
 
 
+@needs_hyperscan
 @pytest.mark.parametrize(("name", "pattern", "caseless"), _hs_expressions())
 def test_hyperscan_reports_every_match_end_of_each_anchor_and_gate(name, pattern, caseless) -> None:
     """Each expression Hyperscan runs, on its own matches padded to any length (the

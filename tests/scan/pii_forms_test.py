@@ -9,8 +9,7 @@ from ftmanifest.scan.text import phones
 from ftmanifest.scan.text.ids import bsn_valid, dni_valid, nino_valid
 from ftmanifest.scan.text.pii import is_test_card
 from ftmanifest.scan.text.text import scan_buffer
-
-ENGINES = ["re", "hyperscan"]
+from tests.scan.engines import ENGINES
 
 
 def found(text: str, engine: str = "re") -> list[tuple[str, str, str]]:

@@ -5,8 +5,8 @@ import pytest
 from ftmanifest.scan.text.pii import PII_RULES
 from ftmanifest.scan.text.rules import SECRET_RULES
 from ftmanifest.scan.text.text import scan_buffer
+from tests.scan.engines import AVAILABLE, ENGINES
 
-ENGINES = ["re", "hyperscan"]
 RULES = SECRET_RULES + PII_RULES
 TP = [(r.id, ex) for r in RULES for ex in r.true_positives]
 FP = [(r.id, ex) for r in RULES for ex in r.false_positives]
@@ -70,7 +70,7 @@ def test_tokenizer_vocabulary_is_quiet(tmp_path) -> None:
     tok.train_from_iterator(corpus, trainer)
     out = tmp_path / "tokenizer.json"
     tok.save(str(out))
-    for engine in ENGINES:
+    for engine in AVAILABLE:
         assert scan_buffer(out.read_bytes(), path=str(out), engine=engine) == []
 
 

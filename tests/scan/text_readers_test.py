@@ -8,6 +8,7 @@ import pytest
 
 from ftmanifest.scan.engine import ScanOptions, scan_paths
 from ftmanifest.scan.text.text import scan_text
+from tests.scan.engines import ENGINES
 
 GHP = "ghp_SulEETldq8b8Vw2zbJYAxyL1aCcTlN99mhWp"
 
@@ -85,7 +86,7 @@ def test_ner_without_backend_says_so(tmp_path) -> None:
     assert f.kind == "not-scanned" and "NER" in f.message
 
 
-@pytest.mark.parametrize("engine", ["re", "hyperscan"])
+@pytest.mark.parametrize("engine", ENGINES)
 def test_five_megabyte_line_is_bounded(tmp_path, engine: str) -> None:
     p = tmp_path / "one.txt"
     p.write_bytes(b"a" * 2_500_000 + b" " * 2_000_000 + b"1.2" * 200_000 + f" {GHP}".encode())
