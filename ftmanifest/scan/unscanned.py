@@ -1,4 +1,4 @@
-"""The one ``not-scanned`` finding: what could not be read or judged.
+"""The one ``not-scanned`` finding (what could not be read or judged), and ``malformed``.
 
 Layer: scanner core (pure).  Always severity error, never silently clean
 (issue 9).  A whole file that was not scanned says why in its message; a part
@@ -49,3 +49,16 @@ def _finding(
         hint=hint,
     )
     return finding._replace(extra=extra) if extra is not None else finding
+
+
+def malformed(where: str, rule: str, message: str, member: str | None = None) -> Finding:
+    """An artifact (or one member of it) that is not what its format says: an error."""
+    return Finding(
+        kind="malformed",
+        rule=rule,
+        message=message + (f" in {member}" if member else ""),
+        path=where,
+        field=member,
+        severity="error",
+        extra={"member": member},
+    )

@@ -35,7 +35,7 @@ from ftmanifest.scan.artifacts.pickles import WalkResult
 from ftmanifest.scan.artifacts.safetensors import MAX_HEADER, check_safetensors
 from ftmanifest.scan.artifacts.sniff import TORCH_MAGIC
 from ftmanifest.scan.text.readers import looks_text
-from ftmanifest.scan.unscanned import part_not_scanned
+from ftmanifest.scan.unscanned import malformed, part_not_scanned
 
 TextScanner = Callable[..., list[Finding]]
 Opener = Callable[[], IO[bytes]]
@@ -302,15 +302,3 @@ class Ctx:
                     out.append(f)
             tail, offset = joined[-(16 << 10) :], offset + len(chunk)
         return out
-
-
-def malformed(where: str, rule: str, message: str, member: str | None = None) -> Finding:
-    return Finding(
-        kind="malformed",
-        rule=rule,
-        message=message + (f" in {member}" if member else ""),
-        path=where,
-        field=member,
-        severity="error",
-        extra={"member": member},
-    )

@@ -27,6 +27,7 @@ from typing import IO, TYPE_CHECKING
 
 from ftmanifest.findings import Finding
 from ftmanifest.scan.artifacts.pickle_ops import CHUNK, Import
+from ftmanifest.scan.unscanned import malformed
 
 if TYPE_CHECKING:
     from ftmanifest.scan.artifacts.binary import Ctx
@@ -43,7 +44,6 @@ _ELEMENT_SIZE = {
 
 
 def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
-    from ftmanifest.scan.artifacts.binary import malformed
     from ftmanifest.scan.unscanned import part_not_scanned
 
     where = ctx.where
@@ -76,7 +76,6 @@ def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
 
 
 def _member(ctx: Ctx, zf: zipfile.ZipFile, info: zipfile.ZipInfo, fmt: str) -> list[Finding]:
-    from ftmanifest.scan.artifacts.binary import malformed
     from ftmanifest.scan.unscanned import part_not_scanned
 
     name = info.filename
@@ -152,7 +151,6 @@ def is_tar(path: Path) -> bool:
 
 
 def scan_tar(ctx: Ctx) -> list[Finding]:
-    from ftmanifest.scan.artifacts.binary import malformed
     from ftmanifest.scan.unscanned import part_not_scanned
 
     out: list[Finding] = []
@@ -185,7 +183,6 @@ def scan_tar(ctx: Ctx) -> list[Finding]:
 
 def _legacy_records(ctx: Ctx, fh: IO[bytes], name: str) -> list[Finding]:
     """``storages``/``tensors``: a count pickle, then per record a pickle and raw bytes."""
-    from ftmanifest.scan.artifacts.binary import malformed
     from ftmanifest.scan.unscanned import part_not_scanned
 
     out: list[Finding] = []
