@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -52,6 +53,31 @@ def settle(*paths: Path) -> None:
     wait = changed + RACY_NS + 5_000_000 - time.time_ns()
     if wait > 0:
         time.sleep(wait / 1e9)
+
+
+def within(seconds: float, fn: Callable[[], Any]) -> Any:
+    """Run ``fn`` on a thread; fail (instead of hanging the suite) if it blocks.
+
+    For checks that must never open a FIFO or wait on a device: a regression
+    fails after ``seconds`` rather than stopping CI.
+    """
+    import threading
+
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = fn()
+        except BaseException as exc:  # re-raised below, in the test's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"blocked for more than {seconds} s"
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from ftmanifest.manifest.model import Manifest
 from ftmanifest.observe import observe_data
 from ftmanifest.runrecord import read as read_records
 from ftmanifest.verify import apply_acceptances, verify_manifest
-from tests.conftest import CLF, ENV, git, run_cli
+from tests.conftest import CLF, ENV, git, run_cli, within
 from tests.drift_test import _observed
 
 
@@ -76,16 +75,6 @@ def test_observations_are_per_entry_even_when_names_repeat(project: Path) -> Non
 # --- 2. special files in pinned folders --------------------------------------
 
 
-def _in_thread(fn: Any, timeout: float = 20) -> Any:
-    """Run ``fn`` with a deadline: a check that blocks on a FIFO fails, it never hangs."""
-    out: dict[str, Any] = {}
-    worker = threading.Thread(target=lambda: out.update(value=fn()), daemon=True)
-    worker.start()
-    worker.join(timeout)
-    assert not worker.is_alive(), "blocked (opened a FIFO?)"
-    return out["value"]
-
-
 def _data_folder_manifest(project: Path) -> Path:
     shards = project.parent / "data" / "shards"
     shards.mkdir()
@@ -106,11 +95,11 @@ def test_special_file_in_a_data_folder_is_drift(project: Path, kind: str) -> Non
     target = shards / "part9.jsonl"
     if kind == "fifo":
         os.mkfifo(target)
-        report = _in_thread(lambda: verify_manifest(project, signature=False))
+        report = within(20, lambda: verify_manifest(project, signature=False))
     else:
         with socket.socket(socket.AF_UNIX) as sock:
             sock.bind(str(target))
-            report = _in_thread(lambda: verify_manifest(project, signature=False))
+            report = within(20, lambda: verify_manifest(project, signature=False))
     assert not report.ok
     (row,) = [f for f in report.findings if f.field == "data[0].digest"]
     assert "part9.jsonl" in (row.observed or "") + row.message
@@ -118,7 +107,7 @@ def test_special_file_in_a_data_folder_is_drift(project: Path, kind: str) -> Non
 
 def test_fifo_in_the_model_folder_is_drift(project: Path) -> None:
     os.mkfifo(project.parent / "model" / "tokenizer.json")
-    report = _in_thread(lambda: verify_manifest(project, signature=False))
+    report = within(20, lambda: verify_manifest(project, signature=False))
     assert not report.ok
     assert any(
         f.rule == "drift.model-extra" and f.path == "tokenizer.json" for f in report.findings

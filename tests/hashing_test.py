@@ -10,7 +10,6 @@ import re
 import socket
 import stat
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +35,7 @@ from ftmanifest.hashing import (
 from ftmanifest.progress import Progress, render_line
 from ftmanifest.records import RecordCountError
 from ftmanifest.statcache import RACY_NS, StatCache
-from tests.conftest import settle
+from tests.conftest import settle, within
 
 EMPTY_SHA256 = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 HOUR_NS = 3600 * 10**9
@@ -425,25 +424,6 @@ def test_progress_counts_bytes_from_parallel_workers(tmp_path: Path) -> None:
 
 
 # --- special files: listed, reported by kind, never opened ----------------------
-
-
-def within(seconds: float, fn: Callable[[], object]) -> object:
-    """Run ``fn`` on a thread; fail (instead of hanging the suite) if it blocks."""
-    out: dict[str, object] = {}
-
-    def run() -> None:
-        try:
-            out["value"] = fn()
-        except BaseException as exc:  # re-raised below, in the test's thread
-            out["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"blocked for more than {seconds} s"
-    if "error" in out:
-        raise out["error"]  # type: ignore[misc]
-    return out.get("value")
 
 
 def _refused(root: Path, name: str, kind: str, **kw: object) -> None:

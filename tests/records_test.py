@@ -7,8 +7,6 @@ import io
 import json
 import os
 import sys
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from ftmanifest.records import (
     counter_for,
     format_of,
 )
+from tests.conftest import within
 
 
 def old_lines(data: bytes) -> int:
@@ -182,25 +181,6 @@ def test_count_file_missing_and_not_a_file(tmp_path: Path) -> None:
         count_file(tmp_path / "nope.jsonl", "jsonl")
     with pytest.raises(RecordCountError, match="not a regular file"):
         count_file(tmp_path, "jsonl")
-
-
-def within(seconds: float, fn: Callable[[], object]) -> object:
-    """Run ``fn`` on a thread; fail (instead of hanging the suite) if it blocks."""
-    out: dict[str, object] = {}
-
-    def run() -> None:
-        try:
-            out["value"] = fn()
-        except BaseException as exc:  # re-raised below, in the test's thread
-            out["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"blocked for more than {seconds} s"
-    if "error" in out:
-        raise out["error"]  # type: ignore[misc]
-    return out.get("value")
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from ftmanifest.signing import errors as E
 from ftmanifest.signing.dsse import PAYLOAD_TYPE, Envelope, parse_envelope
 from ftmanifest.signing.sign import envelope_path_for
 from ftmanifest.signing.verify import verify_manifest_signature
+from tests.conftest import within
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "manifests" / "docroute-lora-r16.yaml"
@@ -172,32 +172,13 @@ def _signed_repo(tmp_path: Path, keys: Path) -> Path:
     return manifest
 
 
-def _within(seconds: float, fn) -> object:
-    """Run ``fn`` in a daemon thread; a regression that blocks fails, never hangs."""
-    box: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"still blocked after {seconds}s"
-    if "error" in box:
-        raise box["error"]  # type: ignore[misc]
-    return box.get("result")
-
-
 def test_fifo_envelope_is_refused_without_blocking(tmp_path: Path, keys: Path) -> None:
     manifest = _signed_repo(tmp_path, keys)
     envelope = envelope_path_for(manifest)
     envelope.unlink()
     os.mkfifo(envelope)
     with pytest.raises(E.NotRegularFileError) as info:
-        _within(10, lambda: verify_lib(manifest))
+        within(10, lambda: verify_lib(manifest))
     assert "FIFO" in info.value.message and info.value.exit_code == 2
 
 
@@ -206,7 +187,7 @@ def test_fifo_trust_file_is_refused_without_blocking(tmp_path: Path, keys: Path)
     fifo = tmp_path / "signers.fifo"
     os.mkfifo(fifo)
     with pytest.raises(E.NotRegularFileError):
-        _within(
+        within(
             10,
             lambda: verify_manifest_signature(
                 manifest, load_manifest(manifest).canonical(), trust_path=fifo
@@ -220,7 +201,7 @@ def test_envelope_linked_to_dev_zero_is_refused(tmp_path: Path, keys: Path) -> N
     envelope.unlink()
     envelope.symlink_to("/dev/zero")
     with pytest.raises(E.NotRegularFileError) as info:
-        _within(10, lambda: verify_lib(manifest))
+        within(10, lambda: verify_lib(manifest))
     assert info.value.observed == "a character device"
 
 
