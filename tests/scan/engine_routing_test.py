@@ -102,3 +102,20 @@ def test_json_escapes_glued_to_a_value_hide_nothing(tmp_path: Path) -> None:
         (2, "secret.generic-assignment"),
     ]
     assert found[0].column == 14  # where the token starts in the file, escapes counted
+
+
+def test_a_zip_that_zipfile_refuses_to_open_is_a_finding(tmp_path: Path) -> None:
+    """Central directory 'version needed' 6.4: ZipFile() raised NotImplementedError."""
+    import zipfile
+
+    path = tmp_path / "model.pt"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("archive/data.pkl", pickle.dumps({"w": 1}, protocol=2))
+    data = bytearray(path.read_bytes())
+    central = data.index(b"PK\x01\x02")
+    data[central + 6] = 64  # version needed to extract
+    path.write_bytes(bytes(data))
+    with pytest.raises(NotImplementedError):
+        zipfile.ZipFile(path)
+    found = scan_paths([path], ScanOptions(jobs=1)).findings
+    assert [(f.rule, f.severity) for f in found] == [("zip.unreadable", "error")]

@@ -46,6 +46,7 @@ BINARY_FORMATS = frozenset(
 # A pickle in a file with one of these names pretends to be something safe.
 PICKLE_FREE_SUFFIXES = frozenset({".safetensors", ".json", ".jsonl", ".txt", ".csv", ".gguf"})
 LEGACY_PICKLES = 5  # magic, protocol, sys_info, main object, storage keys
+PARSE_FAILED = "scan.parse-failed"  # a reader raised on the bytes: see scan_binary
 # The usual spellings of torch's legacy magic number; any other is found by walking.
 _LEGACY_MARKS = (TORCH_MAGIC.to_bytes(10, "little"), b"L" + str(TORCH_MAGIC).encode())
 SEEN_CAP = 1 << 16  # digests of strings already handed to the text scanner
@@ -93,6 +94,12 @@ def scan_binary(
     except OSError as exc:
         why = f"cannot read file: {exc.strerror or exc}"
         return [part_not_scanned(str(path), why, rule="scan.unreadable")]
+    except (ValueError, LookupError, ArithmeticError, RuntimeError, NotImplementedError) as exc:
+        # The standard library's readers (zipfile, tarfile, codecs) raise these on
+        # hostile bytes in ways no list can foresee: such a file is not judged,
+        # which is an error finding, never a crash and never clean.
+        why = f"the file could not be parsed ({type(exc).__name__}: {exc})"
+        return [part_not_scanned(str(path), why, rule=PARSE_FAILED)]
 
 
 def _disguise(path: Path, fmt: str) -> list[Finding]:

@@ -73,8 +73,8 @@ def _zip_kind(path: Path) -> str:
     try:
         with zipfile.ZipFile(path) as zf:
             names = zf.namelist()
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
-        return "zip"
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, LookupError):
+        return "zip"  # judged by the zip scanner, which reports what it cannot read
     if any(n.endswith(".pkl") for n in names):
         return "torch-zip"
     if names and all(n.endswith(".npy") for n in names):

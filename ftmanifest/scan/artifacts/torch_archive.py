@@ -49,11 +49,12 @@ def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
     where = ctx.where
     try:
         zf = zipfile.ZipFile(ctx.path)
-    except (zipfile.BadZipFile, ValueError, EOFError) as exc:
+    except (*_ZIP_ERRORS, LookupError) as exc:  # e.g. "zip file version 6.4"
         return [malformed(where, "zip.unreadable", f"cannot open archive: {exc}")]
     out: list[Finding] = []
     with zf, open(ctx.path, "rb") as raw:
-        infos = [i for i in zf.infolist() if not i.is_dir()]
+        # not ZipInfo.is_dir(): it indexes filename[-1] and raises on an empty name
+        infos = [i for i in zf.infolist() if not i.filename.endswith("/")]
         for name, n in Counter(i.filename for i in infos).items():
             if n > 1:
                 msg = f"member {name!r} appears {n} times; loaders may take either"
