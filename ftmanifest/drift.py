@@ -8,9 +8,10 @@ the fix; it never reads the disk or decides exit codes.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from ftmanifest.checks import Check, FunctionCheck, registry, run_checks
 from ftmanifest.findings import Finding
 from ftmanifest.hfcache import is_weight_file
 from ftmanifest.manifest.patterns import COMMIT_RE, normalize_name
@@ -47,11 +48,11 @@ def _row(
     )
 
 
-def compare(manifest: Manifest, seen: Observed) -> list[Finding]:
-    rows: list[Finding] = []
-    for check in (_python, _packages, _backend, _env_vars, _code, _model, _data, _pinned, _disk):
-        rows.extend(check(manifest, seen))
-    return rows
+def compare(
+    manifest: Manifest, seen: Observed, *, only: Iterable[str] | None = None
+) -> list[Finding]:
+    """Every drift row of ``seen`` against ``manifest`` (``DRIFT_CHECKS``, in order)."""
+    return run_checks(DRIFT_CHECKS, manifest, seen, only=only)
 
 
 def _python(m: Manifest, seen: Observed) -> Iterator[Finding]:
@@ -480,3 +481,18 @@ def _disk(m: Manifest, seen: Observed) -> Iterator[Finding]:
             severity=severity,
             path=seen.disk_path,
         )
+
+
+# The drift checks, in the order their rows are reported; each names the parts
+# of ``observe.Observed`` it reads.
+DRIFT_CHECKS: dict[str, Check] = registry(
+    FunctionCheck("python", ("environment",), _python),
+    FunctionCheck("packages", ("installed",), _packages),
+    FunctionCheck("backend", ("environment",), _backend),
+    FunctionCheck("env-vars", ("env_values",), _env_vars),
+    FunctionCheck("code", ("environment", "code_ancestry"), _code),
+    FunctionCheck("model", ("model",), _model),
+    FunctionCheck("data", ("data",), _data),
+    FunctionCheck("pinned-files", ("pinned",), _pinned),
+    FunctionCheck("disk", ("disk_free", "disk_path"), _disk),
+)
