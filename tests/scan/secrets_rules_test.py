@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from ftmanifest.scan.text.pii import PII_RULES
-from ftmanifest.scan.text.rules import SECRET_RULES
+from ftmanifest.scan.text.secret_rules import SECRET_RULES
 from ftmanifest.scan.text.text import scan_buffer
 from tests.scan.engines import AVAILABLE, ENGINES
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ftmanifest.scan.text.rules import Rule
+from ftmanifest.scan.text.secret_rules import Rule
 
 Match = Any
 

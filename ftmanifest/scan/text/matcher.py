@@ -19,7 +19,7 @@ from typing import Any
 
 from ftmanifest.scan.text.anchors_re import compile_finder
 from ftmanifest.scan.text.pii import PII_RULES
-from ftmanifest.scan.text.rules import SECRET_RULES, Rule
+from ftmanifest.scan.text.secret_rules import SECRET_RULES, Rule
 
 try:  # optional accelerator; FTMANIFEST_SCAN_ENGINE=re forces the fallback
     import hyperscan as _hs

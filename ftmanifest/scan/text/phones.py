@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ftmanifest.scan.text.rules import Rule
+from ftmanifest.scan.text.secret_rules import Rule
 
 Match = Any
 

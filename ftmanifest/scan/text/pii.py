@@ -17,7 +17,7 @@ from typing import Any
 
 from ftmanifest.scan.text.ids import ID_RULES
 from ftmanifest.scan.text.phones import PHONE_RULES
-from ftmanifest.scan.text.rules import Rule
+from ftmanifest.scan.text.secret_rules import Rule
 from ftmanifest.scan.text.secrets import token_boundary
 
 Match = Any
