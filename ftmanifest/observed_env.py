@@ -1,0 +1,68 @@
+"""The environment observed here, as the manifest's own ``Environment`` model.
+
+Layer: pure core (over ``observe.Observed``).  A colleague's recorded
+environment (a run record, a ledger entry, another rank of a torchrun job) is
+compared with this machine's through the same drift checks ``verify`` runs, so
+the rows read the same.  The model serialises to JSON and has a stable
+fingerprint: the sha256 of its RFC 8785 canonical form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import SimpleNamespace
+from typing import TYPE_CHECKING
+
+from ftmanifest.manifest.environment import Environment
+
+if TYPE_CHECKING:
+    from ftmanifest.findings import Finding
+    from ftmanifest.observe import Observed
+
+# The drift checks that read only the environment (not files, model or disk).
+ENVIRONMENT_CHECKS = ("python", "packages", "backend", "env-vars", "code")
+
+
+def observed_environment(seen: Observed) -> Environment:
+    """This machine's environment: what ``lock`` would pin, as a model."""
+    fields = dict(seen.environment)
+    env_vars = dict(fields.get("env_vars") or {})
+    env_vars.update({k: v for k, v in seen.env_values.items() if v is not None})
+    fields["env_vars"] = env_vars
+    return Environment.model_validate(fields)
+
+
+def environment_json(env: Environment) -> bytes:
+    """The canonical JSON of ``env`` (what the fingerprint is taken over)."""
+    from ftmanifest.manifest.canonical import canonical_json
+
+    return canonical_json(env.model_dump(mode="json", exclude_none=True))
+
+
+def fingerprint(env: Environment) -> str:
+    """``sha256:<hex>`` of the canonical JSON: equal environments, equal fingerprints."""
+    from ftmanifest.manifest.canonical import sha256_digest
+
+    return sha256_digest(environment_json(env))
+
+
+def load_environment(text: str | bytes) -> Environment:
+    """A recorded environment from its JSON (strict: unknown fields are refused)."""
+    return Environment.model_validate_json(text)
+
+
+def compare_environment(
+    recorded: Environment, seen: Observed, *, env_values: Mapping[str, str | None] | None = None
+) -> list[Finding]:
+    """Drift rows of this machine (``seen``) against a recorded environment.
+
+    ``env_values``: this machine's values of the recorded variables (default:
+    those ``seen`` holds; a variable not observed here reads as unset, a row).
+    """
+    from ftmanifest.drift import compare
+
+    here = env_values if env_values is not None else seen.env_values
+    values = {name: here.get(name) for name in recorded.env_vars}
+    probe = SimpleNamespace(**{**vars(seen), "env_values": values})
+    stand_in = SimpleNamespace(environment=recorded)
+    return compare(stand_in, probe, only=ENVIRONMENT_CHECKS)  # type: ignore[arg-type]

@@ -1,0 +1,58 @@
+"""A colleague's recorded environment against this machine, through verify's drift rows
+(issue 11: the typed environment)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ftmanifest.manifest import load_manifest
+from ftmanifest.observe import Observed, observe
+from ftmanifest.observed_env import (
+    compare_environment,
+    environment_json,
+    fingerprint,
+    load_environment,
+    observed_environment,
+)
+
+OTHER = Path(__file__).parent / "fixtures" / "environment" / "other-machine.json"
+
+
+def _here(project: Path) -> Observed:
+    return observe(load_manifest(project).manifest, project)
+
+
+def test_this_machine_round_trips_and_matches_itself(project: Path) -> None:
+    seen = _here(project)
+    env = observed_environment(seen)
+    again = load_environment(environment_json(env))
+    assert again == env and fingerprint(again) == fingerprint(env)
+    assert compare_environment(again, seen) == []
+    bumped = env.model_copy(update={"python": "3.9.0"})
+    assert fingerprint(bumped) != fingerprint(env)
+
+
+def test_another_machine_differs_in_the_rows_verify_prints(project: Path) -> None:
+    seen = _here(project)
+    rows = compare_environment(load_environment(OTHER.read_bytes()), seen)
+    fields = {f.field for f in rows}
+    assert {
+        "environment.python",
+        "environment.packages.torch",
+        "environment.backend.kind",
+        "environment.backend.driver",
+        "environment.backend.devices[0]",
+        "environment.code.commit",
+    } <= fields
+    torch_row = next(f for f in rows if f.field == "environment.packages.torch")
+    assert torch_row.expected == "==2.4.0+cu121" and torch_row.kind == "drift"
+    # the same check functions as verify, so a row reads exactly like verify's
+    assert {r.rule for r in rows} <= {
+        "drift.python",
+        "drift.package",
+        "drift.backend",
+        "drift.device",
+        "drift.code",
+        "drift.env-var",
+        "drift.package-unpinned",
+    }
