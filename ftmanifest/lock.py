@@ -1,8 +1,8 @@
 """``lock``: fill in or refresh a manifest's pins from what is here, keeping comments.
 
-Layer: edge (observes, then rewrites the file atomically).  YAML is edited
-through ruamel.yaml's round-trip tree, so comments, key order and quoting
-survive; JSON is rewritten with two-space indentation.  A branch name in
+Layer: edge (observes, then rewrites the file atomically).  The text is
+edited by ``manifest.edit`` (comments, key order and quoting survive in YAML;
+JSON is rewritten with two-space indentation).  A branch name in
 ``model.revision`` is resolved through the hub cache's refs and pinned as
 the commit.
 """
@@ -10,14 +10,13 @@ the commit.
 from __future__ import annotations
 
 import difflib
-import io
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ftmanifest.errors import FtManifestError, InputError
+from ftmanifest.manifest.edit import Loc, apply_json, apply_yaml, parse_field
 
 # Pinned by `lock` when installed, besides what the manifest already lists.
 DEFAULT_PACKAGES = (
@@ -36,8 +35,6 @@ DEFAULT_PACKAGES = (
     "huggingface-hub",
     "ftmanifest",
 )
-
-Path_ = tuple[Any, ...]
 
 
 @dataclass
@@ -68,7 +65,7 @@ def updates_for(
     use_cache: bool = True,
     code_dir: Path | None = None,
     allow_outside: bool = False,
-) -> tuple[list[tuple[Path_, Any]], list[str]]:
+) -> tuple[list[tuple[Loc, Any]], list[str]]:
     """The (field path, value) pairs that pin the manifest to this machine."""
     from ftmanifest.manifest import load_manifest
     from ftmanifest.observe import observe
@@ -102,7 +99,7 @@ def updates_for(
         else:
             env_vars[name] = value
     backend = {k: v for k, v in env["backend"].items() if v not in (None, [])}
-    ups: list[tuple[Path_, Any]] = [
+    ups: list[tuple[Loc, Any]] = [
         (("environment", "python"), env["python"]),
         (("environment", "packages"), dict(sorted(packages.items()))),
         (("environment", "backend"), backend),
@@ -145,7 +142,7 @@ def updates_for(
                 field=field_name,
                 hint="fix the path or create the file",
             )
-        ups.append((_parse_field(field_name) + ("digest",), state.digest))
+        ups.append((parse_field(field_name) + ("digest",), state.digest))
     return ups, notes
 
 
@@ -155,21 +152,8 @@ def _in_manifest(exc: FtManifestError, document: Any, manifest_path: Path) -> Ft
     if exc.path is None:
         exc.path = str(manifest_path)
         if exc.field:
-            exc.line, exc.column = document.position(_parse_field(exc.field))
+            exc.line, exc.column = document.position(parse_field(exc.field))
     return exc
-
-
-def _parse_field(text: str) -> Path_:
-    """``data[0].cleaning[1]`` -> ("data", 0, "cleaning", 1)."""
-    out: list[Any] = []
-    for part in text.split("."):
-        name, _, rest = part.partition("[")
-        out.append(name)
-        while rest:
-            index, _, rest = rest.partition("]")
-            out.append(int(index))
-            rest = rest.lstrip("[")
-    return tuple(out)
 
 
 def lock_manifest(
@@ -194,7 +178,7 @@ def lock_manifest(
     ups, notes = updates_for(
         manifest_path, use_cache=use_cache, code_dir=code_dir, allow_outside=allow_outside
     )
-    new_text = _apply_json(old_text, ups) if suffix == ".json" else _apply_yaml(old_text, ups)
+    new_text = apply_json(old_text, ups) if suffix == ".json" else apply_yaml(old_text, ups)
     result = LockResult(manifest_path, old_text, new_text, notes)
     if result.changed and not dry_run:
         from ftmanifest.fsutil import atomic_write_text
@@ -202,128 +186,3 @@ def lock_manifest(
         mode = os.stat(manifest_path).st_mode & 0o777
         atomic_write_text(manifest_path, new_text, mode=mode)
     return result
-
-
-def _apply_json(text: str, ups: list[tuple[Path_, Any]]) -> str:
-    data = json.loads(text)
-    for path, value in ups:
-        _set(data, path, value, dict)
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-
-
-def _apply_yaml(text: str, ups: list[tuple[Path_, Any]]) -> str:
-    from ruamel.yaml import YAML
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
-
-    mapping_indent, offset = _guess_indent(text)
-    yaml = YAML(typ="rt")
-    yaml.preserve_quotes = True
-    yaml.width = 4096
-    yaml.indent(mapping=mapping_indent, sequence=mapping_indent + offset, offset=offset)
-    # keep `null` written out: ruamel's round trip would turn `parent: null` into `parent:`
-    yaml.representer.add_representer(
-        type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null")
-    )
-    tree = yaml.load(text)
-    for path, value in ups:
-        if path == ("model", "files"):
-            seq = CommentedSeq()
-            for item in value:
-                entry = CommentedMap(item)
-                entry.fa.set_flow_style()
-                seq.append(entry)
-            value = seq
-        _set(tree, path, value, CommentedMap)
-    out = io.StringIO()
-    yaml.dump(tree, out)
-    return out.getvalue()
-
-
-def _guess_indent(text: str) -> tuple[int, int]:
-    """(mapping indent, offset of '-' under its parent key) as the file uses them."""
-    import re
-
-    mapping, offset = 0, None
-    previous_key_indent = None
-    for line in text.splitlines():
-        stripped = line.lstrip(" ")
-        if not stripped or stripped.startswith("#"):
-            continue
-        depth = len(line) - len(stripped)
-        if stripped.startswith("- ") and previous_key_indent is not None and offset is None:
-            offset = max(0, depth - previous_key_indent)
-        elif re.match(r"[^\s#-][^:]*:\s*(#.*)?$", stripped):
-            previous_key_indent = depth
-        if depth and not mapping and not stripped.startswith("- "):
-            mapping = depth
-    return mapping or 2, 2 if offset is None else offset
-
-
-def _split_trailing(node: Any, key: Any) -> Any:
-    """Detach what follows ``key``'s own line (blank lines, full-line comments)."""
-    from ruamel.yaml.tokens import CommentToken
-
-    items = node.ca.items.get(key)
-    token = items[2] if items and len(items) > 2 else None
-    if not isinstance(token, CommentToken):
-        return None
-    text = token.value
-    if text.startswith("#"):  # an inline comment stays on its key's line
-        head, newline, rest = text.partition("\n")
-        if not rest:
-            return None
-        token.value = head + newline
-        rest = newline + rest  # a token's text starts with the end of its own line
-    else:
-        rest = text
-        items[2] = None
-    from ruamel.yaml.error import CommentMark
-
-    return CommentToken(rest, CommentMark(0), None)
-
-
-FILL_MARK = "# FILL"
-
-
-def _drop_fill(node: Any, key: Any) -> None:
-    """Drop the template's ``# FILL…`` comment from the line of a key lock just
-    filled; any blank lines or comments after that line stay."""
-    ca = getattr(node, "ca", None)
-    items: Any = ca.items.get(key) if ca is not None else None
-    token = items[2] if items and len(items) > 2 else None
-    if token is None or not str(token.value).startswith(FILL_MARK):
-        return
-    _, newline, rest = token.value.partition("\n")
-    if rest:
-        token.value = newline + rest  # a token's text starts with the end of its own line
-    else:
-        items[2] = None
-
-
-def _set(node: Any, path: Path_, value: Any, mapping: Any) -> None:
-    for key in path[:-1]:
-        if isinstance(key, int):
-            node = node[key]
-            continue
-        if key not in node or node[key] is None:
-            node[key] = mapping()
-        node = node[key]
-    last = path[-1]
-    if isinstance(node, dict) and isinstance(value, dict) and isinstance(node.get(last), dict):
-        existing = node[last]
-        for k in [k for k in existing if k not in value]:
-            del existing[k]
-        for k, v in value.items():
-            existing[k] = v
-            _drop_fill(existing, k)
-        _drop_fill(node, last)
-    elif last not in node and hasattr(node, "ca") and len(node) and not isinstance(value, dict):
-        # ruamel keeps a section's trailing blank line/comment on its last key;
-        # move it to the key appended after it, so it still ends the section.
-        trailing = _split_trailing(node, list(node)[-1])
-        node[last] = value
-        if trailing is not None:
-            node.ca.items[last] = [None, None, trailing, None]
-    else:
-        node[last] = value
-        _drop_fill(node, last)
