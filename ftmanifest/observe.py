@@ -81,6 +81,24 @@ def resolve_inside(base: Path, rel: str, field_name: str, allow_outside: bool) -
     return path
 
 
+def locate(
+    base: Path, rel: str, field_name: str, allow_outside: bool
+) -> tuple[Path | None, str | None]:
+    """(path, None) for a pinned path that is usable here, else (None, why not).
+
+    Why not: it leaves the manifest's folder, or nothing is there (a broken
+    link included).  Every reader of pinned paths goes through here, so they
+    all refuse the same things the same way.
+    """
+    try:
+        path = resolve_inside(base, rel, field_name, allow_outside)
+    except PathOutsideError as exc:
+        return None, f"{exc.message}: {exc.observed}"
+    if not path.exists():
+        return None, "not found"
+    return path, None
+
+
 def folder_format(declared: str | None, listing: Mapping[str, Path]) -> str | None:
     """The record format of a folder of shards, or None when its records are its files.
 
@@ -197,13 +215,9 @@ def observe_data(
     """
     out: list[FileState] = []
     for i, entry in enumerate(manifest.data):
-        try:
-            path = resolve_inside(base, entry.path, f"data[{i}].path", allow_outside)
-        except PathOutsideError as exc:
-            out.append(FileState(entry.path, error=f"{exc.message}: {exc.observed}"))
-            continue
-        if not path.exists():
-            out.append(FileState(entry.path, error="not found"))
+        path, problem = locate(base, entry.path, f"data[{i}].path", allow_outside)
+        if path is None:
+            out.append(FileState(entry.path, error=problem))
             continue
         state = hash_path(
             path, base, use_cache=use_cache, fmt=entry.format, count=True, settle=settle
@@ -218,13 +232,9 @@ def observe_pinned(
 ) -> dict[str, FileState]:
     out: dict[str, FileState] = {}
     for field_name, rel, _digest in pinned_files(manifest):
-        try:
-            path = resolve_inside(base, rel, field_name, allow_outside)
-        except PathOutsideError as exc:
-            out[field_name] = FileState(rel, error=f"{exc.message}: {exc.observed}")
-            continue
-        if not path.exists():
-            out[field_name] = FileState(rel, error="not found")
+        path, problem = locate(base, rel, field_name, allow_outside)
+        if path is None:
+            out[field_name] = FileState(rel, error=problem)
             continue
         state = hash_path(path, base, use_cache=use_cache, settle=settle)
         state.path = rel

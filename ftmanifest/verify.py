@@ -258,7 +258,7 @@ def scan_for_verify(
     manifest: Any, manifest_path: Path, *, use_cache: bool, allow_outside: bool
 ) -> list[Finding]:
     """The security policy's scan of the data (and the model's pickles), cached by digest."""
-    from ftmanifest.observe import PathOutsideError, resolve_inside
+    from ftmanifest.observe import locate
     from ftmanifest.scan import baseline as scan_baseline
     from ftmanifest.scan.cache import scan_cached
     from ftmanifest.scan.engine import ScanOptions
@@ -267,11 +267,8 @@ def scan_for_verify(
     base = manifest_path.parent
     data_paths = []
     for i, entry in enumerate(manifest.data):
-        try:
-            path = resolve_inside(base, entry.path, f"data[{i}].path", allow_outside)
-        except PathOutsideError:
-            continue  # already a drift row
-        if path.exists():
+        path, _problem = locate(base, entry.path, f"data[{i}].path", allow_outside)
+        if path is not None:  # otherwise already a drift row
             data_paths.append(path)
     options = ScanOptions(secrets=policy.secrets, pii=policy.pii, pickles=policy.pickles)
     found = scan_cached(data_paths, options, use_cache=use_cache).findings
