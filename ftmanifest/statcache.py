@@ -34,12 +34,13 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-import stat
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
+
+from ftmanifest.sqlite_store import open_store
 
 log = logging.getLogger(__name__)
 
@@ -142,39 +143,15 @@ class StatCache:
         try:
             if home_error is not None:
                 raise OSError(f"no cache directory: {home_error}")
-            self._prepare_directory()
-            self._conn = self._connect(timeout)
+            self._conn = open_store(
+                self.path, (_SCHEMA, _RECORDS_SCHEMA), timeout=timeout, threads=True
+            )
         except (OSError, sqlite3.Error) as exc:
             self._disable(exc)
 
     @property
     def enabled(self) -> bool:
         return self._conn is not None
-
-    def _prepare_directory(self) -> None:
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = self.directory.stat()
-        # Whoever can write here can make verify accept a tampered file.
-        getuid = getattr(os, "getuid", None)
-        if getuid is not None and (st.st_uid != getuid() or st.st_mode & 0o022):
-            raise PermissionError(
-                f"cache directory {self.directory} is writable by another user "
-                f"(mode {stat.filemode(st.st_mode)}, owner uid {st.st_uid})"
-            )
-
-    def _connect(self, timeout: float) -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            str(self.path), timeout=timeout, isolation_level=None, check_same_thread=False
-        )
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(_SCHEMA)
-            conn.execute(_RECORDS_SCHEMA)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
 
     def _disable(self, exc: BaseException) -> None:
         """Warn (once per process and cache file) and carry on without a cache."""

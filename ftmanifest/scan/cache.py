@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
@@ -35,6 +34,7 @@ from pathlib import Path
 from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.scan.engine import ScanOptions, ScanResult, scan_files
 from ftmanifest.scan.walk import walk
+from ftmanifest.sqlite_store import open_store
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +100,7 @@ class ScanCache:
         self.hits = self.misses = self.stored = 0
         self._conn: sqlite3.Connection | None = None
         try:
-            _prepare_directory(self.path.parent)
-            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
-            self._conn = sqlite3.connect(str(self.path), timeout=timeout, isolation_level=None)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(_SCHEMA)
+            self._conn = open_store(self.path, (_SCHEMA,), timeout=timeout)
         except (OSError, sqlite3.Error) as exc:
             self._disable(exc)
 
@@ -165,15 +161,6 @@ class ScanCache:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-
-
-def _prepare_directory(directory: Path) -> None:
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = directory.stat()
-    # Whoever can write here can make a scan report a file as clean.
-    getuid = getattr(os, "getuid", None)
-    if getuid is not None and (st.st_uid != getuid() or st.st_mode & 0o022):
-        raise PermissionError(f"cache directory {directory} is writable by another user")
 
 
 def _stat_key(path: Path) -> tuple[int, ...] | None:
