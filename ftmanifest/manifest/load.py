@@ -350,27 +350,36 @@ def _yaml_scalar(node: Any, loc: Loc, name: str) -> Any:
     if _FLOAT_RE.match(value):
         real = float(value)
         if math.isinf(real):
-            raise ManifestError(
-                "number is too large: it would be infinity",
-                path=name,
-                line=line,
-                column=col,
-                field=format_loc(loc) or None,
-                observed=value,
-                expected="a finite number",
+            raise _not_finite(
+                "number is too large: it would be infinity", value, loc, name, line, col
             )
         return real
     if _SPECIAL_FLOAT_RE.match(value):
-        raise ManifestError(
-            "NaN and infinity are not allowed",
-            path=name,
-            line=line,
-            column=col,
-            field=format_loc(loc) or None,
-            observed=value,
-            expected="a finite number",
-        )
+        raise _not_finite("NaN and infinity are not allowed", value, loc, name, line, col)
     return value
+
+
+def _not_finite(
+    message: str,
+    value: str | None,
+    loc: Loc,
+    name: str,
+    line: int | None = None,
+    col: int | None = None,
+    *,
+    field: str | None = None,
+) -> ManifestError:
+    """A number the canonical JSON form cannot hold (RFC 8785 refuses NaN and infinities)."""
+    return ManifestError(
+        message,
+        path=name,
+        line=line,
+        column=col,
+        field=field or format_loc(loc) or None,
+        observed=value,
+        expected="a finite number",
+        hint="write a finite number, or quote it to make it a string",
+    )
 
 
 def _safe_int(
@@ -417,9 +426,7 @@ def _parse_json(text: str, name: str) -> Document:
             f"duplicate key '{exc.key}'", path=name, line=line, column=col, hint="keep one"
         ) from None
     except _BadConstant as exc:
-        raise ManifestError(
-            f"{exc.token} is not allowed", path=name, expected="a finite number"
-        ) from None
+        raise _not_finite(f"{exc.token} is not allowed", exc.token, (), name) from None
     except RecursionError:
         raise ManifestError(f"nesting deeper than {MAX_DEPTH} levels", path=name) from None
     _check_shape(data, (), name, [0])
@@ -444,12 +451,7 @@ def _check_shape(node: Any, loc: Loc, name: str, count: list[int]) -> None:
     if isinstance(node, int) and not isinstance(node, bool):
         _safe_int(node, loc, name)
     if isinstance(node, float) and math.isinf(node):
-        raise ManifestError(
-            "number is too large: it would be infinity",
-            path=name,
-            field=format_loc(loc) or None,
-            expected="a finite number",
-        )
+        raise _not_finite("number is too large: it would be infinity", None, loc, name)
     if isinstance(node, dict):
         for k, v in node.items():
             _check_shape(v, (*loc, k), name, count)
@@ -511,11 +513,8 @@ def _toml_plain(node: Any, loc: Loc, name: str) -> Any:
     if isinstance(node, list):
         return [_toml_plain(v, (*loc, i), name) for i, v in enumerate(node)]
     if isinstance(node, float) and (math.isnan(node) or math.isinf(node)):
-        raise ManifestError(
-            "NaN and infinity are not allowed",
-            path=name,
-            field=_dotted(loc),
-            expected="a finite number",
+        raise _not_finite(
+            "NaN and infinity are not allowed", str(node), loc, name, field=_dotted(loc)
         )
     if isinstance(node, (_dt.date, _dt.datetime, _dt.time)):
         return node.isoformat()
