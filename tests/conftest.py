@@ -193,23 +193,46 @@ data:
 """
 
 
-@pytest.fixture
-def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, str]]:
-    """A hub cache with two snapshots of org/tiny (main -> v2) and a manifest on it."""
+def hub_project(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    snapshots: dict[str, dict[str, bytes]],
+    main: str,
+    manifest: str = HUB_MANIFEST,
+) -> tuple[Path, dict[str, str]]:
+    """A hub cache holding ``snapshots`` of org/tiny (name -> file -> bytes, refs/main ->
+    ``main``), the environment pointing at it, and ``manifest`` beside a train.jsonl."""
     from ftmanifest.integrations.example import build_hub_cache
 
-    v1, v2 = tmp_path / "v1", tmp_path / "v2"
-    for folder, weights in ((v1, b"weights one" * 100), (v2, b"weights two" * 100)):
-        folder.mkdir()
-        (folder / "config.json").write_text('{"model_type": "llama"}')
-        (folder / "model.safetensors").write_bytes(weights)
+    folders = {}
+    for name, files in snapshots.items():
+        folder = tmp_path / "snapshots-src" / name
+        folder.mkdir(parents=True)
+        for rel, data in files.items():
+            (folder / rel).write_bytes(data)
+        folders[name] = folder
     cache = tmp_path / "hf-cache"
-    commits = build_hub_cache(cache, "org/tiny", {"v1": v1, "v2": v2}, {"main": "v2"})
+    commits = build_hub_cache(cache, "org/tiny", folders, {"main": main})
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("FTMANIFEST_CACHE_DIR", str(tmp_path / "ftm-cache"))
     work = tmp_path / "work"
     work.mkdir()
     (work / "train.jsonl").write_text('{"text": "a"}\n')
-    (work / "exp.yaml").write_text(HUB_MANIFEST)
+    (work / "exp.yaml").write_text(manifest)
     return work / "exp.yaml", commits
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, dict[str, str]]:
+    """A hub cache with two snapshots of org/tiny (main -> v2) and a manifest on it."""
+    config = b'{"model_type": "llama"}'
+    return hub_project(
+        tmp_path,
+        monkeypatch,
+        {
+            "v1": {"config.json": config, "model.safetensors": b"weights one" * 100},
+            "v2": {"config.json": config, "model.safetensors": b"weights two" * 100},
+        },
+        main="v2",
+    )

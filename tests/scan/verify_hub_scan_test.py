@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ftmanifest.integrations.example import build_hub_cache
 from ftmanifest.lock import lock_manifest
 from ftmanifest.verify import verify_manifest
-from tests.conftest import HUB_MANIFEST
+from tests.conftest import HUB_MANIFEST, hub_project
 
 POLICY = "security:\n  scan: {on: [verify], pickles: true, secrets: true, pii: false}\n"
 
@@ -27,21 +26,17 @@ class _Gadget:
 def hub_with_pickles(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[Path, dict[str, str]]:
-    good, bad = tmp_path / "good", tmp_path / "bad"
-    for folder, payload in ((good, {"w": [1.0, 2.0]}), (bad, {"w": _Gadget()})):
-        folder.mkdir()
-        (folder / "config.json").write_text('{"model_type": "llama"}')
-        (folder / "pytorch_model.bin").write_bytes(pickle.dumps(payload, protocol=2))
-    cache = tmp_path / "hf-cache"
-    commits = build_hub_cache(cache, "org/tiny", {"good": good, "bad": bad}, {"main": "good"})
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("FTMANIFEST_CACHE_DIR", str(tmp_path / "ftm-cache"))
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "train.jsonl").write_text('{"text": "a"}\n')
-    (work / "exp.yaml").write_text(HUB_MANIFEST + POLICY)
-    return work / "exp.yaml", commits
+    config = b'{"model_type": "llama"}'
+    return hub_project(
+        tmp_path,
+        monkeypatch,
+        {
+            name: {"config.json": config, "pytorch_model.bin": pickle.dumps(payload, protocol=2)}
+            for name, payload in (("good", {"w": [1.0, 2.0]}), ("bad", {"w": _Gadget()}))
+        },
+        main="good",
+        manifest=HUB_MANIFEST + POLICY,
+    )
 
 
 def test_a_gadget_in_the_pinned_snapshot_is_refused(
