@@ -61,14 +61,29 @@ class PathOutsideError(InputError):
     """A path in the manifest leaves the manifest's folder."""
 
 
+class PathUnresolvableError(PathOutsideError):
+    """A path whose target cannot be found (a symlink loop): it cannot be shown to
+    stay inside the manifest's folder, so it is refused like one that leaves it."""
+
+
 def resolve_inside(base: Path, rel: str, field_name: str, allow_outside: bool) -> Path:
     """``base / rel``, refused if it (or a symlink in it) leads outside ``base``."""
     candidate = Path(rel)
     path = candidate if candidate.is_absolute() else base / candidate
     if allow_outside:
         return path
-    root = base.resolve()
-    target = path.resolve()
+    try:
+        root = base.resolve()
+        target = path.resolve()
+    except (RuntimeError, OSError) as exc:  # a symlink loop: Python raises RuntimeError
+        raise PathUnresolvableError(
+            "path cannot be resolved (a symlink loop?)",
+            path=rel,
+            field=field_name,
+            expected=f"a path inside {base}",
+            observed=str(exc),
+            hint="replace the link with the file it should point to",
+        ) from None
     if candidate.is_absolute() or (target != root and root not in target.parents):
         raise PathOutsideError(
             "path leaves the manifest's folder",

@@ -464,3 +464,14 @@ def test_a_manifest_locked_on_a_dirty_tree_cannot_verify_the_code(project: Path)
     (project.parent / "train.py").write_text("print('something else entirely')\n")
     rows = verify_manifest(project, signature=False).findings
     assert [(f.field, f.observed) for f in rows] == [("environment.code.dirty", "dirty now")]
+
+
+def test_a_data_path_that_is_a_symlink_loop_is_a_row(project: Path) -> None:
+    train = project.parent / "data" / "train.jsonl"
+    train.unlink()
+    train.symlink_to("train.jsonl")  # points at itself
+    rows = within(20, lambda: verify_manifest(project, signature=False)).findings
+    assert [f.field for f in rows if f.field == "data[0].digest"] == ["data[0].digest"]
+    assert any("symlink loop" in (f.observed or "") + f.message for f in rows)
+    result = run_cli("verify", str(project), "--no-signature", env=ENV)
+    assert result.returncode == 1 and "internal error" not in result.stderr
