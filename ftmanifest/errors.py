@@ -1,9 +1,11 @@
 """One error root for the whole tool, with an exit code per kind.
 
-Layer: shared by every layer.  The library raises these; only the CLI turns
-them into text and exit codes (see ``ftmanifest.cli``).  Every error carries
-structured fields so a refusal can name the file, the field, what was
-expected, what was observed and how to fix it.
+Layer: shared by every layer.  The library raises these; only the edge turns
+them into text (``ftmanifest.output.error_text``) and exit codes
+(``ftmanifest.cli``).  Every error carries structured fields so a refusal can
+name the file, the field, what was expected, what was observed and how to fix
+it; an error about many rows (an invalid manifest, drift) carries them as
+``findings``.
 
 Exit codes (documented in the README):
   0 ok, 1 a check refused, 2 unusable input or usage, 3 internal error,
@@ -13,10 +15,11 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
-from ftmanifest.safe_text import escape
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import ClassVar
+
     from ftmanifest.findings import Finding
 
 EXIT_OK = 0
@@ -32,6 +35,7 @@ class FtManifestError(Exception):
     """Root of every error ftmanifest raises on purpose."""
 
     exit_code = EXIT_BUG
+    reason: ClassVar[str] = ""  # a stable code scripts can match (``unknown-key``), or none
 
     def __init__(
         self,
@@ -44,6 +48,7 @@ class FtManifestError(Exception):
         expected: str | None = None,
         observed: str | None = None,
         hint: str | None = None,
+        findings: Sequence[Finding] = (),
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -54,6 +59,7 @@ class FtManifestError(Exception):
         self.expected = expected
         self.observed = observed
         self.hint = hint
+        self.findings: tuple[Finding, ...] = tuple(findings)
 
     def location(self) -> str:
         """``file:line:col`` as far as it is known, or an empty string."""
@@ -64,26 +70,8 @@ class FtManifestError(Exception):
                 parts.append(str(self.column))
         return ":".join(parts)
 
-    def render(self) -> str:
-        """Human text: location, message, field, expected/observed and fix; every
-        field escaped (``safe_text``), so only the newlines put here break lines."""
-        head = escape(self.location())
-        text = f"{head}: {escape(self.message)}" if head else escape(self.message)
-        details = []
-        if self.field:
-            details.append(f"field: {escape(self.field)}")
-        if self.expected is not None:
-            details.append(f"expected: {escape(self.expected)}")
-        if self.observed is not None:
-            details.append(f"observed: {escape(self.observed)}")
-        if self.hint:
-            details.append(f"fix: {escape(self.hint)}")
-        if details:
-            text += "\n  " + "\n  ".join(details)
-        return text
-
     def to_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "error": type(self).__name__,
             "message": self.message,
             "path": self.path,
@@ -95,6 +83,9 @@ class FtManifestError(Exception):
             "hint": self.hint,
             "exit_code": self.exit_code,
         }
+        if self.reason:
+            out["reason"] = self.reason
+        return out
 
 
 class UsageError(FtManifestError, ValueError):
@@ -133,10 +124,10 @@ class CommandNotRunnableError(FtManifestError, OSError):
 
     exit_code = EXIT_CANNOT_EXECUTE
 
-    def __init__(self, command: str, reason: str, *, errno: int | None = None) -> None:
-        super().__init__(f"cannot run {command!r}: {reason}")
+    def __init__(self, command: str, why: str, *, errno: int | None = None) -> None:
+        super().__init__(f"cannot run {command!r}: {why}")
         self.command = command
-        self.reason = reason
+        self.why = why
         self.errno = errno
 
 
@@ -149,18 +140,18 @@ class CommandNotFoundError(CommandNotRunnableError, FileNotFoundError):
 class ManifestInvalidError(ManifestError):
     """A manifest parsed but does not match the schema; carries every problem.
 
-    ``problems`` is a list of ``ftmanifest.findings.Finding`` records, one per
-    place, so the CLI can print all of them at once.
+    ``problems`` (also ``findings``) are ``ftmanifest.findings.Finding``
+    records, one per place, so the CLI can print all of them at once.
     """
 
-    def __init__(self, message: str, *, problems: list[Finding], path: str | None = None) -> None:
-        super().__init__(message, path=path)
-        self.problems = problems
+    def __init__(
+        self, message: str, *, problems: Sequence[Finding], path: str | None = None
+    ) -> None:
+        super().__init__(message, path=path, findings=problems)
 
-    def render(self) -> str:
-        from ftmanifest.output import line_text
-
-        return "\n".join(line_text(p) for p in self.problems) or super().render()
+    @property
+    def problems(self) -> list[Finding]:
+        return list(self.findings)
 
     def to_dict(self) -> dict[str, object]:
         out = super().to_dict()

@@ -20,6 +20,8 @@ TYPE_CHECKING = False  # no runtime `typing` on the lint path (see findings.py)
 if TYPE_CHECKING:
     from typing import Any
 
+    from ftmanifest.errors import FtManifestError
+
 FORMATS = ("text", "json", "sarif")
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -46,6 +48,42 @@ def line_text(f: Finding) -> str:
 
 def lines(findings: Iterable[Finding]) -> str:
     return "".join(line_text(f) + "\n" for f in findings)
+
+
+def error_text(exc: FtManifestError, *, width: int | None = None) -> str:
+    """An error as human text: location and message, then one labelled line
+    per fact it carries (field, expected, observed), its findings, the fix and
+    its reason code.  Every value is escaped (``safe_text``), so only the
+    newlines put here break lines.
+
+    An invalid manifest is its problems, one compiler-style line each; other
+    errors with findings (drift stopping a Trainer) show them as a table.
+    """
+    from ftmanifest.errors import ManifestInvalidError
+
+    if isinstance(exc, ManifestInvalidError) and exc.findings:
+        return "\n".join(line_text(p) for p in exc.findings)
+    head = escape(exc.location())
+    text = f"{head}: {escape(exc.message)}" if head else escape(exc.message)
+    details = [
+        f"{label}: {escape(value)}"
+        for label, value in (
+            ("field", exc.field or None),
+            ("expected", exc.expected),
+            ("observed", exc.observed),
+        )
+        if value is not None
+    ]
+    if details:
+        text += "\n  " + "\n  ".join(details)
+    if exc.findings:
+        text += "\n" + findings_table(exc.findings, width=width).rstrip()
+    tail = [f"fix: {escape(exc.hint)}"] if exc.hint else []
+    if exc.reason:
+        tail.append(f"reason: {exc.reason}")
+    if tail:
+        text += "\n  " + "\n  ".join(tail)
+    return text
 
 
 # --- tables ------------------------------------------------------------------

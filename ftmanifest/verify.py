@@ -16,6 +16,7 @@ from typing import Any
 
 from ftmanifest.errors import RefusedError, UsageError
 from ftmanifest.findings import Finding
+from ftmanifest.safe_text import escape
 
 UNACCEPTABLE = ("signature",)
 # Whole sections: an acceptance names one row, never one of these.
@@ -80,30 +81,32 @@ class VerifyReport:
 
 
 class DriftError(RefusedError):
-    """Raised by callers that must stop on drift (the Trainer guard)."""
+    """Raised by callers that must stop on drift (the Trainer guard).
+
+    Carries the rows as ``findings`` (and the whole ``report``); the edge renders
+    them (``output.error_text``).  ``str()`` adds one line per row, so a
+    traceback alone still names every field, expected and observed value.
+    """
 
     def __init__(self, report: VerifyReport) -> None:
-        from ftmanifest.output import findings_table
-
-        # wide: an exception has no terminal, and a cut commit or digest helps nobody
-        self.table = findings_table(report.findings, width=240)  # cells escaped
+        fields = ", ".join(dict.fromkeys(f.field or f.rule for f in report.findings))
         super().__init__(
-            f"{len(report.findings)} difference(s) between the manifest and this machine:\n"
-            + self.table,
+            f"{len(report.findings)} difference(s) between the manifest and this machine: "
+            + fields,
             path=str(report.manifest_path),
             hint=f"fix them, or accept one on purpose: ftmanifest verify {report.manifest_path} "
             "--accept FIELD --reason TEXT",
+            findings=report.findings,
         )
         self.report = report
 
-    def render(self) -> str:
-        """The summary escaped like any error, then the table as its own lines."""
-        from ftmanifest.safe_text import escape
-
-        summary = self.message.removesuffix(self.table).rstrip("\n")
-        head = escape(self.location())
-        text = f"{head}: {escape(summary)}" if head else escape(summary)
-        return f"{text}\n{self.table.rstrip()}\n  fix: {escape(self.hint or '')}"
+    def __str__(self) -> str:
+        rows = (
+            f"\n  {escape(f.field or f.rule)}: expected {escape(str(f.expected))}, "
+            f"observed {escape(str(f.observed))}"
+            for f in self.findings
+        )
+        return escape(self.message) + "".join(rows)
 
 
 _ONE_ENTRY = re.compile(r"^data\[\d+\]$")  # one data entry: its digest and records rows

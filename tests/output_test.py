@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 from ftmanifest.cli import main
 from ftmanifest.errors import InputError, ManifestInvalidError
 from ftmanifest.findings import Finding
-from ftmanifest.output import findings_json, findings_sarif, findings_table, lines, to_json
+from ftmanifest.output import (
+    error_text,
+    findings_json,
+    findings_sarif,
+    findings_table,
+    lines,
+    to_json,
+)
 from ftmanifest.safe_text import escape
 from ftmanifest.signing.errors import UnknownKeyError
 from ftmanifest.signing.keys import fingerprint, public_key_line
@@ -131,7 +138,7 @@ def test_error_render_is_safe(
         (UnknownKeyError(message, path=path, observed=observed, hint=hint), facts + 1),
     )  # fmt: skip
     for error, n_details in errors:
-        text = error.render()
+        text = error_text(error)
         assert not unsafe(text.replace("\n", ""))
         # The CLI prints it after "ftmanifest: error: "; only the details add lines.
         _, *details = text.split("\n")
@@ -142,7 +149,7 @@ def test_error_render_is_safe(
 
 @given(st.lists(findings, min_size=1, max_size=3))
 def test_invalid_manifest_error_renders_one_line_per_problem(items: list[Finding]) -> None:
-    text = ManifestInvalidError("invalid", problems=items).render()
+    text = error_text(ManifestInvalidError("invalid", problems=items))
     assert not unsafe(text.replace("\n", "")) and len(text.split("\n")) == len(items)
 
 
@@ -277,7 +284,7 @@ def test_a_drift_error_renders_its_table_as_lines() -> None:
         path="data/train.jsonl",
     )
     report = VerifyReport(Path("exp\nforged.yaml"), "sha256:00", [row])
-    text = DriftError(report).render()
+    text = error_text(DriftError(report), width=240)
     lines = text.splitlines()
     assert lines[0].startswith("exp\\nforged.yaml: 1 difference(s)")
     assert any(line.startswith("data[0].digest") for line in lines)

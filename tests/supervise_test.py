@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from ftmanifest.errors import CommandNotFoundError, CommandNotRunnableError
+from ftmanifest.output import error_text
 from ftmanifest.supervise import supervise
 from tests.conftest import ROOT
 
@@ -204,7 +205,7 @@ def test_missing_and_unexecutable_commands_are_shell_codes(tmp_path: Path) -> No
         with pytest.raises(kind) as info:
             supervise([command], os.environ, grace=1)
         assert info.value.exit_code == exit_code
-        assert info.value.render() == f"cannot run {command!r}: {reason}"
+        assert error_text(info.value) == f"cannot run {command!r}: {reason}"
     assert isinstance(info.value, OSError)
 
 

@@ -174,7 +174,9 @@ def _main(argv: Sequence[str] | None) -> int:
 
             sys.stdout.write(json.dumps({"error": exc.to_dict()}, indent=2) + "\n")
         else:
-            sys.stderr.write(f"ftmanifest: error: {exc.render()}\n")
+            from ftmanifest.output import error_text
+
+            sys.stderr.write(f"ftmanifest: error: {error_text(exc)}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("ftmanifest: interrupted\n")

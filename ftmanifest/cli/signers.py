@@ -61,7 +61,7 @@ def _check_manifest(manifest: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     from ftmanifest.errors import FtManifestError
     from ftmanifest.manifest import load_manifest
-    from ftmanifest.output import to_json
+    from ftmanifest.output import error_text, to_json
     from ftmanifest.signing.verify import inspect_signatures, verify_manifest_signature
 
     manifest = Path(args.manifest)
@@ -122,5 +122,5 @@ def run(args: argparse.Namespace) -> int:
             )
         sys.stdout.write("\n".join(lines) + "\n")
         if error is not None:
-            sys.stderr.write(f"ftmanifest: refused: {error.render()}\n")
+            sys.stderr.write(f"ftmanifest: refused: {error_text(error)}\n")
     return 0 if error is None else error.exit_code

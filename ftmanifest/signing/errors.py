@@ -9,30 +9,12 @@ messages.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
 from ftmanifest.errors import InputError, InputNotFoundError, RefusedError
-
-
-class _Reasoned:
-    """Adds a stable ``reason`` code to an ``FtManifestError`` subclass."""
-
-    reason: ClassVar[str] = ""
-
-    def render(self) -> str:
-        text: str = super().render()  # type: ignore[misc]
-        return f"{text}\n  reason: {self.reason}"
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = super().to_dict()  # type: ignore[misc]
-        data["reason"] = self.reason
-        return data
-
 
 # --- refusals: the signature set does not establish trust (exit 1) ---------
 
 
-class SignatureRefusedError(_Reasoned, RefusedError):
+class SignatureRefusedError(RefusedError):
     """Root of every signature/trust refusal."""
 
 
@@ -96,7 +78,7 @@ class InsecureTrustPathError(SignatureRefusedError):
 # --- unusable input files (exit 2) -------------------------------------------
 
 
-class SigningInputError(_Reasoned, InputError):
+class SigningInputError(InputError):
     """Root of every malformed signing-related input file."""
 
 
@@ -169,11 +151,11 @@ class WriteFailedError(SigningInputError, OSError):
     reason = "write-failed"
 
 
-class TrustFileNotFoundError(_Reasoned, InputNotFoundError):
+class TrustFileNotFoundError(InputNotFoundError):
     reason = "no-trust-file"
 
 
-class KeyNotFoundError(_Reasoned, InputNotFoundError):
+class KeyNotFoundError(InputNotFoundError):
     reason = "no-key-file"
 
 
