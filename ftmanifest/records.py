@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ftmanifest.errors import InputError, InputNotFoundError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ftmanifest.hashing import FileDigest
 
 LINE_FORMATS = frozenset({"jsonl", "ndjson", "text", "txt"})
@@ -268,24 +270,34 @@ def count_file(path: str | os.PathLike[str], fmt: str) -> int | None:
     if cache_key(kind) is None:
         return None
     p = Path(path)
-    try:
-        fd = os.open(p, _OPEN_FLAGS)
-    except FileNotFoundError as exc:
-        raise InputNotFoundError(f"file not found: {p}", path=str(p)) from exc
-    except OSError as exc:
-        raise _count_error(p, exc.strerror or str(exc)) from exc
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _count_error(p, "not a regular file")
-        f = io.FileIO(fd, "rb", closefd=True)
-    except BaseException:
-        os.close(fd)
-        raise
-    with f:
+    with open_regular(p, _count_error) as f:
         try:
             return _count_open(f, kind)
         except (OSError, ValueError) as exc:  # JSONDecodeError, pyarrow's ArrowInvalid
             raise _count_error(p, str(exc)) from exc
+
+
+def open_regular(path: Path, error: Callable[[Path, str], InputError]) -> io.FileIO:
+    """``path`` opened for reading, or ``error(path, reason)`` raised.
+
+    Opened with O_NONBLOCK, so a FIFO cannot block the open, then refused by
+    ``fstat`` before anything is read unless it is a regular file (a FIFO, a
+    device, a folder).  Symlinks are followed, as hashing follows them.  A
+    missing file is ``InputNotFoundError``.  Shared with ``ftmanifest.recordio``.
+    """
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError as exc:
+        raise InputNotFoundError(f"file not found: {path}", path=str(path)) from exc
+    except OSError as exc:
+        raise error(path, exc.strerror or str(exc)) from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise error(path, "not a regular file")
+        return io.FileIO(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _count_open(f: io.FileIO, kind: str) -> int:

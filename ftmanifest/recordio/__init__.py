@@ -1,0 +1,103 @@
+"""One record reader for data files: JSONL, JSON, CSV/TSV, Parquet and text.
+
+Layer: edge (reads files).  ``iter_records(path, fmt)`` yields each record
+with its number, the line (or row, or element) it starts on and its parsed
+value; ``Record.text_fields()`` gives its string leaves with their key paths,
+for the data checks (split leakage, duplicates, per-category statistics) and
+preflight to hash and scan.
+
+A record is exactly what ``ftmanifest.records`` counts (its docstring is the
+definition, ``records.format_of`` picks the format): for every file both
+accept, ``records.count_file(path, fmt)`` equals the number of records
+yielded.  Reading fails closed with a ``RecordReadError`` (an ``InputError``,
+exit 2) naming the path, the line and what is wrong: a record that does not
+parse, a duplicate JSON key, invalid UTF-8, JSON nested too deeply, a record
+or file over its ``Limits``, a format with no reader.  Anything but a regular
+file (a FIFO, a device) is refused before a byte is read
+(``records.open_regular``).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from ftmanifest.recordio._lines import delimited_records, jsonl_records, text_records
+from ftmanifest.recordio._types import (
+    FieldPath,
+    Limits,
+    MalformedRecordError,
+    Record,
+    RecordEncodingError,
+    RecordReadError,
+    RecordTooLargeError,
+    UnsupportedFormatError,
+    fail,
+    text_fields,
+)
+from ftmanifest.recordio._whole import json_records, parquet_records
+from ftmanifest.records import DELIMITERS, LINE_FORMATS, format_of, open_regular
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "FORMATS",
+    "FieldPath",
+    "Limits",
+    "MalformedRecordError",
+    "Record",
+    "RecordEncodingError",
+    "RecordReadError",
+    "RecordTooLargeError",
+    "UnsupportedFormatError",
+    "iter_records",
+    "text_fields",
+]
+
+_Reader = Callable[[BinaryIO, Path, Limits], Iterator[Record]]
+_READERS: dict[str, _Reader] = {
+    **{kind: jsonl_records for kind in LINE_FORMATS if kind in ("jsonl", "ndjson")},
+    **{kind: text_records for kind in LINE_FORMATS if kind in ("text", "txt")},
+    **{
+        kind: functools.partial(delimited_records, delimiter=delim.decode())
+        for kind, delim in DELIMITERS.items()
+    },
+    "json": json_records,
+    "parquet": parquet_records,
+}
+FORMATS = frozenset(_READERS)
+_BUFFER = 1 << 20
+DEFAULT_LIMITS = Limits()
+
+
+def iter_records(
+    path: str | os.PathLike[str], fmt: str | None = None, *, limits: Limits = DEFAULT_LIMITS
+) -> Iterator[Record]:
+    """The records of one data file, in order; ``fmt`` as ``records.format_of``.
+
+    The file is opened (and a non-regular one refused) on the first ``next``,
+    and closed when the iterator is exhausted or closed.
+    """
+    p = Path(path)
+    kind = format_of(p, fmt)
+    reader = _READERS.get(kind)
+    if reader is None:
+        raise fail(UnsupportedFormatError, p, f"no record reader for format {kind!r}")
+    return _read(p, reader, limits)
+
+
+def _read(path: Path, reader: _Reader, limits: Limits) -> Iterator[Record]:
+    with open_regular(path, _open_error) as raw, io.BufferedReader(raw, _BUFFER) as f:
+        try:
+            yield from reader(f, path, limits)
+        except OSError as exc:  # EIO and the like, mid-read
+            if isinstance(exc, RecordReadError):
+                raise
+            raise fail(RecordReadError, path, exc.strerror or str(exc)) from exc
+
+
+def _open_error(path: Path, reason: str) -> RecordReadError:
+    return fail(RecordReadError, path, reason)

@@ -1,0 +1,140 @@
+"""Line-based records: JSONL, text and CSV/TSV, streamed line by line.
+
+Layer: edge (reads an open file).  Lines are read with a bound
+(``Limits.record_bytes``) so one endless line cannot fill memory, and the
+bytes read so far are checked against ``Limits.total_bytes``.  What a record
+is follows ``ftmanifest.records`` exactly: for jsonl and text, a line ending
+at ``\\n`` that is not blank (``bytes.strip()``); for csv and tsv, each row
+``csv.reader`` yields minus the header, read from lines split as a file
+opened with ``newline=""`` splits them (at ``\\n``, ``\\r\\n`` or a lone ``\\r``).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from ftmanifest.recordio._types import (
+    Limits,
+    MalformedRecordError,
+    Record,
+    RecordEncodingError,
+    RecordTooLargeError,
+    fail,
+    loads,
+)
+
+_BOM = b"\xef\xbb\xbf"
+_PIECE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")  # one line as newline="" splits
+
+
+def physical_lines(f: BinaryIO, path: Path, limits: Limits) -> Iterator[tuple[int, bytes]]:
+    """(1-based line number, line with its ``\\n``) for each ``\\n``-ended line.
+
+    Refuses a line over ``limits.record_bytes`` (its ``\\n`` aside) and a
+    file over ``limits.total_bytes`` before holding more than either in memory.
+    """
+    cap, total, number = limits.record_bytes, 0, 0
+    while raw := f.readline(cap + 1):
+        number += 1
+        total += len(raw)
+        if limits.total_bytes is not None and total > limits.total_bytes:
+            what = f"file longer than the {limits.total_bytes}-byte limit"
+            raise fail(RecordTooLargeError, path, what, line=number)
+        if len(raw) > cap and not (len(raw) == cap + 1 and raw.endswith(b"\n")):
+            what = f"line longer than the {cap}-byte record limit"
+            raise fail(RecordTooLargeError, path, what, line=number)
+        yield number, raw
+
+
+def _decode(raw: bytes, path: Path, line: int) -> str:
+    if line == 1 and raw.startswith(_BOM):
+        raw = raw[len(_BOM) :]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        what = f"not UTF-8 ({exc.reason} at byte {exc.start + 1} of the line)"
+        raise fail(RecordEncodingError, path, what, line=line, column=exc.start + 1) from None
+
+
+def jsonl_records(f: BinaryIO, path: Path, limits: Limits) -> Iterator[Record]:
+    """One JSON value per non-blank line."""
+    number = 0
+    for line, raw in physical_lines(f, path, limits):
+        if raw.strip():
+            number += 1
+            yield Record(number, line, loads(_decode(raw, path, line), path, line))
+
+
+def text_records(f: BinaryIO, path: Path, limits: Limits) -> Iterator[Record]:
+    """One string per non-blank line, without its ``\\n`` or ``\\r\\n``."""
+    number = 0
+    for line, raw in physical_lines(f, path, limits):
+        if raw.strip():
+            number += 1
+            text = _decode(raw, path, line)
+            text = text[:-1] if text.endswith("\n") else text
+            yield Record(number, line, text[:-1] if text.endswith("\r") else text)
+
+
+class _Row:
+    """Where the row being read starts and how many bytes it has taken so far;
+    the reader marks it ``fresh`` after each row (``csv.reader`` reads no
+    line past the end of the row it returns)."""
+
+    def __init__(self) -> None:
+        self.fresh, self.start, self.used = True, 0, 0
+
+
+def _csv_lines(f: BinaryIO, path: Path, limits: Limits, row: _Row) -> Iterator[str]:
+    """Decoded lines as a file opened with ``newline=""`` yields them."""
+    for line, raw in physical_lines(f, path, limits):
+        text = _decode(raw, path, line)
+        for piece in _PIECE.findall(text) if "\r" in text else (text,):
+            if row.fresh:
+                row.fresh, row.start, row.used = False, line, 0
+            row.used += len(piece)
+            if row.used > limits.record_bytes:
+                what = f"row longer than the {limits.record_bytes}-byte record limit"
+                raise fail(RecordTooLargeError, path, what, line=row.start)
+            yield piece
+
+
+def delimited_records(f: BinaryIO, path: Path, limits: Limits, delimiter: str) -> Iterator[Record]:
+    """``csv.reader`` rows (default dialect) as ``{header cell: cell}``, header skipped.
+
+    Cells past the header are keyed by their 0-based column index; a short row
+    has only its own cells.  A header that names a column twice is refused (a
+    dict would keep one of the two).  ``csv.field_size_limit`` is raised to
+    ``record_bytes`` when lower, so a long field is read as ``records`` counts it.
+    """
+    if csv.field_size_limit() < limits.record_bytes:
+        csv.field_size_limit(limits.record_bytes)  # process-wide, and only ever raised
+    row = _Row()
+    reader = csv.reader(_csv_lines(f, path, limits, row), delimiter=delimiter)
+    header: list[str] | None = None
+    number = 0
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise fail(MalformedRecordError, path, str(exc), line=row.start) from None
+        row.fresh = True
+        if header is None:
+            header = cells
+            twice = sorted(c for c, n in Counter(cells).items() if n > 1)
+            if twice:
+                what = f"header names column {twice[0]!r} more than once"
+                raise fail(MalformedRecordError, path, what, line=row.start)
+            continue
+        number += 1
+        value: dict[str | int, str] = {}
+        for i, cell in enumerate(cells):
+            value[header[i] if i < len(header) else i] = cell
+        yield Record(number, row.start, value)
