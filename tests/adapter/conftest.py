@@ -86,3 +86,67 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out["gpt2-adapter"] = train_adapter(out["gpt2-a"], root / "gpt2-adapter", "gpt2")
     out["llama-adapter"] = train_adapter(out["llama-a"], root / "llama-adapter", "llama")
     return out
+
+
+def write_manifest(folder: Path, model_dir: str, arch: str, **method: Any) -> Path:
+    """A manifest beside a local base folder, its tree digest pinned."""
+    from ftmanifest.hashing import hash_tree
+
+    tree = hash_tree(folder / model_dir, use_cache=False).digest
+    targets = method.pop("target_modules", TARGETS[arch])
+    body = {
+        "ftmanifest": 1,
+        "experiment": {"id": f"{arch}-lora"},
+        "model": {"path": model_dir, "tree_digest": tree},
+        "method": {"kind": "lora", "r": LORA["r"], "alpha": LORA["lora_alpha"],
+                   "target_modules": targets, **method},
+        "export": {"path": "adapter", "bind": ["base_revision", "base_tree_digest",
+                                               "manifest_digest"]},
+    }  # fmt: skip
+    import json
+
+    path = folder / "exp.json"
+    path.write_text(json.dumps(body, indent=2), encoding="utf-8")
+    return path
+
+
+def trust_repo(folder: Path, *keys: Any) -> None:
+    """``folder`` a git repository whose trust file trusts ``keys``."""
+    import subprocess
+
+    from ftmanifest.signing.keys import public_key_line
+
+    subprocess.run(["git", "init", "-q", str(folder)], check=True, timeout=30)
+    trust = folder / ".ftmanifest" / "allowed_signers"
+    trust.parent.mkdir(exist_ok=True)
+    lines = [f'dev{i}@example.org namespaces="ftmanifest" {public_key_line(k.public_key(), "t")}'
+             for i, k in enumerate(keys)]  # fmt: skip
+    trust.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def signer() -> Any:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return Ed25519PrivateKey.generate()
+
+
+@pytest.fixture(scope="session")
+def bound(
+    models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, signer: Any
+) -> dict[str, Path]:
+    """Project folders (git repo + trust file + manifest + base + bound adapter), by arch.
+
+    Tests copy a project before changing anything in it."""
+    from ftmanifest.adapter.bind import bind_adapter
+
+    out: dict[str, Path] = {}
+    for arch in ("gpt2", "llama"):
+        project = tmp_path_factory.mktemp(f"project-{arch}")
+        trust_repo(project, signer)
+        copy_tree(models[f"{arch}-a"], project / "base")
+        copy_tree(models[f"{arch}-adapter"], project / "adapter")
+        manifest = write_manifest(project, "base", arch)
+        bind_adapter(project / "adapter", manifest, signer)
+        out[arch] = project
+    return out

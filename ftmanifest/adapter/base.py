@@ -1,0 +1,146 @@
+"""The base model an adapter is bound to or checked against, as found here.
+
+Layer: edge (finds folders, hashes files).  A base comes from a manifest
+(``model.path`` or the cached hub snapshot of ``model.repo@revision``, found
+and hashed by ``observe.observe_model`` as ``verify`` does), from a folder, or
+from a hub repo id and revision.  ``pinned_base_drift`` says where the base
+here differs from what the manifest pins (``bind`` refuses to bind to a
+drifted base).  Everything but ``BaseModel.tensors`` reads headers and file
+digests only; ``tensors`` is the tensor digest (cached by stat).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ftmanifest.adapter.tensors import TensorDigest, tensor_digest, tensor_shapes, weight_files
+from ftmanifest.errors import InputError
+from ftmanifest.findings import Finding
+
+
+@dataclass
+class BaseModel:
+    """A base model folder here, and what is known about where it came from."""
+
+    folder: Path
+    repo: str | None = None
+    revision: str | None = None
+    tree_digest: str | None = None
+    symlink_root: Path | None = None
+    use_cache: bool = True
+    _tensors: TensorDigest | None = field(default=None, repr=False)
+
+    @property
+    def files(self) -> list[Path]:
+        return weight_files(self.folder)
+
+    def tensors(self) -> TensorDigest:
+        if self._tensors is None:
+            self._tensors = tensor_digest(self.files, use_cache=self.use_cache)
+        return self._tensors
+
+    def shapes(self) -> dict[str, tuple[str, tuple[int, ...]]]:
+        return tensor_shapes(self.files)
+
+    def config(self) -> dict[str, Any]:
+        """``config.json`` (model_type, tie_word_embeddings...), or {} when absent."""
+        path = self.folder / "config.json"
+        if not path.is_file():
+            return {}
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(
+                f"unreadable model config: {exc}", path=str(path), expected="a JSON object"
+            ) from None
+        return data if isinstance(data, dict) else {}
+
+
+def from_folder(folder: str | Path, *, use_cache: bool = True) -> BaseModel:
+    from ftmanifest.hashing import hash_tree
+
+    top = Path(folder)
+    tree = hash_tree(top, use_cache=use_cache)
+    return BaseModel(top, tree_digest=tree.digest, use_cache=use_cache)
+
+
+def from_hub(repo: str, revision: str, *, use_cache: bool = True) -> BaseModel:
+    """The cached snapshot of ``repo`` at ``revision`` (never downloads)."""
+    from ftmanifest.hashing import hash_tree
+    from ftmanifest.hfcache import hub_snapshot
+
+    snap = hub_snapshot(repo, revision)
+    tree = hash_tree(snap.folder, use_cache=use_cache, symlink_root=snap.symlink_root)
+    return BaseModel(
+        snap.folder,
+        repo=repo,
+        revision=snap.commit or revision,
+        tree_digest=tree.digest,
+        symlink_root=snap.symlink_root,
+        use_cache=use_cache,
+    )
+
+
+def from_manifest(
+    manifest: Any, manifest_path: Path, *, use_cache: bool = True, allow_outside: bool = False
+) -> tuple[BaseModel, list[Finding]]:
+    """The manifest's base as found here, and where it drifted from the pins."""
+    from ftmanifest.observe import observe_model
+
+    state = observe_model(
+        manifest, manifest_path.parent, use_cache=use_cache, allow_outside=allow_outside
+    )
+    if state.error is not None:
+        raise state.error
+    assert state.folder is not None
+    m = manifest.model
+    base = BaseModel(
+        Path(state.folder),
+        repo=m.repo,
+        revision=state.commit or m.revision,
+        tree_digest=state.tree_digest,
+        use_cache=use_cache,
+    )
+    return base, pinned_base_drift(manifest, manifest_path, state)
+
+
+def pinned_base_drift(manifest: Any, manifest_path: Path, state: Any) -> list[Finding]:
+    """Rows where the base here differs from the manifest's ``model`` pins."""
+    m = manifest.model
+    where = str(manifest_path)
+    out: list[Finding] = []
+
+    def row(fld: str, expected: str, observed: str, hint: str) -> None:
+        out.append(
+            Finding(
+                kind="adapter",
+                rule="adapter.base-drifted",
+                message=f"the base model here differs from the manifest at {fld}",
+                path=where,
+                field=fld,
+                expected=expected,
+                observed=observed,
+                hint=hint,
+            )
+        )
+
+    fix = f"restore the pinned base, or re-pin it: ftmanifest lock {manifest_path}"
+    if m.repo is not None and m.revision and state.commit and state.commit != m.revision:
+        row("model.revision", m.revision, state.commit, fix)
+    if m.tree_digest is not None and state.tree_digest != m.tree_digest:
+        row("model.tree_digest", m.tree_digest, str(state.tree_digest), fix)
+    for i, f in enumerate(m.files):
+        seen = state.files.get(f.path)
+        if f.digest is not None and (seen is None or seen.digest != f.digest):
+            row(f"model.files[{i}].digest", f.digest, seen.digest if seen else "absent", fix)
+    if m.tree_digest is None and not any(f.digest for f in m.files):
+        row(
+            "model.tree_digest",
+            "a pinned digest",
+            "nothing pinned",
+            f"pin the base first: ftmanifest lock {manifest_path}",
+        )
+    return out

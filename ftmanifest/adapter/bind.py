@@ -1,0 +1,131 @@
+"""Bind a trained adapter to the base the manifest pins: judge, record, sign.
+
+Layer: edge (orchestrates ``base``, ``check`` and ``binding``; writes files).
+Refuses (``BindRefusedError``, exit 1, with the findings) when the base here
+drifted from the manifest's pins, when the adapter's LoRA facts are not the
+manifest's method, or when its tensors do not fit the base.  Then writes the
+metadata and config fields first and signs last, so the signed subjects are
+the files as they end up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ftmanifest.adapter import architecture as arch
+from ftmanifest.adapter import base as bases
+from ftmanifest.adapter.binding import (
+    ENVELOPE_NAME,
+    PREDICATE_TYPE,
+    Binding,
+    adapter_weight_files,
+    installed_versions,
+    metadata_entries,
+    method_facts,
+    read_config,
+    write_config_fields,
+    write_metadata,
+)
+from ftmanifest.adapter.check import manifest_findings
+from ftmanifest.adapter.tensors import tensor_shapes
+from ftmanifest.errors import FtManifestError, RefusedError
+from ftmanifest.findings import Finding
+
+
+class BindRefusedError(RefusedError):
+    """The adapter cannot be bound as it is (exit 1); carries the findings."""
+
+    reason = "not-bindable"
+
+
+@dataclass(frozen=True)
+class BindResult:
+    binding: Binding
+    envelope_path: Path
+    subjects: tuple[str, ...]
+    findings: tuple[Finding, ...]  # warnings only
+
+
+def bind_adapter(
+    adapter_dir: str | Path,
+    manifest_path: str | Path,
+    key: Any,
+    *,
+    use_cache: bool = True,
+    allow_outside: bool = False,
+) -> BindResult:
+    """Bind ``adapter_dir`` to the manifest's base, signed with ``key`` (Ed25519)."""
+    from ftmanifest.manifest import load_manifest
+
+    folder, mpath = Path(adapter_dir), Path(manifest_path)
+    loaded = load_manifest(mpath)
+    config = read_config(folder)
+    base, findings = bases.from_manifest(
+        loaded.manifest, mpath, use_cache=use_cache, allow_outside=allow_outside
+    )
+    findings += manifest_findings(loaded, config, None, str(folder))
+    facts = arch.LoraFacts.from_adapter_config(config)
+    shapes = base.shapes()
+    findings += arch.check_targets(shapes, facts, path=str(folder))
+    findings += arch.check_adapter_tensors(
+        tensor_shapes(adapter_weight_files(folder)),
+        shapes,
+        facts,
+        transposed=arch.is_transposed(base.config(), facts),
+        path=str(folder),
+    )
+    errors = [f for f in findings if f.severity == "error"]
+    if errors:
+        raise BindRefusedError(
+            f"refusing to bind: {errors[0].message}"
+            + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""),
+            path=errors[0].path,
+            field=errors[0].field,
+            expected=errors[0].expected,
+            observed=errors[0].observed,
+            hint=errors[0].hint,
+            findings=findings,
+        )
+    export = loaded.manifest.export
+    binding = Binding(
+        base_tensor_digest=base.tensors().digest,
+        base_tensors=base.tensors().tensors,
+        base_repo=base.repo,
+        base_revision=base.revision,
+        base_tree_digest=base.tree_digest,
+        manifest_digest=loaded.digest(),
+        method=method_facts(config),
+        versions=installed_versions(),
+        required=tuple(export.bind) if export is not None else (),
+    )
+    for path in adapter_weight_files(folder):
+        write_metadata(path, metadata_entries(binding))
+    write_config_fields(folder, base.repo, base.revision)
+    envelope_path, subjects = sign_binding(folder, binding, key, use_cache=use_cache)
+    return BindResult(binding, envelope_path, subjects, tuple(findings))
+
+
+def sign_binding(
+    folder: Path, binding: Binding, key: Any, *, use_cache: bool = True
+) -> tuple[Path, tuple[str, ...]]:
+    """Sign ``binding`` with every file of ``folder`` (but the envelope) as a
+    subject; write the envelope beside them.  Returns its path and the subjects."""
+    from ftmanifest.fsutil import atomic_write_bytes
+    from ftmanifest.hashing import hash_files, list_tree
+    from ftmanifest.signing.attest import sign_statement
+    from ftmanifest.signing.intoto import Subject
+
+    listing = {r: p for r, p in list_tree(folder).items() if r != ENVELOPE_NAME}
+    digests = hash_files(listing.values(), use_cache=use_cache)
+    subjects = []
+    for rel, p in listing.items():
+        got = digests[p]
+        if isinstance(got, FtManifestError):
+            raise got
+        subjects.append(Subject.from_digest(rel, got.digest))
+    envelope = sign_statement(subjects, PREDICATE_TYPE, binding.predicate(), key)
+    target = folder / ENVELOPE_NAME
+    atomic_write_bytes(target, envelope.to_bytes())
+    return target, tuple(listing)

@@ -1,0 +1,347 @@
+"""Judge an adapter against a base model: the findings of ``check-adapter``.
+
+Layer: judging core over the edges that read (headers, configs, digests,
+the signed binding); returns ``Finding`` records of kind ``adapter``, never
+raises on a refusal (only on unusable input).  Rules, each its own refusal:
+
+  adapter.binding-missing      no signed binding beside the adapter
+  adapter.binding-untrusted    its signature is refused (reason in ``extra``)
+  adapter.binding-malformed    the signed predicate is not a binding
+  adapter.files-changed        an adapter file changed, vanished or appeared after binding
+  adapter.base-weights-differ  the base's tensor digest is not the bound one
+  adapter.manifest-differs     bound under another manifest (error when export.bind asks)
+  adapter.method-differs       r/alpha/targets/... differ from the manifest's method
+  adapter.target-missing / target-not-wrappable / modules-to-save-missing
+  adapter.shape-mismatch / unexpected-tensor / missing-tensor   (``architecture``)
+  adapter.base-revision-differs, adapter.base-files-differ,
+  adapter.base-drifted, adapter.version-differs               (warnings)
+
+Only headers and configs are read, plus the base's bytes once for the tensor
+digest (cached by stat): checking a 7B base costs hashing, not loading.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ftmanifest.adapter import architecture as arch
+from ftmanifest.adapter import base as bases
+from ftmanifest.adapter.binding import (
+    ENVELOPE_NAME,
+    METHOD_FIELDS,
+    PREDICATE_TYPE,
+    Binding,
+    adapter_weight_files,
+    installed_versions,
+    method_facts,
+    read_config,
+)
+from ftmanifest.adapter.tensors import tensor_shapes
+from ftmanifest.errors import RefusedError, UsageError
+from ftmanifest.findings import Finding
+
+if TYPE_CHECKING:
+    from ftmanifest.findings import Severity
+
+
+class AdapterRefusedError(RefusedError):
+    """An adapter does not fit the base it is checked against (exit 1); carries the findings."""
+
+    reason = "adapter-refused"
+
+
+@dataclass
+class AdapterReport:
+    adapter_dir: Path
+    envelope_path: Path
+    base_folder: Path | None = None
+    binding: Binding | None = None
+    signers: tuple[str, ...] = ()
+    findings: list[Finding] = field(default_factory=list)
+    tensor_digest: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "adapter": str(self.adapter_dir),
+            "binding": str(self.envelope_path),
+            "base": str(self.base_folder) if self.base_folder else None,
+            "base_tensor_digest": self.tensor_digest,
+            "bound": self.binding.predicate() if self.binding else None,
+            "signers": list(self.signers),
+            "ok": self.ok,
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+def finding(rule: str, message: str, severity: Severity = "error", **kw: Any) -> Finding:
+    return Finding(kind="adapter", rule=f"adapter.{rule}", message=message, severity=severity, **kw)
+
+
+def check_adapter(
+    adapter_dir: str | Path,
+    *,
+    manifest_path: str | Path | None = None,
+    base_dir: str | Path | None = None,
+    base_repo: str | None = None,
+    revision: str | None = None,
+    base: bases.BaseModel | None = None,
+    trust_path: Path | None = None,
+    use_cache: bool = True,
+    allow_outside: bool = False,
+    now: datetime | None = None,
+) -> AdapterReport:
+    """Every finding for ``adapter_dir`` against the base given (one of
+    ``base``, ``base_dir``, ``base_repo``+``revision``, the manifest's base,
+    else the base the binding names)."""
+    folder = Path(adapter_dir)
+    config = read_config(folder)
+    report = AdapterReport(folder, folder / ENVELOPE_NAME)
+    _read_binding(report, manifest_path, trust_path, now, use_cache)
+    loaded = None
+    if manifest_path is not None:
+        from ftmanifest.manifest import load_manifest
+
+        loaded = load_manifest(manifest_path)
+    if base is None:
+        base = _find_base(report, loaded, manifest_path, base_dir, base_repo, revision,
+                          use_cache, allow_outside)  # fmt: skip
+    report.base_folder = base.folder
+    where = str(folder)
+    facts = arch.LoraFacts.from_adapter_config(config)
+    shapes = base.shapes()
+    report.findings += arch.check_targets(shapes, facts, path=where)
+    adapter_shapes = tensor_shapes(adapter_weight_files(folder))
+    transposed = arch.is_transposed(base.config(), facts)
+    report.findings += arch.check_adapter_tensors(
+        adapter_shapes, shapes, facts, transposed=transposed, path=where
+    )
+    if loaded is not None:
+        report.findings += manifest_findings(loaded, config, report.binding, where)
+    if report.binding is not None:
+        report.tensor_digest = base.tensors().digest
+        report.findings += base_findings(report.binding, base, report.tensor_digest, where)
+    return report
+
+
+def _find_base(
+    report: AdapterReport,
+    loaded: Any,
+    manifest_path: str | Path | None,
+    base_dir: str | Path | None,
+    base_repo: str | None,
+    revision: str | None,
+    use_cache: bool,
+    allow_outside: bool,
+) -> bases.BaseModel:
+    if base_dir is not None:
+        return bases.from_folder(base_dir, use_cache=use_cache)
+    if base_repo is not None:
+        if not revision:
+            raise UsageError("--base-repo needs --revision", field="--revision",
+                             hint="give the 40-hex commit the adapter was trained on")  # fmt: skip
+        return bases.from_hub(base_repo, revision, use_cache=use_cache)
+    if loaded is not None:
+        mpath = Path(str(manifest_path))
+        base, drift = bases.from_manifest(
+            loaded.manifest, mpath, use_cache=use_cache, allow_outside=allow_outside
+        )
+        report.findings += [f._replace(severity="warning") for f in drift]
+        return base
+    b = report.binding
+    if b is not None and b.base_repo and b.base_revision:
+        return bases.from_hub(b.base_repo, b.base_revision, use_cache=use_cache)
+    raise UsageError(
+        "no base model to check the adapter against",
+        field="--base",
+        expected="--manifest M, --base DIR, or --base-repo ID --revision SHA",
+        hint="name the base: ftmanifest check-adapter ADAPTER --base DIR",
+    )
+
+
+def _read_binding(
+    report: AdapterReport,
+    manifest_path: str | Path | None,
+    trust_path: Path | None,
+    now: datetime | None,
+    use_cache: bool,
+) -> None:
+    """Verify the signed binding; set ``report.binding`` or add why not."""
+    from ftmanifest.signing._files import ENVELOPE_MAX_BYTES, read_untrusted
+    from ftmanifest.signing.attest import verify_statement
+    from ftmanifest.signing.errors import SignatureRefusedError
+    from ftmanifest.signing.locate import choose_trust_file
+    from ftmanifest.signing.trust import load_trust
+
+    env = report.envelope_path
+    where = str(report.adapter_dir)
+    bind_hint = f"bind it: ftmanifest bind {report.adapter_dir} --manifest M --key KEY"
+    try:
+        raw = read_untrusted(env, limit=ENVELOPE_MAX_BYTES, what="adapter binding",
+                             hint="do not trust it; " + bind_hint)  # fmt: skip
+    except FileNotFoundError:
+        report.findings.append(finding(
+            "binding-missing", "the adapter has no signed binding", path=where,
+            field=ENVELOPE_NAME, expected=f"a signed binding at {env}", observed="absent",
+            hint=bind_hint,
+        ))  # fmt: skip
+        return
+    source = choose_trust_file(Path(manifest_path) if manifest_path else env, trust_path)
+    try:
+        verified = verify_statement(raw, trust=load_trust(source.path), now=now, path=env,
+                                    expected_predicate_type=PREDICATE_TYPE)  # fmt: skip
+    except SignatureRefusedError as exc:
+        report.findings.append(finding(
+            "binding-untrusted", f"the binding's signature is refused ({exc.reason})",
+            path=str(env), field="signature", expected=exc.expected or "a trusted signature",
+            observed=exc.observed or exc.message, hint=exc.hint, extra={"reason": exc.reason},
+        ))  # fmt: skip
+        return
+    report.signers = tuple(sorted({p for s in verified.verdict.signatures
+                                   if s.status == "valid" for p in s.principals}))  # fmt: skip
+    try:
+        report.binding = Binding.from_predicate(verified.predicate)
+    except ValueError as exc:
+        report.findings.append(finding(
+            "binding-malformed", f"the signed binding is not one ftmanifest reads: {exc}",
+            path=str(env), field="predicate", expected=PREDICATE_TYPE, observed=str(exc),
+            hint=bind_hint,
+        ))  # fmt: skip
+    report.findings += files_findings(report.adapter_dir, verified.statement, use_cache)
+
+
+def files_findings(folder: Path, statement: Any, use_cache: bool) -> list[Finding]:
+    """Every adapter file is a subject, with the digest it was bound with."""
+    from ftmanifest.errors import FtManifestError
+    from ftmanifest.hashing import hash_files, list_tree
+
+    listing = {r: p for r, p in list_tree(folder).items() if r != ENVELOPE_NAME}
+    digests = hash_files(listing.values(), use_cache=use_cache)
+    bound = {s.name for s in statement.subjects}
+    out: list[Finding] = []
+    rebind = f"undo the change, or bind again: ftmanifest bind {folder} --manifest M --key KEY"
+    for rel, p in listing.items():
+        got = digests[p]
+        seen = got.message if isinstance(got, FtManifestError) else got.digest
+        want = statement.digest_of(rel)
+        if want is None or want != seen:
+            out.append(finding(
+                "files-changed", f"adapter file {rel} changed after binding"
+                if want else f"adapter file {rel} appeared after binding",
+                path=str(p), field=rel, expected=want or "no such file", observed=seen,
+                hint=rebind,
+            ))  # fmt: skip
+    for rel in sorted(bound - set(listing)):
+        out.append(finding(
+            "files-changed", f"adapter file {rel} is gone since binding", path=str(folder / rel),
+            field=rel, expected=statement.digest_of(rel), observed="absent", hint=rebind,
+        ))  # fmt: skip
+    return out
+
+
+def base_findings(b: Binding, base: bases.BaseModel, digest: str, where: str) -> list[Finding]:
+    out: list[Finding] = []
+    if digest != b.base_tensor_digest:
+        named = f"{b.base_repo}@{b.base_revision}" if b.base_repo else "the bound base"
+        out.append(finding(
+            "base-weights-differ", f"the base's weights are not those the adapter was bound to "
+            f"({named})", path=str(base.folder), field="base.tensorDigest",
+            expected=b.base_tensor_digest, observed=digest,
+            hint="load the adapter only on its own base"
+            + (f": huggingface-cli download {b.base_repo} --revision {b.base_revision}"
+               if b.base_repo else ""),
+        ))  # fmt: skip
+        return out
+    if b.base_revision and base.revision and base.revision != b.base_revision:
+        out.append(finding(
+            "base-revision-differs", "another revision, with the very same weights",
+            "warning", path=where, field="base.revision", expected=b.base_revision,
+            observed=base.revision, hint="fine for loading; pin the bound revision to be exact",
+        ))  # fmt: skip
+    if b.base_tree_digest and base.tree_digest and base.tree_digest != b.base_tree_digest:
+        out.append(finding(
+            "base-files-differ", "the base's files differ (re-saved or re-sharded?) but its "
+            "weights are the same", "warning", path=str(base.folder), field="base.treeDigest",
+            expected=b.base_tree_digest, observed=base.tree_digest,
+            hint="fine for loading: the tensor digest matches",
+        ))  # fmt: skip
+    here = installed_versions()
+    for name, bound in sorted(b.versions.items()):
+        if bound and here.get(name) and here[name] != bound:
+            out.append(finding(
+                "version-differs", f"{name} {here[name]} here, {bound} when bound", "warning",
+                path=where, field=f"versions.{name}", expected=bound, observed=here[name],
+                hint=f"pip install {name}=={bound} to load it exactly as trained",
+            ))  # fmt: skip
+    return out
+
+
+def manifest_findings(
+    loaded: Any, config: dict[str, Any], binding: Binding | None, where: str
+) -> list[Finding]:
+    """The adapter's LoRA facts are the manifest's method; bound under it."""
+    out: list[Finding] = []
+    method = loaded.manifest.method
+    observed = method_facts(config)
+    if method is None or method.kind != "lora":
+        kind = method.kind if method is not None else "none"
+        out.append(finding(
+            "method-differs", "the manifest's method is not LoRA", path=str(loaded.path),
+            field="method.kind", expected="lora", observed=kind,
+            hint="check-adapter judges LoRA adapters; declare method.kind: lora",
+        ))  # fmt: skip
+        return out
+    expected = {name: getattr(method, name, None) for name in METHOD_FIELDS}
+    expected["kind"] = "lora"
+    for name in METHOD_FIELDS:
+        want, got = expected[name], observed[name]
+        if name == "target_modules" and want is None:
+            continue  # peft's default targets for the architecture
+        if isinstance(want, list):
+            want = sorted(want)
+        if isinstance(want, (int, float)) and isinstance(got, (int, float)):
+            same = float(want) == float(got)
+        else:
+            same = want == got
+        if not same:
+            out.append(finding(
+                "method-differs", f"the adapter's {name} is not the manifest's",
+                path=where, field=f"method.{name}", expected=str(want), observed=str(got),
+                hint="this adapter was trained with another configuration; train it from "
+                "this manifest, or check it against its own",
+            ))  # fmt: skip
+    export = loaded.manifest.export
+    required = export.bind if export is not None else []
+    if binding is not None and binding.manifest_digest != loaded.digest():
+        strict = "manifest_digest" in required or "manifest_digest" in binding.required
+        out.append(finding(
+            "manifest-differs", "the adapter was bound under another manifest",
+            "error" if strict else "warning", path=str(loaded.path), field="manifest.digest",
+            expected=loaded.digest(), observed=str(binding.manifest_digest),
+            hint="check it against the manifest it was trained from, or bind it again",
+        ))  # fmt: skip
+    return out
+
+
+def require_ok(report: AdapterReport) -> AdapterReport:
+    """``report``, or ``AdapterRefusedError`` carrying its findings."""
+    if report.ok:
+        return report
+    errors = [f for f in report.findings if f.severity == "error"]
+    first = errors[0]
+    raise AdapterRefusedError(
+        f"adapter refused: {first.message}"
+        + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""),
+        path=first.path,
+        field=first.field,
+        expected=first.expected,
+        observed=first.observed,
+        hint=first.hint,
+        findings=report.findings,
+    )
