@@ -19,6 +19,7 @@ from ftmanifest.manifest.pinned import pinned_files
 
 if TYPE_CHECKING:
     from ftmanifest.findings import Severity
+    from ftmanifest.location import Loc
     from ftmanifest.manifest.model import Manifest
     from ftmanifest.observe import FileState, Observed
 
@@ -27,7 +28,7 @@ GIB = 1 << 30
 
 def _row(
     rule: str,
-    field: str,
+    loc: Loc,
     message: str,
     expected: object,
     observed: object,
@@ -35,12 +36,12 @@ def _row(
     severity: Severity = "error",
     path: str | None = None,
 ) -> Finding:
-    return Finding(
+    return Finding.at(
+        loc,
         kind="drift",
         rule=rule,
         message=message,
         path=path,
-        field=field,
         expected=None if expected is None else str(expected),
         observed=None if observed is None else str(observed),
         severity=severity,
@@ -60,7 +61,7 @@ def _python(m: Manifest, seen: Observed) -> Iterator[Finding]:
     if want and want != have:
         yield _row(
             "drift.python",
-            "environment.python",
+            ("environment", "python"),
             "Python version differs",
             want,
             have,
@@ -97,7 +98,7 @@ def _packages(m: Manifest, seen: Observed) -> Iterator[Finding]:
     installed = {normalize_name(k): v for k, v in seen.installed.items()}
     for name, spec in m.environment.packages.items():
         have = installed.get(normalize_name(name))
-        field = f"environment.packages.{name}"
+        field = ("environment", "packages", name)
         shown = "absent" if have is None else f"=={have}"
         pin = exact_pin(spec)
         equal = None if pin is None else same_version(*pin, have) if have is not None else False
@@ -148,7 +149,7 @@ def _backend(m: Manifest, seen: Observed) -> Iterator[Finding]:
         if expected is not None and str(expected) != str(have.get(key)):
             yield _row(
                 "drift.backend",
-                f"environment.backend.{key}",
+                ("environment", "backend", key),
                 f"{what} differs",
                 expected,
                 have.get(key) or "absent",
@@ -167,7 +168,7 @@ def _backend(m: Manifest, seen: Observed) -> Iterator[Finding]:
                 ),
                 None,
             )
-        field = f"environment.backend.devices[{i}]"
+        field: Loc = ("environment", "backend", "devices", i)
         seen_text = (
             ", ".join(
                 f"{d.get('name')} x{d.get('count', 1)} (cc {d.get('compute_capability')})"
@@ -188,7 +189,7 @@ def _backend(m: Manifest, seen: Observed) -> Iterator[Finding]:
         if dev.compute_capability and match.get("compute_capability") != dev.compute_capability:
             yield _row(
                 "drift.device",
-                f"{field}.compute_capability",
+                (*field, "compute_capability"),
                 "device compute capability differs",
                 dev.compute_capability,
                 match.get("compute_capability"),
@@ -197,7 +198,7 @@ def _backend(m: Manifest, seen: Observed) -> Iterator[Finding]:
         if int(1 if match.get("count") is None else match["count"]) < dev.count:
             yield _row(
                 "drift.device",
-                f"{field}.count",
+                (*field, "count"),
                 f"fewer {dev.name} devices",
                 dev.count,
                 match.get("count"),
@@ -211,7 +212,7 @@ def _env_vars(m: Manifest, seen: Observed) -> Iterator[Finding]:
         if have != want:
             yield _row(
                 "drift.env-var",
-                f"environment.env_vars.{name}",
+                ("environment", "env_vars", name),
                 f"environment variable {name} differs",
                 want,
                 "unset" if have is None else have,
@@ -234,7 +235,7 @@ def _code(m: Manifest, seen: Observed) -> Iterator[Finding]:
             observed += ")"
         yield _row(
             "drift.code",
-            "environment.code.commit",
+            ("environment", "code", "commit"),
             "training code commit differs",
             want.commit,
             observed,
@@ -246,7 +247,7 @@ def _code(m: Manifest, seen: Observed) -> Iterator[Finding]:
         # no tree here (dirty or clean) can be judged to be the code that ran.
         yield _row(
             "drift.code",
-            "environment.code.dirty",
+            ("environment", "code", "dirty"),
             "the manifest was locked with uncommitted changes: the code cannot be checked",
             "a manifest locked on a clean tree",
             "dirty now" if have.get("dirty") else "clean now",
@@ -255,7 +256,7 @@ def _code(m: Manifest, seen: Observed) -> Iterator[Finding]:
     elif want.commit and have.get("dirty"):
         yield _row(
             "drift.code",
-            "environment.code.dirty",
+            ("environment", "code", "dirty"),
             "training code has uncommitted changes",
             "clean tree",
             "dirty",
@@ -269,7 +270,7 @@ def _model(m: Manifest, seen: Observed) -> Iterator[Finding]:
         err = model.error
         yield _row(
             "drift.model-revision",
-            err.field or "model",
+            err.loc or ("model",),
             err.message,
             err.expected,
             err.observed,
@@ -280,7 +281,7 @@ def _model(m: Manifest, seen: Observed) -> Iterator[Finding]:
         for i, f in enumerate(m.model.files):
             yield _row(
                 "drift.model-unchecked",
-                f"model.files[{i}]",
+                ("model", "files", i),
                 f"model file {f.path} was not checked: the pinned snapshot is not here",
                 f.digest,
                 "not checked",
@@ -289,11 +290,11 @@ def _model(m: Manifest, seen: Observed) -> Iterator[Finding]:
             )
         return
     if m.model.repo is not None and not COMMIT_RE.match(m.model.revision or ""):
-        yield _unpinned("model.revision", f"hub model {m.model.repo}", model.commit)
+        yield _unpinned(("model", "revision"), f"hub model {m.model.repo}", model.commit)
     elif model.commit and m.model.revision and model.commit != m.model.revision:
         yield _row(
             "drift.model-revision",
-            "model.revision",
+            ("model", "revision"),
             "model snapshot is another commit",
             m.model.revision,
             model.commit,
@@ -308,7 +309,7 @@ def _model(m: Manifest, seen: Observed) -> Iterator[Finding]:
         others = sorted(p for p in model.files if p not in {f.path for f in m.model.files})
         yield _row(
             "drift.model-tree",
-            "model.tree_digest",
+            ("model", "tree_digest"),
             "model folder differs from the pin",
             tree_want,
             tree_have or "not computed: a file could not be hashed",
@@ -324,7 +325,7 @@ def _model_files(m: Manifest, seen: Observed) -> Iterator[Finding]:
     for i, f in enumerate(m.model.files):
         listed.add(f.path)
         have = model.files.get(f.path)
-        field = f"model.files[{i}]"
+        field = ("model", "files", i)
         if have is None:
             yield _row(
                 "drift.model-file",
@@ -371,7 +372,7 @@ def _model_files(m: Manifest, seen: Observed) -> Iterator[Finding]:
         )
         yield _row(
             "drift.model-extra",
-            "model.files",
+            ("model", "files"),
             f"{what} in the model folder, not in the manifest",
             "only the pinned files",
             error or p,
@@ -380,7 +381,7 @@ def _model_files(m: Manifest, seen: Observed) -> Iterator[Finding]:
         )
 
 
-def _unpinned(field: str, what: str, observed: str | None) -> Finding:
+def _unpinned(field: Loc, what: str, observed: str | None) -> Finding:
     """A pin left empty: verify has nothing to compare with, so it refuses (lint warns too)."""
     return _row(
         "drift.unpinned",
@@ -393,7 +394,7 @@ def _unpinned(field: str, what: str, observed: str | None) -> Finding:
 
 
 def _file_rows(
-    rule: str, field: str, what: str, want_digest: str | None, have: FileState, fix: str
+    rule: str, field: Loc, what: str, want_digest: str | None, have: FileState, fix: str
 ) -> Iterator[Finding]:
     if have.error:
         yield _row(
@@ -423,7 +424,7 @@ def _data(m: Manifest, seen: Observed) -> Iterator[Finding]:
     for i, (entry, have) in enumerate(zip(m.data, seen.data, strict=True)):
         yield from _file_rows(
             "drift.data",
-            f"data[{i}].digest",
+            ("data", i, "digest"),
             f"data {entry.name!r}",
             entry.digest,
             have,
@@ -437,7 +438,7 @@ def _data(m: Manifest, seen: Observed) -> Iterator[Finding]:
         ):
             yield _row(
                 "drift.records",
-                f"data[{i}].records",
+                ("data", i, "records"),
                 f"data {entry.name!r} record count differs",
                 entry.records,
                 have.records,
@@ -447,12 +448,12 @@ def _data(m: Manifest, seen: Observed) -> Iterator[Finding]:
 
 
 def _pinned(m: Manifest, seen: Observed) -> Iterator[Finding]:
-    for field, _path, digest in pinned_files(m):
-        have = seen.pinned.get(field)
+    for loc, _path, digest in pinned_files(m):
+        have = seen.pinned.get(loc)
         if have is not None:
             yield from _file_rows(
                 "drift.file",
-                f"{field}.digest",
+                (*loc, "digest"),
                 "pinned file",
                 digest,
                 have,
@@ -473,7 +474,7 @@ def _disk(m: Manifest, seen: Observed) -> Iterator[Finding]:
     if need and seen.disk_free < need:
         yield _row(
             "drift.disk",
-            "experiment.budget.disk_gib",
+            ("experiment", "budget", "disk_gib"),
             "not enough free disk for the run",
             f">= {need / GIB:.1f} GiB",
             f"{seen.disk_free / GIB:.1f} GiB free",

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from typing import ClassVar
 
     from ftmanifest.findings import Finding
+    from ftmanifest.location import Loc
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -49,6 +50,7 @@ class FtManifestError(Exception):
         observed: str | None = None,
         hint: str | None = None,
         findings: Sequence[Finding] = (),
+        loc: Loc | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -60,6 +62,12 @@ class FtManifestError(Exception):
         self.observed = observed
         self.hint = hint
         self.findings: tuple[Finding, ...] = tuple(findings)
+        # ``loc``: the manifest location as a tuple; ``field`` is its text
+        self.loc = loc
+        if loc is not None and field is None:
+            from ftmanifest.location import format_loc
+
+            self.field = format_loc(loc)
 
     def location(self) -> str:
         """``file:line:col`` as far as it is known, or an empty string."""

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from typing import Any, Literal, NamedTuple
 
+    from ftmanifest.location import Loc
+
     Severity = Literal["error", "warning", "info"]
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -24,8 +26,8 @@ SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 _NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
 
 _FIELDS = ("kind", "rule", "message", "path", "line", "column", "field", "expected",
-           "observed", "severity", "hint", "fingerprint", "excerpt", "extra")  # fmt: skip
-_DEFAULTS = (None, None, None, None, None, None, "error", None, None, None, _NO_EXTRA)
+           "observed", "severity", "hint", "fingerprint", "excerpt", "extra", "loc")  # fmt: skip
+_DEFAULTS = (None, None, None, None, None, None, "error", None, None, None, _NO_EXTRA, None)
 
 if TYPE_CHECKING:
 
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
         fingerprint: str | None = None
         excerpt: str | None = None
         extra: Mapping[str, Any] = _NO_EXTRA
+        loc: Loc | None = None
 else:
     _FindingBase = namedtuple("Finding", _FIELDS, defaults=_DEFAULTS)
 
@@ -57,9 +60,21 @@ class Finding(_FindingBase):
     ``kind`` says which family of check produced it (``lint``, ``drift``,
     ``secret``, ``pii``, ``unsafe-pickle``, ``malformed``, ``not-scanned``...);
     ``rule`` is a stable identifier within that family (``FTM001``).
+
+    ``loc`` is the manifest location the finding is about, as a tuple
+    (``("data", 0, "digest")``); ``field`` is its text (``data[0].digest``).
+    Build both at once with ``Finding.at(loc, ...)``; code that matches or
+    edits a location uses ``loc``, never the text.
     """
 
     __slots__ = ()
+
+    @classmethod
+    def at(cls, loc: Loc, **fields: Any) -> Finding:
+        """A finding about manifest location ``loc`` (``field`` is its text)."""
+        from ftmanifest.location import format_loc
+
+        return cls(field=format_loc(loc), loc=loc, **fields)
 
     def location(self) -> str:
         parts: list[str] = [self.path or "-"]

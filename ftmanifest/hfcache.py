@@ -43,7 +43,7 @@ def hub_snapshot(
     except ImportError as exc:  # a core dependency; only a broken install lacks it
         raise InputError(
             f"cannot read the Hugging Face cache for {repo_id}: huggingface_hub is not importable",
-            field="model.repo",
+            loc=("model", "repo"),
             expected="huggingface_hub installed (a dependency of ftmanifest)",
             observed=_first_line(exc),
             hint="pip install 'huggingface-hub>=0.23' (or reinstall ftmanifest)",
@@ -66,7 +66,7 @@ def hub_snapshot(
         )
         raise SnapshotNotFoundError(
             f"{what} is not in the local Hugging Face cache",
-            field="model.revision",
+            loc=("model", "revision"),
             expected=f"a cached snapshot of {repo_id}@{wanted}",
             observed=_first_line(exc),
             hint=f"download it: {download_command(repo_id, wanted)}"
@@ -97,7 +97,7 @@ def local_snapshot(folder: Path) -> Snapshot:
         raise SnapshotNotFoundError(
             "model folder does not exist",
             path=str(folder),
-            field="model.path",
+            loc=("model", "path"),
             expected="a folder with the model files",
             observed="absent",
             hint="fix model.path, or build/download the model there",

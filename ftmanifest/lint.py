@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 
 from ftmanifest.findings import Finding, sort_findings
-from ftmanifest.manifest.load import Document, Loc, format_loc
+from ftmanifest.location import Loc, format_loc
+from ftmanifest.manifest.load import Document
 from ftmanifest.manifest.patterns import COMMIT_RE
 
 TYPE_CHECKING = False  # no runtime `typing` on the pre-commit path (see findings.py)
@@ -347,6 +348,7 @@ def lint_document(doc: Document) -> list[Finding]:
                     line=line,
                     column=col,
                     field=format_loc(p.loc) or None,
+                    loc=p.loc,
                     expected=p.expected,
                     observed=p.observed,
                     hint=p.hint,

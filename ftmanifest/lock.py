@@ -13,10 +13,15 @@ import difflib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import FtManifestError, InputError
-from ftmanifest.manifest.edit import Loc, apply_json, apply_yaml, parse_field
+from ftmanifest.location import Loc, format_loc
+from ftmanifest.manifest.edit import apply_json, apply_yaml
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest.model import Manifest
+    from ftmanifest.observe import Observed
 
 # Pinned by `lock` when installed, besides what the manifest already lists.
 DEFAULT_PACKAGES = (
@@ -59,14 +64,17 @@ class LockResult:
         )
 
 
+Update = tuple[Loc, Any]  # a manifest location and the value to write there
+
+
 def updates_for(
     manifest_path: Path,
     *,
     use_cache: bool = True,
     code_dir: Path | None = None,
     allow_outside: bool = False,
-) -> tuple[list[tuple[Loc, Any]], list[str]]:
-    """The (field path, value) pairs that pin the manifest to this machine."""
+) -> tuple[list[Update], list[str]]:
+    """The (location, value) pairs that pin the manifest to this machine, and notes."""
     from ftmanifest.manifest import load_manifest
     from ftmanifest.observe import observe
 
@@ -83,10 +91,22 @@ def updates_for(
     if seen.model.error is not None:
         raise _in_manifest(seen.model.error, loaded.document, manifest_path)
     notes: list[str] = []
-    env = seen.environment
-    wanted = set(m.environment.packages) | {p for p in DEFAULT_PACKAGES if p in seen.installed}
+    ups = [
+        *_environment(m, seen, notes),
+        *_model(m, seen, notes),
+        *_data(m, seen),
+        *_pinned(seen),
+    ]
+    return ups, notes
+
+
+def _environment(m: Manifest, seen: Observed, notes: list[str]) -> list[Update]:
+    """Python, packages (those listed plus ``DEFAULT_PACKAGES`` installed here),
+    backend, environment variables and the training code's commit."""
     from ftmanifest.probe.fields import package_pins
 
+    env = seen.environment
+    wanted = set(m.environment.packages) | {p for p in DEFAULT_PACKAGES if p in seen.installed}
     packages = package_pins(seen.installed, wanted)
     for name in sorted(set(m.environment.packages) - set(packages)):
         notes.append(f"package {name} is listed but not installed: kept as it was")
@@ -99,7 +119,7 @@ def updates_for(
         else:
             env_vars[name] = value
     backend = {k: v for k, v in env["backend"].items() if v not in (None, [])}
-    ups: list[tuple[Loc, Any]] = [
+    ups: list[Update] = [
         (("environment", "python"), env["python"]),
         (("environment", "packages"), dict(sorted(packages.items()))),
         (("environment", "backend"), backend),
@@ -113,7 +133,13 @@ def updates_for(
                 "training code has uncommitted changes: pinned as dirty, which verify "
                 "refuses (the changes are recorded nowhere); commit them and lock again"
             )
+    return ups
+
+
+def _model(m: Manifest, seen: Observed, notes: list[str]) -> list[Update]:
+    """The revision resolved to a commit, every file's digest and size, the tree digest."""
     model = seen.model
+    ups: list[Update] = []
     if model.commit is not None:
         if m.model.revision != model.commit:
             notes.append(f"model revision {m.model.revision or 'main'} resolved to {model.commit}")
@@ -123,27 +149,39 @@ def updates_for(
     ]
     ups.append((("model", "files"), files))
     ups.append((("model", "tree_digest"), model.tree_digest))
+    return ups
+
+
+def _data(m: Manifest, seen: Observed) -> list[Update]:
+    """Each data entry's digest and record count; an unreadable entry stops the lock."""
+    ups: list[Update] = []
     for i, (entry, state) in enumerate(zip(m.data, seen.data, strict=True)):
         if state.error is not None:
             raise InputError(
                 f"data {entry.name!r}: {state.error}",
                 path=entry.path,
-                field=f"data[{i}].path",
+                loc=("data", i, "path"),
                 hint="fix the path or create the data",
             )
         ups.append((("data", i, "digest"), state.digest))
         if state.records is not None:
             ups.append((("data", i, "records"), state.records))
-    for field_name, state in seen.pinned.items():
+    return ups
+
+
+def _pinned(seen: Observed) -> list[Update]:
+    """The lock file, cleaning and transform scripts, baseline results and config."""
+    ups: list[Update] = []
+    for loc, state in seen.pinned.items():
         if state.error is not None:
             raise InputError(
-                f"{field_name}: {state.path}: {state.error}",
+                f"{format_loc(loc)}: {state.path}: {state.error}",
                 path=state.path,
-                field=field_name,
+                loc=loc,
                 hint="fix the path or create the file",
             )
-        ups.append((parse_field(field_name) + ("digest",), state.digest))
-    return ups, notes
+        ups.append(((*loc, "digest"), state.digest))
+    return ups
 
 
 def _in_manifest(exc: FtManifestError, document: Any, manifest_path: Path) -> FtManifestError:
@@ -151,8 +189,8 @@ def _in_manifest(exc: FtManifestError, document: Any, manifest_path: Path) -> Ft
     its fields that was raised without knowing which file asked."""
     if exc.path is None:
         exc.path = str(manifest_path)
-        if exc.field:
-            exc.line, exc.column = document.position(parse_field(exc.field))
+        if exc.loc is not None:
+            exc.line, exc.column = document.position(exc.loc)
     return exc
 
 

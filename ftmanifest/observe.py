@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import FtManifestError, InputError
 from ftmanifest.hfcache import Snapshot, hub_snapshot, local_snapshot
+from ftmanifest.location import Loc
 from ftmanifest.manifest.pinned import pinned_files
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ class Observed:
     env_values: dict[str, str | None]
     model: ModelState
     data: list[FileState]  # one per manifest.data entry, in order (names may repeat)
-    pinned: dict[str, FileState]  # manifest field path -> state (lock file, scripts, baseline)
+    pinned: dict[Loc, FileState]  # manifest location -> state (lock file, scripts, baseline)
     disk_free: int | None
     disk_path: str
     code_ancestry: Any = None  # probe.git_ancestry.AncestryResult when HEAD != the pin
@@ -66,7 +67,7 @@ class PathUnresolvableError(PathOutsideError):
     stay inside the manifest's folder, so it is refused like one that leaves it."""
 
 
-def resolve_inside(base: Path, rel: str, field_name: str, allow_outside: bool) -> Path:
+def resolve_inside(base: Path, rel: str, loc: Loc, allow_outside: bool) -> Path:
     """``base / rel``, refused if it (or a symlink in it) leads outside ``base``."""
     candidate = Path(rel)
     path = candidate if candidate.is_absolute() else base / candidate
@@ -79,7 +80,7 @@ def resolve_inside(base: Path, rel: str, field_name: str, allow_outside: bool) -
         raise PathUnresolvableError(
             "path cannot be resolved (a symlink loop?)",
             path=rel,
-            field=field_name,
+            loc=loc,
             expected=f"a path inside {base}",
             observed=str(exc),
             hint="replace the link with the file it should point to",
@@ -88,7 +89,7 @@ def resolve_inside(base: Path, rel: str, field_name: str, allow_outside: bool) -
         raise PathOutsideError(
             "path leaves the manifest's folder",
             path=rel,
-            field=field_name,
+            loc=loc,
             expected=f"a path inside {base}",
             observed=str(target),
             hint="move the file under the manifest's folder, or pass --allow-outside",
@@ -96,9 +97,7 @@ def resolve_inside(base: Path, rel: str, field_name: str, allow_outside: bool) -
     return path
 
 
-def locate(
-    base: Path, rel: str, field_name: str, allow_outside: bool
-) -> tuple[Path | None, str | None]:
+def locate(base: Path, rel: str, loc: Loc, allow_outside: bool) -> tuple[Path | None, str | None]:
     """(path, None) for a pinned path that is usable here, else (None, why not).
 
     Why not: it leaves the manifest's folder, or nothing is there (a broken
@@ -106,7 +105,7 @@ def locate(
     all refuse the same things the same way.
     """
     try:
-        path = resolve_inside(base, rel, field_name, allow_outside)
+        path = resolve_inside(base, rel, loc, allow_outside)
     except PathOutsideError as exc:
         return None, f"{exc.message}: {exc.observed}"
     if not path.exists():
@@ -194,7 +193,7 @@ def observe_model(
     try:
         snap: Snapshot
         if m.path is not None:
-            snap = local_snapshot(resolve_inside(base, m.path, "model.path", allow_outside))
+            snap = local_snapshot(resolve_inside(base, m.path, ("model", "path"), allow_outside))
         else:
             assert m.repo is not None
             snap = hub_snapshot(m.repo, revision or m.revision)
@@ -230,7 +229,7 @@ def observe_data(
     """
     out: list[FileState] = []
     for i, entry in enumerate(manifest.data):
-        path, problem = locate(base, entry.path, f"data[{i}].path", allow_outside)
+        path, problem = locate(base, entry.path, ("data", i, "path"), allow_outside)
         if path is None:
             out.append(FileState(entry.path, error=problem))
             continue
@@ -244,16 +243,16 @@ def observe_data(
 
 def observe_pinned(
     manifest: Manifest, base: Path, *, use_cache: bool, allow_outside: bool, settle: bool = False
-) -> dict[str, FileState]:
-    out: dict[str, FileState] = {}
-    for field_name, rel, _digest in pinned_files(manifest):
-        path, problem = locate(base, rel, field_name, allow_outside)
+) -> dict[Loc, FileState]:
+    out: dict[Loc, FileState] = {}
+    for loc, rel, _digest in pinned_files(manifest):
+        path, problem = locate(base, rel, loc, allow_outside)
         if path is None:
-            out[field_name] = FileState(rel, error=problem)
+            out[loc] = FileState(rel, error=problem)
             continue
         state = hash_path(path, base, use_cache=use_cache, settle=settle)
         state.path = rel
-        out[field_name] = state
+        out[loc] = state
     return out
 
 

@@ -270,7 +270,7 @@ def scan_for_verify(
     base = manifest_path.parent
     data_paths = []
     for i, entry in enumerate(manifest.data):
-        path, _problem = locate(base, entry.path, f"data[{i}].path", allow_outside)
+        path, _problem = locate(base, entry.path, ("data", i, "path"), allow_outside)
         if path is not None:  # otherwise already a drift row
             data_paths.append(path)
     options = ScanOptions(secrets=policy.secrets, pii=policy.pii, pickles=policy.pickles)
@@ -304,7 +304,7 @@ def _model_folder(
     m = manifest.model
     if m.path is not None:
         try:
-            folder = resolve_inside(base, m.path, "model.path", allow_outside)
+            folder = resolve_inside(base, m.path, ("model", "path"), allow_outside)
         except PathOutsideError:
             return None, None
         return (folder, None) if folder.is_dir() else (None, None)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding
 from ftmanifest.hfcache import COMMIT_RE, Snapshot, hub_snapshot, local_snapshot
+from ftmanifest.location import Loc
 
 if TYPE_CHECKING:
     from ftmanifest.manifest.environment import ModelSource
@@ -50,8 +51,8 @@ class Pinned:
     folder: Path | None  # resolved; None when the pinned snapshot is not here
 
     @property
-    def field(self) -> str:
-        return "model.revision" if self.repo is not None else "model.path"
+    def loc(self) -> Loc:
+        return ("model", "revision") if self.repo is not None else ("model", "path")
 
     def label(self) -> str:
         if self.repo is not None:
@@ -114,14 +115,14 @@ def pinned_snapshot(model: ModelSource, manifest_path: Path, *, allow_outside: b
     from ftmanifest.observe import resolve_inside
 
     if model.path is not None:
-        folder = resolve_inside(manifest_path.parent, model.path, "model.path", allow_outside)
+        folder = resolve_inside(manifest_path.parent, model.path, ("model", "path"), allow_outside)
         return local_snapshot(folder)
     assert model.repo is not None
     if not model.revision or not COMMIT_RE.match(model.revision):
         raise InputError(
             "the manifest pins no commit of the model",
             path=str(manifest_path),
-            field="model.revision",
+            loc=("model", "revision"),
             expected="a 40-hex commit",
             observed=model.revision or "absent",
             hint=f"pin it: ftmanifest lock {manifest_path}",
@@ -190,7 +191,7 @@ def judge_origin(origin: Origin, pinned: Pinned) -> list[Finding]:
                 pinned,
                 "the model was loaded from another commit",
                 f"{origin.repo or origin.name_or_path}@{origin.commit_hash} (config._commit_hash)",
-                field="model.revision",
+                loc=("model", "revision"),
             )
         ]
     if origin.repo is not None:
@@ -215,7 +216,7 @@ def _judge_repo(origin: Origin, repo: str, pinned: Pinned) -> list[Finding]:
             _row(pinned, "the model was loaded from the hub, not model.path", f"hub repo {repo}")
         ]
     if repo != pinned.repo:
-        return [_row(pinned, "the model is another hub repo", repo, field="model.repo")]
+        return [_row(pinned, "the model is another hub repo", repo, loc=("model", "repo"))]
     if origin.commit_hash:
         return []  # equal to the pinned commit (checked above)
     if origin.ref_commit is None or origin.ref_commit != pinned.commit:
@@ -244,7 +245,7 @@ def judge_weights(check: WeightCheck, pinned: Pinned) -> list[Finding]:
             pinned,
             "the model's weights are not the pinned snapshot's",
             observed,
-            field="model.files",
+            loc=("model", "files"),
             expected=f"the weights of {pinned.label()}",
             rule=WEIGHTS_RULE,
         )
@@ -256,17 +257,17 @@ def _row(
     message: str,
     observed: str,
     *,
-    field: str | None = None,
+    loc: Loc | None = None,
     expected: str | None = None,
     rule: str = ORIGIN_RULE,
     extra_hint: str = "",
 ) -> Finding:
-    return Finding(
+    return Finding.at(
+        loc or pinned.loc,
         kind="drift",
         rule=rule,
         message=message,
         path=pinned.manifest,
-        field=field or pinned.field,
         expected=expected or pinned.label(),
         observed=observed,
         hint=f"load it with ftmanifest.integrations.transformers.load_pinned({pinned.manifest!r})"

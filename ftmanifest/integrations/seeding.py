@@ -61,7 +61,7 @@ def _seed(seeds: Seeds, name: str, path: str | None) -> int:
         raise InputError(
             f"the manifest does not pin seeds.{name}",
             path=path,
-            field=f"seeds.{name}",
+            loc=("seeds", name),
             expected="a non-negative integer",
             observed="absent",
             hint=f"add 'seeds: {{{name}: 1234}}' (any fixed integer) to the manifest",

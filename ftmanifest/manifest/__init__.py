@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 
 from ftmanifest.errors import ManifestError, ManifestInvalidError, UnsupportedVersionError
-from ftmanifest.manifest.load import Document, format_loc, read_document
+from ftmanifest.location import format_loc
+from ftmanifest.manifest.load import Document, read_document
 
 TYPE_CHECKING = False  # no runtime `typing` on the lint path (see findings.py)
 
@@ -154,6 +155,7 @@ def build_model(doc: Document) -> Manifest:
                     line=line,
                     column=col,
                     field=field,
+                    loc=loc,
                     observed=json.dumps(err.get("input"), default=str)[:80],
                 )
             )

@@ -12,22 +12,9 @@ import io
 import json
 from typing import Any
 
-from ftmanifest.manifest.load import Loc
+from ftmanifest.location import Loc
 
-__all__ = ["Loc", "apply_json", "apply_yaml", "parse_field"]
-
-
-def parse_field(text: str) -> Loc:
-    """``data[0].cleaning[1]`` -> ("data", 0, "cleaning", 1)."""
-    out: list[Any] = []
-    for part in text.split("."):
-        name, _, rest = part.partition("[")
-        out.append(name)
-        while rest:
-            index, _, rest = rest.partition("]")
-            out.append(int(index))
-            rest = rest.lstrip("[")
-    return tuple(out)
+__all__ = ["Loc", "apply_json", "apply_yaml"]
 
 
 def apply_json(text: str, ups: list[tuple[Loc, Any]]) -> str:

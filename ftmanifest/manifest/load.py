@@ -19,6 +19,7 @@ import os
 import re
 
 from ftmanifest.errors import InputNotFoundError, ManifestError
+from ftmanifest.location import Loc, format_loc
 from ftmanifest.manifest.jsonkeys import unique_keys
 
 TYPE_CHECKING = False  # no runtime `typing` on the lint path (see findings.py)
@@ -30,8 +31,6 @@ MAX_BYTES = 1 << 20
 MAX_NODES = 100_000
 MAX_DEPTH = 64
 MAX_SAFE_INT = 2**53 - 1
-
-Loc = tuple[str | int, ...]
 
 _SUFFIX_FORMAT = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml"}
 
@@ -553,17 +552,6 @@ def _toml_positions(text: str, data: Any) -> dict[Loc, tuple[int, int]]:
 
 def _dotted(loc: Loc) -> str:
     return format_loc(loc)
-
-
-def format_loc(loc: Loc) -> str:
-    """``("data", 0, "digest")`` -> ``data[0].digest``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
 
 
 def _one_line(exc: BaseException) -> str:

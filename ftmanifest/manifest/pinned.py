@@ -10,14 +10,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from ftmanifest.location import Loc, format_loc
+
 if TYPE_CHECKING:
     from ftmanifest.manifest.model import Manifest
 
 
 class PinnedFile(NamedTuple):
-    field: str  # where the manifest pins it, e.g. ``data[0].cleaning[1]``
+    loc: Loc  # where the manifest pins it, e.g. ("data", 0, "cleaning", 1)
     path: str  # as written, relative to the manifest's folder
     digest: str | None  # the pinned ``sha256:...``; None when not locked yet
+
+    @property
+    def field(self) -> str:
+        """The location as text: ``data[0].cleaning[1]``."""
+        return format_loc(self.loc)
 
 
 def pinned_files(manifest: Manifest) -> list[PinnedFile]:
@@ -25,14 +32,14 @@ def pinned_files(manifest: Manifest) -> list[PinnedFile]:
     out: list[PinnedFile] = []
     lock = manifest.environment.lock
     if lock is not None:
-        out.append(PinnedFile("environment.lock", lock.path, lock.digest))
+        out.append(PinnedFile(("environment", "lock"), lock.path, lock.digest))
     for i, entry in enumerate(manifest.data):
         for kind in ("cleaning", "transforms"):
             for j, script in enumerate(getattr(entry, kind)):
-                out.append(PinnedFile(f"data[{i}].{kind}[{j}]", script.path, script.digest))
+                out.append(PinnedFile(("data", i, kind, j), script.path, script.digest))
     baseline = manifest.evaluation.baseline
     for name in ("results", "config"):
         ref = getattr(baseline, name)
         if ref is not None:
-            out.append(PinnedFile(f"evaluation.baseline.{name}", ref.path, ref.digest))
+            out.append(PinnedFile(("evaluation", "baseline", name), ref.path, ref.digest))
     return out

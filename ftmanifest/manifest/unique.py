@@ -15,7 +15,8 @@ entries that other sections cannot tell apart are still a mistake.
 from __future__ import annotations
 
 from ftmanifest.findings import Finding
-from ftmanifest.manifest.load import Document, Loc, format_loc
+from ftmanifest.location import Loc, format_loc
+from ftmanifest.manifest.load import Document
 
 TYPE_CHECKING = False  # no runtime `typing` on the lint path (see findings.py)
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ def unique_findings(doc: Document) -> list[Finding]:
                     line=line,
                     column=col,
                     field=format_loc(loc),
+                    loc=loc,
                     expected=f"a {what} no other entry uses",
                     observed=f"{value!r}, also at {format_loc(earlier)} ({where})",
                     hint="rename one of them, or remove the repeated entry",

@@ -19,7 +19,8 @@ import re
 from functools import lru_cache
 
 from ftmanifest.findings import Finding
-from ftmanifest.manifest.load import Document, Loc, format_loc
+from ftmanifest.location import Loc, format_loc
+from ftmanifest.manifest.load import Document
 
 TYPE_CHECKING = False  # no runtime `typing` on the lint path (see findings.py)
 if TYPE_CHECKING:
@@ -335,6 +336,7 @@ def _finding(doc: Document, p: _Problem) -> Finding:
         line=line,
         column=col,
         field=field,
+        loc=p.loc,
         expected=p.expected,
         observed=p.observed,
         hint=p.hint,

@@ -134,7 +134,7 @@ def test_no_origin_is_refused_with_the_opt_out_named() -> None:
     for pinned in (Pinned("m.yaml", "org/tiny", A, None), Pinned("m.yaml", None, None, Path("/m"))):
         [row] = judge_origin(read_origin("", None), pinned)
         assert row.rule == ORIGIN_RULE and row.observed and "empty" in row.observed
-        assert row.field == pinned.field and row.hint and "trace_model=False" in row.hint
+        assert row.loc == pinned.loc and row.hint and "trace_model=False" in row.hint
     assert name_and_commit(SimpleNamespace(config=SimpleNamespace(_name_or_path=""))) == ("", None)
     assert name_and_commit(None) == ("", None)
 
