@@ -2,8 +2,30 @@
 
 Layer: edge around a pure judging core.  ``tensors`` digests safetensors
 weights without torch; ``architecture`` matches peft's target modules and
-LoRA shapes against a base model's headers; ``binding`` writes the binding
-(safetensors metadata, ``adapter_config.json`` and a signed in-toto
-statement); ``check`` judges an adapter against a base and returns findings;
-``load`` checks, then loads through peft (torch imported there only).
+LoRA shapes against a base model's headers; ``base`` finds the base here;
+``binding`` is the record and its three written forms (safetensors metadata,
+``adapter_config.json``, a signed in-toto statement); ``bind`` binds;
+``check`` judges an adapter against a base and returns findings; ``load``
+checks, then loads through peft (torch imported there only, lazily).
+
+    from ftmanifest.adapter import load_bound
+    model = load_bound("out/adapter", manifest="exp.yaml")
 """
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ftmanifest.adapter.check import AdapterRefusedError
+    from ftmanifest.adapter.load import check_loaded_base, load_bound
+
+__all__ = ["AdapterRefusedError", "check_loaded_base", "load_bound"]
+
+
+def __getattr__(name: str) -> object:
+    # Lazy, so `check-adapter` (headers only) never loads more than it needs.
+    if name in __all__:
+        from ftmanifest.adapter import load
+
+        return getattr(load, name)
+    raise AttributeError(f"module 'ftmanifest.adapter' has no attribute {name!r}")

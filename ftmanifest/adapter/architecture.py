@@ -301,4 +301,23 @@ def check_adapter_tensors(
             path=path, field=based, expected=str(list(expected[based])), observed="absent",
             hint="the adapter was saved from another config; re-save it from the trained model",
         ))  # fmt: skip
+    return collapse(out)
+
+
+def collapse(findings: list[Finding], keep: int = 3) -> list[Finding]:
+    """At most ``keep`` rows per rule: past that, the first row stands for all,
+    its message counting the others and ``extra["fields"]`` naming every one."""
+    by_rule: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_rule.setdefault(f.rule, []).append(f)
+    out: list[Finding] = []
+    for group in by_rule.values():
+        if len(group) <= keep:
+            out += group
+            continue
+        first = group[0]
+        out.append(first._replace(
+            message=f"{first.message} (and {len(group) - 1} more like it)",
+            extra={**first.extra, "fields": [f.field for f in group]},
+        ))  # fmt: skip
     return out

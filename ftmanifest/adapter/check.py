@@ -248,10 +248,10 @@ def files_findings(folder: Path, statement: Any, use_cache: bool) -> list[Findin
 def base_findings(b: Binding, base: bases.BaseModel, digest: str, where: str) -> list[Finding]:
     out: list[Finding] = []
     if digest != b.base_tensor_digest:
-        named = f"{b.base_repo}@{b.base_revision}" if b.base_repo else "the bound base"
+        named = f" ({b.base_repo}@{b.base_revision})" if b.base_repo else ""
         out.append(finding(
-            "base-weights-differ", f"the base's weights are not those the adapter was bound to "
-            f"({named})", path=str(base.folder), field="base.tensorDigest",
+            "base-weights-differ", "the base's weights are not those the adapter was bound to"
+            + named, path=str(base.folder), field="base.tensorDigest",
             expected=b.base_tensor_digest, observed=digest,
             hint="load the adapter only on its own base"
             + (f": huggingface-cli download {b.base_repo} --revision {b.base_revision}"

@@ -36,7 +36,10 @@ COMMANDS: dict[str, str] = {
     "scan": "scan",
     "lock": "lock",
     "verify": "verify",
+    "bind": "bind",
+    "check-adapter": "check_adapter",
     "run": "run",
+    "runs": "runs",
 }
 
 # Only `run` takes `--` as the start of the command it runs; for every other

@@ -1,0 +1,80 @@
+"""``ftmanifest bind ADAPTER --manifest M --key K``: bind an adapter to its base.
+
+Layer: edge (parsing and printing; the work is ``ftmanifest.adapter.bind``).
+Exit 0 bound, 1 refused (the base drifted from the manifest, the adapter's
+LoRA facts are not the manifest's, or its tensors do not fit the base),
+2 unusable input or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ftmanifest.safe_text import escape
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from ftmanifest.cli import add_format_argument
+
+    p = sub.add_parser("bind", help="bind a trained adapter to the manifest's base model (signed)")
+    p.add_argument("adapter", type=Path, metavar="ADAPTER_DIR", help="the peft adapter folder")
+    p.add_argument("--manifest", type=Path, required=True, metavar="MANIFEST",
+                   help="the manifest the adapter was trained from")  # fmt: skip
+    p.add_argument("--key", type=Path, required=True, metavar="PATH",
+                   help="Ed25519 private key (OpenSSH) that signs the binding")  # fmt: skip
+    p.add_argument("--passphrase-env", metavar="VAR",
+                   help="read the key's passphrase from environment variable VAR "
+                   "(else asked if needed)")  # fmt: skip
+    p.add_argument("--no-cache", action="store_true", help="rehash every file")
+    p.add_argument("--allow-outside", action="store_true",
+                   help="allow a model path outside the manifest's folder")  # fmt: skip
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.adapter.bind import BindRefusedError, bind_adapter
+    from ftmanifest.output import findings_json, to_json
+    from ftmanifest.signing.keys import load_private_key
+    from ftmanifest.signing.passphrase import for_unlock
+
+    key_path = Path(args.key).expanduser()
+    key = load_private_key(key_path, for_unlock(args.passphrase_env, str(key_path)))
+    try:
+        result = bind_adapter(
+            args.adapter,
+            args.manifest,
+            key,
+            use_cache=not args.no_cache,
+            allow_outside=args.allow_outside,
+        )
+    except BindRefusedError as exc:
+        if args.format != "json":
+            raise
+        sys.stdout.write(findings_json(exc.findings, adapter=str(args.adapter), bound=False))
+        return exc.exit_code
+    b = result.binding
+    if args.format == "json":
+        sys.stdout.write(to_json({
+            "adapter": str(args.adapter), "bound": True, "binding": str(result.envelope_path),
+            "subjects": list(result.subjects), "predicate": b.predicate(),
+            "findings": [f.to_dict() for f in result.findings],
+        }))  # fmt: skip
+        return 0
+    out = sys.stdout
+    base = f"{b.base_repo}@{b.base_revision}" if b.base_repo else "local folder"
+    out.write(f"bound:     {escape(str(args.adapter))}\n")
+    out.write(f"base:      {escape(base)}\n")
+    out.write(f"tensors:   {b.base_tensor_digest} ({b.base_tensors} tensors)\n")
+    out.write(f"manifest:  {escape(str(args.manifest))} ({b.manifest_digest})\n")
+    out.write(f"method:    lora r={b.method.get('r')} alpha={b.method.get('alpha')} "
+              f"targets={escape(str(b.method.get('target_modules')))}\n")  # fmt: skip
+    out.write(f"signed:    {escape(str(result.envelope_path))} "
+              f"({len(result.subjects)} file(s) as subjects)\n")  # fmt: skip
+    if result.findings:
+        from ftmanifest.cli.check_adapter import adapter_table
+
+        out.write("\n" + adapter_table(list(result.findings)))
+    return 0

@@ -1,0 +1,105 @@
+"""``ftmanifest check-adapter ADAPTER``: refuse an adapter on any base but its own.
+
+Layer: edge (parsing and printing; the judging is ``ftmanifest.adapter.check``).
+Reads safetensors headers, configs and digests only: torch is never imported.
+Exit 0 the adapter fits the base and its binding is trusted (warnings
+allowed), 1 refused (one row per reason), 2 unusable input or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
+from ftmanifest.safe_text import escape
+
+if TYPE_CHECKING:
+    from ftmanifest.findings import Finding
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from ftmanifest.cli import add_format_argument
+
+    p = sub.add_parser(
+        "check-adapter", help="check an adapter's signed binding against a base model"
+    )
+    p.add_argument("adapter", type=Path, metavar="ADAPTER_DIR", help="the peft adapter folder")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--manifest", type=Path, metavar="MANIFEST",
+                       help="check against the manifest's base and method")  # fmt: skip
+    which.add_argument("--base", type=Path, metavar="DIR", help="check against this base folder")
+    which.add_argument(
+        "--base-repo", metavar="ID", help="check against this hub repo's cached snapshot"
+    )
+    p.add_argument("--revision", metavar="SHA", help="the commit of --base-repo")
+    p.add_argument("--trust", type=Path, metavar="PATH",
+                   help="allowed signers file (default: found as for verify)")  # fmt: skip
+    p.add_argument("--no-cache", action="store_true", help="rehash every file")
+    p.add_argument("--allow-outside", action="store_true",
+                   help="allow a model path outside the manifest's folder")  # fmt: skip
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.adapter.check import check_adapter
+    from ftmanifest.errors import UsageError
+    from ftmanifest.output import to_json
+
+    if args.revision and not args.base_repo:
+        raise UsageError(
+            "--revision goes with --base-repo",
+            field="--revision",
+            hint="ftmanifest check-adapter A --base-repo ID --revision SHA",
+        )
+    report = check_adapter(
+        args.adapter,
+        manifest_path=args.manifest,
+        base_dir=args.base,
+        base_repo=args.base_repo,
+        revision=args.revision,
+        trust_path=args.trust,
+        use_cache=not args.no_cache,
+        allow_outside=args.allow_outside,
+    )
+    code = EXIT_OK if report.ok else EXIT_REFUSED
+    if args.format == "json":
+        sys.stdout.write(to_json(report.to_dict()))
+        return code
+    out = sys.stdout
+    out.write(f"adapter:   {escape(str(report.adapter_dir))}\n")
+    b = report.binding
+    if b is not None:
+        who = ", ".join(escape(s) for s in report.signers)
+        out.write(f"binding:   {escape(str(report.envelope_path))} (signed by {who})\n")
+        bound = f"{b.base_repo}@{b.base_revision}" if b.base_repo else "a local base"
+        out.write(f"bound to:  {escape(bound)} {b.base_tensor_digest}\n")
+    out.write(f"base:      {escape(str(report.base_folder))}"
+              + (f" {report.tensor_digest}" if report.tensor_digest else "") + "\n")  # fmt: skip
+    if report.findings:
+        out.write("\n" + adapter_table(report.findings) + "\n")
+    if not report.ok:
+        out.write("REFUSED: do not load this adapter on this base (rows above)\n")
+    elif report.findings:
+        out.write("OK: bound to this base (warnings only)\n")
+    else:
+        out.write("OK: bound to this base\n")
+    return code
+
+
+def adapter_table(findings: list[Finding]) -> str:
+    """One row per finding: rule, field, expected, observed, severity; the
+    message and fix under it (digests shrink in the middle, never wrap)."""
+    from ftmanifest.output import table
+
+    rows = [
+        (f.rule.removeprefix("adapter."), f.field or "-", f.expected or "-", f.observed or "-",
+         f.severity)
+        for f in findings
+    ]  # fmt: skip
+    notes = [[("why", f.message), ("fix", f.hint)] for f in findings]
+    return table(rows, ("rule", "field", "expected", "observed", "severity"), notes=notes,
+                 nowrap=(0, 4))  # fmt: skip
