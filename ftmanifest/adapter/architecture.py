@@ -321,3 +321,41 @@ def collapse(findings: list[Finding], keep: int = 3) -> list[Finding]:
             extra={**first.extra, "fields": [f.field for f in group]},
         ))  # fmt: skip
     return out
+
+
+def with_tied_head(shapes: Shapes, config: Mapping[str, Any]) -> dict[str, Any]:
+    """``shapes`` plus ``lm_head.weight`` when the checkpoint leaves it out
+    because it is tied to the input embedding (GPT-2; transformers saves one)."""
+    out: dict[str, Any] = dict(shapes)
+    if "lm_head.weight" in out or config.get("tie_word_embeddings", True) is False:
+        return out
+    emb = [n for n in out if n.rpartition(".")[0].rpartition(".")[2] in ("wte", "embed_tokens")]
+    if len(emb) == 1:
+        out["lm_head.weight"] = out[emb[0]]
+    return out
+
+
+def method_findings(
+    method: Any, shapes: Shapes, config: Mapping[str, Any], *, path: str | None = None
+) -> list[Finding]:
+    """A manifest's LoRA ``method`` against its base, from headers and config
+    only: targets and modules_to_save exist, ``trainable_params`` (when given)
+    is the count the shapes imply.  For ``verify``; other methods: nothing."""
+    if method is None or getattr(method, "kind", None) != "lora":
+        return []
+    facts = LoraFacts.from_method(method)
+    full = with_tied_head(shapes, config)
+    out = check_targets(full, facts, path=path)
+    if out or method.trainable_params is None or facts.target_modules is None:
+        return out
+    expected = expected_tensors(full, facts, transposed=is_transposed(config, facts))
+    count = trainable_params(expected)
+    if count != method.trainable_params:
+        out.append(_finding(
+            "trainable-params", "method.trainable_params is not what the targets imply",
+            path=path, field="method.trainable_params", expected=str(count),
+            observed=str(method.trainable_params),
+            hint=f"LoRA trains r*(in+out) per wrapped matrix plus modules_to_save: set {count}",
+            extra={"wrapped": len({_split(n)[0] for n in expected if ".lora_" in n})},
+        ))  # fmt: skip
+    return out

@@ -144,3 +144,29 @@ def pinned_base_drift(manifest: Any, manifest_path: Path, state: Any) -> list[Fi
             f"pin the base first: ftmanifest lock {manifest_path}",
         )
     return out
+
+
+def manifest_method_findings(
+    manifest: Any, manifest_path: Path, *, allow_outside: bool = False
+) -> list[Finding]:
+    """``architecture.method_findings`` for the manifest's pinned base as found
+    here (headers and config only, nothing hashed); [] when the base is not
+    here (verify reports that itself) or the method is not LoRA."""
+    from ftmanifest.adapter.architecture import method_findings
+    from ftmanifest.errors import FtManifestError
+    from ftmanifest.hfcache import hub_snapshot
+    from ftmanifest.observe import resolve_inside
+
+    if getattr(manifest.method, "kind", None) != "lora":
+        return []
+    m = manifest.model
+    try:
+        if m.path is not None:
+            folder = resolve_inside(manifest_path.parent, m.path, ("model", "path"), allow_outside)
+        else:
+            folder = hub_snapshot(m.repo, m.revision).folder
+        base = BaseModel(folder)
+        shapes, config = base.shapes(), base.config()
+    except FtManifestError:
+        return []
+    return method_findings(manifest.method, shapes, config, path=str(manifest_path))

@@ -67,7 +67,7 @@ def bind_adapter(
     )
     findings += manifest_findings(loaded, config, None, str(folder))
     facts = arch.LoraFacts.from_adapter_config(config)
-    shapes = base.shapes()
+    shapes = arch.with_tied_head(base.shapes(), base.config())
     findings += arch.check_targets(shapes, facts, path=str(folder))
     findings += arch.check_adapter_tensors(
         tensor_shapes(adapter_weight_files(folder)),

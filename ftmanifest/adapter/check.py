@@ -115,7 +115,7 @@ def check_adapter(
     report.base_folder = base.folder
     where = str(folder)
     facts = arch.LoraFacts.from_adapter_config(config)
-    shapes = base.shapes()
+    shapes = arch.with_tied_head(base.shapes(), base.config())
     report.findings += arch.check_targets(shapes, facts, path=where)
     adapter_shapes = tensor_shapes(adapter_weight_files(folder))
     transposed = arch.is_transposed(base.config(), facts)
