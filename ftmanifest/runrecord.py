@@ -84,6 +84,46 @@ def build(
     return record
 
 
+MARKS = ("abandoned", "invalid")  # what a person records about an attempt after the fact
+
+
+def mark(manifest_path: Path, digest: str, status: str, reason: str) -> dict[str, Any]:
+    """Record that the experiment of ``manifest_path`` was abandoned or is invalid.
+
+    The manifest stays as signed; the mark is one more run record, with the
+    manifest's digest, so it stays tied to exactly what was marked.
+    """
+    import ftmanifest
+    from ftmanifest.errors import UsageError
+
+    if status not in MARKS:
+        raise UsageError(
+            f"cannot mark an experiment {status!r}",
+            field="--mark",
+            expected=" or ".join(MARKS),
+            observed=status,
+            hint="started, finished and failed are recorded by `ftmanifest run` itself",
+        )
+    if not reason.strip():
+        raise UsageError(
+            "a mark needs a reason",
+            field="--reason",
+            expected="why the attempt was abandoned or is invalid",
+            observed=repr(reason),
+            hint="--reason 'loss diverged at step 40'",
+        )
+    record: dict[str, Any] = {
+        "ftmanifest_run": RECORD_FORMAT,
+        "ftmanifest_version": ftmanifest.__version__,
+        "status": status,
+        "reason": reason.strip(),
+        "manifest": {"path": str(Path(manifest_path).absolute()), "digest": digest},
+        "at": now(),
+    }
+    append(manifest_path, record)
+    return record
+
+
 def append(manifest_path: Path, record: Mapping[str, Any]) -> Path:
     """Append ``record`` as one line to the manifest's run records; returns the file."""
     path = records_path(manifest_path)

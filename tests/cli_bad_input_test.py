@@ -127,6 +127,7 @@ MANIFEST_COMMANDS: dict[str, Callable[[Path, dict[str, Path]], list[str]]] = {
     "run": lambda m, p: ["run", str(m), "--no-signature", "--", "true"],
     "sign": lambda m, p: ["sign", str(m), "--key", str(p["missing"].with_name("no-key"))],
     "signers": lambda m, p: ["signers", str(m)],
+    "runs": lambda m, p: ["runs", str(m), "--mark", "invalid", "--reason", "bad input"],
 }
 # (command, input) pairs that still exit 3 in code this suite's owner does not own
 SIGNING_XFAIL: dict[tuple[str, str], str] = {}
@@ -136,7 +137,7 @@ def _manifest_rows() -> list[Row]:
     rows = []
     for command, build in MANIFEST_COMMANDS.items():
         for name in MANIFEST_INPUTS:
-            codes = (0, 1, 2) if name == "template" and command in ("digest",) else (1, 2)
+            codes = (0, 1, 2) if name == "template" and command in ("digest", "runs") else (1, 2)
             rows.append(
                 Row(
                     f"{command}-{name}",

@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "bind": "bind",
     "check-adapter": "check_adapter",
     "run": "run",
+    "runs": "runs",
 }
 
 # Only `run` takes `--` as the start of the command it runs; for every other

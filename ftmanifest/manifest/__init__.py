@@ -81,12 +81,17 @@ def check_version(doc: Document) -> None:
 
 def load_document(path: str | Path) -> Document:
     """Parse ``path`` and check it against the schema; raise on any problem."""
+    from ftmanifest.manifest.moved import moved_findings
     from ftmanifest.manifest.unique import unique_findings
     from ftmanifest.manifest.validate import schema_findings
 
     doc = read_document(path)
     check_version(doc)
-    problems = schema_findings(doc) or unique_findings(doc)
+    moved = moved_findings(doc)
+    # a moved field is named once, with where it went, not also as an unknown key
+    gone = {f.loc for f in moved}
+    problems = moved + [p for p in schema_findings(doc) if p.loc not in gone]
+    problems = problems or unique_findings(doc)
     if problems:
         raise ManifestInvalidError(
             f"{len(problems)} schema problem(s)",

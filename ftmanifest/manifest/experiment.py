@@ -1,7 +1,9 @@
 """The ``experiment`` section: id, lineage, hypothesis, budget and guards.
 
 Layer: manifest (pure).  Requirements digest items 1 (hypothesis first) and 7
-(variants, abandoned attempts with a reason).
+(variants).  What an experiment *is* lives here; what *happened* to it (started,
+finished, abandoned or invalid, with a reason) lives in its run records
+(``ftmanifest runs``), so recording it never breaks the manifest's signature.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from pydantic import Field
 from ftmanifest.manifest.types import Identifier, NonEmpty, PositiveInt, Rate, Strict
 
 Task = Literal["classification", "extraction", "generation", "other"]
-Status = Literal["planned", "running", "done", "abandoned", "invalid"]
 
 
 class Budget(Strict):
@@ -98,10 +99,6 @@ class Experiment(Strict):
         description="The one set of parameters changed versus the parent: field path -> value.",
     )
     owner: str | None = Field(default=None, description="Person or team answerable for it.")
-    status: Status = Field(default="planned", description="Life-cycle state of the attempt.")
-    status_reason: str | None = Field(
-        default=None, description="Why it was abandoned or declared invalid."
-    )
     budget: Budget = Field(default_factory=Budget, description="Compute budget.")
     guards: list[Guard] = Field(
         default_factory=list, description="What must not get worse, checked against the baseline."

@@ -68,10 +68,10 @@ def test_comments_and_key_order_do_not_change_the_digest(tmp_path: Path) -> None
     edited = tmp_path / "m.yaml"
     edited.write_text(
         text.replace("# every department", "# each department")
-        .replace("  status: planned\n", "")
+        .replace("  task: classification\n", "")
         .replace(
             "  owner: ml-platform@example.org\n",
-            "  owner: ml-platform@example.org\n  status: planned\n",
+            "  owner: ml-platform@example.org\n  task: classification\n",
         )
     )
     assert load_manifest(edited).digest() == load_manifest(CLF).digest()
