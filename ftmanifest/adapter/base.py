@@ -60,25 +60,20 @@ class BaseModel:
 
 
 def from_folder(folder: str | Path, *, use_cache: bool = True) -> BaseModel:
-    from ftmanifest.hashing import hash_tree
-
-    top = Path(folder)
-    tree = hash_tree(top, use_cache=use_cache)
-    return BaseModel(top, tree_digest=tree.digest, use_cache=use_cache)
+    """A base folder as it is: judged by its tensor digest alone (its files
+    are not hashed again for a tree digest: one read of the weights, not two)."""
+    return BaseModel(Path(folder), use_cache=use_cache)
 
 
 def from_hub(repo: str, revision: str, *, use_cache: bool = True) -> BaseModel:
     """The cached snapshot of ``repo`` at ``revision`` (never downloads)."""
-    from ftmanifest.hashing import hash_tree
     from ftmanifest.hfcache import hub_snapshot
 
     snap = hub_snapshot(repo, revision)
-    tree = hash_tree(snap.folder, use_cache=use_cache, symlink_root=snap.symlink_root)
     return BaseModel(
         snap.folder,
         repo=repo,
         revision=snap.commit or revision,
-        tree_digest=tree.digest,
         symlink_root=snap.symlink_root,
         use_cache=use_cache,
     )
