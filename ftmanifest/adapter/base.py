@@ -11,13 +11,11 @@ digests only; ``tensors`` is the tensor digest (cached by stat).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ftmanifest.adapter.tensors import TensorDigest, tensor_digest, tensor_shapes, weight_files
-from ftmanifest.errors import InputError
 from ftmanifest.findings import Finding
 
 
@@ -47,15 +45,13 @@ class BaseModel:
 
     def config(self) -> dict[str, Any]:
         """``config.json`` (model_type, tie_word_embeddings...), or {} when absent."""
+        from ftmanifest.adapter.binding import read_json
+
         path = self.folder / "config.json"
-        if not path.is_file():
-            return {}
         try:
-            data = json.loads(path.read_text("utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InputError(
-                f"unreadable model config: {exc}", path=str(path), expected="a JSON object"
-            ) from None
+            data = read_json(path, "model config.json", "re-save the base with save_pretrained")
+        except FileNotFoundError:
+            return {}
         return data if isinstance(data, dict) else {}
 
 

@@ -35,6 +35,7 @@ PREDICATE_TYPE = "https://ftmanifest.dev/adapter-binding/v1"
 ENVELOPE_NAME = "ftmanifest-binding.sig.json"
 METADATA_KEY = "ftmanifest.binding"
 CONFIG_NAME = "adapter_config.json"
+CONFIG_MAX_BYTES = 16 << 20
 VERSIONED = ("peft", "transformers", "torch")
 METHOD_FIELDS = ("kind", "r", "alpha", "dropout", "target_modules", "modules_to_save", "bias",
                  "use_rslora", "use_dora")  # fmt: skip
@@ -125,21 +126,33 @@ def method_facts(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def read_json(path: Path, what: str, hint: str) -> Any:
+    """A small JSON file, read as untrusted input: never blocks on a FIFO, capped."""
+    from ftmanifest.signing._files import read_untrusted
+
+    raw = read_untrusted(path, limit=CONFIG_MAX_BYTES, what=what, hint=hint)
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise InputError(
+            f"unreadable {what}: {exc}", path=str(path), expected="a JSON object", hint=hint
+        ) from None
+
+
 def read_config(adapter_dir: Path) -> dict[str, Any]:
     path = adapter_dir / CONFIG_NAME
+    hint = "point at the folder PeftModel.save_pretrained wrote"
     try:
-        data = json.loads(path.read_text("utf-8"))
+        data = read_json(path, CONFIG_NAME, hint)
     except FileNotFoundError:
         raise InputNotFoundError(
             f"not a peft adapter folder: no {CONFIG_NAME}",
             path=str(adapter_dir),
             expected=f"{CONFIG_NAME} and adapter_model.safetensors (peft save_pretrained)",
-            hint="point at the folder PeftModel.save_pretrained wrote",
+            hint=hint,
         ) from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"unreadable {CONFIG_NAME}: {exc}", path=str(path)) from None
     if not isinstance(data, dict):
-        raise InputError(f"{CONFIG_NAME} is not a JSON object", path=str(path))
+        raise InputError(f"{CONFIG_NAME} is not a JSON object", path=str(path), hint=hint)
     return data
 
 

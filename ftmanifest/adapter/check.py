@@ -13,8 +13,9 @@ raises on a refusal (only on unusable input).  Rules, each its own refusal:
   adapter.method-differs       r/alpha/targets/... differ from the manifest's method
   adapter.target-missing / target-not-wrappable / modules-to-save-missing
   adapter.shape-mismatch / unexpected-tensor / missing-tensor   (``architecture``)
-  adapter.base-revision-differs, adapter.base-files-differ,
-  adapter.base-drifted, adapter.version-differs               (warnings)
+  adapter.base-revision-differs  same weights, another revision: an error when the
+                               binding's export.bind lists base_revision, else a warning
+  adapter.base-files-differ, adapter.base-drifted, adapter.version-differs  (warnings)
 
 Only headers and configs are read, plus the base's bytes once for the tensor
 digest (cached by stat): checking a 7B base costs hashing, not loading.
@@ -101,14 +102,14 @@ def check_adapter(
     ``base``, ``base_dir``, ``base_repo``+``revision``, the manifest's base,
     else the base the binding names)."""
     folder = Path(adapter_dir)
-    config = read_config(folder)
-    report = AdapterReport(folder, folder / ENVELOPE_NAME)
-    _read_binding(report, manifest_path, trust_path, now, use_cache)
     loaded = None
     if manifest_path is not None:
         from ftmanifest.manifest import load_manifest
 
         loaded = load_manifest(manifest_path)
+    config = read_config(folder)
+    report = AdapterReport(folder, folder / ENVELOPE_NAME)
+    _read_binding(report, manifest_path, trust_path, now, use_cache)
     if base is None:
         base = _find_base(report, loaded, manifest_path, base_dir, base_repo, revision,
                           use_cache, allow_outside)  # fmt: skip
@@ -259,10 +260,13 @@ def base_findings(b: Binding, base: bases.BaseModel, digest: str, where: str) ->
         ))  # fmt: skip
         return out
     if b.base_revision and base.revision and base.revision != b.base_revision:
+        strict = "base_revision" in b.required
         out.append(finding(
             "base-revision-differs", "another revision, with the very same weights",
-            "warning", path=where, field="base.revision", expected=b.base_revision,
-            observed=base.revision, hint="fine for loading; pin the bound revision to be exact",
+            "error" if strict else "warning", path=where, field="base.revision",
+            expected=b.base_revision, observed=base.revision,
+            hint=f"check it against {b.base_repo}@{b.base_revision}, as export.bind asks"
+            if strict else "fine for loading; pin the bound revision to be exact",
         ))  # fmt: skip
     if b.base_tree_digest and base.tree_digest and base.tree_digest != b.base_tree_digest:
         out.append(finding(

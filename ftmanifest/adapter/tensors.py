@@ -176,11 +176,14 @@ def weight_files(folder: str | os.PathLike[str]) -> list[Path]:
     if not top.is_dir():
         raise InputNotFoundError(f"model folder not found: {top}", path=str(top))
     index = top / INDEX_NAME
-    if index.is_file():
+    if index.exists():
+        from ftmanifest.signing._files import read_untrusted
+
         try:
-            weight_map = json.loads(index.read_text("utf-8"))["weight_map"]
+            raw = read_untrusted(index, limit=64 << 20, what="shard index", hint="re-save it")
+            weight_map = json.loads(raw.decode("utf-8"))["weight_map"]
             names = sorted({str(v) for v in weight_map.values()})
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             raise InputError(
                 f"unusable shard index: {exc}",
                 path=str(index),

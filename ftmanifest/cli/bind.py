@@ -36,10 +36,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ftmanifest.adapter.bind import BindRefusedError, bind_adapter
+    from ftmanifest.manifest import load_manifest
     from ftmanifest.output import findings_json, to_json
     from ftmanifest.signing.keys import load_private_key
     from ftmanifest.signing.passphrase import for_unlock
 
+    load_manifest(args.manifest)  # an unusable manifest is named before the key is asked for
     key_path = Path(args.key).expanduser()
     key = load_private_key(key_path, for_unlock(args.passphrase_env, str(key_path)))
     try:
