@@ -5,8 +5,9 @@ the signed binding); returns ``Finding`` records of kind ``adapter``, never
 raises on a refusal (only on unusable input).  Rules, each its own refusal:
 
   adapter.binding-missing      no signed binding beside the adapter
+  adapter.binding-unsigned     a binding envelope without a signature
   adapter.binding-untrusted    its signature is refused (reason in ``extra``)
-  adapter.binding-malformed    the signed predicate is not a binding
+  adapter.binding-malformed    the envelope or its predicate is not a binding
   adapter.files-changed        an adapter file changed, vanished or appeared after binding
   adapter.base-weights-differ  the base's tensor digest is not the bound one
   adapter.manifest-differs     bound under another manifest (error when export.bind asks)
@@ -176,7 +177,13 @@ def _read_binding(
     """Verify the signed binding; set ``report.binding`` or add why not."""
     from ftmanifest.signing._files import ENVELOPE_MAX_BYTES, read_untrusted
     from ftmanifest.signing.attest import verify_statement
-    from ftmanifest.signing.errors import SignatureRefusedError
+    from ftmanifest.signing.errors import (
+        FileTooLargeError,
+        MalformedEnvelopeError,
+        MalformedPayloadError,
+        NotRegularFileError,
+        SignatureRefusedError,
+    )
     from ftmanifest.signing.locate import choose_trust_file
     from ftmanifest.signing.trust import load_trust
 
@@ -193,9 +200,13 @@ def _read_binding(
             hint=bind_hint,
         ))  # fmt: skip
         return
+    except (NotRegularFileError, FileTooLargeError) as exc:
+        report.findings.append(_malformed(env, exc, bind_hint))
+        return
     source = choose_trust_file(Path(manifest_path) if manifest_path else env, trust_path)
+    trust = load_trust(source.path)  # a bad trust file is the user's input error (exit 2)
     try:
-        verified = verify_statement(raw, trust=load_trust(source.path), now=now, path=env,
+        verified = verify_statement(raw, trust=trust, now=now, path=env,
                                     expected_predicate_type=PREDICATE_TYPE)  # fmt: skip
     except SignatureRefusedError as exc:
         report.findings.append(finding(
@@ -203,6 +214,9 @@ def _read_binding(
             path=str(env), field="signature", expected=exc.expected or "a trusted signature",
             observed=exc.observed or exc.message, hint=exc.hint, extra={"reason": exc.reason},
         ))  # fmt: skip
+        return
+    except (MalformedEnvelopeError, MalformedPayloadError) as exc:
+        report.findings.append(_malformed(env, exc, bind_hint))
         return
     report.signers = tuple(sorted({p for s in verified.verdict.signatures
                                    if s.status == "valid" for p in s.principals}))  # fmt: skip
@@ -215,6 +229,20 @@ def _read_binding(
             hint=bind_hint,
         ))  # fmt: skip
     report.findings += files_findings(report.adapter_dir, verified.statement, use_cache)
+
+
+def _malformed(env: Path, exc: Any, hint: str) -> Finding:
+    """A binding file that is no signed binding: unsigned (no signatures) or malformed."""
+    unsigned = exc.field == "signatures"
+    return finding(
+        "binding-unsigned" if unsigned else "binding-malformed",
+        "the binding carries no signature" if unsigned
+        else f"the binding is not a signed binding ftmanifest reads ({exc.reason})",
+        path=str(env), field=exc.field or ENVELOPE_NAME,
+        expected=f"a DSSE envelope signing a {PREDICATE_TYPE} statement",
+        observed=exc.observed or exc.message, hint="do not trust it; " + hint,
+        extra={"reason": exc.reason},
+    )  # fmt: skip
 
 
 def files_findings(folder: Path, statement: Any, use_cache: bool) -> list[Finding]:
@@ -316,7 +344,7 @@ def manifest_findings(
         if not same:
             out.append(finding(
                 "method-differs", f"the adapter's {name} is not the manifest's",
-                path=where, field=f"method.{name}", expected=str(want), observed=str(got),
+                path=where, field=f"method.{name}", expected=_show(want), observed=_show(got),
                 hint="this adapter was trained with another configuration; train it from "
                 "this manifest, or check it against its own",
             ))  # fmt: skip
@@ -331,6 +359,13 @@ def manifest_findings(
             hint="check it against the manifest it was trained from, or bind it again",
         ))  # fmt: skip
     return out
+
+
+def _show(value: Any) -> str:
+    """``8`` for 8.0, so a YAML ``alpha: 8`` and peft's ``lora_alpha: 8`` read alike."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def require_ok(report: AdapterReport) -> AdapterReport:

@@ -203,3 +203,16 @@ def test_the_bound_adapter_scans_clean(bound: dict[str, Path]) -> None:
 
     found = scan_paths([bound["gpt2"] / "adapter"], ScanOptions())
     assert [f for f in found.findings if f.severity != "info"] == []
+
+
+def test_refuses_an_unsigned_and_a_garbled_binding(bound: dict[str, Path], tmp_path: Path) -> None:
+    project = project_copy(bound, "gpt2", tmp_path)
+    envelope = project / "adapter" / ENVELOPE_NAME
+    doc = json.loads(envelope.read_text())
+    envelope.write_text(json.dumps({**doc, "signatures": []}))
+    report = check_adapter(project / "adapter", manifest_path=project / "exp.json")
+    assert rules(report) == {"adapter.binding-unsigned"}
+    envelope.write_text("{not json")
+    report = check_adapter(project / "adapter", manifest_path=project / "exp.json")
+    assert rules(report) == {"adapter.binding-malformed"}
+    assert report.findings[0].extra["reason"] == "malformed-envelope"
