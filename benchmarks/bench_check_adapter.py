@@ -34,9 +34,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ftmanifest.adapter.bind import sign_binding  # noqa: E402
 from ftmanifest.adapter.binding import Binding, installed_versions  # noqa: E402
 from ftmanifest.adapter.check import check_adapter  # noqa: E402
+from ftmanifest.adapter.signed import sign_binding  # noqa: E402
 from ftmanifest.adapter.tensors import tensor_digest, weight_files  # noqa: E402
 from ftmanifest.statcache import ENV_CACHE_DIR, RACY_NS  # noqa: E402
 

@@ -25,9 +25,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.findings import Finding
+
+if TYPE_CHECKING:
+    from ftmanifest.findings import Severity
 
 Shapes = Mapping[str, tuple[str, tuple[int, ...]]]
 PEFT_PREFIX = "base_model.model."
@@ -132,8 +135,9 @@ def is_transposed(base_config: Mapping[str, Any], facts: LoraFacts) -> bool:
     return facts.fan_in_fan_out or base_config.get("model_type") in CONV1D_MODEL_TYPES
 
 
-def _finding(rule: str, message: str, **kw: Any) -> Finding:
-    return Finding(kind="adapter", rule=f"adapter.{rule}", message=message, **kw)
+def finding(rule: str, message: str, severity: Severity = "error", **kw: Any) -> Finding:
+    """A finding of kind ``adapter`` with rule ``adapter.<rule>``."""
+    return Finding(kind="adapter", rule=f"adapter.{rule}", message=message, severity=severity, **kw)
 
 
 def check_targets(shapes: Shapes, facts: LoraFacts, *, path: str | None = None) -> list[Finding]:
@@ -147,7 +151,7 @@ def check_targets(shapes: Shapes, facts: LoraFacts, *, path: str | None = None) 
         pattern = entry if isinstance(facts.target_modules, str) else [entry]
         hits = [m for m in modules if _listed(m, pattern)]
         if not hits:
-            out.append(_finding(
+            out.append(finding(
                 "target-missing", f"target module {entry!r} matches no module of the base",
                 path=path, field="method.target_modules", expected="a module of the base",
                 observed=entry, hint="name a module the base has (peft: exact name, a "
@@ -155,7 +159,7 @@ def check_targets(shapes: Shapes, facts: LoraFacts, *, path: str | None = None) 
                 + ", ".join(sorted({m.rpartition('.')[2] for m in weights})[:6]),
             ))  # fmt: skip
         elif not any(m in weights for m in hits):
-            out.append(_finding(
+            out.append(finding(
                 "target-not-wrappable", f"target module {entry!r} names no layer LoRA can wrap",
                 path=path, field="method.target_modules", expected="a Linear/Conv1D/Embedding",
                 observed=", ".join(sorted(hits)[:3]),
@@ -163,7 +167,7 @@ def check_targets(shapes: Shapes, facts: LoraFacts, *, path: str | None = None) 
             ))  # fmt: skip
     for entry in facts.modules_to_save:
         if not any(m == entry or m.endswith(entry) for m in modules):
-            out.append(_finding(
+            out.append(finding(
                 "modules-to-save-missing", f"modules_to_save {entry!r} is not a module of the base",
                 path=path, field="method.modules_to_save", expected="a module of the base",
                 observed=entry, hint="name a module the base has, e.g. lm_head",
@@ -274,7 +278,7 @@ def check_adapter_tensors(
         module = _split(based)[0]
         if based in expected:
             if tuple(shape) != expected[based]:
-                out.append(_finding(
+                out.append(finding(
                     "shape-mismatch", f"{name} does not fit the base weight it wraps",
                     path=path, field=name, expected=str(list(expected[based])),
                     observed=str(list(shape)),
@@ -282,21 +286,21 @@ def check_adapter_tensors(
                     "this adapter was trained on another architecture or size",
                 ))  # fmt: skip
         elif "lora_" in _split(based)[1] and module not in weights:
-            out.append(_finding(
+            out.append(finding(
                 "target-missing", f"{name} wraps {module!r}, which the base does not have",
                 path=path, field=name, expected="a module of the base", observed=module,
                 hint="the adapter belongs to another architecture; check-adapter it "
                 "against its own base",
             ))  # fmt: skip
         else:
-            out.append(_finding(
+            out.append(finding(
                 "unexpected-tensor", f"{name} is not a tensor this LoRA config saves",
                 path=path, field=name, expected="only LoRA matrices and modules_to_save",
                 observed=f"{adapter_shapes[name][0]}{list(shape)}",
                 hint="remove it, or declare the module in modules_to_save and bind again",
             ))  # fmt: skip
     for based in sorted(set(expected) - seen):
-        out.append(_finding(
+        out.append(finding(
             "missing-tensor", f"the adapter lacks {based}",
             path=path, field=based, expected=str(list(expected[based])), observed="absent",
             hint="the adapter was saved from another config; re-save it from the trained model",
@@ -351,7 +355,7 @@ def method_findings(
     expected = expected_tensors(full, facts, transposed=is_transposed(config, facts))
     count = trainable_params(expected)
     if count != method.trainable_params:
-        out.append(_finding(
+        out.append(finding(
             "trainable-params", "method.trainable_params is not what the targets imply",
             path=path, field="method.trainable_params", expected=str(count),
             observed=str(method.trainable_params),

@@ -17,8 +17,6 @@ from typing import Any
 from ftmanifest.adapter import architecture as arch
 from ftmanifest.adapter import base as bases
 from ftmanifest.adapter.binding import (
-    ENVELOPE_NAME,
-    PREDICATE_TYPE,
     Binding,
     adapter_weight_files,
     installed_versions,
@@ -29,8 +27,9 @@ from ftmanifest.adapter.binding import (
     write_metadata,
 )
 from ftmanifest.adapter.check import manifest_findings
+from ftmanifest.adapter.signed import sign_binding
 from ftmanifest.adapter.tensors import tensor_shapes
-from ftmanifest.errors import FtManifestError, RefusedError
+from ftmanifest.errors import RefusedError
 from ftmanifest.findings import Finding
 
 
@@ -105,27 +104,3 @@ def bind_adapter(
     write_config_fields(folder, base.repo, base.revision)
     envelope_path, subjects = sign_binding(folder, binding, key, use_cache=use_cache)
     return BindResult(binding, envelope_path, subjects, tuple(findings))
-
-
-def sign_binding(
-    folder: Path, binding: Binding, key: Any, *, use_cache: bool = True
-) -> tuple[Path, tuple[str, ...]]:
-    """Sign ``binding`` with every file of ``folder`` (but the envelope) as a
-    subject; write the envelope beside them.  Returns its path and the subjects."""
-    from ftmanifest.fsutil import atomic_write_bytes
-    from ftmanifest.hashing import hash_files, list_tree
-    from ftmanifest.signing.attest import sign_statement
-    from ftmanifest.signing.intoto import Subject
-
-    listing = {r: p for r, p in list_tree(folder).items() if r != ENVELOPE_NAME}
-    digests = hash_files(listing.values(), use_cache=use_cache)
-    subjects = []
-    for rel, p in listing.items():
-        got = digests[p]
-        if isinstance(got, FtManifestError):
-            raise got
-        subjects.append(Subject.from_digest(rel, got.digest))
-    envelope = sign_statement(subjects, PREDICATE_TYPE, binding.predicate(), key)
-    target = folder / ENVELOPE_NAME
-    atomic_write_bytes(target, envelope.to_bytes())
-    return target, tuple(listing)

@@ -27,26 +27,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ftmanifest.adapter import architecture as arch
 from ftmanifest.adapter import base as bases
+from ftmanifest.adapter.architecture import finding
 from ftmanifest.adapter.binding import (
     ENVELOPE_NAME,
     METHOD_FIELDS,
-    PREDICATE_TYPE,
     Binding,
     adapter_weight_files,
     installed_versions,
     method_facts,
     read_config,
 )
+from ftmanifest.adapter.signed import read_signed
 from ftmanifest.adapter.tensors import tensor_shapes
 from ftmanifest.errors import RefusedError, UsageError
 from ftmanifest.findings import Finding
-
-if TYPE_CHECKING:
-    from ftmanifest.findings import Severity
 
 
 class AdapterRefusedError(RefusedError):
@@ -82,10 +80,6 @@ class AdapterReport:
         }
 
 
-def finding(rule: str, message: str, severity: Severity = "error", **kw: Any) -> Finding:
-    return Finding(kind="adapter", rule=f"adapter.{rule}", message=message, severity=severity, **kw)
-
-
 def check_adapter(
     adapter_dir: str | Path,
     *,
@@ -110,7 +104,10 @@ def check_adapter(
         loaded = load_manifest(manifest_path)
     config = read_config(folder)
     report = AdapterReport(folder, folder / ENVELOPE_NAME)
-    _read_binding(report, manifest_path, trust_path, now, use_cache)
+    signed = read_signed(folder, search_from=manifest_path, trust_path=trust_path, now=now,
+                         use_cache=use_cache)  # fmt: skip
+    report.binding, report.signers = signed.binding, signed.signers
+    report.findings += signed.findings
     if base is None:
         base = _find_base(report, loaded, manifest_path, base_dir, base_repo, revision,
                           use_cache, allow_outside)  # fmt: skip
@@ -165,113 +162,6 @@ def _find_base(
         expected="--manifest M, --base DIR, or --base-repo ID --revision SHA",
         hint="name the base: ftmanifest check-adapter ADAPTER --base DIR",
     )
-
-
-def _read_binding(
-    report: AdapterReport,
-    manifest_path: str | Path | None,
-    trust_path: Path | None,
-    now: datetime | None,
-    use_cache: bool,
-) -> None:
-    """Verify the signed binding; set ``report.binding`` or add why not."""
-    from ftmanifest.signing._files import ENVELOPE_MAX_BYTES, read_untrusted
-    from ftmanifest.signing.attest import verify_statement
-    from ftmanifest.signing.errors import (
-        FileTooLargeError,
-        MalformedEnvelopeError,
-        MalformedPayloadError,
-        NotRegularFileError,
-        SignatureRefusedError,
-    )
-    from ftmanifest.signing.locate import choose_trust_file
-    from ftmanifest.signing.trust import load_trust
-
-    env = report.envelope_path
-    where = str(report.adapter_dir)
-    bind_hint = f"bind it: ftmanifest bind {report.adapter_dir} --manifest M --key KEY"
-    try:
-        raw = read_untrusted(env, limit=ENVELOPE_MAX_BYTES, what="adapter binding",
-                             hint="do not trust it; " + bind_hint)  # fmt: skip
-    except FileNotFoundError:
-        report.findings.append(finding(
-            "binding-missing", "the adapter has no signed binding", path=where,
-            field=ENVELOPE_NAME, expected=f"a signed binding at {env}", observed="absent",
-            hint=bind_hint,
-        ))  # fmt: skip
-        return
-    except (NotRegularFileError, FileTooLargeError) as exc:
-        report.findings.append(_malformed(env, exc, bind_hint))
-        return
-    source = choose_trust_file(Path(manifest_path) if manifest_path else env, trust_path)
-    trust = load_trust(source.path)  # a bad trust file is the user's input error (exit 2)
-    try:
-        verified = verify_statement(raw, trust=trust, now=now, path=env,
-                                    expected_predicate_type=PREDICATE_TYPE)  # fmt: skip
-    except SignatureRefusedError as exc:
-        report.findings.append(finding(
-            "binding-untrusted", f"the binding's signature is refused ({exc.reason})",
-            path=str(env), field="signature", expected=exc.expected or "a trusted signature",
-            observed=exc.observed or exc.message, hint=exc.hint, extra={"reason": exc.reason},
-        ))  # fmt: skip
-        return
-    except (MalformedEnvelopeError, MalformedPayloadError) as exc:
-        report.findings.append(_malformed(env, exc, bind_hint))
-        return
-    report.signers = tuple(sorted({p for s in verified.verdict.signatures
-                                   if s.status == "valid" for p in s.principals}))  # fmt: skip
-    try:
-        report.binding = Binding.from_predicate(verified.predicate)
-    except ValueError as exc:
-        report.findings.append(finding(
-            "binding-malformed", f"the signed binding is not one ftmanifest reads: {exc}",
-            path=str(env), field="predicate", expected=PREDICATE_TYPE, observed=str(exc),
-            hint=bind_hint,
-        ))  # fmt: skip
-    report.findings += files_findings(report.adapter_dir, verified.statement, use_cache)
-
-
-def _malformed(env: Path, exc: Any, hint: str) -> Finding:
-    """A binding file that is no signed binding: unsigned (no signatures) or malformed."""
-    unsigned = exc.field == "signatures"
-    return finding(
-        "binding-unsigned" if unsigned else "binding-malformed",
-        "the binding carries no signature" if unsigned
-        else f"the binding is not a signed binding ftmanifest reads ({exc.reason})",
-        path=str(env), field=exc.field or ENVELOPE_NAME,
-        expected=f"a DSSE envelope signing a {PREDICATE_TYPE} statement",
-        observed=exc.observed or exc.message, hint="do not trust it; " + hint,
-        extra={"reason": exc.reason},
-    )  # fmt: skip
-
-
-def files_findings(folder: Path, statement: Any, use_cache: bool) -> list[Finding]:
-    """Every adapter file is a subject, with the digest it was bound with."""
-    from ftmanifest.errors import FtManifestError
-    from ftmanifest.hashing import hash_files, list_tree
-
-    listing = {r: p for r, p in list_tree(folder).items() if r != ENVELOPE_NAME}
-    digests = hash_files(listing.values(), use_cache=use_cache)
-    bound = {s.name for s in statement.subjects}
-    out: list[Finding] = []
-    rebind = f"undo the change, or bind again: ftmanifest bind {folder} --manifest M --key KEY"
-    for rel, p in listing.items():
-        got = digests[p]
-        seen = got.message if isinstance(got, FtManifestError) else got.digest
-        want = statement.digest_of(rel)
-        if want is None or want != seen:
-            out.append(finding(
-                "files-changed", f"adapter file {rel} changed after binding"
-                if want else f"adapter file {rel} appeared after binding",
-                path=str(p), field=rel, expected=want or "no such file", observed=seen,
-                hint=rebind,
-            ))  # fmt: skip
-    for rel in sorted(bound - set(listing)):
-        out.append(finding(
-            "files-changed", f"adapter file {rel} is gone since binding", path=str(folder / rel),
-            field=rel, expected=statement.digest_of(rel), observed="absent", hint=rebind,
-        ))  # fmt: skip
-    return out
 
 
 def base_findings(b: Binding, base: bases.BaseModel, digest: str, where: str) -> list[Finding]:

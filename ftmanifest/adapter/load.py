@@ -22,13 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.adapter.check import (
-    AdapterRefusedError,
-    AdapterReport,
-    check_adapter,
-    finding,
-    require_ok,
-)
+from ftmanifest.adapter.architecture import finding
+from ftmanifest.adapter.check import AdapterRefusedError, AdapterReport, check_adapter, require_ok
 from ftmanifest.adapter.tensors import TensorRecord, combine, tensor_record
 from ftmanifest.findings import Finding
 

@@ -45,6 +45,10 @@ def test_binding_is_written_three_ways(bound: dict[str, Path]) -> None:
     assert predicate["base"]["tensorDigest"].startswith("sha256-tensors:")
     config = json.loads((adapter / "adapter_config.json").read_text())
     assert config["r"] == 4  # peft's fields are kept
+    from safetensors import safe_open
+
+    with safe_open(str(adapter / "adapter_model.safetensors"), "np") as f:  # the library reads it
+        assert json.loads(f.metadata()[METADATA_KEY]) == predicate
 
 
 def test_accepts_the_base_resaved_with_another_shard_size(
@@ -104,8 +108,8 @@ def test_refuses_a_binding_signed_by_an_untrusted_key(
 ) -> None:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from ftmanifest.adapter.bind import sign_binding
     from ftmanifest.adapter.binding import Binding
+    from ftmanifest.adapter.signed import sign_binding
 
     project = project_copy(bound, "gpt2", tmp_path)
     report = check_adapter(project / "adapter", manifest_path=project / "exp.json")

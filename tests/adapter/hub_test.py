@@ -77,7 +77,7 @@ def test_versions_other_than_bound_are_warnings(hub_bound: tuple[Path, dict[str,
                                                 signer: Any) -> None:  # fmt: skip
     from dataclasses import replace
 
-    from ftmanifest.adapter.bind import sign_binding
+    from ftmanifest.adapter.signed import sign_binding
 
     work, _ = hub_bound
     report = check_adapter(work / "adapter")

@@ -1,0 +1,162 @@
+"""The signed binding beside an adapter: sign it, read it, judge its subjects.
+
+Layer: signing client (edge: reads and writes the envelope, hashes the
+adapter's files).  The envelope is ``ENVELOPE_NAME`` in the adapter folder,
+a DSSE/in-toto statement of type ``PREDICATE_TYPE`` whose subjects are every
+other file of the folder.  Reading never raises on a refusal: a missing,
+unsigned, malformed or untrusted binding and a changed, added or removed
+adapter file are findings (``adapter.binding-*``, ``adapter.files-changed``).
+A missing or malformed trust file is the user's input error (exit 2), as for
+``verify``.  Trust is looked up as for a manifest (``signing.locate``), from
+the manifest when one is given, else from the adapter folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ftmanifest.adapter.architecture import finding
+from ftmanifest.adapter.binding import ENVELOPE_NAME, PREDICATE_TYPE, Binding
+from ftmanifest.errors import FtManifestError
+from ftmanifest.findings import Finding
+
+
+@dataclass(frozen=True)
+class SignedBinding:
+    """What reading the envelope established."""
+
+    binding: Binding | None = None
+    signers: tuple[str, ...] = ()
+    findings: list[Finding] = field(default_factory=list)
+
+
+def sign_binding(
+    folder: Path, binding: Binding, key: Any, *, use_cache: bool = True
+) -> tuple[Path, tuple[str, ...]]:
+    """Sign ``binding`` with every file of ``folder`` (but the envelope) as a
+    subject; write the envelope beside them.  Returns its path and the subjects."""
+    from ftmanifest.fsutil import atomic_write_bytes
+    from ftmanifest.hashing import hash_files, list_tree
+    from ftmanifest.signing.attest import sign_statement
+    from ftmanifest.signing.intoto import Subject
+
+    listing = {r: p for r, p in list_tree(folder).items() if r != ENVELOPE_NAME}
+    digests = hash_files(listing.values(), use_cache=use_cache)
+    subjects = []
+    for rel, p in listing.items():
+        got = digests[p]
+        if isinstance(got, FtManifestError):
+            raise got
+        subjects.append(Subject.from_digest(rel, got.digest))
+    envelope = sign_statement(subjects, PREDICATE_TYPE, binding.predicate(), key)
+    target = folder / ENVELOPE_NAME
+    atomic_write_bytes(target, envelope.to_bytes())
+    return target, tuple(listing)
+
+
+def read_signed(
+    adapter_dir: Path,
+    *,
+    search_from: str | Path | None = None,
+    trust_path: Path | None = None,
+    now: datetime | None = None,
+    use_cache: bool = True,
+) -> SignedBinding:
+    """Verify the signed binding of ``adapter_dir``: the binding and its
+    signers, or the findings that say why not; then its subjects."""
+    from ftmanifest.signing._files import ENVELOPE_MAX_BYTES, read_untrusted
+    from ftmanifest.signing.attest import verify_statement
+    from ftmanifest.signing.errors import (
+        FileTooLargeError,
+        MalformedEnvelopeError,
+        MalformedPayloadError,
+        NotRegularFileError,
+        SignatureRefusedError,
+    )
+    from ftmanifest.signing.locate import choose_trust_file
+    from ftmanifest.signing.trust import load_trust
+
+    env = adapter_dir / ENVELOPE_NAME
+    where = str(adapter_dir)
+    bind_hint = f"bind it: ftmanifest bind {adapter_dir} --manifest M --key KEY"
+    try:
+        raw = read_untrusted(env, limit=ENVELOPE_MAX_BYTES, what="adapter binding",
+                             hint="do not trust it; " + bind_hint)  # fmt: skip
+    except FileNotFoundError:
+        return SignedBinding(findings=[finding(
+            "binding-missing", "the adapter has no signed binding", path=where,
+            field=ENVELOPE_NAME, expected=f"a signed binding at {env}", observed="absent",
+            hint=bind_hint,
+        )])  # fmt: skip
+    except (NotRegularFileError, FileTooLargeError) as exc:
+        return SignedBinding(findings=[_malformed(env, exc, bind_hint)])
+    source = choose_trust_file(Path(search_from) if search_from else env, trust_path)
+    trust = load_trust(source.path)  # a bad trust file is the user's input error (exit 2)
+    try:
+        verified = verify_statement(raw, trust=trust, now=now, path=env,
+                                    expected_predicate_type=PREDICATE_TYPE)  # fmt: skip
+    except SignatureRefusedError as exc:
+        return SignedBinding(findings=[finding(
+            "binding-untrusted", f"the binding's signature is refused ({exc.reason})",
+            path=str(env), field="signature", expected=exc.expected or "a trusted signature",
+            observed=exc.observed or exc.message, hint=exc.hint, extra={"reason": exc.reason},
+        )])  # fmt: skip
+    except (MalformedEnvelopeError, MalformedPayloadError) as exc:
+        return SignedBinding(findings=[_malformed(env, exc, bind_hint)])
+    signers = tuple(sorted({p for s in verified.verdict.signatures
+                            if s.status == "valid" for p in s.principals}))  # fmt: skip
+    findings = files_findings(adapter_dir, verified.statement, use_cache)
+    try:
+        binding = Binding.from_predicate(verified.predicate)
+    except ValueError as exc:
+        return SignedBinding(None, signers, [finding(
+            "binding-malformed", f"the signed binding is not one ftmanifest reads: {exc}",
+            path=str(env), field="predicate", expected=PREDICATE_TYPE, observed=str(exc),
+            hint=bind_hint,
+        ), *findings])  # fmt: skip
+    return SignedBinding(binding, signers, findings)
+
+
+def _malformed(env: Path, exc: Any, hint: str) -> Finding:
+    """A binding file that is no signed binding: unsigned (no signatures) or malformed."""
+    unsigned = exc.field == "signatures"
+    return finding(
+        "binding-unsigned" if unsigned else "binding-malformed",
+        "the binding carries no signature" if unsigned
+        else f"the binding is not a signed binding ftmanifest reads ({exc.reason})",
+        path=str(env), field=exc.field or ENVELOPE_NAME,
+        expected=f"a DSSE envelope signing a {PREDICATE_TYPE} statement",
+        observed=exc.observed or exc.message, hint="do not trust it; " + hint,
+        extra={"reason": exc.reason},
+    )  # fmt: skip
+
+
+def files_findings(folder: Path, statement: Any, use_cache: bool) -> list[Finding]:
+    """Every adapter file is a subject, with the digest it was bound with."""
+    from ftmanifest.hashing import hash_files, list_tree
+
+    listing = {r: p for r, p in list_tree(folder).items() if r != ENVELOPE_NAME}
+    digests = hash_files(listing.values(), use_cache=use_cache)
+    bound = {s.name for s in statement.subjects}
+    out: list[Finding] = []
+    rebind = f"undo the change, or bind again: ftmanifest bind {folder} --manifest M --key KEY"
+    for rel, p in listing.items():
+        got = digests[p]
+        seen = got.message if isinstance(got, FtManifestError) else got.digest
+        want = statement.digest_of(rel)
+        if want is None or want != seen:
+            out.append(finding(
+                "files-changed", f"adapter file {rel} changed after binding"
+                if want else f"adapter file {rel} appeared after binding",
+                path=str(p), field=rel, expected=want or "no such file", observed=seen,
+                hint=rebind,
+            ))  # fmt: skip
+    for rel in sorted(bound - set(listing)):
+        out.append(finding(
+            "files-changed", f"adapter file {rel} is gone since binding", path=str(folder / rel),
+            field=rel, expected=statement.digest_of(rel), observed="absent", hint=rebind,
+        ))  # fmt: skip
+    return out
