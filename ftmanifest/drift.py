@@ -57,7 +57,7 @@ def compare(
 
 
 def _python(m: Manifest, seen: Observed) -> Iterator[Finding]:
-    want, have = m.environment.python, seen.environment.get("python")
+    want, have = m.environment.python, seen.environment.python
     if want and want != have:
         yield _row(
             "drift.python",
@@ -137,7 +137,7 @@ def _packages(m: Manifest, seen: Observed) -> Iterator[Finding]:
 
 def _backend(m: Manifest, seen: Observed) -> Iterator[Finding]:
     want = m.environment.backend
-    have = seen.environment.get("backend", {}) or {}
+    have = seen.environment.backend
     for key, what in (
         ("kind", "backend"),
         ("runtime", "runtime version"),
@@ -146,34 +146,27 @@ def _backend(m: Manifest, seen: Observed) -> Iterator[Finding]:
         ("driver", "driver version"),
     ):
         expected = getattr(want, key)
-        if expected is not None and str(expected) != str(have.get(key)):
+        if expected is not None and str(expected) != str(getattr(have, key)):
             yield _row(
                 "drift.backend",
                 ("environment", "backend", key),
                 f"{what} differs",
                 expected,
-                have.get(key) or "absent",
+                getattr(have, key) or "absent",
                 "run on the recorded backend, or re-lock and re-check quality "
                 "(a platform change means redoing the start and quality checks)",
             )
-    observed_devices = list(have.get("devices") or [])
+    observed_devices = have.devices
     for i, dev in enumerate(want.devices):
-        match = next((d for d in observed_devices if d.get("name") == dev.name), None)
+        match = next((d for d in observed_devices if d.name == dev.name), None)
         if match is None and dev.compute_capability:
             match = next(
-                (
-                    d
-                    for d in observed_devices
-                    if d.get("compute_capability") == dev.compute_capability
-                ),
+                (d for d in observed_devices if d.compute_capability == dev.compute_capability),
                 None,
             )
         field: Loc = ("environment", "backend", "devices", i)
         seen_text = (
-            ", ".join(
-                f"{d.get('name')} x{d.get('count', 1)} (cc {d.get('compute_capability')})"
-                for d in observed_devices
-            )
+            ", ".join(f"{d.name} x{d.count} (cc {d.compute_capability})" for d in observed_devices)
             or "no accelerator"
         )
         if match is None:
@@ -186,22 +179,22 @@ def _backend(m: Manifest, seen: Observed) -> Iterator[Finding]:
                 "run on the recorded devices",
             )
             continue
-        if dev.compute_capability and match.get("compute_capability") != dev.compute_capability:
+        if dev.compute_capability and match.compute_capability != dev.compute_capability:
             yield _row(
                 "drift.device",
                 (*field, "compute_capability"),
                 "device compute capability differs",
                 dev.compute_capability,
-                match.get("compute_capability"),
+                match.compute_capability,
                 "run on the recorded devices",
             )
-        if int(1 if match.get("count") is None else match["count"]) < dev.count:
+        if match.count < dev.count:
             yield _row(
                 "drift.device",
                 (*field, "count"),
                 f"fewer {dev.name} devices",
                 dev.count,
-                match.get("count"),
+                match.count,
                 "run with every recorded device visible",
             )
 
@@ -222,10 +215,10 @@ def _env_vars(m: Manifest, seen: Observed) -> Iterator[Finding]:
 
 def _code(m: Manifest, seen: Observed) -> Iterator[Finding]:
     want = m.environment.code
-    have = seen.environment.get("code") or {}
+    have = seen.environment.code
     ancestry = seen.code_ancestry
-    if want.commit and want.commit != have.get("commit") and not (ancestry and ancestry.ok):
-        observed = have.get("commit") or "no git commit found"
+    if want.commit and want.commit != have.commit and not (ancestry and ancestry.ok):
+        observed = have.commit or "no git commit found"
         if ancestry is not None:
             observed += f" ({ancestry.reason}"
             if ancestry.offending:
@@ -250,10 +243,10 @@ def _code(m: Manifest, seen: Observed) -> Iterator[Finding]:
             ("environment", "code", "dirty"),
             "the manifest was locked with uncommitted changes: the code cannot be checked",
             "a manifest locked on a clean tree",
-            "dirty now" if have.get("dirty") else "clean now",
+            "dirty now" if have.dirty else "clean now",
             "commit the changes, then `ftmanifest lock` again",
         )
-    elif want.commit and have.get("dirty"):
+    elif want.commit and have.dirty:
         yield _row(
             "drift.code",
             ("environment", "code", "dirty"),

@@ -111,24 +111,25 @@ def _environment(m: Manifest, seen: Observed, notes: list[str]) -> list[Update]:
     for name in sorted(set(m.environment.packages) - set(packages)):
         notes.append(f"package {name} is listed but not installed: kept as it was")
         packages[name] = m.environment.packages[name]
-    env_vars = dict(env.get("env_vars", {}))
+    env_vars = dict(env.env_vars)
     for name, value in seen.env_values.items():
         if value is None:
             notes.append(f"environment variable {name} is unset here: kept as recorded")
             env_vars[name] = m.environment.env_vars[name]
         else:
             env_vars[name] = value
-    backend = {k: v for k, v in env["backend"].items() if v not in (None, [])}
+    dumped = env.backend.model_dump(mode="json")
+    backend = {k: v for k, v in dumped.items() if v not in (None, [])}
     ups: list[Update] = [
-        (("environment", "python"), env["python"]),
+        (("environment", "python"), env.python),
         (("environment", "packages"), dict(sorted(packages.items()))),
         (("environment", "backend"), backend),
         (("environment", "env_vars"), dict(sorted(env_vars.items()))),
     ]
-    if "code" in env:
-        ups.append((("environment", "code", "commit"), env["code"]["commit"]))
-        ups.append((("environment", "code", "dirty"), env["code"]["dirty"]))
-        if env["code"]["dirty"]:
+    if env.code.commit is not None:  # git found the training code's commit
+        ups.append((("environment", "code", "commit"), env.code.commit))
+        ups.append((("environment", "code", "dirty"), env.code.dirty))
+        if env.code.dirty:
             notes.append(
                 "training code has uncommitted changes: pinned as dirty, which verify "
                 "refuses (the changes are recorded nowhere); commit them and lock again"

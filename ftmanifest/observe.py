@@ -20,6 +20,7 @@ from ftmanifest.location import Loc
 from ftmanifest.manifest.pinned import pinned_files
 
 if TYPE_CHECKING:
+    from ftmanifest.manifest.environment import Environment
     from ftmanifest.manifest.model import Manifest
     from ftmanifest.progress import ProgressSink
 
@@ -47,7 +48,7 @@ class ModelState:
 
 @dataclass
 class Observed:
-    environment: dict[str, Any]
+    environment: Environment  # what lock would pin here (``observed_env.from_probe``)
     installed: dict[str, str]
     env_values: dict[str, str | None]
     model: ModelState
@@ -299,8 +300,10 @@ def observe(
         free: int | None = shutil.disk_usage(disk_path).free
     except OSError:
         free = None
+    from ftmanifest.observed_env import from_probe
+
     return Observed(
-        environment=environment,
+        environment=from_probe(environment),
         installed=dict(probed.packages),
         env_values={k: os.environ.get(k) for k in manifest.environment.env_vars},
         model=model,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.manifest.environment import Environment
 
@@ -23,13 +23,34 @@ if TYPE_CHECKING:
 ENVIRONMENT_CHECKS = ("python", "packages", "backend", "env-vars", "code")
 
 
+def from_probe(fields: Mapping[str, Any]) -> Environment:
+    """The probes' ``environment`` fields (``probe.fields.to_environment_fields``) as
+    the model.  A probe reports what a driver says; a value the manifest could
+    not hold (an empty device name, zero memory) is kept as unknown rather than
+    failing the whole observation."""
+    data = dict(fields)
+    backend = dict(data.get("backend") or {})
+    backend["devices"] = [_device(d) for d in backend.get("devices") or []]
+    data["backend"] = backend
+    return Environment.model_validate(data)
+
+
+def _device(raw: Mapping[str, Any]) -> dict[str, Any]:
+    dev = dict(raw)
+    dev["name"] = str(dev.get("name") or "").strip() or "unknown device"
+    if not isinstance(dev.get("memory_mib"), int) or dev["memory_mib"] < 1:
+        dev["memory_mib"] = None
+    if not isinstance(dev.get("count"), int) or dev["count"] < 1:
+        dev["count"] = 1
+    return dev
+
+
 def observed_environment(seen: Observed) -> Environment:
-    """This machine's environment: what ``lock`` would pin, as a model."""
-    fields = dict(seen.environment)
-    env_vars = dict(fields.get("env_vars") or {})
+    """This machine's environment: what ``lock`` would pin, with the values of the
+    environment variables the manifest names."""
+    env_vars = dict(seen.environment.env_vars)
     env_vars.update({k: v for k, v in seen.env_values.items() if v is not None})
-    fields["env_vars"] = env_vars
-    return Environment.model_validate(fields)
+    return seen.environment.model_copy(update={"env_vars": env_vars})
 
 
 def environment_json(env: Environment) -> bytes:

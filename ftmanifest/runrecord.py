@@ -48,8 +48,12 @@ def build(
 ) -> dict[str, Any]:
     """One record of ``report``: manifest, environment, accepted rows, remaining findings."""
     import ftmanifest
+    from ftmanifest.observed_env import fingerprint
 
     env = report.environment
+    code = None
+    if env is not None and env.code.commit is not None:
+        code = {"commit": env.code.commit, "dirty": env.code.dirty}
     record: dict[str, Any] = {
         "ftmanifest_run": RECORD_FORMAT,
         "ftmanifest_version": ftmanifest.__version__,
@@ -62,10 +66,11 @@ def build(
         "finished_at": None,
         "signature_checked": report.signature_checked,
         "environment": {
-            "python": env.get("python"),
-            "backend": env.get("backend"),
-            "packages": env.get("packages"),
-            "code": env.get("code"),
+            "python": None if env is None else env.python,
+            "backend": None if env is None else env.backend.model_dump(mode="json"),
+            "packages": None if env is None else dict(env.packages),
+            "code": code,
+            "fingerprint": None if env is None else fingerprint(env),
         },
         "accepted": [
             {

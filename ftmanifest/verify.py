@@ -12,11 +12,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import RefusedError, UsageError
 from ftmanifest.findings import Finding
 from ftmanifest.safe_text import escape
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest.environment import Environment
 
 UNACCEPTABLE = ("signature",)
 # Whole sections: an acceptance names one row, never one of these.
@@ -60,7 +63,7 @@ class VerifyReport:
     findings: list[Finding]
     accepted: list[Acceptance] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: Environment | None = None  # observed here; None when nothing was probed
     signature: Any = None  # signing.verify.SignatureReport when checked
     signature_checked: bool = True
 
@@ -214,6 +217,7 @@ def verify_manifest(
     from ftmanifest.drift import compare
     from ftmanifest.manifest import load_manifest
     from ftmanifest.observe import observe
+    from ftmanifest.observed_env import observed_environment
 
     manifest_path = Path(path)
     loaded = load_manifest(manifest_path)
@@ -251,7 +255,7 @@ def verify_manifest(
         remaining,
         accepted,
         warnings + unused,
-        seen.environment,
+        observed_environment(seen),
         sig_report,
         signature_checked=signature,
     )

@@ -27,7 +27,7 @@ def test_every_drift_check_reads_only_what_observe_provides() -> None:
 def test_only_runs_the_named_checks_and_unknown_names_are_refused() -> None:
     m = load_manifest(CLF).manifest
     seen = _observed(m)
-    seen.environment["python"] = "3.10.0"
+    seen.environment = seen.environment.model_copy(update={"python": "3.10.0"})
     seen.disk_free = 0
     assert {f.rule for f in compare(m, seen)} >= {"drift.python", "drift.disk"}
     assert [f.rule for f in compare(m, seen, only=["python"])] == ["drift.python"]

@@ -1,5 +1,6 @@
 """drift.compare is pure: the GPU/backend rows are tested here on the CPU with
-observations shaped as the probes report them on a CUDA or ROCm machine."""
+observations shaped as the probes report them on a CUDA or ROCm machine (through
+``observed_env.from_probe``, as ``observe`` builds them)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from ftmanifest.drift import GIB, compare
 from ftmanifest.manifest import load_manifest
 from ftmanifest.observe import FileState, ModelState, Observed
+from ftmanifest.observed_env import from_probe
 from tests.conftest import CLF, EXTRACT
 
 
@@ -32,7 +34,7 @@ def _observed(manifest: Any, **changes: Any) -> Observed:
     )
     data = [FileState(e.path, e.digest, 10, records=e.records) for e in m.data]
     seen = Observed(
-        environment=env,
+        environment=from_probe(env),
         installed={k: v.lstrip("=") for k, v in m.environment.packages.items()},
         env_values=dict(m.environment.env_vars),
         model=model,
@@ -46,6 +48,15 @@ def _observed(manifest: Any, **changes: Any) -> Observed:
     return seen
 
 
+def _set(seen: Observed, **fields: Any) -> None:
+    """Change observed environment fields, as a probe on another machine would report them
+    (``backend`` is merged into the observed one)."""
+    data = seen.environment.model_dump()
+    if "backend" in fields:
+        fields["backend"] = {**data["backend"], **fields["backend"]}
+    seen.environment = from_probe({**data, **fields})
+
+
 @pytest.fixture(params=[CLF, EXTRACT], ids=["cuda", "rocm"])
 def manifest(request: pytest.FixtureRequest) -> Any:
     return load_manifest(request.param).manifest
@@ -57,7 +68,8 @@ def test_a_matching_machine_has_no_drift(manifest: Any) -> None:
 
 def test_cpu_only_machine_against_a_gpu_manifest(manifest: Any) -> None:
     seen = _observed(manifest)
-    seen.environment["backend"] = {"kind": "cpu", "devices": []}
+    none = dict.fromkeys(("runtime", "dnn", "collectives", "driver"))
+    _set(seen, backend={**none, "kind": "cpu", "devices": []})
     rows = {f.field: f for f in compare(manifest, seen)}
     assert rows["environment.backend.kind"].observed == "cpu"
     assert rows["environment.backend.driver"].observed == "absent"
@@ -66,32 +78,32 @@ def test_cpu_only_machine_against_a_gpu_manifest(manifest: Any) -> None:
 
 def test_other_device_capability_and_fewer_devices(manifest: Any) -> None:
     seen = _observed(manifest)
-    dev = dict(seen.environment["backend"]["devices"][0])
-    seen.environment["backend"]["devices"] = [{**dev, "compute_capability": "9.0", "count": 0}]
+    dev = manifest.environment.backend.devices[0].model_dump()
+    fewer = max(1, dev["count"] - 1)
+    _set(seen, backend={"devices": [{**dev, "compute_capability": "9.0", "count": fewer}]})
     rows = {f.field: f for f in compare(manifest, seen)}
     cc = rows["environment.backend.devices[0].compute_capability"]
     assert (cc.expected, cc.observed) == (dev["compute_capability"], "9.0")
-    assert "environment.backend.devices[0].count" in rows
+    assert ("environment.backend.devices[0].count" in rows) == (fewer < dev["count"])
 
 
 def test_device_matched_by_capability_when_the_name_differs(manifest: Any) -> None:
     seen = _observed(manifest)
-    dev = dict(seen.environment["backend"]["devices"][0])
-    seen.environment["backend"]["devices"] = [{**dev, "name": dev["name"] + " (renamed)"}]
+    dev = manifest.environment.backend.devices[0].model_dump()
+    _set(seen, backend={"devices": [{**dev, "name": dev["name"] + " (renamed)"}]})
     assert compare(manifest, seen) == []
 
 
 def test_driver_and_runtime_versions(manifest: Any) -> None:
     seen = _observed(manifest)
-    seen.environment["backend"] = {**seen.environment["backend"], "driver": "1.0", "runtime": "0"}
+    _set(seen, backend={"driver": "1.0", "runtime": "0"})
     fields = sorted(f.field for f in compare(manifest, seen))
     assert fields == ["environment.backend.driver", "environment.backend.runtime"]
 
 
 def test_python_and_code(manifest: Any) -> None:
     seen = _observed(manifest)
-    seen.environment["python"] = "3.10.1"
-    seen.environment["code"] = {"commit": "0" * 40, "dirty": True}
+    _set(seen, python="3.10.1", code={"commit": "0" * 40, "dirty": True})
     fields = sorted(f.field for f in compare(manifest, seen))
     assert fields == ["environment.code.commit", "environment.code.dirty", "environment.python"]
 

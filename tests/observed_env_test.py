@@ -56,3 +56,30 @@ def test_another_machine_differs_in_the_rows_verify_prints(project: Path) -> Non
         "drift.env-var",
         "drift.package-unpinned",
     }
+
+
+def test_odd_probe_values_are_kept_as_unknown_not_a_crash() -> None:
+    from ftmanifest.observed_env import from_probe
+
+    env = from_probe(
+        {
+            "python": "3.11.7",
+            "backend": {
+                "kind": "cuda",
+                "devices": [{"name": " ", "memory_mib": 0, "count": 0, "compute_capability": None}],
+            },
+        }
+    )
+    [dev] = env.backend.devices
+    assert (dev.name, dev.memory_mib, dev.count) == ("unknown device", None, 1)
+
+
+def test_a_run_record_carries_the_environment_fingerprint(project: Path) -> None:
+    from ftmanifest.runrecord import build
+    from ftmanifest.verify import verify_manifest
+
+    report = verify_manifest(project, signature=False)
+    assert report.environment is not None
+    record = build(report, status="verified")
+    assert record["environment"]["fingerprint"] == fingerprint(report.environment)
+    assert record["environment"]["code"]["commit"] == report.environment.code.commit
