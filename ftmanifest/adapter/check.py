@@ -43,7 +43,7 @@ from ftmanifest.adapter.binding import (
 )
 from ftmanifest.adapter.signed import read_signed
 from ftmanifest.adapter.tensors import tensor_shapes
-from ftmanifest.errors import RefusedError, UsageError
+from ftmanifest.errors import InputError, RefusedError, UsageError
 from ftmanifest.findings import Finding
 
 
@@ -102,12 +102,21 @@ def check_adapter(
         from ftmanifest.manifest import load_manifest
 
         loaded = load_manifest(manifest_path)
-    config = read_config(folder)
+    try:
+        config = read_config(folder)
+        adapter_shapes = tensor_shapes(adapter_weight_files(folder))
+        unusable = None
+    except InputError as exc:
+        unusable = exc
     report = AdapterReport(folder, folder / ENVELOPE_NAME)
     signed = read_signed(folder, search_from=manifest_path, trust_path=trust_path, now=now,
                          use_cache=use_cache)  # fmt: skip
     report.binding, report.signers = signed.binding, signed.signers
     report.findings += signed.findings
+    if unusable is not None:
+        if any(f.rule == "adapter.files-changed" for f in report.findings):
+            return report  # tampered after binding: the refusal names the file
+        raise unusable
     if base is None:
         base = _find_base(report, loaded, manifest_path, base_dir, base_repo, revision,
                           use_cache, allow_outside)  # fmt: skip
@@ -116,7 +125,6 @@ def check_adapter(
     facts = arch.LoraFacts.from_adapter_config(config)
     shapes = arch.with_tied_head(base.shapes(), base.config())
     report.findings += arch.check_targets(shapes, facts, path=where)
-    adapter_shapes = tensor_shapes(adapter_weight_files(folder))
     transposed = arch.is_transposed(base.config(), facts)
     report.findings += arch.check_adapter_tensors(
         adapter_shapes, shapes, facts, transposed=transposed, path=where

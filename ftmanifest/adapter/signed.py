@@ -71,10 +71,9 @@ def read_signed(
     from ftmanifest.signing.attest import verify_statement
     from ftmanifest.signing.errors import (
         FileTooLargeError,
-        MalformedEnvelopeError,
-        MalformedPayloadError,
         NotRegularFileError,
         SignatureRefusedError,
+        SigningInputError,
     )
     from ftmanifest.signing.locate import choose_trust_file
     from ftmanifest.signing.trust import load_trust
@@ -104,7 +103,7 @@ def read_signed(
             path=str(env), field="signature", expected=exc.expected or "a trusted signature",
             observed=exc.observed or exc.message, hint=exc.hint, extra={"reason": exc.reason},
         )])  # fmt: skip
-    except (MalformedEnvelopeError, MalformedPayloadError) as exc:
+    except SigningInputError as exc:  # the envelope itself (trust was loaded above)
         return SignedBinding(findings=[_malformed(env, exc, bind_hint)])
     signers = tuple(sorted({p for s in verified.verdict.signatures
                             if s.status == "valid" for p in s.principals}))  # fmt: skip
