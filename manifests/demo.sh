@@ -150,14 +150,8 @@ def checkpoint(signum, frame):
 signal.signal(signal.SIGTERM, checkpoint)
 os.kill(os.getppid(), signal.SIGTERM)  # as if the scheduler preempted the job
 time.sleep(30)'
-printf '$ # status, exit code and command of each record in %s\n' "$OUT/tiny/manifest.yaml.runs.jsonl"
-python - "$OUT/tiny/manifest.yaml.runs.jsonl" <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    what = json.dumps(r["command"])[:60] if "command" in r else "(the Trainer guard)"
-    print(f"{r['status']:<12} {str(r.get('exit_code', '')):<5} {what}")
-PY
+# what happened to the experiment: its run records, not its signed manifest
+expect 0 ftmanifest runs "$OUT/tiny/manifest.yaml"
 
 step "11d. verify refuses what only lint used to flag: a package pinned to a range"
 sed 's/^    torch: .*/    torch: ">=2"/' "$OUT/tiny/manifest.yaml" > "$OUT/tiny/loose-pin.yaml"
@@ -178,6 +172,13 @@ expect 1 python manifests/train_tiny.py "$OUT/tiny/manifest.yaml"
 expect 2 ftmanifest verify "$OUT/tiny/manifest.yaml" --accept data --reason "a whole section"
 expect 0 ftmanifest verify "$OUT/tiny/manifest.yaml" --accept 'data[0]' \
   --reason "demo: relabelled one record on purpose"
+
+step "13. what happened to an experiment is recorded beside it; the signed manifest stays as signed"
+expect 0 ftmanifest runs "$OUT/tiny/manifest.yaml" --mark abandoned \
+  --reason "demo: the training data was edited by hand"
+expect 0 ftmanifest signers "$OUT/tiny/manifest.yaml"
+sed 's/^  id: \(.*\)$/  id: \1\n  status: abandoned/' "$OUT/tiny/manifest.yaml" > "$OUT/status-in-manifest.yaml"
+expect 2 ftmanifest lint "$OUT/status-in-manifest.yaml"
 
 step "summary"
 if [ "$FAILED" -eq 0 ]; then
