@@ -7,7 +7,8 @@ Layer: pure core (takes tensor shapes and configs, returns findings).  Used by
 peft's rules, as peft 0.21 applies them (``tuners_utils.check_target_module_exists``):
 a module matches a ``target_modules`` list when its name equals an entry or
 ends with ``.entry``; a string is a regular expression that must match the
-whole name; ``exclude_modules`` (same rules) and modules named in
+whole name (``all-linear``: every 2-D weight but embeddings and the output
+head, as peft resolves it); ``exclude_modules`` (same rules) and modules named in
 ``modules_to_save`` are never wrapped.  Module names come from tensor names
 (``a.b.weight`` is module ``a.b``); a LoRA-wrappable module owns a 2-D
 ``weight``.  Shapes: a Linear weight is ``[out, in]``, a GPT-2 ``Conv1D``
@@ -36,6 +37,8 @@ Shapes = Mapping[str, tuple[str, tuple[int, ...]]]
 PEFT_PREFIX = "base_model.model."
 CONV1D_MODEL_TYPES = frozenset({"gpt2", "openai-gpt", "imagegpt", "decision_transformer"})
 EMBEDDING_NAMES = frozenset({"wte", "wpe", "embed_tokens", "embed_in", "word_embeddings"})
+OUTPUT_NAMES = frozenset({"lm_head", "embed_out", "output"})
+ALL_LINEAR = "all-linear"  # peft's INCLUDE_LINEAR_LAYERS_SHORTHAND
 _LORA_PARTS = ("lora_A.weight", "lora_B.weight", "lora_B.bias", "lora_embedding_A",
                "lora_embedding_B", "lora_magnitude_vector", "base_layer.weight")  # fmt: skip
 
@@ -99,6 +102,10 @@ class LoraFacts:
 def _listed(name: str, entries: list[str] | str | None) -> bool:
     if not entries:
         return False
+    if isinstance(entries, str) and entries.lower() == ALL_LINEAR:
+        # peft: every Linear/Conv1D but the output embedding; from headers,
+        # every 2-D weight (callers pass only those) but embeddings and heads
+        return name.rpartition(".")[2] not in EMBEDDING_NAMES | OUTPUT_NAMES
     if isinstance(entries, str):
         return re.fullmatch(entries, name) is not None
     return name in entries or any(name.endswith(f".{e}") for e in entries)
@@ -145,7 +152,9 @@ def check_targets(shapes: Shapes, facts: LoraFacts, *, path: str | None = None) 
     out: list[Finding] = []
     modules = all_modules(shapes)
     weights = module_weights(shapes)
-    entries = [facts.target_modules] if isinstance(facts.target_modules, str) else []
+    targets = facts.target_modules
+    all_linear = isinstance(targets, str) and targets.lower() == ALL_LINEAR
+    entries = [targets] if isinstance(targets, str) and not all_linear else []
     entries += facts.target_modules if isinstance(facts.target_modules, list) else []
     for entry in entries:
         pattern = entry if isinstance(facts.target_modules, str) else [entry]

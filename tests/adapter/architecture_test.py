@@ -95,3 +95,19 @@ def test_verify_check_names_a_layer_lora_cannot_wrap(
         "adapter.target-missing",
         "adapter.modules-to-save-missing",
     ]
+
+
+@pytest.mark.parametrize("arch_name", ["gpt2", "llama"])
+def test_all_linear_is_resolved_as_peft_does(models: dict[str, Path], arch_name: str) -> None:
+    from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
+
+    folder = models[f"{arch_name}-a"]
+    config = json.loads((folder / "config.json").read_text())
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules="all-linear")
+    peft_model = get_peft_model(make_model(arch_name, 0), lora)
+    facts = arch.LoraFacts(r=4, alpha=8, target_modules="all-linear")
+    shapes = base_shapes(folder)
+    assert arch.check_targets(shapes, facts) == []
+    expected = arch.expected_tensors(shapes, facts, transposed=arch.is_transposed(config, facts))
+    saved = get_peft_model_state_dict(peft_model)
+    assert {arch.PEFT_PREFIX + n for n in expected} == set(saved)
