@@ -128,6 +128,15 @@ MANIFEST_COMMANDS: dict[str, Callable[[Path, dict[str, Path]], list[str]]] = {
     "sign": lambda m, p: ["sign", str(m), "--key", str(p["missing"].with_name("no-key"))],
     "signers": lambda m, p: ["signers", str(m)],
     "runs": lambda m, p: ["runs", str(m), "--mark", "invalid", "--reason", "bad input"],
+    "bind": lambda m, p: [
+        "bind",
+        str(p["dir"]),
+        "--manifest",
+        str(m),
+        "--key",
+        str(p["missing"].with_name("no-key")),
+    ],  # fmt: skip
+    "check-adapter": lambda m, p: ["check-adapter", str(p["dir"]), "--manifest", str(m)],
 }
 # (command, input) pairs that still exit 3 in code this suite's owner does not own
 SIGNING_XFAIL: dict[tuple[str, str], str] = {}
