@@ -111,7 +111,7 @@ expect 0 ftmanifest scan "$OUT/data-clean"
 expect 1 ftmanifest scan "$OUT/data-leaky"
 
 step "9. the tiny example: build a real model and data set offline, then lock it"
-python -c "from ftmanifest.integrations.example import build_example; print(build_example(__import__('pathlib').Path('$OUT/tiny')))"
+python -c "from ftmanifest.examples.project import build_example; print(build_example(__import__('pathlib').Path('$OUT/tiny')))"
 mkdir -p "$OUT/tiny/.ftmanifest"
 cp "$OUT/signed/.ftmanifest/allowed_signers" "$OUT/tiny/.ftmanifest/allowed_signers"
 # The example is its own training repository: lock pins its commit.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import ftmanifest
 from ftmanifest.errors import FtManifestError
-from ftmanifest.integrations.example import tiny_trainer
+from ftmanifest.examples.training import tiny_trainer
 from ftmanifest.integrations.transformers import FtManifestCallback, load_pinned
 
 

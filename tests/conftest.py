@@ -202,7 +202,7 @@ def hub_project(
 ) -> tuple[Path, dict[str, str]]:
     """A hub cache holding ``snapshots`` of org/tiny (name -> file -> bytes, refs/main ->
     ``main``), the environment pointing at it, and ``manifest`` beside a train.jsonl."""
-    from ftmanifest.integrations.example import build_hub_cache
+    from tests.support.hubcache import build_hub_cache
 
     folders = {}
     for name, files in snapshots.items():

@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ftmanifest.errors import FtManifestError
-from ftmanifest.integrations.example import build_hub_cache
 from ftmanifest.lock import lock_manifest
 from ftmanifest.verify import verify_manifest
 from tests.conftest import ENV, HUB_MANIFEST, git, write_project
+from tests.support.hubcache import build_hub_cache
 
 Mutation = Callable[[Path, st.DataObject], None]
 

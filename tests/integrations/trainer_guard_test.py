@@ -13,7 +13,8 @@ from transformers import Trainer
 
 import ftmanifest
 from ftmanifest.errors import EXIT_REFUSED, RefusedError
-from ftmanifest.integrations.example import build_example, tiny_trainer
+from ftmanifest.examples.project import build_example
+from ftmanifest.examples.training import tiny_trainer
 from ftmanifest.integrations.transformers import (
     RUN_RECORD,
     DriftRefusedError,

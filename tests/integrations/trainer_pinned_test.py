@@ -29,13 +29,9 @@ from transformers import (
 )
 
 from ftmanifest.errors import EXIT_INPUT, UsageError
+from ftmanifest.examples.tiny import build_model, default_corpus
+from ftmanifest.examples.training import tiny_trainer
 from ftmanifest.hfcache import SnapshotNotFoundError
-from ftmanifest.integrations.example import (
-    build_hub_cache,
-    build_model,
-    default_corpus,
-    tiny_trainer,
-)
 from ftmanifest.integrations.model_origin import ORIGIN_RULE, WEIGHTS_RULE, unwrap_model
 from ftmanifest.integrations.transformers import (
     RUN_RECORD,
@@ -45,6 +41,7 @@ from ftmanifest.integrations.transformers import (
 )
 from ftmanifest.verify import verify_manifest
 from tests.integrations.trainer_guard_test import _weights, example, locked  # noqa: F401
+from tests.support.hubcache import build_hub_cache
 
 REPO = "org/tiny"
 STEPS = 2

@@ -10,15 +10,8 @@ import huggingface_hub as hh
 import pytest
 
 from ftmanifest.errors import UsageError
-from ftmanifest.integrations.example import (
-    DEPARTMENTS,
-    build_dataset,
-    build_hub_cache,
-    build_model,
-    git_blob_sha1,
-    hub_etag,
-    read_texts,
-)
+from ftmanifest.examples.tiny import DEPARTMENTS, build_dataset, build_model, read_texts
+from tests.support.hubcache import build_hub_cache, git_blob_sha1, hub_etag
 
 
 @pytest.fixture(scope="module")

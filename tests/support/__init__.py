@@ -1,0 +1,1 @@
+"""Builders that only the tests use."""
