@@ -231,6 +231,18 @@ def verify_manifest(
         allow_outside=allow_outside,
     )
     findings = compare(loaded.manifest, seen)
+    model_drift = any(f.loc and f.loc[0] == "model" for f in findings)
+    if not model_drift and getattr(loaded.manifest.method, "kind", None) == "lora":
+        # the LoRA method against the pinned base's headers (issue 12): targets exist,
+        # trainable_params is what the shapes imply; judged only on the pinned weights
+        from ftmanifest.adapter.base import manifest_method_findings
+
+        findings += [
+            f._replace(kind="drift")
+            for f in manifest_method_findings(
+                loaded.manifest, manifest_path, allow_outside=allow_outside
+            )
+        ]
     if scan and "verify" in loaded.manifest.security.scan.on:
         findings += scan_for_verify(
             loaded.manifest, manifest_path, use_cache=use_cache, allow_outside=allow_outside

@@ -126,9 +126,23 @@ def git(cwd: Path, *args: str) -> None:
     )
 
 
+def _tiny_llama_weights() -> str:
+    """A real safetensors file with one Llama layer's projections (8x8 int8 zeros, all
+    ASCII, so it fits the text files here): the modules the example's LoRA targets."""
+    import json
+
+    names = [f"model.layers.0.self_attn.{m}_proj.weight" for m in "qkvo"]
+    names += [f"model.layers.0.mlp.{m}_proj.weight" for m in ("gate", "up", "down")]
+    header = {n: {"dtype": "I8", "shape": [8, 8], "data_offsets": [64 * i, 64 * (i + 1)]}
+              for i, n in enumerate(names)}  # fmt: skip
+    text = json.dumps(header, separators=(",", ":"))
+    text += " " * (-len(text) % 256)  # a length whose bytes are all ASCII (here: < 0x80)
+    return len(text).to_bytes(8, "little").decode("latin-1") + text + "\0" * (64 * len(names))
+
+
 PROJECT_FILES = {
     "model/config.json": '{"model_type": "llama"}\n',
-    "model/model.safetensors": "w" * 4096,
+    "model/model.safetensors": _tiny_llama_weights(),
     "data/train.jsonl": "".join(f'{{"text": "doc {i}", "label": "billing"}}\n' for i in range(5)),
     "data/eval.jsonl": '{"text": "e", "label": "returns"}\n',
     "data/test.jsonl": '{"text": "t", "label": "account"}\n',
@@ -164,6 +178,7 @@ def write_project(
         .replace("data/docroute/", "data/")
         .replace("eval/baseline/zero-shot-results.jsonl", "eval/zero.jsonl")
         .replace("eval/docroute-eval-v3.yaml", "eval/cfg.yaml")
+        .replace("  trainable_params: 8798208\n", "")  # the 0.5B model's count, not this one's
     ) + "\n"
     (root / "exp.yaml").write_text(text)
     git(root, "init", "-q")

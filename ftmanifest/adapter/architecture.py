@@ -143,8 +143,11 @@ def is_transposed(base_config: Mapping[str, Any], facts: LoraFacts) -> bool:
 
 
 def finding(rule: str, message: str, severity: Severity = "error", **kw: Any) -> Finding:
-    """A finding of kind ``adapter`` with rule ``adapter.<rule>``."""
-    return Finding(kind="adapter", rule=f"adapter.{rule}", message=message, severity=severity, **kw)
+    """A finding of kind ``adapter`` with rule ``adapter.<rule>`` (``loc=``: a manifest
+    location, which also gives its ``field`` text)."""
+    kw.update(kind="adapter", rule=f"adapter.{rule}", message=message, severity=severity)
+    loc = kw.pop("loc", None)
+    return Finding(**kw) if loc is None else Finding.at(loc, **kw)
 
 
 def check_targets(shapes: Shapes, facts: LoraFacts, *, path: str | None = None) -> list[Finding]:
@@ -162,7 +165,7 @@ def check_targets(shapes: Shapes, facts: LoraFacts, *, path: str | None = None) 
         if not hits:
             out.append(finding(
                 "target-missing", f"target module {entry!r} matches no module of the base",
-                path=path, field="method.target_modules", expected="a module of the base",
+                path=path, loc=("method", "target_modules"), expected="a module of the base",
                 observed=entry, hint="name a module the base has (peft: exact name, a "
                 "'.'-suffix, or a regex over the whole name), e.g. "
                 + ", ".join(sorted({m.rpartition('.')[2] for m in weights})[:6]),
@@ -170,7 +173,7 @@ def check_targets(shapes: Shapes, facts: LoraFacts, *, path: str | None = None) 
         elif not any(m in weights for m in hits):
             out.append(finding(
                 "target-not-wrappable", f"target module {entry!r} names no layer LoRA can wrap",
-                path=path, field="method.target_modules", expected="a Linear/Conv1D/Embedding",
+                path=path, loc=("method", "target_modules"), expected="a Linear/Conv1D/Embedding",
                 observed=", ".join(sorted(hits)[:3]),
                 hint="target the linear layers inside it, e.g. q_proj or c_attn",
             ))  # fmt: skip
@@ -178,7 +181,7 @@ def check_targets(shapes: Shapes, facts: LoraFacts, *, path: str | None = None) 
         if not any(m == entry or m.endswith(entry) for m in modules):
             out.append(finding(
                 "modules-to-save-missing", f"modules_to_save {entry!r} is not a module of the base",
-                path=path, field="method.modules_to_save", expected="a module of the base",
+                path=path, loc=("method", "modules_to_save"), expected="a module of the base",
                 observed=entry, hint="name a module the base has, e.g. lm_head",
             ))  # fmt: skip
     return out
@@ -366,7 +369,7 @@ def method_findings(
     if count != method.trainable_params:
         out.append(finding(
             "trainable-params", "method.trainable_params is not what the targets imply",
-            path=path, field="method.trainable_params", expected=str(count),
+            path=path, loc=("method", "trainable_params"), expected=str(count),
             observed=str(method.trainable_params),
             hint=f"LoRA trains r*(in+out) per wrapped matrix plus modules_to_save: set {count}",
             extra={"wrapped": len({_split(n)[0] for n in expected if ".lora_" in n})},

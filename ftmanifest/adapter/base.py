@@ -143,7 +143,7 @@ def manifest_method_findings(
     """``architecture.method_findings`` for the manifest's pinned base as found
     here (headers and config only, nothing hashed); [] when the base is not
     here (verify reports that itself) or the method is not LoRA."""
-    from ftmanifest.adapter.architecture import method_findings
+    from ftmanifest.adapter.architecture import finding, method_findings
     from ftmanifest.errors import FtManifestError
     from ftmanifest.hfcache import hub_snapshot
     from ftmanifest.observe import resolve_inside
@@ -156,8 +156,21 @@ def manifest_method_findings(
             folder = resolve_inside(manifest_path.parent, m.path, ("model", "path"), allow_outside)
         else:
             folder = hub_snapshot(m.repo, m.revision).folder
+    except FtManifestError:
+        return []  # verify reports a base that is not here, row by row
+    try:
         base = BaseModel(folder)
         shapes, config = base.shapes(), base.config()
-    except FtManifestError:
-        return []
+    except FtManifestError as exc:  # unreadable headers or config: not judged is not clean
+        return [
+            finding(
+                "method-unchecked",
+                "the method could not be checked against the base",
+                path=exc.path or str(manifest_path),
+                loc=("method",),
+                expected="readable safetensors headers and config.json",
+                observed=exc.message,
+                hint=exc.hint or "restore the pinned base files",
+            )
+        ]
     return method_findings(manifest.method, shapes, config, path=str(manifest_path))

@@ -223,7 +223,7 @@ def manifest_findings(
         kind = method.kind if method is not None else "none"
         out.append(finding(
             "method-differs", "the manifest's method is not LoRA", path=str(loaded.path),
-            field="method.kind", expected="lora", observed=kind,
+            loc=("method", "kind"), expected="lora", observed=kind,
             hint="check-adapter judges LoRA adapters; declare method.kind: lora",
         ))  # fmt: skip
         return out
@@ -242,7 +242,7 @@ def manifest_findings(
         if not same:
             out.append(finding(
                 "method-differs", f"the adapter's {name} is not the manifest's",
-                path=where, field=f"method.{name}", expected=_show(want), observed=_show(got),
+                path=where, loc=("method", name), expected=_show(want), observed=_show(got),
                 hint="this adapter was trained with another configuration; train it from "
                 "this manifest, or check it against its own",
             ))  # fmt: skip
