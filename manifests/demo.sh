@@ -10,13 +10,19 @@ mkdir -p "$OUT"
 FAILED=0
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-# expect CODE CMD...: run CMD, show its output, and check its exit code.
+# expect CODE CMD...: run CMD, show its output, and check its exit code; a Python
+# traceback fails the step whatever the code (a crash is never a refusal).
+LOG=$(mktemp)
+trap 'rm -f "$LOG"' EXIT
 expect() {
   local want=$1; shift
   printf '$ %s\n' "$*"
-  "$@"
-  local got=$?
-  if [ "$got" -eq "$want" ]; then
+  "$@" 2>&1 | tee "$LOG"
+  local got=${PIPESTATUS[0]}
+  if grep -q "Traceback (most recent call last)" "$LOG"; then
+    printf '   -> exit %s with a traceback: DEMO FAILED\n' "$got"
+    FAILED=1
+  elif [ "$got" -eq "$want" ]; then
     printf '   -> exit %s (as expected)\n' "$got"
   else
     printf '   -> exit %s, expected %s: DEMO FAILED\n' "$got" "$want"
@@ -179,6 +185,23 @@ expect 0 ftmanifest runs "$OUT/tiny/manifest.yaml" --mark abandoned \
 expect 0 ftmanifest signers "$OUT/tiny/manifest.yaml"
 sed 's/^  id: \(.*\)$/  id: \1\n  status: abandoned/' "$OUT/tiny/manifest.yaml" > "$OUT/status-in-manifest.yaml"
 expect 2 ftmanifest lint "$OUT/status-in-manifest.yaml"
+
+step "14. bind: a LoRA adapter trained on the tiny model is bound to that base; another base is refused"
+python - "$OUT/tiny" <<'PY'
+import sys, pathlib
+tiny = pathlib.Path(sys.argv[1])
+text = (tiny / "manifest.yaml").read_text()
+lora = "method:\n  kind: lora\n  r: 4\n  alpha: 8\n  target_modules: [q_proj, v_proj]\n"
+assert "method:\n  kind: full\n" in text
+(tiny / "lora.yaml").write_text(text.replace("method:\n  kind: full\n", lora).replace(
+    "id: docroute-tiny", "id: docroute-tiny-lora"))
+PY
+expect 0 ftmanifest lock "$OUT/tiny/lora.yaml"
+expect 0 python manifests/lora_tiny.py "$OUT/tiny/lora.yaml" "$OUT/tiny/out/adapter"
+expect 0 ftmanifest bind "$OUT/tiny/out/adapter" --manifest "$OUT/tiny/lora.yaml" --key "$OUT/keys/alice"
+expect 0 ftmanifest check-adapter "$OUT/tiny/out/adapter" --manifest "$OUT/tiny/lora.yaml"
+python -c "from pathlib import Path; from ftmanifest.examples.tiny import build_model; build_model(Path('$OUT/other-base'), seed=1)"
+expect 1 ftmanifest check-adapter "$OUT/tiny/out/adapter" --base "$OUT/other-base"
 
 step "summary"
 if [ "$FAILED" -eq 0 ]; then

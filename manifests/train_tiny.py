@@ -18,6 +18,7 @@ import ftmanifest
 from ftmanifest.errors import FtManifestError
 from ftmanifest.examples.training import tiny_trainer
 from ftmanifest.integrations.transformers import FtManifestCallback, load_pinned
+from ftmanifest.output import error_text
 
 
 def main(manifest: Path, model_from: Path | None = None) -> int:
@@ -40,7 +41,7 @@ def main(manifest: Path, model_from: Path | None = None) -> int:
         )
         trainer.train()
     except FtManifestError as exc:
-        print(f"training refused:\n{exc.render()}", file=sys.stderr)
+        print(f"training refused:\n{error_text(exc)}", file=sys.stderr)
         return exc.exit_code
     print(f"trained {trainer.state.global_step} steps; run record in {folder / 'out'}")
     return 0
