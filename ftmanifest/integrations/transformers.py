@@ -78,6 +78,15 @@ class FtManifestCallback(TrainerCallback):
     (``signature``, ``trust_path``, ``accept`` = {field: reason}, ...), plus
     ``trace_model``: False trains a model that cannot be traced to the pinned
     snapshot without refusing (the run record says it was not traced).
+
+    When the manifest exports an adapter, every adapter the Trainer saves (each
+    ``checkpoint-N`` with an ``adapter_config.json``, the last one included) is
+    bound to the base (``ftmanifest.adapter.bind``), signed with ``bind_key``
+    (an Ed25519 key or the path of one), and listed in the run record.  An
+    adapter that cannot be bound stops training with ``BindRefusedError``;
+    without ``bind_key`` nothing is signed and the run record says which
+    adapters are unbound.  ``bind(folder)`` binds the adapter you save after
+    ``train()`` returns (``trainer.save_model`` calls no callback).
     """
 
     def __init__(
@@ -92,6 +101,7 @@ class FtManifestCallback(TrainerCallback):
         allow_outside: bool = False,
         record_name: str = RUN_RECORD,
         trace_model: bool = True,
+        bind_key: Any = None,
     ) -> None:
         self.manifest = Path(manifest)
         self.options: dict[str, Any] = {
@@ -108,6 +118,8 @@ class FtManifestCallback(TrainerCallback):
         self.report: VerifyReport | None = None
         self.record: dict[str, Any] | None = None
         self.record_path: Path | None = None
+        self.bind_key = bind_key
+        self.bindings: list[dict[str, Any]] = []
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -176,18 +188,87 @@ class FtManifestCallback(TrainerCallback):
             )
         return model_origin.judge_weights(check, pinned)
 
+    def on_save(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
+    ) -> None:
+        from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+        if state.is_world_process_zero:
+            folder = Path(args.output_dir or ".") / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            self._bind_if_adapter(folder)
+
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
         if self.record is None:
             return
         self.record.update(
-            status="finished", finished_at=runrecord.now(), final_global_step=state.global_step
+            status="finished",
+            finished_at=runrecord.now(),
+            final_global_step=state.global_step,
+            adapter_bindings=list(self.bindings),
         )
         if state.is_world_process_zero:
             if self.record_path is not None:
                 self._write(self.record)
             self._append(self.record)
+
+    def bind(self, folder: str | Path) -> dict[str, Any]:
+        """Bind the adapter in ``folder`` to the manifest's base (signed with
+        ``bind_key``); returns what the run record keeps about it."""
+        from ftmanifest.adapter.bind import bind_adapter
+
+        folder = Path(folder)
+        if self.bind_key is None:
+            entry: dict[str, Any] = {
+                "path": str(folder),
+                "bound": False,
+                "reason": "no bind_key given to FtManifestCallback",
+            }
+            warnings.warn(
+                f"adapter {folder} not bound: pass bind_key= to FtManifestCallback, or run "
+                f"ftmanifest bind {folder} --manifest {self.manifest} --key KEY",
+                stacklevel=2,
+            )
+        else:
+            result = bind_adapter(
+                folder,
+                self.manifest,
+                self._key(),
+                use_cache=self.options["use_cache"],
+                allow_outside=self.options["allow_outside"],
+            )
+            entry = {
+                "path": str(folder),
+                "bound": True,
+                "base_tensor_digest": result.binding.base_tensor_digest,
+                "envelope": str(result.envelope_path),
+            }
+        self.bindings.append(entry)
+        return entry
+
+    def _bind_if_adapter(self, folder: Path) -> None:
+        if self._export_folder() is None:
+            return  # the manifest exports no adapter: nothing to bind
+        if (folder / "adapter_config.json").is_file():
+            self.bind(folder)
+
+    def _export_folder(self) -> Path | None:
+        from ftmanifest.manifest import load_manifest
+
+        export = load_manifest(self.manifest).manifest.export
+        if export is None or export.kind != "adapter":
+            return None
+        return self.manifest.parent / export.path
+
+    def _key(self) -> Any:
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        if isinstance(self.bind_key, Ed25519PrivateKey):
+            return self.bind_key
+        from ftmanifest.signing.keys import load_private_key
+
+        return load_private_key(Path(self.bind_key))
 
     def _record(
         self, report: VerifyReport, args: TrainingArguments, state: TrainerState, started: str
