@@ -52,3 +52,18 @@ def test_an_unreadable_base_header_is_not_judged_clean(project: Path) -> None:
     git(project.parent, "commit", "-qam", "lock")
     row = _rows(project)["method"]
     assert row.rule == "adapter.method-unchecked" and row.severity == "error"
+
+
+def test_verify_with_the_method_check_does_not_import_torch(project: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from ftmanifest.cli import main\n"
+        f"rc = main(['verify', {str(project)!r}, '--no-signature'])\n"
+        "heavy = sorted(m for m in ('torch', 'transformers', 'peft') if m in sys.modules)\n"
+        "print('RC', rc, 'HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "RC 0 HEAVY []" in out.stdout, out.stdout + out.stderr
