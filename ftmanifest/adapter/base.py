@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.adapter.tensors import TensorDigest, tensor_digest, tensor_shapes, weight_files
+from ftmanifest.adapter.tensors import TensorDigest, tensor_digest, tensor_index
+from ftmanifest.errors import InputError, InputNotFoundError
 from ftmanifest.findings import Finding
 
 
@@ -30,10 +31,17 @@ class BaseModel:
     symlink_root: Path | None = None
     use_cache: bool = True
     _tensors: TensorDigest | None = field(default=None, repr=False)
+    _config: tuple[dict[str, Any] | None] | None = field(default=None, repr=False)
 
     @property
     def files(self) -> list[Path]:
-        return weight_files(self.folder)
+        """The safetensors files ``from_pretrained`` loads (``loadable``)."""
+        from ftmanifest.adapter.loadable import base_weight_files
+
+        if not self.folder.is_dir():
+            raise InputNotFoundError(f"model folder not found: {self.folder}",
+                                     path=str(self.folder))  # fmt: skip
+        return base_weight_files(self.folder, self.config())
 
     def tensors(self) -> TensorDigest:
         if self._tensors is None:
@@ -41,18 +49,42 @@ class BaseModel:
         return self._tensors
 
     def shapes(self) -> dict[str, tuple[str, tuple[int, ...]]]:
-        return tensor_shapes(self.files)
+        return {n: (e.dtype, e.shape) for n, e in tensor_index(self.files).items()}
+
+    def tensor_bytes(self) -> int:
+        """The bytes of tensor data the headers promise (read nothing else)."""
+        return sum(e.end - e.begin for e in tensor_index(self.files).values())
 
     def config(self) -> dict[str, Any]:
         """``config.json`` (model_type, tie_word_embeddings...), or {} when absent."""
-        from ftmanifest.adapter.binding import read_json
+        return self.raw_config() or {}
 
-        path = self.folder / "config.json"
-        try:
-            data = read_json(path, "model config.json", "re-save the base with save_pretrained")
-        except FileNotFoundError:
-            return {}
-        return data if isinstance(data, dict) else {}
+    def raw_config(self) -> dict[str, Any] | None:
+        """``config.json`` as read (read once), or None when absent."""
+        if self._config is None:
+            from ftmanifest.adapter.binding import read_json
+
+            path = self.folder / "config.json"
+            try:
+                data = read_json(path, "model config.json", "re-save the base with save_pretrained")
+            except FileNotFoundError:
+                data = None
+            if data is not None and not isinstance(data, dict):
+                raise InputError("config.json is not a JSON object", path=str(path),
+                                 expected="a JSON object", observed=type(data).__name__,
+                                 hint="re-save the base with save_pretrained")  # fmt: skip
+            self._config = (data,)
+        return self._config[0]
+
+    def config_digest(self) -> str | None:
+        from ftmanifest.adapter.loadable import config_digest
+
+        return config_digest(self.raw_config())
+
+    def stray_findings(self) -> list[Finding]:
+        from ftmanifest.adapter.loadable import base_stray_findings
+
+        return base_stray_findings(self.folder, self.files)
 
 
 def from_folder(folder: str | Path, *, use_cache: bool = True) -> BaseModel:

@@ -27,6 +27,7 @@ from ftmanifest.adapter.binding import (
     write_metadata,
 )
 from ftmanifest.adapter.check import manifest_findings
+from ftmanifest.adapter.loadable import adapter_stray_findings
 from ftmanifest.adapter.signed import sign_binding
 from ftmanifest.adapter.tensors import tensor_shapes
 from ftmanifest.errors import RefusedError
@@ -65,6 +66,7 @@ def bind_adapter(
         loaded.manifest, mpath, use_cache=use_cache, allow_outside=allow_outside
     )
     findings += manifest_findings(loaded, config, None, str(folder))
+    findings += adapter_stray_findings(folder) + base.stray_findings()
     facts = arch.LoraFacts.from_adapter_config(config)
     shapes = arch.with_tied_head(base.shapes(), base.config())
     findings += arch.check_targets(shapes, facts, path=str(folder))
@@ -98,6 +100,8 @@ def bind_adapter(
         method=method_facts(config),
         versions=installed_versions(),
         required=tuple(export.bind) if export is not None else (),
+        base_config_digest=base.config_digest(),
+        base_bytes=base.tensors().bytes,
     )
     for path in adapter_weight_files(folder):
         write_metadata(path, metadata_entries(binding))

@@ -65,6 +65,9 @@ class Binding:
     method: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str | None] = field(default_factory=dict)
     required: tuple[str, ...] = ()
+    base_config_digest: str | None = None
+    base_bytes: int | None = None
+    file_sizes: dict[str, int] = field(default_factory=dict)  # envelope only: set when signing
 
     def predicate(self) -> dict[str, Any]:
         return {
@@ -74,11 +77,14 @@ class Binding:
                 "treeDigest": self.base_tree_digest,
                 "tensorDigest": self.base_tensor_digest,
                 "tensors": self.base_tensors,
+                "bytes": self.base_bytes,
+                "configDigest": self.base_config_digest,
             },
             "manifest": {"digest": self.manifest_digest},
             "method": dict(self.method),
             "versions": dict(self.versions),
             "required": list(self.required),
+            **({"adapter": {"sizes": dict(self.file_sizes)}} if self.file_sizes else {}),
         }
 
     @classmethod
@@ -99,7 +105,11 @@ class Binding:
                 method=dict(pred["method"]),
                 versions={str(k): _opt_str(v, "versions") for k, v in pred["versions"].items()},
                 required=tuple(str(r) for r in pred.get("required", [])),
-            )
+                base_config_digest=_opt_str(base.get("configDigest"), "base.configDigest"),
+                base_bytes=_opt_int(base.get("bytes"), "base.bytes"),
+                file_sizes={str(k): _int(v, "adapter.sizes")
+                            for k, v in (pred.get("adapter") or {}).get("sizes", {}).items()},
+            )  # fmt: skip
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"binding predicate lacks or mistypes {exc}") from None
 
@@ -107,6 +117,16 @@ class Binding:
 def _opt_str(value: Any, name: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ValueError(f"{name} is not a string")
+    return value
+
+
+def _opt_int(value: Any, name: str) -> int | None:
+    return None if value is None else _int(value, name)
+
+
+def _int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} is not a byte count")
     return value
 
 
@@ -128,15 +148,20 @@ def method_facts(config: dict[str, Any]) -> dict[str, Any]:
 
 def read_json(path: Path, what: str, hint: str) -> Any:
     """A small JSON file, read as untrusted input: never blocks on a FIFO, capped."""
+    from ftmanifest.manifest.jsonkeys import unique_keys
     from ftmanifest.signing._files import read_untrusted
 
     raw = read_untrusted(path, limit=CONFIG_MAX_BYTES, what=what, hint=hint)
-    try:
-        return json.loads(raw.decode("utf-8"))
+    try:  # a repeated key: first-wins and last-wins readers would see two configs
+        return json.loads(raw.decode("utf-8"), object_pairs_hook=unique_keys(_duplicate))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise InputError(
             f"unreadable {what}: {exc}", path=str(path), expected="a JSON object", hint=hint
         ) from None
+
+
+def _duplicate(key: str) -> ValueError:
+    return ValueError(f"duplicate key {key!r}")
 
 
 def read_config(adapter_dir: Path) -> dict[str, Any]:
@@ -157,16 +182,10 @@ def read_config(adapter_dir: Path) -> dict[str, Any]:
 
 
 def adapter_weight_files(adapter_dir: Path) -> list[Path]:
-    files = sorted(p for p in adapter_dir.glob("*.safetensors") if p.is_file())
-    if not files:
-        raise InputError(
-            "the adapter has no safetensors weights",
-            path=str(adapter_dir),
-            expected="adapter_model.safetensors",
-            observed="none",
-            hint="save the adapter with save_pretrained(safe_serialization=True)",
-        )
-    return files
+    """The weights peft loads (``loadable``); other weights are findings there."""
+    from ftmanifest.adapter.loadable import adapter_weight_file
+
+    return [adapter_weight_file(adapter_dir)]
 
 
 def write_metadata(path: Path, entries: dict[str, str]) -> None:

@@ -41,6 +41,7 @@ from ftmanifest.adapter.binding import (
     method_facts,
     read_config,
 )
+from ftmanifest.adapter.loadable import adapter_stray_findings
 from ftmanifest.adapter.signed import read_signed
 from ftmanifest.adapter.tensors import tensor_shapes
 from ftmanifest.errors import InputError, RefusedError, UsageError
@@ -122,6 +123,7 @@ def check_adapter(
                           use_cache, allow_outside)  # fmt: skip
     report.base_folder = base.folder
     where = str(folder)
+    report.findings += adapter_stray_findings(folder) + base.stray_findings()
     facts = arch.LoraFacts.from_adapter_config(config)
     shapes = arch.with_tied_head(base.shapes(), base.config())
     report.findings += arch.check_targets(shapes, facts, path=where)
@@ -132,9 +134,43 @@ def check_adapter(
     if loaded is not None:
         report.findings += manifest_findings(loaded, config, report.binding, where)
     if report.binding is not None:
+        report.findings += config_findings(report.binding, base)
+        sized = size_findings(report.binding, base)
+        if sized:  # another byte count: refused from the headers, nothing hashed
+            report.findings += sized
+            return report
         report.tensor_digest = base.tensors().digest
         report.findings += base_findings(report.binding, base, report.tensor_digest, where)
     return report
+
+
+def size_findings(b: Binding, base: bases.BaseModel) -> list[Finding]:
+    """The headers promise another amount of tensor data than was bound."""
+    seen = base.tensor_bytes()
+    if b.base_bytes is None or seen == b.base_bytes:
+        return []
+    return [finding(
+        "base-weights-differ", "the base's weights are not those the adapter was bound to "
+        "(another amount of tensor data; not hashed)", path=str(base.folder),
+        field="base.bytes", expected=f"{b.base_bytes} bytes", observed=f"{seen} bytes",
+        hint="load the adapter only on its own base",
+    )]  # fmt: skip
+
+
+def config_findings(b: Binding, base: bases.BaseModel) -> list[Finding]:
+    """The base's ``config.json`` is the bound one (it decides what the weights become)."""
+    seen = base.config_digest()
+    if b.base_config_digest is not None and seen == b.base_config_digest:
+        return []
+    return [finding(
+        "base-config-differs", "the base's config.json is not the one the adapter was bound "
+        "with (tied embeddings, dtype, rope scaling, weights file... change what loads)"
+        if b.base_config_digest else "the binding does not cover the base's config.json",
+        path=str(base.folder / "config.json"), field="base.configDigest",
+        expected=b.base_config_digest or "a bound config digest", observed=seen or "absent",
+        hint="use the base's config.json as it was when bound, or bind again: "
+        "ftmanifest bind ADAPTER --manifest M --key KEY",
+    )]  # fmt: skip
 
 
 def _find_base(
@@ -246,6 +282,7 @@ def manifest_findings(
                 hint="this adapter was trained with another configuration; train it from "
                 "this manifest, or check it against its own",
             ))  # fmt: skip
+    out += unstated_findings(config, str(loaded.path), where)
     export = loaded.manifest.export
     required = export.bind if export is not None else []
     if binding is not None and binding.manifest_digest != loaded.digest():
@@ -257,6 +294,21 @@ def manifest_findings(
             hint="check it against the manifest it was trained from, or bind it again",
         ))  # fmt: skip
     return out
+
+
+# peft LoRA settings that change what an adapter computes and that a manifest's
+# ``method`` cannot state: any value but peft's default is another method.
+UNSTATED = ("rank_pattern", "alpha_pattern", "layers_to_transform", "layers_pattern",
+            "lora_bias", "target_parameters", "trainable_token_indices", "use_qalora")  # fmt: skip
+
+
+def unstated_findings(config: dict[str, Any], manifest: str, where: str) -> list[Finding]:
+    return [finding(
+        "method-differs", f"the adapter sets {name}, which the manifest's method cannot state",
+        path=where, loc=("method", name), expected="unset (peft's default)",
+        observed=_show(config[name]), hint=f"train without {name}, or record the method as "
+        f"kind: peft with its full config in {manifest}",
+    ) for name in UNSTATED if config.get(name) not in (None, False, {}, [], "")]  # fmt: skip
 
 
 def _show(value: Any) -> str:

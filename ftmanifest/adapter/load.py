@@ -25,6 +25,7 @@ from typing import Any
 from ftmanifest.adapter.architecture import finding
 from ftmanifest.adapter.check import AdapterRefusedError, AdapterReport, check_adapter, require_ok
 from ftmanifest.adapter.tensors import TensorRecord, combine, tensor_record
+from ftmanifest.errors import UsageError
 from ftmanifest.findings import Finding
 
 MAX_ALIAS_CHOICES = 64
@@ -48,21 +49,70 @@ def load_bound(
     folder is loaded with ``model_class`` (default ``AutoModelForCausalLM``).
     Extra keyword arguments go to ``PeftModel.from_pretrained``.
     """
+    import tempfile
+
+    for name in sorted(set(from_pretrained) & UNCHECKED_KWARGS):
+        raise UsageError(
+            f"load_bound cannot pass {name}= to peft: it would load files that were not checked",
+            field=name, expected="no " + name, observed=repr(from_pretrained[name]),
+            hint="point load_bound at the adapter folder itself",
+        )  # fmt: skip
     report = require_ok(
         check_adapter(adapter_dir, manifest_path=manifest, base_dir=base, trust_path=trust_path)
     )
     assert report.binding is not None and report.base_folder is not None
-    if model is None:
-        if model_class is None:
-            from transformers import AutoModelForCausalLM
+    with tempfile.TemporaryDirectory(prefix="ftmanifest-adapter-") as tmp:
+        # peft reads a private copy, checked again against the signed subjects:
+        # a file swapped after the check is refused, never loaded.
+        private = _snapshot(Path(adapter_dir), Path(tmp) / "adapter", report,
+                            search_from=manifest, trust_path=trust_path)  # fmt: skip
+        if model is None:
+            if model_class is None:
+                from transformers import AutoModelForCausalLM
 
-            model_class = AutoModelForCausalLM
-        model = model_class.from_pretrained(str(report.base_folder))
-    else:
+                model_class = AutoModelForCausalLM
+            model = model_class.from_pretrained(str(report.base_folder))
+        # what was loaded, not what was checked: a base swapped or read from
+        # other files (a pickle, another config) since the check is refused here
         require_loaded_base(model, report)
-    from peft import PeftModel
+        from peft import PeftModel
 
-    return PeftModel.from_pretrained(model, str(adapter_dir), **from_pretrained)
+        return PeftModel.from_pretrained(model, str(private), **from_pretrained)
+
+
+# peft keywords that read other files than the checked folder's own
+UNCHECKED_KWARGS = frozenset({"subfolder", "revision", "token", "use_auth_token"})
+
+
+def _snapshot(
+    folder: Path,
+    dest: Path,
+    report: AdapterReport,
+    *,
+    search_from: str | Path | None,
+    trust_path: Path | None,
+) -> Path:
+    """A private copy of ``folder`` whose files are the signed subjects."""
+    import shutil
+
+    from ftmanifest.adapter.binding import ENVELOPE_NAME
+    from ftmanifest.adapter.signed import read_signed
+
+    shutil.copytree(folder, dest, symlinks=False)
+    again = read_signed(dest, search_from=search_from or folder / ENVELOPE_NAME,
+                        trust_path=trust_path, use_cache=False)  # fmt: skip
+    if again.binding != report.binding or any(f.severity == "error" for f in again.findings):
+        report.findings.extend(
+            f._replace(path=str(folder / (f.field or "")), severity="error") for f in again.findings
+        )
+        if report.ok:
+            report.findings.append(finding(
+                "files-changed", "the adapter changed while it was being loaded",
+                path=str(folder), field=ENVELOPE_NAME, expected="the checked binding",
+                observed="another binding", hint="load it again once nothing writes to it",
+            ))  # fmt: skip
+        require_ok(report)
+    return dest
 
 
 def require_loaded_base(model: Any, report: AdapterReport) -> None:

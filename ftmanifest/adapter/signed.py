@@ -38,6 +38,8 @@ def sign_binding(
 ) -> tuple[Path, tuple[str, ...]]:
     """Sign ``binding`` with every file of ``folder`` (but the envelope) as a
     subject; write the envelope beside them.  Returns its path and the subjects."""
+    import dataclasses
+
     from ftmanifest.fsutil import atomic_write_bytes
     from ftmanifest.hashing import hash_files, list_tree
     from ftmanifest.signing.attest import sign_statement
@@ -45,6 +47,7 @@ def sign_binding(
 
     listing = {r: p for r, p in list_tree(folder).items() if r != ENVELOPE_NAME}
     digests = hash_files(listing.values(), use_cache=use_cache)
+    binding = dataclasses.replace(binding, file_sizes={r: _size(p) for r, p in listing.items()})
     subjects = []
     for rel, p in listing.items():
         got = digests[p]
@@ -107,15 +110,16 @@ def read_signed(
         return SignedBinding(findings=[_malformed(env, exc, bind_hint)])
     signers = tuple(sorted({p for s in verified.verdict.signatures
                             if s.status == "valid" for p in s.principals}))  # fmt: skip
-    findings = files_findings(adapter_dir, verified.statement, use_cache)
     try:
         binding = Binding.from_predicate(verified.predicate)
     except ValueError as exc:
+        findings = files_findings(adapter_dir, verified.statement, use_cache)
         return SignedBinding(None, signers, [finding(
             "binding-malformed", f"the signed binding is not one ftmanifest reads: {exc}",
             path=str(env), field="predicate", expected=PREDICATE_TYPE, observed=str(exc),
             hint=bind_hint,
         ), *findings])  # fmt: skip
+    findings = files_findings(adapter_dir, verified.statement, use_cache, binding.file_sizes)
     return SignedBinding(binding, signers, findings)
 
 
@@ -133,18 +137,35 @@ def _malformed(env: Path, exc: Any, hint: str) -> Finding:
     )  # fmt: skip
 
 
-def files_findings(folder: Path, statement: Any, use_cache: bool) -> list[Finding]:
-    """Every adapter file is a subject, with the digest it was bound with."""
+def _size(path: Path) -> int:
+    return path.stat().st_size
+
+
+def files_findings(
+    folder: Path, statement: Any, use_cache: bool, sizes: dict[str, int] | None = None
+) -> list[Finding]:
+    """Every adapter file is a subject, with the digest it was bound with.
+
+    Only subjects of the bound size are hashed: a file that appeared, or one
+    whose size is not the bound one (``sizes``, from the signed predicate), is
+    refused by its name and size, so a terabyte of holes costs a ``stat``."""
     from ftmanifest.hashing import hash_files, list_tree
 
     listing = {r: p for r, p in list_tree(folder).items() if r != ENVELOPE_NAME}
-    digests = hash_files(listing.values(), use_cache=use_cache)
     bound = {s.name for s in statement.subjects}
+    sizes = sizes or {}
+    seen_size = {r: _stat_size(p) for r, p in listing.items()}
+    to_hash = [p for r, p in listing.items()
+               if r in bound and (r not in sizes or sizes[r] == seen_size[r])]  # fmt: skip
+    digests = hash_files(to_hash, use_cache=use_cache)
     out: list[Finding] = []
     rebind = f"undo the change, or bind again: ftmanifest bind {folder} --manifest M --key KEY"
     for rel, p in listing.items():
-        got = digests[p]
-        seen = got.message if isinstance(got, FtManifestError) else got.digest
+        got = digests.get(p)
+        if got is None:
+            seen = seen_size[rel] if isinstance(seen_size[rel], str) else f"{seen_size[rel]} bytes"
+        else:
+            seen = got.message if isinstance(got, FtManifestError) else got.digest
         want = statement.digest_of(rel)
         if want is None or want != seen:
             out.append(finding(
@@ -159,3 +180,14 @@ def files_findings(folder: Path, statement: Any, use_cache: bool) -> list[Findin
             field=rel, expected=statement.digest_of(rel), observed="absent", hint=rebind,
         ))  # fmt: skip
     return out
+
+
+def _stat_size(path: Path) -> int | str:
+    """The size of a regular file, else what it is (never opened)."""
+    import stat
+
+    try:
+        st = path.stat()
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    return st.st_size if stat.S_ISREG(st.st_mode) else "not a regular file"

@@ -177,28 +177,7 @@ def weight_files(folder: str | os.PathLike[str]) -> list[Path]:
         raise InputNotFoundError(f"model folder not found: {top}", path=str(top))
     index = top / INDEX_NAME
     if index.exists():
-        from ftmanifest.signing._files import read_untrusted
-
-        try:
-            raw = read_untrusted(index, limit=64 << 20, what="shard index", hint="re-save it")
-            weight_map = json.loads(raw.decode("utf-8"))["weight_map"]
-            names = sorted({str(v) for v in weight_map.values()})
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-            raise InputError(
-                f"unusable shard index: {exc}",
-                path=str(index),
-                expected='{"weight_map": {tensor: file}}',
-                hint="re-save the model with save_pretrained",
-            ) from None
-        bad = [n for n in names if "/" in n or n in ("", ".", "..")]
-        if bad:
-            raise InputError(
-                f"shard index names a file outside the folder: {bad[0]!r}",
-                path=str(index),
-                expected="file names in the model folder",
-                observed=bad[0],
-            )
-        return [top / n for n in names]
+        return index_shards(index)
     files = sorted(p for p in top.glob("*.safetensors") if p.is_file())
     if not files:
         raise InputError(
@@ -209,6 +188,32 @@ def weight_files(folder: str | os.PathLike[str]) -> list[Path]:
             hint="convert the weights: load the model and save_pretrained(safe_serialization=True)",
         )
     return files
+
+
+def index_shards(index: Path) -> list[Path]:
+    """The shard files a ``*.safetensors.index.json`` names, in its folder."""
+    from ftmanifest.signing._files import read_untrusted
+
+    try:
+        raw = read_untrusted(index, limit=64 << 20, what="shard index", hint="re-save it")
+        weight_map = json.loads(raw.decode("utf-8"))["weight_map"]
+        names = sorted({str(v) for v in weight_map.values()})
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise InputError(
+            f"unusable shard index: {exc}",
+            path=str(index),
+            expected='{"weight_map": {tensor: file}}',
+            hint="re-save the model with save_pretrained",
+        ) from None
+    bad = [n for n in names if "/" in n or "\\" in n or n in ("", ".", "..")]
+    if bad:
+        raise InputError(
+            f"shard index names a file outside the folder: {bad[0]!r}",
+            path=str(index),
+            expected="file names in the model folder",
+            observed=bad[0],
+        )
+    return [index.parent / n for n in names]
 
 
 def tensor_index(paths: Iterable[str | os.PathLike[str]]) -> dict[str, TensorEntry]:
