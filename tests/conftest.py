@@ -231,7 +231,7 @@ def hub_project(
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("FTMANIFEST_CACHE_DIR", str(tmp_path / "ftm-cache"))
-    work = tmp_path / "work"
+    work = tmp_path / "project"
     work.mkdir()
     (work / "train.jsonl").write_text('{"text": "a"}\n')
     (work / "exp.yaml").write_text(manifest)
