@@ -34,6 +34,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _report import print_table  # noqa: E402
+
 from ftmanifest.adapter.binding import Binding, installed_versions  # noqa: E402
 from ftmanifest.adapter.check import check_adapter  # noqa: E402
 from ftmanifest.adapter.signed import sign_binding  # noqa: E402
@@ -216,13 +218,7 @@ def main() -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    header = ("benchmark", "ftmanifest", "reference", "ratio", "target", "ok")
-    table = [header] + [(*r[:5], "yes" if r[5] else "NO") for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    print(f"cpus: {os.cpu_count()}  python: {sys.version.split()[0]}  base: {total / GiB:.2f} GiB")
-    for row in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    return 0 if all(r[5] for r in rows) else 1
+    return print_table(rows, f"base: {total / GiB:.2f} GiB")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _report import print_table  # noqa: E402
+
 from ftmanifest.hashing import hash_file, hash_files  # noqa: E402
 from ftmanifest.statcache import RACY_NS, StatCache  # noqa: E402
 
@@ -108,6 +110,7 @@ def openssl(path: Path) -> str:
 
 _LAUNCHER = """
 import resource, subprocess, sys
+
 subprocess.run(sys.argv[1:], check=True)
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 """
@@ -258,13 +261,7 @@ def main() -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    header = ("benchmark", "ftmanifest", "reference", "ratio", "target", "ok")
-    table = [header] + [(*r[:5], "yes" if r[5] else "NO") for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    print(f"cpus: {os.cpu_count()}  python: {sys.version.split()[0]}  quick: {args.quick}")
-    for row in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    return 0 if all(r[5] for r in rows) else 1
+    return print_table(rows, f"quick: {args.quick}")
 
 
 if __name__ == "__main__":
