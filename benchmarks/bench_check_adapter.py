@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from _report import print_table  # noqa: E402
 
+from ftmanifest.adapter.base import BaseModel  # noqa: E402
 from ftmanifest.adapter.binding import Binding, installed_versions  # noqa: E402
 from ftmanifest.adapter.check import check_adapter  # noqa: E402
 from ftmanifest.adapter.signed import sign_binding  # noqa: E402
@@ -177,7 +178,9 @@ def main() -> int:
         )
         digest = tensor_digest(weight_files(tmp / "base"), use_cache=False)
         binding = Binding(digest.digest, digest.tensors, versions=installed_versions(),
-                          method={"kind": "lora", "r": 8})  # fmt: skip
+                          method={"kind": "lora", "r": 8},
+                          base_config_digest=BaseModel(tmp / "base").config_digest(),
+                          base_bytes=digest.bytes)  # fmt: skip
         sign_binding(tmp / "adapter", binding, key, use_cache=False)
         warm(files)
 
