@@ -40,6 +40,10 @@ COMMANDS: dict[str, str] = {
     "check-adapter": "check_adapter",
     "run": "run",
     "runs": "runs",
+    "score": "score",
+    "compare": "compare",
+    "audit": "audit",
+    "report": "report",
 }
 
 # Only `run` takes `--` as the start of the command it runs; for every other

@@ -1,0 +1,50 @@
+"""``ftmanifest report AUDIT.json --out DIR``: the handoff report from a saved audit.
+
+Layer: edge.  Renders ``handoff.json``, ``handoff.md`` and a self-contained
+``handoff.html`` (issue 13) with ``ftmanifest.results.report``; prints where
+they are and opens nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ftmanifest.cli import add_format_argument
+
+    p = sub.add_parser(
+        "report",
+        help="write the handoff report (JSON, Markdown, HTML) from a saved audit",
+        description="Render a saved audit JSON as handoff.json, handoff.md and one "
+        "self-contained handoff.html (no network, no scripts).",
+    )
+    p.add_argument("audit", metavar="AUDIT.json", help="the JSON that `ftmanifest audit` wrote")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        required=True,
+        help="folder to write handoff.{json,md,html} into (created if missing)",
+    )
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.output import to_json
+    from ftmanifest.results.report import load_report_data, write_report
+    from ftmanifest.safe_text import escape
+
+    paths = write_report(load_report_data(args.audit), Path(args.out))
+    if args.format == "json":
+        sys.stdout.write(
+            to_json(
+                {"json": str(paths.json), "markdown": str(paths.markdown), "html": str(paths.html)}
+            )
+        )
+    else:
+        for path in (paths.json, paths.markdown, paths.html):
+            sys.stdout.write(f"wrote {escape(str(path))}\n")
+    return 0
