@@ -1,0 +1,105 @@
+"""``ftmanifest audit RUN_DIR --manifest M``: the handoff gate (issue 13).
+
+Layer: edge.  Exit 0 ready for handoff, 1 any error row (signature, drift,
+deliverable, scan, undeclared personal data, permissions, rights, comparison),
+2 an unusable manifest, run folder or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
+from ftmanifest.safe_text import escape
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ftmanifest.cli import add_format_argument
+
+    p = sub.add_parser(
+        "audit",
+        help="check a run folder before handoff: signature, deliverable, scan, "
+        "permissions, rights, comparison",
+    )
+    p.add_argument(
+        "run_dir",
+        type=Path,
+        metavar="RUN_DIR",
+        help="the run's folder: logs/, checkpoints/, data/, keys/, the export",
+    )
+    p.add_argument(
+        "--manifest",
+        type=Path,
+        required=True,
+        metavar="M",
+        help="the run's manifest file (YAML, JSON or TOML)",
+    )
+    p.add_argument(
+        "--fix-perms",
+        action="store_true",
+        help="tighten group/world-accessible files and folders to security.max_modes "
+        "(never loosens, never follows symlinks) and list each change",
+    )
+    p.add_argument(
+        "--no-signature",
+        action="store_true",
+        help="skip the signature check (a warning is printed)",
+    )
+    p.add_argument("--trust", type=Path, metavar="PATH", help="allowed signers file")
+    p.add_argument(
+        "--threshold", type=int, default=1, metavar="N", help="distinct trusted signers required"
+    )
+    p.add_argument("--no-cache", action="store_true", help="rehash and rescan every file")
+    p.add_argument(
+        "--allow-outside",
+        action="store_true",
+        help="allow data/model paths outside the manifest's folder",
+    )
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.output import findings_table, to_json
+    from ftmanifest.results.audit import audit
+
+    report = audit(
+        args.run_dir,
+        args.manifest,
+        signature=not args.no_signature,
+        trust_path=args.trust,
+        threshold=args.threshold,
+        fix_perms=args.fix_perms,
+        use_cache=not args.no_cache,
+        allow_outside=args.allow_outside,
+    )
+    code = EXIT_OK if report.ok else EXIT_REFUSED
+    if args.format == "json":
+        sys.stdout.write(to_json(report.to_dict()))
+        return code
+    out = sys.stdout
+    v = report.subject.verify
+    out.write(f"manifest:  {escape(str(args.manifest))} ({v.manifest_digest})\n")
+    out.write(f"run:       {escape(str(args.run_dir))}\n")
+    if v.signature is not None:
+        names = sorted(
+            {escape(p) for s in v.signature.signatures if s.status == "valid" for p in s.principals}
+        )
+        out.write(f"signature: trusted ({', '.join(names)}; threshold {v.signature.threshold})\n")
+    for warning in v.warnings:
+        sys.stderr.write(f"warning: {escape(warning)}\n")
+    for c in report.perm_changes:
+        out.write(f"chmod:     {escape(str(c.path))} {c.old:04o} -> {c.new:04o}\n")
+    if report.findings:
+        out.write(f"audit:     {len(report.findings)} row(s)\n\n")
+        out.write(findings_table(report.findings))
+        out.write("\n")
+    errors = sum(f.severity == "error" for f in report.findings)
+    out.write(
+        "OK: ready for handoff\n"
+        if report.ok
+        else f"REFUSED: {errors} problem(s) block handoff; fix the rows above\n"
+    )
+    return code

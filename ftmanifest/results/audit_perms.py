@@ -1,0 +1,186 @@
+"""Permissions of a run's artifacts against ``security.max_modes``, and tightening them.
+
+Layer: edge (reads and, with ``fix=True``, changes file modes).  ``max_modes`` gives
+the most permissive mode of a *file* per artifact class (data, checkpoints,
+logs, keys); a folder of that class may also have the search (x) bit wherever
+the file mode has the read bit, and its owner always has rwx (a folder its
+owner cannot enter cannot be cleaned up).  Any bit beyond that is a problem:
+group/world-readable or writable files and folders.
+
+Walks never follow symlinks: a link is neither judged nor changed (what it
+points at is judged where it lives, if it belongs to the run).  ``tighten`` only
+clears bits (``mode & allowed``), never loosens, and changes a file through a
+descriptor opened with ``O_NOFOLLOW`` after checking that it is still the
+entry that was judged, so a link swapped in between cannot redirect it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ftmanifest.findings import Finding
+from ftmanifest.location import Loc
+
+CLASSES = ("data", "checkpoints", "logs", "keys")
+
+
+def file_mask(mode: str) -> int:
+    """The allowed bits of a file: ``"0640"`` -> ``0o640``."""
+    return int(mode, 8) & 0o777
+
+
+def folder_mask(mode: str) -> int:
+    """The allowed bits of a folder: the file's, x where r is, owner rwx (0640 -> 0750)."""
+    bits = file_mask(mode)
+    return bits | 0o700 | ((bits & 0o044) >> 2)
+
+
+@dataclass(frozen=True)
+class PermProblem:
+    """One file or folder with more permission bits than its class allows."""
+
+    path: Path
+    klass: str  # data, checkpoints, logs or keys
+    is_dir: bool
+    mode: int  # the permission bits seen (lstat, & 0o777)
+    allowed: int
+    dev_ino: tuple[int, int]
+
+    @property
+    def tightened(self) -> int:
+        return self.mode & self.allowed
+
+
+@dataclass(frozen=True)
+class PermChange:
+    """A mode ``tighten`` changed: ``path`` from ``old`` to ``new``."""
+
+    path: Path
+    old: int
+    new: int
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": str(self.path), "old": f"{self.old:04o}", "new": f"{self.new:04o}"}
+
+
+def _entries(root: Path) -> Iterator[tuple[Path, os.stat_result]]:
+    """``root`` and everything under it (lstat), without following any symlink."""
+    try:
+        st = root.lstat()
+    except OSError:
+        return
+    yield root, st
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    try:
+        with os.scandir(root) as it:
+            children = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in children:
+        yield from _entries(Path(entry.path))
+
+
+def check_tree(root: Path, klass: str, mode: str) -> list[PermProblem]:
+    """Every regular file and folder at or under ``root`` that is looser than ``mode``."""
+    out: list[PermProblem] = []
+    for path, st in _entries(root):
+        is_dir = stat.S_ISDIR(st.st_mode)
+        if not (is_dir or stat.S_ISREG(st.st_mode)):
+            continue  # symlinks, FIFOs, sockets, devices: not judged, never changed
+        allowed = folder_mask(mode) if is_dir else file_mask(mode)
+        bits = stat.S_IMODE(st.st_mode) & 0o777
+        if bits & ~allowed:
+            out.append(PermProblem(path, klass, is_dir, bits, allowed, (st.st_dev, st.st_ino)))
+    return out
+
+
+def judge(
+    roots: Iterable[tuple[str, Path]], modes: Any, *, fix: bool = False
+) -> tuple[list[PermProblem], list[PermProblem], list[PermChange]]:
+    """(loose, unfixed, changes) over ``(class, root)`` pairs; ``modes`` is a ``FileModes``.
+
+    Without ``fix`` every problem is loose; with it, each is tightened
+    (``tighten``) or, when that is not safely possible, unfixed.  A path
+    under two roots is judged once, by the first.
+    """
+    loose: list[PermProblem] = []
+    unfixed: list[PermProblem] = []
+    changes: list[PermChange] = []
+    judged: set[Path] = set()
+    for klass, root in roots:
+        for problem in check_tree(root, klass, getattr(modes, klass)):
+            if problem.path in judged:
+                continue
+            judged.add(problem.path)
+            if not fix:
+                loose.append(problem)
+            elif (change := tighten(problem)) is not None:
+                changes.append(change)
+            else:
+                unfixed.append(problem)
+    return loose, unfixed, changes
+
+
+def tighten(problem: PermProblem) -> PermChange | None:
+    """Clear the bits ``problem`` has beyond its class; None when the entry changed meanwhile.
+
+    Opened with ``O_NOFOLLOW`` (a symlink swapped in fails to open) and checked
+    against the device and inode that were judged before ``fchmod``.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if problem.is_dir:
+        flags |= os.O_DIRECTORY
+    try:
+        fd = os.open(problem.path, flags)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != problem.dev_ino:
+            return None
+        old = stat.S_IMODE(st.st_mode)
+        new = old & ~(0o777 & ~problem.allowed)  # only clears rwx bits, never sets one
+        if new == old:
+            return None
+        os.fchmod(fd, new)
+        return PermChange(problem.path, old, new)
+    finally:
+        os.close(fd)
+
+
+def problem_finding(problem: PermProblem, hint: str) -> Finding:
+    """The audit row for one loose mode, located at ``security.max_modes.<class>``."""
+    loc: Loc = ("security", "max_modes", problem.klass)
+    what = "folder" if problem.is_dir else "file"
+    extra_bits = problem.mode & ~problem.allowed
+    loose = [
+        f"{who}-{how}"
+        for who, shift in (("group", 3), ("world", 0))
+        for how, bit in (("readable", 0o4), ("writable", 0o2), ("searchable", 0o1))
+        if extra_bits & (bit << shift)
+    ]
+    said = ", ".join(loose) or "too permissive"
+    return Finding.at(
+        loc,
+        kind="audit",
+        rule="audit.permissions",
+        message=f"{problem.klass} {what} is {said} (beyond security.max_modes)",
+        path=str(problem.path),
+        expected=f"at most {problem.allowed:04o}",
+        observed=f"{problem.mode:04o}",
+        hint=hint,
+        extra={"class": problem.klass, "folder": problem.is_dir},
+    )
+
+
+def unfixed_finding(problem: PermProblem) -> Finding:
+    """The row for a loose mode ``fix`` could not change (unreadable, or swapped meanwhile)."""
+    return problem_finding(
+        problem, "chmod it by hand (audit could not open it without following a link)"
+    )._replace(rule="audit.permissions-unfixed")
