@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "check-adapter": "check_adapter",
     "run": "run",
     "runs": "runs",
+    "audit": "audit",
     "report": "report",
 }
 
