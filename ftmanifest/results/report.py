@@ -253,7 +253,8 @@ def render_markdown(data: Mapping[str, Any]) -> str:
 
 
 def render_json(data: Mapping[str, Any]) -> str:
-    return to_json(dict(data))
+    """The data as given; a value JSON cannot hold (a path, a date) as its text."""
+    return to_json(json.loads(json.dumps(data, default=str)))
 
 
 def load_report_data(path: str | Path) -> dict[str, Any]:

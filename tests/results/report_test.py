@@ -337,3 +337,16 @@ def test_cli_end_to_end_and_bad_input(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="JSON object"):
         load_report_data(audit)
     assert run_cli("report", "--help").returncode == 0
+
+
+def test_json_keeps_values_and_writes_fail_cleanly(tmp_path: Path) -> None:
+    from ftmanifest.fsutil import WriteError
+    from ftmanifest.results.report import render_json
+
+    assert json.loads(render_json({"manifest": {"path": tmp_path}})) == {
+        "manifest": {"path": str(tmp_path)}
+    }
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(WriteError):
+        write_report(full_data(), blocker / "out")
