@@ -131,7 +131,8 @@ def _personal_data(m: Any, s: AuditSubject) -> list[Finding]:
                 rule="audit.undeclared-personal-data",
                 message=f"data set {entry.name!r} is declared without personal data, "
                 f"but the scan found {len(hits)} hit(s)",
-                path=str(where), expected="false (no personal data)",
+                path=str(s.manifest_path.parent / entry.path),
+                expected="false (no personal data)",
                 observed=f"{len(hits)} personal-data hit(s): {', '.join(rules)}",
                 hint=f"remove the personal data and re-lock, or set "
                 f"data[{i}].contains_personal_data: true (and a retention period)",
