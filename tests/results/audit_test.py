@@ -145,3 +145,19 @@ def test_missing_run_folder_is_exit_2(project: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("option", ["--fix-perms", "--no-signature", "--format", "--manifest"])
 def test_help_names_every_option(option: str) -> None:
     assert option in run_cli("audit", "--help").stdout
+
+
+def test_audit_does_not_import_torch(audit_run: AuditRun) -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom ftmanifest.results.audit import audit\n"
+        f"audit({str(audit_run.run)!r}, {str(audit_run.manifest)!r}, signature=False)\n"
+        "print('HEAVY', [m for m in ('torch', 'transformers', 'peft') if m in sys.modules])\n"
+    )
+    env = {**os.environ, **ENV}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)  # fmt: skip
+    assert "HEAVY []" in out.stdout, out.stdout + out.stderr
