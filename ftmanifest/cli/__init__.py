@@ -40,6 +40,8 @@ COMMANDS: dict[str, str] = {
     "check-adapter": "check_adapter",
     "run": "run",
     "runs": "runs",
+    "score": "score",
+    "compare": "compare",
     "audit": "audit",
     "report": "report",
 }

@@ -1,0 +1,116 @@
+"""``ftmanifest compare M --baseline B --candidate C``: every guard, judged.
+
+Layer: edge.  Loads the manifest and both results files (``ftmanifest
+score``), runs ``ftmanifest.results.compare.compare`` and prints the guards'
+verdicts, the per-category deltas with their bootstrap intervals and the
+examples that changed verdict.  Exit 1 when any guard refuses or the runs are
+not comparable, 2 when an input is unusable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ftmanifest.results.compare import Comparison
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ftmanifest.cli import add_format_argument
+
+    p = sub.add_parser("compare", help="check a candidate's results against the manifest's guards")
+    p.add_argument("manifest", metavar="MANIFEST", help="the experiment's manifest")
+    p.add_argument("--baseline", required=True, metavar="B", help="the baseline's results file")
+    p.add_argument("--candidate", required=True, metavar="C", help="the candidate's results file")
+    p.add_argument(
+        "--resamples", type=int, default=1000, help="paired bootstrap resamples (0: no intervals)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.errors import UsageError
+    from ftmanifest.manifest import load_manifest
+    from ftmanifest.output import to_json
+    from ftmanifest.results.compare import compare
+    from ftmanifest.results.resultsfile import load_results
+
+    if args.resamples < 0:
+        raise UsageError(
+            "--resamples is negative",
+            field="--resamples",
+            expected=">= 0",
+            observed=str(args.resamples),
+            hint="pass 0 to skip the intervals",
+        )
+    loaded = load_manifest(args.manifest)
+    baseline = load_results(args.baseline)
+    candidate = load_results(args.candidate)
+    result = compare(loaded.manifest, baseline, candidate, resamples=args.resamples, seed=args.seed)
+    result.findings = [f._replace(path=str(loaded.path)) for f in result.findings]
+    if args.format == "json":
+        sys.stdout.write(to_json(result.to_dict()))
+    else:
+        sys.stdout.write(render_text(result))
+    return 0 if result.passed else 1
+
+
+def _num(x: float) -> str:
+    return f"{x:+.4f}"
+
+
+def render_text(result: Comparison) -> str:
+    from ftmanifest.output import table
+
+    parts = []
+    if result.guards:
+        rows = [
+            (f"guards[{g.guard}]", g.kind, g.metric, g.verdict, g.expected, g.observed)
+            for g in result.guards
+        ]
+        parts.append(table(rows, ("guard", "kind", "metric", "verdict", "expected", "observed")))
+    if result.categories:
+        rows2 = [
+            (
+                c.category,
+                c.metric,
+                f"{c.baseline:.4f}",
+                f"{c.candidate:.4f}",
+                _num(c.delta),
+                f"[{_num(c.interval[0])}, {_num(c.interval[1])}]" if c.interval else "-",
+                c.verdict,
+            )
+            for c in result.categories
+        ]
+        header = ("category", "metric", "baseline", "candidate", "delta", "95% CI", "verdict")
+        parts.append(table(rows2, header))
+    if result.changed:
+        lines = ["examples that changed verdict:"]
+        for cat, row in result.changed.items():
+            lines.append(
+                f"  {cat}: improved {_ids(row['improved'])}; regressed {_ids(row['regressed'])}"
+            )
+        parts.append("\n".join(lines) + "\n")
+    elif result.comparable:
+        parts.append("no example changed verdict\n")
+    if result.findings:
+        # one row per finding, by manifest field: these findings are about guards, not
+        # file positions, so ``findings_table``'s path column would say nothing
+        rows3 = [
+            (f.field or "-", f.rule, f.severity, f.message, f.hint or "") for f in result.findings
+        ]
+        parts.append(table(rows3, ("field", "rule", "severity", "problem", "fix"), nowrap=(1, 2)))
+    warnings = sum(1 for f in result.findings if f.severity == "warning")
+    verdict = "refused" if not result.passed else "passed: every guard holds"
+    if result.passed and warnings:
+        verdict += f", {warnings} warning(s) to read"
+    parts.append(verdict + "\n")
+    return "\n".join(parts)
+
+
+def _ids(ids: list[str | int]) -> str:
+    return ", ".join(str(i) for i in ids) if ids else "none"

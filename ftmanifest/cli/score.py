@@ -1,0 +1,84 @@
+"""``ftmanifest score``: a results file from one split's predictions.
+
+Layer: edge.  Reads the manifest and the predictions (JSONL: ``id``,
+``reference``, ``prediction``, optional ``category``; see
+``ftmanifest.results.predictions``), refuses when the split's data is not the
+pinned data, and writes the results file atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+PREDICTIONS_HELP = (
+    "predictions, JSONL: one object per line with id (string or integer, unique), "
+    "reference (a label; for extraction an object of fields), prediction (a string: "
+    "the label, or the raw model output) and optionally category"
+)
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ftmanifest.cli import add_format_argument
+
+    p = sub.add_parser("score", help="score predictions into a results file bound to its inputs")
+    p.add_argument("--manifest", required=True, metavar="M", help="the experiment's manifest")
+    p.add_argument("--split", required=True, metavar="NAME", help="name of the data entry scored")
+    p.add_argument("--predictions", required=True, metavar="P", help=PREDICTIONS_HELP)
+    p.add_argument(
+        "--out",
+        metavar="R",
+        help="results file to write (default: beside the predictions, <name>.results.json)",
+    )
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def default_out(predictions: Path) -> Path:
+    name = predictions.name.removesuffix(".jsonl").removesuffix(".ndjson")
+    return predictions.with_name(f"{name}.results.json")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.fsutil import atomic_write_text
+    from ftmanifest.manifest import load_manifest
+    from ftmanifest.output import to_json
+    from ftmanifest.results.resultsfile import build_results, dumps
+
+    predictions = Path(args.predictions)
+    out = Path(args.out) if args.out else default_out(predictions)
+    results = build_results(load_manifest(args.manifest), args.split, predictions)
+    atomic_write_text(out, dumps(results))
+    if args.format == "json":
+        sys.stdout.write(to_json({"results": str(out), "metrics": results["metrics"]}))
+    else:
+        sys.stdout.write(summary(results, out))
+    return 0
+
+
+def summary(results: dict[str, Any], out: Path) -> str:
+    from ftmanifest.output import table
+
+    m = results["metrics"]
+    head = f"wrote {out}  ({results['task']}, split {results['split']['name']}, "
+    head += f"{m['examples']} examples)\n"
+    if results["task"] == "classification":
+        rows = [
+            (c, f"{s['precision']:.4f}", f"{s['recall']:.4f}", f"{s['f1']:.4f}", s["support"])
+            for c, s in m["per_category"].items()
+        ]
+        tail = f"accuracy {m['accuracy']:.4f}  macro_f1 {m['macro_f1']:.4f}  "
+        tail += f"micro_f1 {m['micro_f1']:.4f}\n"
+        return head + table(rows, ("category", "precision", "recall", "f1", "support")) + tail
+    rows2 = [
+        (c, f"{s['format_validity']:.4f}", f"{s['required_fields']:.4f}", s["examples"])
+        for c, s in m["per_category"].items()
+    ]
+    per_field = "  ".join(f"{k} {v:.4f}" for k, v in m["required_fields_per_field"].items())
+    tail = f"format_validity {m['format_validity']:.4f}  required_fields "
+    tail += f"{m['required_fields']:.4f}  field_exact_match {m['field_exact_match']:.4f}\n"
+    tail += f"per field: {per_field or '(no required_fields guard)'}\n"
+    header = ("category", "format_validity", "required_fields", "examples")
+    return head + table(rows2, header) + tail

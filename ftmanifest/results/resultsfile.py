@@ -1,0 +1,191 @@
+"""The results file: metrics bound to everything that produced them.
+
+Layer: results (edge: hashes inputs, reads and writes results files).
+``build_results`` scores one split's predictions and records, beside the
+metrics, the manifest digest, the split's pinned and observed data digest
+(refusing when they differ), the predictions' digest, the evaluation
+procedure, the base model's tree digest and the adapter's file digests, so a
+number is never detached from what produced it.  The document's shape is
+``results.schema.json`` (packaged next to this module); ``load_results``
+checks a file against it.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ftmanifest.errors import InputError, RefusedError
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest import LoadedManifest
+    from ftmanifest.manifest.data import DataEntry
+
+FORMAT = "ftmanifest-results"
+VERSION = 1
+SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
+
+
+@cache
+def results_schema() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(SCHEMA_PATH.read_text("utf-8"))
+    return data
+
+
+def split_entry(loaded: LoadedManifest, split: str) -> tuple[int, DataEntry]:
+    for n, entry in enumerate(loaded.manifest.data):
+        if entry.name == split:
+            return n, entry
+    names = ", ".join(e.name for e in loaded.manifest.data) or "none"
+    raise InputError(
+        f"the manifest has no data entry named {split!r}",
+        path=str(loaded.path),
+        field="data",
+        expected=f"one of: {names}",
+        observed=split,
+        hint="pass --split with the name of a data entry",
+    )
+
+
+def _digest_of(path: Path) -> str:
+    from ftmanifest.hashing import hash_file, hash_tree
+
+    return hash_tree(path).digest if path.is_dir() else hash_file(path).digest
+
+
+def split_digest(loaded: LoadedManifest, split: str) -> dict[str, Any]:
+    """The split's name, path and digest; refuse when the file is not what is pinned."""
+    n, entry = split_entry(loaded, split)
+    loc = ("data", n, "digest")
+    if entry.digest is None:
+        raise InputError(
+            f"data entry {split!r} has no pinned digest",
+            path=str(loaded.path),
+            loc=loc,
+            expected="sha256:...",
+            observed="absent",
+            hint=f"run `ftmanifest lock {loaded.path}`",
+        )
+    observed = _digest_of(loaded.path.parent / entry.path)
+    if observed != entry.digest:
+        raise RefusedError(
+            f"split {split!r} is not the data the manifest pins",
+            path=str(loaded.path.parent / entry.path),
+            loc=loc,
+            expected=entry.digest,
+            observed=observed,
+            hint="score on the pinned data, or re-lock the manifest if the change is intended",
+        )
+    return {"name": split, "path": entry.path, "digest": observed}
+
+
+def _guard_settings(loaded: LoadedManifest) -> tuple[str | None, list[str]]:
+    """The format_validity guard's ``format`` and the required_fields guard's fields."""
+    from ftmanifest.manifest.experiment import FormatValidityGuard, RequiredFieldsGuard
+
+    fmt: str | None = None
+    fields: list[str] = []
+    for guard in loaded.manifest.experiment.guards:
+        if isinstance(guard, FormatValidityGuard):
+            fmt = guard.format
+        elif isinstance(guard, RequiredFieldsGuard):
+            fields += [f for f in guard.fields if f not in fields]
+    return fmt, fields
+
+
+def _schema(loaded: LoadedManifest, fmt: str | None) -> tuple[dict[str, Any] | None, Any]:
+    """A JSON Schema named by the guard's ``format`` (anything but ``json``), and its record."""
+    if fmt is None or fmt.lower() == "json":
+        return None, {"format": fmt or "json"}
+    from ftmanifest.hashing import hash_file
+
+    path = loaded.path.parent / fmt
+    try:
+        schema = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(
+            "the format_validity guard's schema cannot be read",
+            path=str(path),
+            field="experiment.guards",
+            expected="a JSON Schema file, relative to the manifest",
+            observed=type(exc).__name__,
+            hint="set the guard's format to json or to a readable schema file",
+        ) from None
+    return schema, {"format": fmt, "schema_digest": hash_file(path).digest}
+
+
+def _adapter(loaded: LoadedManifest) -> dict[str, Any] | None:
+    export = loaded.manifest.export
+    if export is None:
+        return None
+    root = loaded.path.parent / export.path
+    if not root.is_dir():
+        return None
+    from ftmanifest.hashing import hash_tree
+
+    tree = hash_tree(root)
+    files = {rel: d.digest for rel, d in tree.files.items()}
+    return {"path": export.path, "tree_digest": tree.digest, "files": files}
+
+
+def build_results(loaded: LoadedManifest, split: str, predictions: Path) -> dict[str, Any]:
+    """The results document for ``predictions`` on ``split`` (see the module doc)."""
+    from ftmanifest.hashing import hash_file
+    from ftmanifest.results.predictions import read_predictions
+    from ftmanifest.results.score import score
+
+    task = loaded.manifest.experiment.task or "unset"
+    data = split_digest(loaded, split)
+    items = read_predictions(predictions, task)
+    fmt, fields = _guard_settings(loaded)
+    schema, fmt_record = _schema(loaded, fmt) if task == "extraction" else (None, None)
+    metrics, examples = score(items, task, schema=schema, fields=fields)
+    if task == "extraction":
+        metrics = {**metrics, "format": fmt_record, "required_field_names": fields}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "task": task,
+        "manifest": {
+            "experiment": loaded.manifest.experiment.id,
+            "digest": loaded.digest(),
+        },
+        "split": data,
+        "predictions": {"path": predictions.name, "digest": hash_file(predictions).digest},
+        "procedure": loaded.manifest.evaluation.procedure,
+        "model": {"tree_digest": loaded.manifest.model.tree_digest},
+        "adapter": _adapter(loaded),
+        "metrics": metrics,
+        "examples": examples,
+    }
+
+
+def dumps(results: dict[str, Any]) -> str:
+    return json.dumps(results, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """A results file, checked against ``results.schema.json``; ``InputError`` if not one."""
+    import jsonschema
+
+    from ftmanifest.recordio import iter_records
+
+    name = str(path)
+    doc = next(iter(iter_records(path, "json")), None)
+    value = doc.value if doc is not None else None
+    validator = jsonschema.Draft202012Validator(results_schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(document)"
+        raise InputError(
+            "not an ftmanifest results file",
+            path=name,
+            field=where,
+            expected="a file written by `ftmanifest score` (results.schema.json)",
+            observed=error.message[:200],
+            hint="score the predictions again with `ftmanifest score`",
+        )
+    assert isinstance(value, dict)  # the schema's top-level type
+    return value

@@ -1,0 +1,89 @@
+"""``ftmanifest score`` and ``ftmanifest compare`` on the locked example project."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from ftmanifest.cli import main
+from ftmanifest.results.resultsfile import results_schema
+from tests.conftest import run_cli
+from tests.results.conftest import write_predictions
+
+CATS = ["billing", "shipping", "returns", "technical", "account"]
+
+
+def _rows(right: dict[str, int], n: int = 40) -> list[tuple[Any, ...]]:
+    return [(f"{c}-{i}", c, c if i < right.get(c, n) else "other") for c in CATS for i in range(n)]
+
+
+def _score(project: Path, name: str, rows: list[tuple[Any, ...]]) -> Path:
+    preds = write_predictions(project.parent / f"{name}.jsonl", rows)
+    assert (
+        main(["score", "--manifest", str(project), "--split", "eval", "--predictions", str(preds)])
+        == 0
+    )
+    return project.parent / f"{name}.results.json"
+
+
+def test_score_writes_a_valid_results_file_beside_the_predictions(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = _score(project, "base", _rows({"billing": 30}))
+    text = capsys.readouterr().out
+    assert f"wrote {out}" in text and "billing" in text and "macro_f1" in text
+    jsonschema.validate(json.loads(out.read_text()), results_schema())
+    other = project.parent / "elsewhere.json"
+    preds = str(project.parent / "base.jsonl")
+    args = ["score", "--manifest", str(project), "--split", "eval", "--predictions", preds]
+    assert main([*args, "--out", str(other), "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["results"] == str(other) and shown["metrics"]["accuracy"] == 190 / 200
+
+
+def test_compare_refuses_a_category_drop_under_a_better_average(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = _score(project, "base", _rows({"returns": 30, "account": 30}))
+    cand = _score(project, "cand", _rows({"billing": 36}))
+    capsys.readouterr()
+    args = ["compare", str(project), "--baseline", str(base), "--candidate", str(cand)]
+    assert main(args) == 1
+    text = capsys.readouterr().out
+    assert "guard.per-category-drop" in text and "'billing'" in text and "refused" in text
+    assert "billing: improved none; regressed billing-36" in text
+    assert main([*args, "--format", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["passed"] is False
+    assert [
+        f["extra"]["category"] for f in doc["findings"] if f["rule"] == "guard.per-category-drop"
+    ] == ["billing"]
+
+
+def test_compare_passes_a_candidate_that_holds_every_guard(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = _score(project, "base", _rows({"returns": 30}))
+    cand = _score(project, "cand", _rows({}))
+    assert main(["compare", str(project), "--baseline", str(base), "--candidate", str(cand)]) == 0
+    assert "passed: every guard holds" in capsys.readouterr().out
+
+
+def test_console_script_exit_codes(project: Path) -> None:
+    bad = project.parent / "bad.jsonl"
+    bad.write_text('{"id": 1, "reference": "billing"}\n')
+    args = ["score", "--manifest", str(project), "--split", "eval", "--predictions", str(bad)]
+    proc = run_cli(*args)
+    assert proc.returncode == 2 and "prediction" in proc.stderr and "bad.jsonl" in proc.stderr
+    (project.parent / "data" / "eval.jsonl").write_text('{"text": "changed"}\n')
+    good = write_predictions(project.parent / "p.jsonl", [(1, "billing", "billing")])
+    proc = run_cli(
+        "score", "--manifest", str(project), "--split", "eval", "--predictions", str(good)
+    )
+    assert proc.returncode == 1 and "not the data the manifest pins" in proc.stderr
+    proc = run_cli("compare", str(project), "--baseline", str(bad), "--candidate", str(bad))
+    assert proc.returncode == 2 and "not an ftmanifest results file" in proc.stderr
