@@ -100,10 +100,9 @@ def render_text(result: Comparison) -> str:
     if result.findings:
         # one row per finding, by manifest field: these findings are about guards, not
         # file positions, so ``findings_table``'s path column would say nothing
-        rows3 = [
-            (f.field or "-", f.rule, f.severity, f.message, f.hint or "") for f in result.findings
-        ]
-        parts.append(table(rows3, ("field", "rule", "severity", "problem", "fix"), nowrap=(1, 2)))
+        rows3 = [(f.field or "-", f.rule, f.severity) for f in result.findings]
+        notes = [[("problem", f.message), ("fix", f.hint)] for f in result.findings]
+        parts.append(table(rows3, ("field", "rule", "severity"), notes=notes, nowrap=(0, 1, 2)))
     warnings = sum(1 for f in result.findings if f.severity == "warning")
     verdict = "refused" if not result.passed else "passed: every guard holds"
     if result.passed and warnings:
@@ -112,5 +111,11 @@ def render_text(result: Comparison) -> str:
     return "\n".join(parts)
 
 
+SHOWN_IDS = 20  # per list in text; --format json lists every id
+
+
 def _ids(ids: list[str | int]) -> str:
-    return ", ".join(str(i) for i in ids) if ids else "none"
+    if not ids:
+        return "none"
+    more = f" and {len(ids) - SHOWN_IDS} more" if len(ids) > SHOWN_IDS else ""
+    return ", ".join(str(i) for i in ids[:SHOWN_IDS]) + more

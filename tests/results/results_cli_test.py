@@ -87,3 +87,62 @@ def test_console_script_exit_codes(project: Path) -> None:
     assert proc.returncode == 1 and "not the data the manifest pins" in proc.stderr
     proc = run_cli("compare", str(project), "--baseline", str(bad), "--candidate", str(bad))
     assert proc.returncode == 2 and "not an ftmanifest results file" in proc.stderr
+
+
+EXTRACT = """\
+ftmanifest: 1
+experiment:
+  id: invoices
+  task: extraction
+  guards:
+    - {{kind: format_validity, format: {fmt}, min_rate: 0.9}}
+    - {{kind: required_fields, fields: [number, total], min_rate: 0.5}}
+model: {{path: model}}
+data:
+  - {{name: eval, role: eval, path: eval.jsonl, digest: "{digest}", license: test}}
+evaluation: {{procedure: invoices-v1}}
+"""
+
+
+def _extraction_project(tmp_path: Path, fmt: str) -> Path:
+    from ftmanifest.hashing import hash_file
+
+    (tmp_path / "eval.jsonl").write_text('{"text": "invoice 1"}\n')
+    digest = hash_file(tmp_path / "eval.jsonl").digest
+    schema = {"type": "object", "properties": {"total": {"type": "string"}}}
+    (tmp_path / "invoice.schema.json").write_text(json.dumps(schema))
+    manifest = tmp_path / "inv.yaml"
+    manifest.write_text(EXTRACT.format(fmt=fmt, digest=digest))
+    return manifest
+
+
+def test_score_extraction_against_the_guards_schema(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = _extraction_project(tmp_path, "invoice.schema.json")
+    rows = [
+        (1, {"number": "1", "total": "5"}, '{"number": "1", "total": "5"}'),
+        (2, {"number": "2", "total": "6"}, '{"number": "2", "total": 6}'),  # fails the schema
+        (3, {"number": "3", "total": "7"}, "no json here"),
+        (4, {"number": "4", "total": "8"}, '{"number": "4"}'),
+    ]
+    preds = write_predictions(tmp_path / "p.jsonl", rows)
+    args = ["score", "--manifest", str(manifest), "--split", "eval", "--predictions", str(preds)]
+    assert main(args) == 0
+    assert "per field: number 0.7500  total 0.5000" in capsys.readouterr().out
+    results = json.loads((tmp_path / "p.results.json").read_text())
+    jsonschema.validate(results, results_schema())
+    metrics = results["metrics"]
+    assert (metrics["format_validity"], metrics["required_fields"]) == (0.5, 0.5)
+    assert metrics["format"]["format"] == "invoice.schema.json"
+    assert metrics["format"]["schema_digest"].startswith("sha256:")
+    args = ["compare", str(manifest), "--baseline", str(tmp_path / "p.results.json")]
+    assert main([*args, "--candidate", str(tmp_path / "p.results.json")]) == 1
+    assert "guard.format-validity" in capsys.readouterr().out
+
+
+def test_an_unreadable_guard_schema_is_an_input_error(tmp_path: Path) -> None:
+    manifest = _extraction_project(tmp_path, "absent.schema.json")
+    preds = write_predictions(tmp_path / "p.jsonl", [(1, {"number": "1"}, "{}")])
+    args = ["score", "--manifest", str(manifest), "--split", "eval", "--predictions", str(preds)]
+    assert main(args) == 2
