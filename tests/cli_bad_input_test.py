@@ -137,6 +137,7 @@ MANIFEST_COMMANDS: dict[str, Callable[[Path, dict[str, Path]], list[str]]] = {
         str(p["missing"].with_name("no-key")),
     ],  # fmt: skip
     "check-adapter": lambda m, p: ["check-adapter", str(p["dir"]), "--manifest", str(m)],
+    "audit": lambda m, p: ["audit", str(p["dir"]), "--manifest", str(m), "--no-signature"],
 }
 # (command, input) pairs that still exit 3 in code this suite's owner does not own
 SIGNING_XFAIL: dict[tuple[str, str], str] = {}
@@ -223,6 +224,14 @@ SCAN_INPUTS = ["missing", "dir", "fifo", "loop", "proc-file", "binary", "nul", "
 OTHER_ROWS = [
     *(
         Row(f"scan-{name}", lambda p, n=name: ["scan", "--no-cache", str(p[n])], codes=(0, 1, 2))
+        for name in SCAN_INPUTS
+    ),
+    *(
+        Row(
+            f"report-{name}",
+            lambda p, n=name: ["report", str(p[n]), "--out", str(p["dir"] / "report")],
+            codes=(2,),
+        )
         for name in SCAN_INPUTS
     ),
     Row(

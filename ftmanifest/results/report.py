@@ -257,13 +257,20 @@ def render_json(data: Mapping[str, Any]) -> str:
     return to_json(json.loads(json.dumps(data, default=str)))
 
 
+MAX_AUDIT_BYTES = 64 << 20
+
+
 def load_report_data(path: str | Path) -> dict[str, Any]:
     """The report's data from a saved audit JSON: the object itself, or its
     ``report`` member when the audit wrapped it.  Unusable input is an
     ``InputError`` (exit 2) naming the file."""
+    from ftmanifest.signing._files import read_untrusted
+
     path = Path(path)
-    try:
-        raw = path.read_bytes()
+    try:  # never blocks on a FIFO, refuses what is not a regular file, capped
+        raw = read_untrusted(
+            path, limit=MAX_AUDIT_BYTES, what="audit file", hint="give the JSON that audit wrote"
+        )
     except FileNotFoundError:
         raise InputNotFoundError(
             "audit file not found", path=str(path), hint="give the JSON that audit wrote"
