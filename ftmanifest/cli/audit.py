@@ -57,13 +57,25 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="allow data/model paths outside the manifest's folder",
     )
+    p.add_argument(
+        "--report",
+        type=Path,
+        metavar="DIR",
+        help="where the handoff report goes (handoff.json, .md, .html; default RUN_DIR/handoff)",
+    )
+    p.add_argument(
+        "--limits", metavar="TEXT", help="the observed limits to state in the report (free text)"
+    )
     add_format_argument(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ftmanifest.manifest import load_manifest
     from ftmanifest.output import findings_table, to_json
     from ftmanifest.results.audit import audit
+    from ftmanifest.results.handoff import report_data
+    from ftmanifest.results.report import write_report
 
     report = audit(
         args.run_dir,
@@ -76,8 +88,11 @@ def run(args: argparse.Namespace) -> int:
         allow_outside=args.allow_outside,
     )
     code = EXIT_OK if report.ok else EXIT_REFUSED
+    body = report.to_dict()
+    data = report_data(body, load_manifest(args.manifest).manifest, args.limits)
+    paths = write_report(data, args.report or args.run_dir / "handoff", mode=0o600)
     if args.format == "json":
-        sys.stdout.write(to_json(report.to_dict()))
+        sys.stdout.write(to_json({**body, "report": data, "report_files": paths.to_dict()}))
         return code
     out = sys.stdout
     v = report.subject.verify
@@ -96,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         out.write(f"audit:     {len(report.findings)} row(s)\n\n")
         out.write(findings_table(report.findings))
         out.write("\n")
+    out.write(f"report:    {escape(str(paths.html))} (and .md, .json beside it)\n")
     errors = sum(f.severity == "error" for f in report.findings)
     out.write(
         "OK: ready for handoff\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -28,6 +29,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--resamples", type=int, default=1000, help="paired bootstrap resamples (0: no intervals)"
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help="also write the comparison record (the results' digests and the verdicts) "
+        "that `ftmanifest audit` re-judges, e.g. RUN_DIR/comparison.json",
+    )
     add_format_argument(p)
     p.set_defaults(func=run)
 
@@ -52,6 +60,12 @@ def run(args: argparse.Namespace) -> int:
     candidate = load_results(args.candidate)
     result = compare(loaded.manifest, baseline, candidate, resamples=args.resamples, seed=args.seed)
     result.findings = [f._replace(path=str(loaded.path)) for f in result.findings]
+    if args.out is not None:
+        from ftmanifest.fsutil import atomic_write_text
+        from ftmanifest.results.comparison_file import record
+
+        text = record(loaded.digest(), Path(args.baseline), Path(args.candidate), result, args.out)
+        atomic_write_text(args.out, text)
     if args.format == "json":
         sys.stdout.write(to_json(result.to_dict()))
     else:

@@ -27,7 +27,7 @@ with the manifest's data and the model's pickles.
    "environment": Environment.model_dump(mode="json") | null,
    "data": [{"name", "role", "path", "digest", "records", "license",
              "contains_personal_data"}],
-   "comparison": {"path": str, "digest": str} | null,
+   "comparison": {"path": str, "digest": str, "result": Comparison.to_dict() | null} | null,
    "findings": [Finding.to_dict()...],
    "perms_changes": [{"path": str, "old": "0644", "new": "0640"}],
    "warnings": [str]}
@@ -35,7 +35,6 @@ with the manifest's data and the model's pickles.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,8 +46,7 @@ from ftmanifest.findings import Finding
 from ftmanifest.results import audit_perms as perms
 from ftmanifest.results.audit_rights import rights_findings
 
-# HOOK (comparison): files the comparison check looks for in RUN_DIR, first found wins.
-# ftmanifest.results.compare is to replace `comparison_findings` below.
+# Files the comparison check looks for in RUN_DIR (``compare --out``), first found wins.
 COMPARISON_FILES = ("comparison.json", "results/comparison.json")
 SKIP_SCAN = frozenset({"keys", ".git"})
 
@@ -70,6 +68,7 @@ class AuditSubject:
     unfixed: list[perms.PermProblem] = field(default_factory=list)
     changes: list[perms.PermChange] = field(default_factory=list)
     comparison: Path | None = None
+    compared: Any = None  # results.guards.Comparison, made again by the comparison check
     data_paths: dict[int, Path] = field(default_factory=dict)  # data index -> located path
 
 
@@ -158,31 +157,20 @@ def _rights(m: Any, _s: AuditSubject) -> list[Finding]:
     return rights_findings(m)
 
 
-def comparison_findings(_m: Any, s: AuditSubject) -> list[Finding]:
-    """HOOK: the comparison is present and passed (``ok`` is not false).
+def comparison_findings(m: Any, s: AuditSubject) -> list[Finding]:
+    """The comparison is present, made from results that are still the same, under
+    this manifest, on an eval or test split, and passes every guard when made again
+    (``comparison_file.rejudge``)."""
+    from ftmanifest.results.comparison_file import rejudge
 
-    Interim until ``ftmanifest.results.compare`` is wired in: looks for one of
-    ``COMPARISON_FILES`` and reads only its top-level ``ok``; the split and the
-    guards' verdicts are the compare module's to judge.
-    """
-    loc = ("experiment", "guards")
     if s.comparison is None:
-        return [Finding.at(loc, kind="audit", rule="audit.comparison-missing",
+        return [Finding.at(("experiment", "guards"), kind="audit", rule="audit.comparison-missing",
                            message="no comparison of the candidate with the baseline",
                            path=str(s.run_dir / COMPARISON_FILES[0]), observed="not found",
-                           hint="ftmanifest compare M --baseline B --candidate C")]  # fmt: skip
-    try:
-        body = json.loads(s.comparison.read_text("utf-8"))
-    except (OSError, ValueError) as exc:
-        return [Finding.at(loc, kind="audit", rule="audit.comparison-unreadable",
-                           message=f"the comparison cannot be read: {exc}",
-                           path=str(s.comparison), hint="rerun ftmanifest compare")]  # fmt: skip
-    if isinstance(body, dict) and body.get("ok") is False:
-        return [Finding.at(loc, kind="audit", rule="audit.comparison-failed",
-                           message="the comparison refused the candidate (a guard failed)",
-                           path=str(s.comparison), expected="ok", observed="refused",
-                           hint="see the comparison's rows; fix the candidate")]  # fmt: skip
-    return []
+                           hint="ftmanifest compare M --baseline B --candidate C "
+                           f"--out {s.run_dir / COMPARISON_FILES[0]}")]  # fmt: skip
+    rows, s.compared = rejudge(m, s.verify.manifest_digest, s.comparison)
+    return rows
 
 
 AUDIT_CHECKS = registry(
@@ -239,11 +227,23 @@ class AuditReport:
             "data": [{k: getattr(e, k) for k in ("name", "role", "path", "digest", "records",
                                                   "license", "contains_personal_data")}
                      for e in m.data],
-            "comparison": _file_ref(s.comparison),
+            "comparison": _comparison(s),
             "findings": [f.to_dict() for f in self.findings],
             "perms_changes": [c.to_dict() for c in s.changes],
             "warnings": list(v.warnings),
         }  # fmt: skip
+
+
+def _comparison(s: AuditSubject) -> dict[str, Any] | None:
+    """The comparison file and the comparison made again from it (None: none)."""
+    if s.comparison is None:
+        return None
+    try:
+        ref: dict[str, Any] = _file_ref(s.comparison) or {}
+    except FtManifestError:
+        ref = {"path": str(s.comparison), "digest": None}
+    ref["result"] = s.compared.to_dict() if s.compared is not None else None
+    return ref
 
 
 def _file_ref(path: Path | None) -> dict[str, str] | None:

@@ -71,7 +71,7 @@ def paired_interval(
     rng = random.Random(seed)
     n = len(baseline)
     deltas: dict[str, list[float]] = {c: [] for c in categories}
-    if n == 0:
+    if n == 0 or resamples <= 0:  # nothing to resample: no intervals
         return {}
     positions = range(n)
     for _ in range(resamples):

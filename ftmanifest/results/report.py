@@ -67,6 +67,9 @@ class ReportPaths:
     markdown: Path
     html: Path
 
+    def to_dict(self) -> dict[str, str]:
+        return {"json": str(self.json), "markdown": str(self.markdown), "html": str(self.html)}
+
 
 def _text(value: object) -> str | None:
     """Untrusted value as one visible line of text (None stays None)."""

@@ -104,7 +104,7 @@ def test_missing_deliverable_rights_and_comparison_are_rows(audit_run: AuditRun)
         "audit.terms-not-accepted",
         "audit.data-license",
         "audit.backup-recipients-missing",
-        "audit.comparison-failed",
+        "audit.comparison-unreadable",  # a verdict in a file is not a comparison
     }
     assert rows["audit.data-license"].loc == ("data", 1, "license")
     assert not report.ok
@@ -161,3 +161,45 @@ def test_audit_does_not_import_torch(audit_run: AuditRun) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          timeout=120)  # fmt: skip
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr
+
+
+def _compare_rules(r: AuditRun) -> set[str]:
+    report = audit(r.run, r.manifest, signature=False, only=["comparison"])
+    return {f.rule for f in report.findings}
+
+
+def test_a_candidate_that_drops_a_category_is_refused_when_audit_compares_again(
+    audit_run: AuditRun,
+) -> None:
+    from ftmanifest.cli import main
+    from tests.results.conftest import write_predictions
+
+    r = audit_run
+    assert _compare_rules(r) == set()
+    results = r.run / "results"
+    cats = ["billing", "shipping", "returns", "technical", "account"]
+    rows = [(f"{c}-{i}", c, "account" if c == "billing" and i < 2 else c)
+            for c in cats for i in range(4)]  # fmt: skip
+    write_predictions(results / "candidate.jsonl", rows)
+    assert main(["score", "--manifest", str(r.manifest), "--split", "eval", "--predictions",
+                 str(results / "candidate.jsonl"), "--out",
+                 str(results / "candidate.results.json")]) == 0  # fmt: skip
+    assert main(["compare", str(r.manifest), "--resamples", "0", "--baseline",
+                 str(results / "baseline.results.json"), "--candidate",
+                 str(results / "candidate.results.json"), "--out",
+                 str(r.run / "comparison.json")]) == 1  # fmt: skip
+    assert "guard.per-category-drop" in _compare_rules(r)
+
+
+def test_results_changed_after_the_comparison_are_stale(audit_run: AuditRun) -> None:
+    r = audit_run
+    cand = r.run / "results" / "candidate.results.json"
+    cand.write_text(cand.read_text().replace('"accuracy": 1.0', '"accuracy": 1.00'))
+    assert "audit.comparison-stale" in _compare_rules(r)
+
+
+def test_a_comparison_under_another_manifest_is_refused(audit_run: AuditRun) -> None:
+    r = audit_run
+    r.manifest.write_text(r.manifest.read_text().replace("max_drop: 0.02", "max_drop: 0.03"))
+    git(r.manifest.parent, "commit", "-qam", "looser guard after the fact")
+    assert "audit.comparison-other-manifest" in _compare_rules(r)

@@ -39,6 +39,29 @@ class AuditRun:
         lock_manifest(self.manifest)
         bind_adapter(self.adapter, self.manifest, self.key)
         tighten(self.adapter, self.manifest.parent / "data")
+        self.compare()
+
+    def compare(self) -> None:
+        """Score a baseline and a candidate on the eval split under the manifest as it is
+        now, and write the comparison record audit re-judges (``run/comparison.json``)."""
+        from ftmanifest.cli import main
+
+        results = self.run / "results"
+        results.mkdir(exist_ok=True)
+        cats = ["billing", "shipping", "returns", "technical", "account"]
+        for name, wrong in (("baseline", {"account"}), ("candidate", set())):
+            rows = [(f"{c}-{i}", c, "billing" if c in wrong and i == 0 else c)
+                    for c in cats for i in range(4)]  # fmt: skip
+            write_predictions(results / f"{name}.jsonl", rows)
+            code = main(["score", "--manifest", str(self.manifest), "--split", "eval",
+                         "--predictions", str(results / f"{name}.jsonl"),
+                         "--out", str(results / f"{name}.results.json")])  # fmt: skip
+            assert code == 0
+        code = main(["compare", str(self.manifest), "--resamples", "200",
+                     "--baseline", str(results / "baseline.results.json"),
+                     "--candidate", str(results / "candidate.results.json"),
+                     "--out", str(self.run / "comparison.json")])  # fmt: skip
+        assert code == 0
 
 
 def tighten(*tops: Path) -> None:
@@ -87,7 +110,6 @@ def audit_run(project: Path, tmp_path: Path) -> AuditRun:
     (run / "logs" / "train.log").write_text("step 1 loss 0.52\nstep 2 loss 0.48\n")
     (run / "checkpoints" / "step-2").mkdir(parents=True)
     write_adapter(run / "checkpoints" / "step-2")
-    (run / "comparison.json").write_text('{"ok": true}\n')
     write_adapter(run / "out" / "docroute-lora-r16")
     out = AuditRun(project, run, key)
     out.relock("trust the binding key")

@@ -1,0 +1,84 @@
+"""An audit's data in the shape the handoff report renders.
+
+Layer: pure core (dicts in, dict out).  ``audit`` (``AuditReport.to_dict()``)
+and ``report`` (``ftmanifest.results.report``, documented input shape) were
+written to their own shapes; this is the one place that maps one onto the
+other, so neither needs to know the other's internals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def report_data(
+    audit: Mapping[str, Any], manifest: Any, limits: str | None = None
+) -> dict[str, Any]:
+    """The report's input from an audit's ``to_dict()`` and the loaded manifest model."""
+    deliverable = audit.get("deliverable") or {}
+    binding = deliverable.get("binding") or None
+    return {
+        "manifest": audit.get("manifest"),
+        "signature": audit.get("signature"),
+        "deliverable": {
+            "path": deliverable.get("path"),
+            "files": deliverable.get("files") or [],
+            "binding": _binding(binding),
+            "config": _method(manifest),
+        },
+        "model": audit.get("model"),
+        "environment": audit.get("environment"),
+        "data": audit.get("data") or [],
+        "comparison": _comparison(audit.get("comparison"), manifest),
+        "findings": audit.get("findings") or [],
+        "limits": limits,
+        "verdict": "ready" if audit.get("ok") else "refused",
+    }
+
+
+def _binding(binding: Any) -> dict[str, Any] | None:
+    if not isinstance(binding, Mapping):
+        return None
+    keys = ("binding", "signers", "base_tensor_digest", "ok")
+    return {("envelope" if k == "binding" else k): binding.get(k) for k in keys}
+
+
+def _method(manifest: Any) -> dict[str, Any] | None:
+    method = getattr(manifest, "method", None)
+    return method.model_dump(mode="json", exclude_none=True) if method is not None else None
+
+
+def _comparison(comparison: Mapping[str, Any] | None, manifest: Any) -> dict[str, Any] | None:
+    result = (comparison or {}).get("result")
+    if not isinstance(result, Mapping):
+        return None
+    guards = list(getattr(manifest.experiment, "guards", []) or [])
+
+    def max_drop(i: object) -> float | None:
+        guard = guards[i] if isinstance(i, int) and 0 <= i < len(guards) else None
+        return getattr(guard, "max_drop", None)
+
+    return {
+        "guards": [
+            {
+                "name": f"guards[{g.get('guard')}] {g.get('kind')} {g.get('metric') or ''}".strip(),
+                "verdict": g.get("verdict"),
+                "detail": f"expected {g.get('expected')}, observed {g.get('observed')}",
+            }
+            for g in result.get("guards") or []
+        ],
+        "per_category": [
+            {
+                "category": c.get("category"),
+                "baseline": c.get("baseline"),
+                "candidate": c.get("candidate"),
+                "max_drop": max_drop(c.get("guard")),
+                "ci_low": (c.get("interval") or [None, None])[0],
+                "ci_high": (c.get("interval") or [None, None])[1],
+                "verdict": c.get("verdict"),
+            }
+            for c in result.get("categories") or []
+        ],
+        "changed_examples": result.get("changed") or {},
+    }
