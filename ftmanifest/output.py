@@ -238,7 +238,14 @@ def findings_table(findings: Sequence[Finding], *, width: int | None = None) -> 
         for f in findings
     ]
     paths = [f.path if f.kind == "drift" else None for f in findings]
-    header = ("field", "expected", "observed", "severity", "fix")
+    drift = sum(f.kind == "drift" for f in findings)
+    header = (
+        ("field", "expected", "observed", "severity", "fix")
+        if drift == len(findings)
+        else ("location", "rule", "finding", "severity", "fix")
+        if drift == 0
+        else ("field or location", "expected or rule", "observed or finding", "severity", "fix")
+    )
     total = max(_MIN_WIDTH, width or terminal_width())
     cells = _cells(rows, header)
     widths = _fit(cells, total - len(_GAP) * (len(header) - 1), {3})

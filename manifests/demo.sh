@@ -122,7 +122,7 @@ mkdir -p "$OUT/tiny/.ftmanifest"
 cp "$OUT/signed/.ftmanifest/allowed_signers" "$OUT/tiny/.ftmanifest/allowed_signers"
 # The example is its own training repository: lock pins its commit.
 GIT="git -c user.name=demo -c user.email=demo@example.org -c commit.gpgsign=false"
-printf 'out/\n' > "$OUT/tiny/.gitignore"
+printf 'out/\n*.runs.jsonl\n' > "$OUT/tiny/.gitignore"
 ( cd "$OUT/tiny" && git init -q . && $GIT add -A && $GIT commit -qm "tiny example" )
 expect 1 ftmanifest lint "$OUT/tiny/manifest.yaml"
 printf '$ ftmanifest lock --dry-run %s | head -25\n' "$OUT/tiny/manifest.yaml"
@@ -191,17 +191,51 @@ python - "$OUT/tiny" <<'PY'
 import sys, pathlib
 tiny = pathlib.Path(sys.argv[1])
 text = (tiny / "manifest.yaml").read_text()
-lora = "method:\n  kind: lora\n  r: 4\n  alpha: 8\n  target_modules: [q_proj, v_proj]\n"
+lora = ("method:\n  kind: lora\n  r: 4\n  alpha: 8\n  target_modules: [q_proj, v_proj]\n\n"
+        "export:\n  path: out/adapter\n  kind: adapter\n")
 assert "method:\n  kind: full\n" in text
 (tiny / "lora.yaml").write_text(text.replace("method:\n  kind: full\n", lora).replace(
     "id: docroute-tiny", "id: docroute-tiny-lora"))
 PY
+( cd "$OUT/tiny" && $GIT add lora.yaml && $GIT commit -qm "a LoRA variant" )
 expect 0 ftmanifest lock "$OUT/tiny/lora.yaml"
+expect 0 ftmanifest sign "$OUT/tiny/lora.yaml" --key "$OUT/keys/alice"
+( cd "$OUT/tiny" && $GIT add lora.yaml lora.yaml.sig.json && $GIT commit -qm "lock and sign the variant" )
 expect 0 python manifests/lora_tiny.py "$OUT/tiny/lora.yaml" "$OUT/tiny/out/adapter"
 expect 0 ftmanifest bind "$OUT/tiny/out/adapter" --manifest "$OUT/tiny/lora.yaml" --key "$OUT/keys/alice"
 expect 0 ftmanifest check-adapter "$OUT/tiny/out/adapter" --manifest "$OUT/tiny/lora.yaml"
 python -c "from pathlib import Path; from ftmanifest.examples.tiny import build_model; build_model(Path('$OUT/other-base'), seed=1)"
 expect 1 ftmanifest check-adapter "$OUT/tiny/out/adapter" --base "$OUT/other-base"
+
+step "15. score, compare against the guards, audit the run and write the handoff report"
+# Predictions of the untrained base (the baseline) and of the adapter on the eval split
+# (made up here: the tiny model is not evaluated), one line per example.
+python - "$OUT/tiny" <<'PY'
+import json, sys, pathlib
+tiny = pathlib.Path(sys.argv[1])
+labels = [json.loads(line)["label"] for line in open(tiny / "data" / "eval.jsonl")]
+def write(name, wrong):
+    with open(tiny / "out" / name, "w") as fh:
+        for i, label in enumerate(labels):
+            pred = "account" if i in wrong else label
+            fh.write(json.dumps({"id": i, "reference": label, "prediction": pred}) + "\n")
+write("baseline.jsonl", wrong={0, 3, 6, 9, 12})
+write("candidate.jsonl", wrong={})
+write("candidate-worse.jsonl", wrong={i for i, l in enumerate(labels) if l == "billing"})
+PY
+for name in baseline candidate candidate-worse; do
+  expect 0 ftmanifest score --manifest "$OUT/tiny/lora.yaml" --split eval \
+    --predictions "$OUT/tiny/out/$name.jsonl"
+done
+expect 0 ftmanifest compare "$OUT/tiny/lora.yaml" --baseline "$OUT/tiny/out/baseline.results.json" \
+  --candidate "$OUT/tiny/out/candidate.results.json" --out "$OUT/tiny/out/comparison.json"
+# better on average, but one department drops: refused
+expect 1 ftmanifest compare "$OUT/tiny/lora.yaml" --baseline "$OUT/tiny/out/baseline.results.json" \
+  --candidate "$OUT/tiny/out/candidate-worse.results.json" --resamples 0
+# the adapter was written world-readable: audit refuses, --fix-perms tightens and passes
+expect 1 ftmanifest audit "$OUT/tiny/out" --manifest "$OUT/tiny/lora.yaml"
+expect 0 ftmanifest audit "$OUT/tiny/out" --manifest "$OUT/tiny/lora.yaml" --fix-perms \
+  --limits "demo: predictions are made up; the tiny model is not evaluated"
 
 step "summary"
 if [ "$FAILED" -eq 0 ]; then

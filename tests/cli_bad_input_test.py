@@ -138,6 +138,25 @@ MANIFEST_COMMANDS: dict[str, Callable[[Path, dict[str, Path]], list[str]]] = {
     ],  # fmt: skip
     "check-adapter": lambda m, p: ["check-adapter", str(p["dir"]), "--manifest", str(m)],
     "audit": lambda m, p: ["audit", str(p["dir"]), "--manifest", str(m), "--no-signature"],
+    "score": lambda m, p: [
+        "score",
+        "--manifest",
+        str(m),
+        "--split",
+        "train",
+        "--predictions",
+        str(p["clean"]),
+        "--out",
+        str(p["dir"] / "r.json"),
+    ],  # fmt: skip
+    "compare": lambda m, p: [
+        "compare",
+        str(m),
+        "--baseline",
+        str(p["clean"]),
+        "--candidate",
+        str(p["clean"]),
+    ],  # fmt: skip
 }
 # (command, input) pairs that still exit 3 in code this suite's owner does not own
 SIGNING_XFAIL: dict[tuple[str, str], str] = {}
