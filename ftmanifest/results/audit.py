@@ -358,4 +358,29 @@ def _gather_perms(s: AuditSubject, manifest: Any, fix_perms: bool) -> None:
     if s.deliverable is not None:
         roots.append(("checkpoints", s.deliverable))
     roots += [("logs", s.run_dir / "logs"), ("keys", s.run_dir / "keys")]
+    roots += _cache_roots(manifest, s.manifest_path)
     s.loose, s.unfixed, s.changes = perms.judge(roots, manifest.security.max_modes, fix=fix_perms)
+
+
+def _cache_roots(manifest: Any, manifest_path: Path) -> list[tuple[str, Path]]:
+    """The caches the run used: the base model's folder (a local ``model.path``, or
+    the pinned repo's whole hub-cache folder, blobs included) judged as weights, and
+    ftmanifest's own cache (digests and scan fingerprints of the data) as data."""
+    from ftmanifest.errors import FtManifestError
+    from ftmanifest.hfcache import hub_snapshot
+    from ftmanifest.statcache import cache_dir
+
+    out: list[tuple[str, Path]] = []
+    m = manifest.model
+    try:
+        if m.path is not None:
+            out.append(("checkpoints", manifest_path.parent / m.path))
+        elif m.repo is not None and m.revision:
+            out.append(("checkpoints", hub_snapshot(m.repo, m.revision).folder.parent.parent))
+    except FtManifestError:
+        pass  # a base that is not here is already a drift row
+    try:
+        out.append(("data", cache_dir()))
+    except (OSError, RuntimeError):
+        pass
+    return out

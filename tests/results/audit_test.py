@@ -203,3 +203,24 @@ def test_a_comparison_under_another_manifest_is_refused(audit_run: AuditRun) -> 
     r.manifest.write_text(r.manifest.read_text().replace("max_drop: 0.02", "max_drop: 0.03"))
     git(r.manifest.parent, "commit", "-qam", "looser guard after the fact")
     assert "audit.comparison-other-manifest" in _compare_rules(r)
+
+
+def test_the_caches_the_run_used_are_judged_too(audit_run: AuditRun) -> None:
+    import os
+
+    from ftmanifest.statcache import cache_dir
+
+    r = audit_run
+    weights = r.manifest.parent / "model" / "model.safetensors"
+    weights.chmod(0o644)
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    leak = cache / "stray.db"
+    leak.write_text("fingerprints")
+    leak.chmod(0o666)
+    report = audit(r.run, r.manifest, signature=False, only=["permissions"])
+    paths = {os.path.realpath(f.path) for f in report.findings if f.rule == "audit.permissions"}
+    assert os.path.realpath(weights) in paths and os.path.realpath(leak) in paths
+    fixed = audit(r.run, r.manifest, signature=False, only=["permissions"], fix_perms=True)
+    assert fixed.ok and weights.stat().st_mode & 0o777 == 0o640
+    assert leak.stat().st_mode & 0o777 == 0o640

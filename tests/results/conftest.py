@@ -38,7 +38,7 @@ class AuditRun:
         git(self.manifest.parent, "commit", "-qm", message, "--allow-empty")
         lock_manifest(self.manifest)
         bind_adapter(self.adapter, self.manifest, self.key)
-        tighten(self.adapter, self.manifest.parent / "data")
+        tighten(self.adapter, self.manifest.parent / "data", self.manifest.parent / "model")
         self.compare()
 
     def compare(self) -> None:
