@@ -140,6 +140,21 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def add_trust_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--no-signature``, ``--trust PATH`` and ``--threshold N``, as verify and audit take them."""
+    from pathlib import Path
+
+    parser.add_argument(
+        "--no-signature",
+        action="store_true",
+        help="skip the signature check (a warning is printed)",
+    )
+    parser.add_argument("--trust", type=Path, metavar="PATH", help="allowed signers file")
+    parser.add_argument(
+        "--threshold", type=int, default=1, metavar="N", help="distinct trusted signers required"
+    )
+
+
 def add_format_argument(parser: argparse.ArgumentParser, *, sarif: bool = False) -> None:
     choices = ["text", "json", "sarif"] if sarif else ["text", "json"]
     parser.add_argument("--format", choices=choices, default="text", help="output format")

@@ -16,7 +16,7 @@ from ftmanifest.safe_text import escape
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import add_format_argument
+    from ftmanifest.cli import add_format_argument, add_trust_arguments
 
     p = sub.add_parser(
         "audit",
@@ -42,15 +42,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="tighten group/world-accessible files and folders to security.max_modes "
         "(never loosens, never follows symlinks) and list each change",
     )
-    p.add_argument(
-        "--no-signature",
-        action="store_true",
-        help="skip the signature check (a warning is printed)",
-    )
-    p.add_argument("--trust", type=Path, metavar="PATH", help="allowed signers file")
-    p.add_argument(
-        "--threshold", type=int, default=1, metavar="N", help="distinct trusted signers required"
-    )
+    add_trust_arguments(p)
     p.add_argument("--no-cache", action="store_true", help="rehash and rescan every file")
     p.add_argument(
         "--allow-outside",

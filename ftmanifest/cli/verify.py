@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of verify, shared with ``ftmanifest run``."""
-    from ftmanifest.cli import add_format_argument
+    from ftmanifest.cli import add_format_argument, add_trust_arguments
 
     p.add_argument(
         "manifest", type=Path, metavar="MANIFEST", help="the manifest file (YAML, JSON or TOML)"
@@ -48,19 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="TEXT",
         help="why the matching --accept is fine; printed in the report",
     )
-    p.add_argument(
-        "--no-signature",
-        action="store_true",
-        help="skip the signature check (a warning is printed)",
-    )
-    p.add_argument("--trust", type=Path, metavar="PATH", help="allowed signers file")
-    p.add_argument(
-        "--threshold",
-        type=int,
-        default=1,
-        metavar="N",
-        help="distinct trusted signers required",
-    )
+    add_trust_arguments(p)
     p.add_argument("--no-cache", action="store_true", help="rehash every file")
     p.add_argument(
         "--no-scan",
