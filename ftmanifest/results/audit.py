@@ -142,7 +142,7 @@ def _personal_data(m: Any, s: AuditSubject) -> list[Finding]:
 def _under(path: str | None, top: Path) -> bool:
     if path is None:
         return False
-    p = Path(path).resolve()
+    p, top = Path(path).resolve(), top.resolve()
     return p == top or top in p.parents
 
 
@@ -295,7 +295,8 @@ def _data_paths(manifest: Any, mpath: Path, allow_outside: bool) -> dict[int, Pa
     for i, entry in enumerate(manifest.data):
         path, _ = locate(mpath.parent, entry.path, ("data", i, "path"), allow_outside)
         if path is not None:  # otherwise already a drift row
-            out[i] = path.resolve()
+            # shown as declared; a link itself is judged by its target (walks never follow one)
+            out[i] = path.resolve() if path.is_symlink() else path
     return out
 
 

@@ -224,3 +224,16 @@ def test_the_caches_the_run_used_are_judged_too(audit_run: AuditRun) -> None:
     fixed = audit(r.run, r.manifest, signature=False, only=["permissions"], fix_perms=True)
     assert fixed.ok and weights.stat().st_mode & 0o777 == 0o640
     assert leak.stat().st_mode & 0o777 == 0o640
+
+
+def test_undeclared_personal_data_is_found_with_a_relative_manifest_path(
+    audit_run: AuditRun, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = audit_run
+    train = r.manifest.parent / "data" / "train.jsonl"
+    train.write_text(train.read_text() + PII)
+    r.relock("personal data")
+    monkeypatch.chdir(r.manifest.parent.parent)
+    relative = Path(r.manifest.parent.name) / r.manifest.name
+    report = audit(r.run, relative, signature=False, only=["personal-data"])
+    assert [f.rule for f in report.findings] == ["audit.undeclared-personal-data"]
