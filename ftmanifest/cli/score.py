@@ -28,6 +28,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--split", required=True, metavar="NAME", help="name of the data entry scored")
     p.add_argument("--predictions", required=True, metavar="P", help=PREDICTIONS_HELP)
     p.add_argument(
+        "--adapter",
+        type=Path,
+        metavar="DIR",
+        help="the adapter that made the predictions, recorded by digest "
+        "(default: export.path beside the manifest)",
+    )
+    p.add_argument(
         "--out",
         metavar="R",
         help="results file to write (default: beside the predictions, <name>.results.json)",
@@ -49,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     predictions = Path(args.predictions)
     out = Path(args.out) if args.out else default_out(predictions)
-    results = build_results(load_manifest(args.manifest), args.split, predictions)
+    results = build_results(load_manifest(args.manifest), args.split, predictions, args.adapter)
     atomic_write_text(out, dumps(results))
     if args.format == "json":
         sys.stdout.write(to_json({"results": str(out), "metrics": results["metrics"]}))

@@ -169,7 +169,10 @@ def comparison_findings(m: Any, s: AuditSubject) -> list[Finding]:
                            path=str(s.run_dir / COMPARISON_FILES[0]), observed="not found",
                            hint="ftmanifest compare M --baseline B --candidate C "
                            f"--out {s.run_dir / COMPARISON_FILES[0]}")]  # fmt: skip
-    rows, s.compared = rejudge(m, s.verify.manifest_digest, s.comparison)
+    adapter = m.export is not None and m.export.kind == "adapter" and s.tree is not None
+    rows, s.compared = rejudge(
+        m, s.verify.manifest_digest, s.comparison, s.tree.digest if adapter else None
+    )
     return rows
 
 

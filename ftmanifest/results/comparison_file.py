@@ -54,9 +54,13 @@ def _row(rule: str, message: str, path: Path, hint: str, **kw: Any) -> Finding:
                       path=str(path), hint=hint, **kw)  # fmt: skip
 
 
-def rejudge(manifest: Any, manifest_digest: str, path: Path) -> tuple[list[Finding], Any]:
+def rejudge(
+    manifest: Any, manifest_digest: str, path: Path, deliverable_digest: str | None = None
+) -> tuple[list[Finding], Any]:
     """Audit rows for the comparison record at ``path`` and the comparison made
-    again from the results it names (None when it could not be made)."""
+    again from the results it names (None when it could not be made).
+    ``deliverable_digest``: the tree digest of the adapter being handed off, which
+    the candidate must have been scored with."""
     from ftmanifest.errors import FtManifestError
     from ftmanifest.hashing import hash_file
     from ftmanifest.manifest.jsonkeys import unique_keys
@@ -98,6 +102,14 @@ def rejudge(manifest: Any, manifest_digest: str, path: Path) -> tuple[list[Findi
                          "manifest", files["candidate"], "score the predictions under this "
                          "manifest, then compare again", expected=manifest_digest,
                          observed=str(made_for)))  # fmt: skip
+    scored_with = (results["candidate"].get("adapter") or {}).get("tree_digest")
+    if deliverable_digest is not None and scored_with != deliverable_digest:
+        rows.append(_row("comparison-not-of-deliverable", "the candidate was scored with "
+                         "another adapter than the one handed off", files["candidate"],
+                         "score the deliverable's predictions (score --adapter DIR), then "
+                         "compare again",
+                         expected=deliverable_digest,
+                         observed=scored_with or "no adapter recorded"))  # fmt: skip
     split = results["candidate"].get("split", {}).get("name")
     roles = {e.name: e.role for e in manifest.data}
     role = roles.get(split, "not in the manifest")

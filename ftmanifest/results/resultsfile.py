@@ -116,11 +116,13 @@ def _schema(loaded: LoadedManifest, fmt: str | None) -> tuple[dict[str, Any] | N
     return schema, {"format": fmt, "schema_digest": hash_file(path).digest}
 
 
-def _adapter(loaded: LoadedManifest) -> dict[str, Any] | None:
+def _adapter(loaded: LoadedManifest, root: Path | None = None) -> dict[str, Any] | None:
+    """The adapter the predictions came from: ``root``, else ``export.path`` beside
+    the manifest; None when there is none."""
     export = loaded.manifest.export
     if export is None:
         return None
-    root = loaded.path.parent / export.path
+    root = root if root is not None else loaded.path.parent / export.path
     if not root.is_dir():
         return None
     from ftmanifest.hashing import hash_tree
@@ -130,7 +132,9 @@ def _adapter(loaded: LoadedManifest) -> dict[str, Any] | None:
     return {"path": export.path, "tree_digest": tree.digest, "files": files}
 
 
-def build_results(loaded: LoadedManifest, split: str, predictions: Path) -> dict[str, Any]:
+def build_results(
+    loaded: LoadedManifest, split: str, predictions: Path, adapter: Path | None = None
+) -> dict[str, Any]:
     """The results document for ``predictions`` on ``split`` (see the module doc)."""
     from ftmanifest.hashing import hash_file
     from ftmanifest.results.predictions import read_predictions
@@ -156,7 +160,7 @@ def build_results(loaded: LoadedManifest, split: str, predictions: Path) -> dict
         "predictions": {"path": predictions.name, "digest": hash_file(predictions).digest},
         "procedure": loaded.manifest.evaluation.procedure,
         "model": {"tree_digest": loaded.manifest.model.tree_digest},
-        "adapter": _adapter(loaded),
+        "adapter": _adapter(loaded, adapter),
         "metrics": metrics,
         "examples": examples,
     }

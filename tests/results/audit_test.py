@@ -182,8 +182,8 @@ def test_a_candidate_that_drops_a_category_is_refused_when_audit_compares_again(
             for c in cats for i in range(4)]  # fmt: skip
     write_predictions(results / "candidate.jsonl", rows)
     assert main(["score", "--manifest", str(r.manifest), "--split", "eval", "--predictions",
-                 str(results / "candidate.jsonl"), "--out",
-                 str(results / "candidate.results.json")]) == 0  # fmt: skip
+                 str(results / "candidate.jsonl"), "--adapter", str(r.adapter),
+                 "--out", str(results / "candidate.results.json")]) == 0  # fmt: skip
     assert main(["compare", str(r.manifest), "--resamples", "0", "--baseline",
                  str(results / "baseline.results.json"), "--candidate",
                  str(results / "candidate.results.json"), "--out",
@@ -237,3 +237,9 @@ def test_undeclared_personal_data_is_found_with_a_relative_manifest_path(
     relative = Path(r.manifest.parent.name) / r.manifest.name
     report = audit(r.run, relative, signature=False, only=["personal-data"])
     assert [f.rule for f in report.findings] == ["audit.undeclared-personal-data"]
+
+
+def test_a_comparison_scored_with_another_adapter_is_refused(audit_run: AuditRun) -> None:
+    r = audit_run
+    (r.adapter / "notes.txt").write_text("edited after scoring\n")  # another deliverable tree
+    assert "audit.comparison-not-of-deliverable" in _compare_rules(r)

@@ -55,7 +55,8 @@ class AuditRun:
             write_predictions(results / f"{name}.jsonl", rows)
             code = main(["score", "--manifest", str(self.manifest), "--split", "eval",
                          "--predictions", str(results / f"{name}.jsonl"),
-                         "--out", str(results / f"{name}.results.json")])  # fmt: skip
+                         "--out", str(results / f"{name}.results.json"),
+                         "--adapter", str(self.adapter)])  # fmt: skip
             assert code == 0
         code = main(["compare", str(self.manifest), "--resamples", "200",
                      "--baseline", str(results / "baseline.results.json"),
