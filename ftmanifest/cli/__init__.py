@@ -44,6 +44,8 @@ COMMANDS: dict[str, str] = {
     "compare": "compare",
     "audit": "audit",
     "report": "report",
+    "backup": "backup",
+    "restore": "restore",
 }
 
 # Only `run` takes `--` as the start of the command it runs; for every other

@@ -1,0 +1,237 @@
+"""``ftmanifest backup``: files -> PAX tar -> age, never plaintext on disk.
+
+Layer: edge (reads the files, writes the backup's three files).
+
+Two passes: the index (every digest) is built first, through the hashing
+engine and its stat cache, so it can be the archive's first member; then a
+thread streams the index and the files as a PAX tar into a pipe that
+pyrage's ``encrypt_io`` encrypts into a temp file beside the target.  Each
+file is read again through one descriptor whose stat must match the one it
+was hashed at, and whose bytes must hash to the index's digest: a file that
+changed in between or while being read stops the backup (nothing is left).
+The archive is fsynced and renamed, then the key file (passphrase backups)
+and last the signed metadata: a backup without metadata is incomplete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tarfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+from ftmanifest.backup.index import INDEX_MEMBER, Entry, Source, _changed, stat_identity
+from ftmanifest.backup.keys import Recipient
+from ftmanifest.backup.meta import ARCHIVE_SUFFIX, Meta, new_backup_id, sign_meta
+from ftmanifest.backup.pipe import CHUNK, HashingWriter, Worker
+from ftmanifest.progress import ProgressSink
+
+BLOCK = 512
+RECORD = 20 * BLOCK
+_OPEN = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+_OPEN |= getattr(os, "O_CLOEXEC", 0)
+
+
+@dataclass(frozen=True)
+class Created:
+    meta: Meta
+    archive: Path
+    meta_path: Path
+    key_path: Path | None
+
+
+def _header(name: str, *, kind: bytes, mode: int, size: int, mtime: int) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.mode = mode
+    info.size = size
+    info.mtime = mtime
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info.tobuf(tarfile.PAX_FORMAT, "utf-8", "strict")
+
+
+def _pad(out: IO[bytes], size: int) -> None:
+    rest = -size % BLOCK
+    if rest:
+        out.write(b"\0" * rest)
+
+
+def _copy_file(src: Source, out: IO[bytes], progress: ProgressSink | None) -> None:
+    """Stream one file, refusing any change since it was hashed."""
+    entry = src.entry
+    try:
+        fd = os.open(src.path, _OPEN)
+    except OSError:
+        raise _changed(src.path, "after it was hashed (it can no longer be opened)") from None
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        if stat_identity(os.fstat(fd)) != src.identity:
+            raise _changed(src.path, "after it was hashed")
+        sha = hashlib.sha256()
+        buf = bytearray(CHUNK)
+        view = memoryview(buf)
+        left = entry.size
+        while left:
+            n = fh.readinto(view[: min(CHUNK, left)])
+            if not n:
+                raise _changed(src.path, "while it was read (it got shorter)")
+            sha.update(view[:n])
+            out.write(view[:n])
+            left -= n
+            if progress:
+                progress.advance(n)
+        if fh.read(1) or stat_identity(os.fstat(fd)) != src.identity:
+            raise _changed(src.path, "while it was read")
+    if sha.hexdigest() != entry.sha256:
+        raise _changed(src.path, "between hashing and reading (its bytes differ)")
+    _pad(out, entry.size)
+
+
+def write_tar(
+    out: IO[bytes],
+    index_bytes: bytes,
+    entries: Sequence[Entry],
+    sources: Sequence[Source],
+    mtime: int,
+    progress: ProgressSink | None = None,
+) -> int:
+    """The whole tar stream; returns its length."""
+    out.write(
+        _header(INDEX_MEMBER, kind=tarfile.REGTYPE, mode=0o600, size=len(index_bytes), mtime=mtime)
+    )
+    out.write(index_bytes)
+    _pad(out, len(index_bytes))
+    by_path = {s.entry.path: s for s in sources}
+    for e in entries:
+        if e.type == "dir":
+            out.write(_header(e.path, kind=tarfile.DIRTYPE, mode=e.mode, size=0, mtime=mtime))
+            continue
+        out.write(_header(e.path, kind=tarfile.REGTYPE, mode=e.mode, size=e.size, mtime=e.mtime))
+        _copy_file(by_path[e.path], out, progress)
+    out.write(b"\0" * (2 * BLOCK))
+    out.flush()
+    return 0
+
+
+def create_backup(
+    paths: Sequence[Path],
+    to: Path,
+    *,
+    key: Any,
+    recipients: Sequence[Recipient] = (),
+    passphrase: str | None = None,
+    kind: str = "run",
+    experiment_id: str | None = None,
+    manifest_digest: str | None = None,
+    tags: Sequence[str] = (),
+    use_cache: bool = True,
+    progress: Any = None,
+    now: datetime | None = None,
+) -> Created:
+    """Back up ``paths`` into folder ``to``; signed by ``key`` (Ed25519)."""
+    import pyrage
+
+    from ftmanifest.backup.index import build, sign_index
+    from ftmanifest.fsutil import atomic_write_bytes, write_error
+
+    if bool(recipients) == (passphrase is not None):
+        raise ValueError("exactly one of recipients or passphrase")
+    entries, sources = build(paths, use_cache=use_cache)
+    created = (now or datetime.now(timezone.utc)).replace(microsecond=0)
+    backup_id = new_backup_id(kind, created)
+    head = {
+        "backup_id": backup_id,
+        "created": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "kind": kind,
+        "experiment_id": experiment_id,
+        "manifest_digest": manifest_digest,
+    }
+    index_bytes = sign_index(entries, head, key)
+    key_file: bytes | None = None
+    if passphrase is not None:
+        identity = pyrage.x25519.Identity.generate()
+        text = (
+            f"# ftmanifest backup {backup_id}\n# public key: {identity.to_public()}\n{identity}\n"
+        )
+        key_file = pyrage.passphrase.encrypt(text.encode(), passphrase)
+        age_recipients = [identity.to_public()]
+        listed: tuple[dict[str, str], ...] = (
+            {"type": "scrypt", "fingerprint": f"{backup_id}.key.age"},
+        )
+    else:
+        age_recipients = [r.to_age() for r in recipients]
+        listed = tuple(r.to_dict() for r in recipients)
+    if progress is not None:
+        progress.add_total(sum(s.entry.size for s in sources))
+    try:
+        to.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_error(exc, to) from None
+    archive = to / (backup_id + ARCHIVE_SUFFIX)
+    tmp = to / f".{backup_id}{ARCHIVE_SUFFIX}.tmp"
+    mtime = int(created.timestamp())
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise write_error(exc, tmp) from None
+    try:
+        with os.fdopen(fd, "wb", buffering=CHUNK) as sink:
+            hashed = HashingWriter(sink)
+            tar = Worker(
+                lambda out: write_tar(out, index_bytes, entries, sources, mtime, progress), "wb"
+            )
+            try:
+                pyrage.encrypt_io(tar.outer, hashed, age_recipients)
+            except BaseException:
+                own = tar.stop()
+                if own is not None:
+                    raise own from None
+                raise
+            tar.finish()
+            sink.flush()
+            os.fsync(sink.fileno())
+        os.link(tmp, archive)
+    except BaseException as exc:
+        _unlink(tmp)
+        if isinstance(exc, OSError) and not hasattr(exc, "hint"):
+            raise write_error(exc, archive) from None
+        raise
+    _unlink(tmp)
+    meta = Meta(
+        backup_id=backup_id,
+        kind=kind,
+        created=created,
+        archive_sha256=hashed.sha.hexdigest(),
+        archive_size=hashed.size,
+        index_sha256=hashlib.sha256(index_bytes).hexdigest(),
+        files=len(sources),
+        bytes=sum(s.entry.size for s in sources),
+        recipients=listed,
+        experiment_id=experiment_id,
+        manifest_digest=manifest_digest,
+        tags=tuple(tags),
+        key_file_sha256=hashlib.sha256(key_file).hexdigest() if key_file else None,
+    )
+    key_path = to / meta.key_name if key_file else None
+    meta_path = to / meta.meta_name
+    try:
+        if key_file is not None and key_path is not None:
+            atomic_write_bytes(key_path, key_file, mode=0o600, exclusive=True)
+        atomic_write_bytes(meta_path, sign_meta(meta, key), mode=0o644, exclusive=True)
+    except BaseException:
+        for p in (archive, key_path):
+            if p is not None:
+                _unlink(p)
+        raise
+    return Created(meta, archive, meta_path, key_path)
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

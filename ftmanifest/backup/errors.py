@@ -1,0 +1,80 @@
+"""One refusal class per way a backup can be wrong.
+
+Layer: errors.  Each class has its own ``reason`` code so scripts (and the
+tests) tell a flipped byte from a wrong key from a planted member.  All are
+refusals (exit 1) except unusable input (exit 2).
+"""
+
+from __future__ import annotations
+
+from ftmanifest.errors import InputError, RefusedError
+
+
+class BackupRefusedError(RefusedError):
+    reason = "backup-refused"
+
+
+class ArchiveDigestError(BackupRefusedError):
+    """The encrypted file is not the one the signed metadata names."""
+
+    reason = "archive-digest-mismatch"
+
+
+class DecryptFailedError(BackupRefusedError):
+    """age refused the ciphertext: altered, truncated, reordered chunks."""
+
+    reason = "decrypt-failed"
+
+
+class WrongIdentityError(BackupRefusedError):
+    reason = "wrong-identity"
+
+
+class WrongPassphraseError(BackupRefusedError):
+    reason = "wrong-passphrase"
+
+
+class MetadataMismatchError(BackupRefusedError):
+    """The metadata is another backup's, or names other files."""
+
+    reason = "metadata-mismatch"
+
+
+class MemberRefusedError(BackupRefusedError):
+    """An archive member that restore must never write."""
+
+    reason = "member-refused"
+
+
+class IndexMismatchError(BackupRefusedError):
+    """Archive contents differ from the signed index."""
+
+    reason = "index-mismatch"
+
+
+class SourceChangedError(BackupRefusedError):
+    """A file changed while it was being backed up."""
+
+    reason = "source-changed"
+
+
+class UnsupportedSourceError(BackupRefusedError):
+    """A symlink, device, FIFO or socket among the paths to back up."""
+
+    reason = "unsupported-source"
+
+
+class DestinationExistsError(BackupRefusedError, FileExistsError):
+    reason = "destination-exists"
+
+
+class BackupInputError(InputError):
+    reason = "backup-input"
+
+
+class RecipientError(BackupInputError):
+    reason = "bad-recipient"
+
+
+class IdentityFileError(BackupInputError):
+    reason = "bad-identity"

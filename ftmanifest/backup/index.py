@@ -1,0 +1,252 @@
+"""The signed index: every file and folder of a backup, the archive's first member.
+
+Layer: edge (walks and hashes the paths to back up) and signing client.
+
+An entry is ``{"path", "type": "file"|"dir", "mode": "0644", "size", "sha256",
+"mtime"}``; paths are '/'-separated, relative, NFC as the file system gave
+them, one top-level name per path given on the command line.  The index is a
+DSSE/in-toto statement of type ``PREDICATE_TYPE``: its one subject is the
+backup id with the sha256 of the canonical entry list, its predicate the
+backup id, creation time, kind, experiment and the entries.
+
+Only regular files and folders are backed up.  A symlink, FIFO, socket or
+device among them is refused (restore would refuse them anyway), as is a name
+that is not valid UTF-8 or that holds a control character.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ftmanifest.backup.errors import IndexMismatchError, UnsupportedSourceError
+from ftmanifest.errors import InputError, InputNotFoundError
+
+PREDICATE_TYPE = "https://ftmanifest.dev/backup-index/v1"
+INDEX_MEMBER = "ftmanifest-index.dsse.json"
+INDEX_MAX_BYTES = 64 << 20
+MAX_ENTRIES = 1_000_000
+_TYPES = ("file", "dir")
+
+
+@dataclass(frozen=True)
+class Entry:
+    path: str
+    type: str  # "file" | "dir"
+    mode: int  # permission bits only (& 0o777)
+    size: int = 0
+    sha256: str = ""  # hex, files only
+    mtime: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path, "type": self.type, "mode": f"{self.mode:04o}"}
+        if self.type == "file":
+            out.update(size=self.size, sha256=self.sha256, mtime=self.mtime)
+        return out
+
+
+@dataclass(frozen=True)
+class Source:
+    """A file to back up: where it is and what it was when hashed."""
+
+    entry: Entry
+    path: Path
+    identity: tuple[int, int, int, int, int]  # dev, ino, size, mtime_ns, ctime_ns
+
+
+def stat_identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def check_member_name(name: str) -> str | None:
+    """Why ``name`` cannot be a member path, or None."""
+    if not name or name.startswith("/") or "\\" in name:
+        return "an absolute path or one with backslashes"
+    parts = name.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return "an empty, '.' or '..' path component"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "a control character"
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "bytes that are not UTF-8"
+    return None
+
+
+def collect(paths: Sequence[Path]) -> tuple[list[Entry], list[tuple[str, Path, os.stat_result]]]:
+    """Walk ``paths``: the folder entries and the files (member name, path,
+    lstat), each folder before what it holds."""
+    tops: dict[str, Path] = {}
+    dirs: list[Entry] = []
+    files: list[tuple[str, Path, os.stat_result]] = []
+    for given in paths:
+        name = os.path.basename(os.path.normpath(os.path.abspath(given)))
+        if name in tops:
+            raise InputError(
+                f"two paths have the same name {name!r} at the top of the backup",
+                path=str(given),
+                expected="distinct last path components",
+                observed=f"{tops[name]} and {given}",
+                hint="back them up separately, or copy one under another name",
+            )
+        if name == INDEX_MEMBER:
+            raise InputError(f"{name} is the name of the backup's own index", path=str(given))
+        tops[name] = given
+        _walk(given, name, dirs, files)
+    if len(dirs) + len(files) > MAX_ENTRIES:
+        raise InputError(
+            f"more than {MAX_ENTRIES} files and folders in one backup",
+            observed=str(len(dirs) + len(files)),
+            hint="back up fewer paths at a time",
+        )
+    return dirs, files
+
+
+def _walk(
+    path: Path, name: str, dirs: list[Entry], files: list[tuple[str, Path, os.stat_result]]
+) -> None:
+    problem = check_member_name(name)
+    if problem:
+        raise UnsupportedSourceError(
+            f"cannot back up a name with {problem}",
+            path=str(path),
+            hint="rename the file",
+        )
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise InputNotFoundError("path to back up not found", path=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from None
+    if stat.S_ISREG(st.st_mode):
+        files.append((name, path, st))
+    elif stat.S_ISDIR(st.st_mode):
+        dirs.append(Entry(name, "dir", st.st_mode & 0o777))
+        try:
+            children = sorted(os.listdir(path), key=lambda n: n.encode("utf-8", "surrogateescape"))
+        except OSError as exc:
+            raise InputError(f"cannot list the folder: {exc.strerror}", path=str(path)) from None
+        for child in children:
+            _walk(path / child, f"{name}/{child}", dirs, files)
+    else:
+        raise UnsupportedSourceError(
+            f"cannot back up {_kind(st.st_mode)}: only regular files and folders",
+            path=str(path),
+            expected="a regular file or a folder",
+            observed=_kind(st.st_mode),
+            hint="back up the link's target itself, or remove it from the folder",
+        )
+
+
+def _kind(mode: int) -> str:
+    for test, word in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return word
+    return "a special file"
+
+
+def build(paths: Sequence[Path], *, use_cache: bool = True) -> tuple[list[Entry], list[Source]]:
+    """Every entry in member order, and the files with the stat they were hashed at."""
+    from ftmanifest.errors import FtManifestError
+    from ftmanifest.hashing import hash_files
+
+    dirs, files = collect(paths)
+    digests = hash_files([p for _, p, _ in files], use_cache=use_cache)
+    entries: list[Entry] = list(dirs)
+    sources: list[Source] = []
+    for name, p, st in files:
+        got = digests[p]
+        if isinstance(got, FtManifestError):
+            raise got
+        if stat_identity(os.lstat(p)) != stat_identity(st) or got.size != st.st_size:
+            raise _changed(p, "while it was hashed")
+        entry = Entry(
+            name,
+            "file",
+            st.st_mode & 0o777,
+            st.st_size,
+            got.digest.partition(":")[2],
+            int(st.st_mtime),
+        )
+        entries.append(entry)
+        sources.append(Source(entry, p, stat_identity(st)))
+    entries.sort(key=lambda e: e.path.encode("utf-8"))
+    order = {e.path: i for i, e in enumerate(entries)}
+    sources.sort(key=lambda s: order[s.entry.path])
+    return entries, sources
+
+
+def _changed(path: Path, when: str) -> Exception:
+    from ftmanifest.backup.errors import SourceChangedError
+
+    return SourceChangedError(
+        f"the file changed {when}; it was not backed up half-captured",
+        path=str(path),
+        hint="stop what writes to it (training, logging) and back up again",
+    )
+
+
+def entries_digest(entries: Sequence[Entry]) -> str:
+    from ftmanifest.manifest.canonical import canonical_json
+
+    return hashlib.sha256(canonical_json([e.to_dict() for e in entries])).hexdigest()
+
+
+def sign_index(entries: Sequence[Entry], head: dict[str, Any], key: Any) -> bytes:
+    """The index member's bytes: a signed statement over ``head`` + entries."""
+    from ftmanifest.signing.attest import sign_statement
+    from ftmanifest.signing.intoto import Subject
+
+    subject = Subject(head["backup_id"], {"sha256": entries_digest(entries)})
+    predicate = {**head, "entries": [e.to_dict() for e in entries]}
+    return sign_statement([subject], PREDICATE_TYPE, predicate, key).to_bytes()
+
+
+def parse_entries(raw: Any, where: str) -> list[Entry]:
+    """The predicate's entry list, checked field by field."""
+    if not isinstance(raw, list) or len(raw) > MAX_ENTRIES:
+        raise _bad_index(where, "entries is not a list of at most a million entries")
+    out: list[Entry] = []
+    seen: set[str] = set()
+    for i, item in enumerate(raw):
+        at = f"entries[{i}]"
+        if not isinstance(item, dict) or item.get("type") not in _TYPES:
+            raise _bad_index(where, f"{at} is not a file or folder entry")
+        path, mode = item.get("path"), item.get("mode")
+        if not isinstance(path, str) or check_member_name(path):
+            raise _bad_index(where, f"{at}.path is not a safe relative path")
+        if path in seen:
+            raise _bad_index(where, f"{at}.path repeats {path!r}")
+        seen.add(path)
+        if not isinstance(mode, str) or len(mode) != 4 or not set(mode) <= set("01234567"):
+            raise _bad_index(where, f"{at}.mode is not four octal digits")
+        if item["type"] == "dir":
+            out.append(Entry(path, "dir", int(mode, 8) & 0o777))
+            continue
+        size, sha, mtime = item.get("size"), item.get("sha256"), item.get("mtime")
+        ok = isinstance(size, int) and size >= 0 and isinstance(mtime, int)
+        if not ok or not isinstance(sha, str) or len(sha) != 64:
+            raise _bad_index(where, f"{at} lacks a size, mtime or sha256")
+        assert isinstance(size, int) and isinstance(mtime, int)
+        out.append(Entry(path, "file", int(mode, 8) & 0o777, size, sha, mtime))
+    return out
+
+
+def _bad_index(where: str, what: str) -> IndexMismatchError:
+    return IndexMismatchError(
+        f"the signed index is malformed: {what}",
+        path=where,
+        hint="the backup was not written by this ftmanifest; do not restore it",
+    )

@@ -1,0 +1,267 @@
+"""Who can open a backup: recipients, identities and passphrases.
+
+Layer: edge (reads key files, the environment and the terminal).
+
+Recipients are age X25519 keys (``age1...``) or OpenSSH ``ssh-ed25519`` public
+keys, so the keys a team lists in ``allowed_signers`` can receive backups
+(``-R .ftmanifest/allowed_signers`` reads every ed25519 key of such a file).
+Other ssh key types are refused: age's ssh-rsa recipient exists, but the
+design names ed25519 only.
+
+Identities are read from an age identity file (``AGE-SECRET-KEY-1...``
+lines), an OpenSSH private key (an encrypted one is unlocked with
+cryptography and handed to age unencrypted, in memory only), or an age file
+holding either, encrypted with a passphrase.  A key file that group or others
+can read is refused, as ssh refuses it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ftmanifest.backup.errors import IdentityFileError, RecipientError
+
+RecipientKind = Literal["x25519", "ssh-ed25519"]
+IDENTITY_MAX_BYTES = 64 * 1024
+RECIPIENTS_MAX_BYTES = 1 << 20
+_AGE_RECIPIENT = re.compile(r"age1[02-9ac-hj-np-z]{58}")
+_AGE_SECRET = re.compile(r"AGE-SECRET-KEY-1[02-9AC-HJ-NP-Z]{58}")
+_SSH_WORD = re.compile(r"(ssh-[a-z0-9-]+|ecdsa-[a-z0-9-]+|sk-[a-z0-9@.-]+)\s+([A-Za-z0-9+/=]+)")
+PEM_SSH = b"-----BEGIN OPENSSH PRIVATE KEY-----"
+AGE_MAGIC = b"age-encryption.org/v1"
+
+
+@dataclass(frozen=True)
+class Recipient:
+    """One public key a backup is encrypted to."""
+
+    kind: RecipientKind
+    text: str  # canonical: ``age1...`` or ``ssh-ed25519 BASE64`` (no comment)
+    fingerprint: str  # the age1 string itself, or OpenSSH's ``SHA256:...``
+
+    def to_age(self) -> Any:
+        import pyrage
+
+        if self.kind == "x25519":
+            return pyrage.x25519.Recipient.from_str(self.text)
+        return pyrage.ssh.Recipient.from_str(self.text)
+
+    def stanza_tag(self) -> str | None:
+        """The tag age writes in an ssh-ed25519 stanza (first 4 bytes of the
+        SHA-256 of the key blob, unpadded base64); None for X25519."""
+        if self.kind != "ssh-ed25519":
+            return None
+        blob = base64.b64decode(self.text.split()[1])
+        return base64.b64encode(hashlib.sha256(blob).digest()[:4]).decode().rstrip("=")
+
+    def to_dict(self) -> dict[str, str]:
+        return {"type": self.kind, "fingerprint": self.fingerprint, "key": self.text}
+
+
+def parse_recipient(text: str, *, source: str = "-r") -> Recipient:
+    """A recipient from ``age1...`` or ``ssh-ed25519 BASE64 [comment]``."""
+    from ftmanifest.signing.keys import fingerprint_of_blob, public_key_from_blob
+
+    value = text.strip()
+    if value.startswith("age1"):
+        if not _AGE_RECIPIENT.fullmatch(value):
+            raise _bad_recipient(value, source, "not a well-formed age1 recipient")
+        import pyrage
+
+        try:
+            pyrage.x25519.Recipient.from_str(value)
+        except Exception as exc:  # pyrage.RecipientError; its text names the defect
+            raise _bad_recipient(value, source, str(exc)) from None
+        return Recipient("x25519", value, value)
+    match = _SSH_WORD.match(value)
+    if not match:
+        raise _bad_recipient(value, source, "neither an age1 key nor an ssh-ed25519 key")
+    if match.group(1) != "ssh-ed25519":
+        raise _bad_recipient(value, source, f"{match.group(1)} keys cannot receive backups")
+    try:
+        blob = base64.b64decode(match.group(2), validate=True)
+        public_key_from_blob(blob)
+    except ValueError as exc:
+        raise _bad_recipient(value, source, f"bad ssh-ed25519 key: {exc}") from None
+    canonical = f"ssh-ed25519 {base64.b64encode(blob).decode()}"
+    return Recipient("ssh-ed25519", canonical, fingerprint_of_blob(blob))
+
+
+def _bad_recipient(value: str, source: str, why: str) -> RecipientError:
+    shown = value if len(value) <= 80 else value[:77] + "..."
+    return RecipientError(
+        f"cannot encrypt to this recipient: {why}",
+        field=source,
+        expected="an age X25519 key (age1...) or an OpenSSH ssh-ed25519 public key",
+        observed=shown,
+        hint="age-keygen -y KEYFILE prints an age1 recipient; ssh-keygen -t ed25519 makes "
+        "an ssh key whose .pub line works",
+    )
+
+
+def read_recipients_file(path: Path) -> list[Recipient]:
+    """Every recipient in a file: age recipients files (one key per line,
+    ``#`` comments), ``.pub`` files, and allowed_signers files (principals and
+    options before the key; only ssh-ed25519 keys are taken)."""
+    from ftmanifest.signing._files import read_untrusted
+
+    hint = "pass a file of age1 or ssh-ed25519 public keys, one per line"
+    try:
+        raw = read_untrusted(path, limit=RECIPIENTS_MAX_BYTES, what="recipients file", hint=hint)
+    except FileNotFoundError:
+        raise RecipientError("recipients file not found", path=str(path), hint=hint) from None
+    out: list[Recipient] = []
+    for lineno, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        found = _AGE_RECIPIENT.search(text)
+        if found:
+            out.append(parse_recipient(found.group(0), source=f"{path}:{lineno}"))
+            continue
+        for match in _SSH_WORD.finditer(text):
+            if match.group(1) == "ssh-ed25519":
+                out.append(parse_recipient(match.group(0), source=f"{path}:{lineno}"))
+                break
+    if not out:
+        raise RecipientError(
+            "no age1 or ssh-ed25519 key in the recipients file",
+            path=str(path),
+            expected="at least one key",
+            observed="none",
+            hint=hint,
+        )
+    return out
+
+
+def unique(recipients: list[Recipient]) -> list[Recipient]:
+    seen: dict[str, Recipient] = {}
+    for r in recipients:
+        seen.setdefault(r.text, r)
+    return list(seen.values())
+
+
+# -- identities --------------------------------------------------------------
+
+
+def load_identities(path: Path, passphrase: Callable[[], str] | None = None) -> list[Any]:
+    """The pyrage identities in ``path``; refuses a file others can read."""
+    from ftmanifest.signing._files import read_untrusted
+    from ftmanifest.signing.keys import check_private_key_mode
+
+    hint = "pass the age identity file (age-keygen) or the ssh-ed25519 private key"
+    try:
+        data = read_untrusted(path, limit=IDENTITY_MAX_BYTES, what="identity file", hint=hint)
+    except FileNotFoundError:
+        raise IdentityFileError("identity file not found", path=str(path), hint=hint) from None
+    check_private_key_mode(path)
+    if data.startswith(AGE_MAGIC):
+        data = _unlock_age_identity(data, path, passphrase)
+    return _identities_in(data, path)
+
+
+def _unlock_age_identity(data: bytes, path: Path, passphrase: Callable[[], str] | None) -> bytes:
+    import pyrage
+
+    if passphrase is None:
+        raise IdentityFileError(
+            "the identity file is encrypted with a passphrase and none was given",
+            path=str(path),
+            hint="pass --passphrase-env VAR, or run in a terminal to be asked",
+        )
+    try:
+        return bytes(pyrage.passphrase.decrypt(data, passphrase()))
+    except pyrage.DecryptError:
+        from ftmanifest.backup.errors import WrongPassphraseError
+
+        raise WrongPassphraseError(
+            "wrong passphrase: the encrypted identity file does not open with it",
+            path=str(path),
+            hint="check the value of the --passphrase-env variable",
+        ) from None
+
+
+def _identities_in(data: bytes, path: Path) -> list[Any]:
+    import pyrage
+
+    if PEM_SSH in data:
+        return [_ssh_identity(data, path)]
+    text = data.decode("utf-8", "replace")
+    keys = _AGE_SECRET.findall(text)
+    if not keys:
+        raise IdentityFileError(
+            "no identity in the file",
+            path=str(path),
+            expected="AGE-SECRET-KEY-1... lines or an OpenSSH private key",
+            observed="neither",
+            hint="public keys (age1..., .pub) cannot decrypt; pass the private key file",
+        )
+    try:
+        return [pyrage.x25519.Identity.from_str(k) for k in keys]
+    except Exception as exc:  # pyrage.IdentityError
+        raise IdentityFileError(f"bad age identity: {exc}", path=str(path)) from None
+
+
+def _ssh_identity(data: bytes, path: Path) -> Any:
+    """An ssh-ed25519 identity; an encrypted key is unlocked here, in memory."""
+    import pyrage
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    try:
+        return pyrage.ssh.Identity.from_buffer(data)
+    except Exception as exc:  # pyrage.IdentityError
+        if "decrypted first" not in str(exc):
+            raise IdentityFileError(f"cannot use this ssh key: {exc}", path=str(path)) from None
+    from ftmanifest.signing.keys import load_private_key
+    from ftmanifest.signing.passphrase import for_unlock
+
+    key = load_private_key(path, for_unlock(None, str(path)))
+    if not isinstance(key, Ed25519PrivateKey):  # pragma: no cover - load_private_key refuses
+        raise IdentityFileError("only ssh-ed25519 keys can open backups", path=str(path))
+    plain = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    )
+    return pyrage.ssh.Identity.from_buffer(plain)
+
+
+# -- passphrases --------------------------------------------------------------
+
+
+def passphrase_source(env_var: str | None, *, new: bool) -> Callable[[], str]:
+    """Where a backup passphrase comes from: ``env_var`` or the terminal
+    (asked twice for a new backup).  Never the command line."""
+    import getpass
+
+    from ftmanifest.errors import UsageError
+    from ftmanifest.signing.passphrase import _require_tty, check_env_name, from_env
+
+    if env_var:
+        check_env_name(env_var)
+
+        def from_variable() -> str:
+            value = from_env(env_var).decode("utf-8")
+            if not value:
+                raise UsageError("the passphrase variable is empty", field="--passphrase-env")
+            return value
+
+        return from_variable
+
+    def ask() -> str:
+        _require_tty("a backup passphrase is needed")
+        first = getpass.getpass("Backup passphrase: ")
+        if new and first != getpass.getpass("Same passphrase again: "):
+            raise UsageError("the two passphrases differ", hint="run the command again")
+        if not first:
+            raise UsageError("empty passphrase", hint="type a passphrase")
+        return first
+
+    return ask

@@ -1,0 +1,263 @@
+"""The signed metadata in clear text beside each archive.
+
+Layer: signing client (edge: reads and writes ``<id>.meta.json``).
+
+A backup is the files ``<id>.age`` (the age archive), ``<id>.meta.json``
+(this statement) and, for a passphrase backup, ``<id>.key.age`` (the
+archive's X25519 identity, encrypted with the passphrase).  The metadata is a
+DSSE/in-toto statement of type ``PREDICATE_TYPE`` whose subjects are the
+other files by name and sha256, and whose predicate says which backup it is
+(id, kind, experiment, manifest digest, tags, signed creation time, sizes,
+recipients, the sha256 of the index inside).  So integrity, recipients and
+retention can be judged without the key, and an archive that was swapped,
+renamed, replayed under another backup's metadata, or truncated is refused
+before anything is decrypted.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ftmanifest.backup.errors import MetadataMismatchError
+from ftmanifest.findings import Finding
+
+PREDICATE_TYPE = "https://ftmanifest.dev/backup/v1"
+META_SUFFIX = ".meta.json"
+ARCHIVE_SUFFIX = ".age"
+KEY_SUFFIX = ".key.age"
+KINDS = ("data", "checkpoint", "logs", "adapter", "run")
+ID_RE = re.compile(r"(data|checkpoint|logs|adapter|run)-[0-9]{8}T[0-9]{6}Z-[0-9a-f]{12}")
+META_MAX_BYTES = 1 << 20
+
+
+def new_backup_id(kind: str, created: datetime) -> str:
+    import secrets
+
+    return f"{kind}-{created.strftime('%Y%m%dT%H%M%SZ')}-{secrets.token_hex(6)}"
+
+
+@dataclass(frozen=True)
+class Meta:
+    backup_id: str
+    kind: str
+    created: datetime  # aware, UTC, whole seconds
+    archive_sha256: str  # hex
+    archive_size: int
+    index_sha256: str  # hex of the index member's bytes
+    files: int
+    bytes: int  # plaintext bytes of the files
+    recipients: tuple[dict[str, str], ...]
+    experiment_id: str | None = None
+    manifest_digest: str | None = None
+    tags: tuple[str, ...] = ()
+    key_file_sha256: str | None = None  # passphrase backups
+
+    @property
+    def archive_name(self) -> str:
+        return self.backup_id + ARCHIVE_SUFFIX
+
+    @property
+    def key_name(self) -> str:
+        return self.backup_id + KEY_SUFFIX
+
+    @property
+    def meta_name(self) -> str:
+        return self.backup_id + META_SUFFIX
+
+    def file_names(self) -> tuple[str, ...]:
+        names = [self.archive_name, self.meta_name]
+        if self.key_file_sha256:
+            names.append(self.key_name)
+        return tuple(names)
+
+    def predicate(self) -> dict[str, Any]:
+        return {
+            "backup_id": self.backup_id,
+            "kind": self.kind,
+            "created": self.created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "archive": {
+                "name": self.archive_name,
+                "sha256": self.archive_sha256,
+                "size": self.archive_size,
+            },
+            "index_sha256": self.index_sha256,
+            "files": self.files,
+            "bytes": self.bytes,
+            "recipients": [dict(r) for r in self.recipients],
+            "experiment_id": self.experiment_id,
+            "manifest_digest": self.manifest_digest,
+            "tags": list(self.tags),
+            "key_file": {"name": self.key_name, "sha256": self.key_file_sha256}
+            if self.key_file_sha256
+            else None,
+        }
+
+
+def sign_meta(meta: Meta, key: Any) -> bytes:
+    from ftmanifest.signing.attest import sign_statement
+    from ftmanifest.signing.intoto import Subject
+
+    subjects = [Subject(meta.archive_name, {"sha256": meta.archive_sha256})]
+    if meta.key_file_sha256:
+        subjects.append(Subject(meta.key_name, {"sha256": meta.key_file_sha256}))
+    return sign_statement(subjects, PREDICATE_TYPE, meta.predicate(), key).to_bytes()
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One ``*.meta.json`` of a folder: its verified metadata, or why not."""
+
+    meta_path: Path
+    meta: Meta | None
+    signers: tuple[str, ...] = ()
+    findings: list[Finding] = field(default_factory=list)
+
+
+def read_meta(meta_path: Path, *, trust_path: Path | None = None) -> tuple[Meta, tuple[str, ...]]:
+    """Verify the signature, then the predicate; raise on any defect.
+
+    A missing or malformed trust file is the user's input error (exit 2); an
+    untrusted or bad signature and a predicate that does not fit its file
+    name are refusals."""
+    from ftmanifest.signing._files import read_untrusted
+    from ftmanifest.signing.attest import verify_statement
+    from ftmanifest.signing.locate import choose_trust_file
+    from ftmanifest.signing.trust import load_trust
+
+    hint = "pass the .meta.json file written beside the backup"
+    try:
+        raw = read_untrusted(meta_path, limit=META_MAX_BYTES, what="backup metadata", hint=hint)
+    except FileNotFoundError:
+        raise MetadataMismatchError(
+            "the backup's metadata file is missing",
+            path=str(meta_path),
+            hint="a backup without its signed metadata cannot be checked; keep the two together",
+        ) from None
+    trust = load_trust(choose_trust_file(meta_path, trust_path).path)
+    verified = verify_statement(
+        raw,
+        trust=trust,
+        expected_predicate_type=PREDICATE_TYPE,
+        path=meta_path,
+        resign_hint="this metadata was not written by ftmanifest backup",
+    )
+    meta = parse_predicate(verified.predicate, str(meta_path))
+    if meta_path.name != meta.meta_name:
+        raise MetadataMismatchError(
+            "the metadata file was renamed or belongs to another backup",
+            path=str(meta_path),
+            field="backup_id",
+            expected=meta.meta_name,
+            observed=meta_path.name,
+            hint="restore and check backups under the names they were written with",
+        )
+    if verified.statement.digest_of(meta.archive_name) != f"sha256:{meta.archive_sha256}":
+        raise _bad(str(meta_path), "the subject does not name the archive's digest")
+    return meta, verified.verdict.valid_keyids
+
+
+def parse_predicate(p: dict[str, Any], where: str) -> Meta:
+    try:
+        backup_id = p["backup_id"]
+        if not isinstance(backup_id, str) or not ID_RE.fullmatch(backup_id):
+            raise _bad(where, "backup_id is not a backup id")
+        kind = p["kind"]
+        if kind not in KINDS or not backup_id.startswith(kind + "-"):
+            raise _bad(where, "kind is not one of " + ", ".join(KINDS))
+        created = datetime.strptime(p["created"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        archive = p["archive"]
+        if archive["name"] != backup_id + ARCHIVE_SUFFIX:
+            raise _bad(where, "archive.name is not the backup id's archive")
+        key_file = p.get("key_file")
+        return Meta(
+            backup_id=backup_id,
+            kind=kind,
+            created=created,
+            archive_sha256=_hex(archive["sha256"], where),
+            archive_size=_count(archive["size"], where),
+            index_sha256=_hex(p["index_sha256"], where),
+            files=_count(p["files"], where),
+            bytes=_count(p["bytes"], where),
+            recipients=tuple(_recipient(r, where) for r in p["recipients"]),
+            experiment_id=_opt_str(p.get("experiment_id"), where),
+            manifest_digest=_opt_str(p.get("manifest_digest"), where),
+            tags=tuple(_opt_str(t, where) or "" for t in p.get("tags", [])),
+            key_file_sha256=_hex(key_file["sha256"], where) if key_file else None,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, MetadataMismatchError):
+            raise
+        raise _bad(where, f"missing or wrong field ({exc})") from None
+
+
+def _hex(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9a-f]{64}", value):
+        raise _bad(where, "a sha256 is not 64 lowercase hex digits")
+    return value
+
+
+def _count(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _bad(where, "a size or count is not a whole number")
+    return value
+
+
+def _opt_str(value: Any, where: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise _bad(where, "a text field is not text")
+    return value
+
+
+def _recipient(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise _bad(where, "a recipient is not an object of text fields")
+    return dict(value)
+
+
+def _bad(where: str, what: str) -> MetadataMismatchError:
+    return MetadataMismatchError(
+        f"the backup metadata is malformed: {what}",
+        path=where,
+        hint="this metadata was not written by ftmanifest backup; do not trust the backup",
+    )
+
+
+def list_backups(folder: Path, *, trust_path: Path | None = None) -> list[Listed]:
+    """Every ``*.meta.json`` in ``folder`` (not below), verified; a file that
+    cannot be verified is listed with the finding that says why."""
+    from ftmanifest.errors import FtManifestError
+    from ftmanifest.signing.errors import SigningInputError, TrustFileNotFoundError
+
+    out: list[Listed] = []
+    for meta_path in sorted(folder.glob("*" + META_SUFFIX)):
+        try:
+            meta, signers = read_meta(meta_path, trust_path=trust_path)
+        except TrustFileNotFoundError as exc:
+            raise exc
+        except SigningInputError as exc:
+            if "trust" in type(exc).__name__.lower():
+                raise
+            out.append(Listed(meta_path, None, (), [finding_of(exc, meta_path)]))
+        except FtManifestError as exc:
+            out.append(Listed(meta_path, None, (), [finding_of(exc, meta_path)]))
+        else:
+            out.append(Listed(meta_path, meta, signers))
+    return out
+
+
+def finding_of(exc: Any, path: Path) -> Finding:
+    """A refusal as a finding of ``backup check``."""
+    return Finding(
+        kind="backup",
+        rule="backup." + (getattr(exc, "reason", "") or type(exc).__name__),
+        message=getattr(exc, "message", str(exc)),
+        path=str(getattr(exc, "path", None) or path),
+        field=getattr(exc, "field", None),
+        expected=getattr(exc, "expected", None),
+        observed=getattr(exc, "observed", None),
+        hint=getattr(exc, "hint", None),
+    )

@@ -1,0 +1,342 @@
+"""Read an archive member by member against its signed index.
+
+Layer: edge (decrypts through pyrage, parses tar with the standard library's
+stream reader; never ``extractall``, never the extraction filters).
+
+The order is fixed: the archive's sha256 must be the metadata's before
+anything is decrypted; the first member must be the index, byte for byte the
+one the metadata names, signed by a trusted key, about this backup; every
+later member must be a regular file or folder that the index lists, once,
+with the index's size, and its bytes must hash to the index's digest; every
+index entry must appear; after the end of the archive only zero padding may
+follow; and age must authenticate the last chunk.  ``sink`` receives folders
+and file chunks as they pass; it is told nothing is final until ``read``
+returns (restore writes into a staging folder and renames only then).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tarfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from ftmanifest.backup.errors import (
+    ArchiveDigestError,
+    DecryptFailedError,
+    IndexMismatchError,
+    MemberRefusedError,
+    MetadataMismatchError,
+    WrongIdentityError,
+)
+from ftmanifest.backup.index import (
+    INDEX_MAX_BYTES,
+    INDEX_MEMBER,
+    PREDICATE_TYPE,
+    Entry,
+    check_member_name,
+    entries_digest,
+    parse_entries,
+)
+from ftmanifest.backup.meta import Meta
+from ftmanifest.backup.pipe import CHUNK, HashingReader, Worker
+
+_TYPE_WORDS = {
+    tarfile.SYMTYPE: "a symbolic link",
+    tarfile.LNKTYPE: "a hard link",
+    tarfile.CHRTYPE: "a character device",
+    tarfile.BLKTYPE: "a block device",
+    tarfile.FIFOTYPE: "a FIFO",
+    tarfile.CONTTYPE: "a contiguous file",
+    tarfile.GNUTYPE_SPARSE: "a GNU sparse file",
+}
+
+
+class Sink(Protocol):
+    def folder(self, entry: Entry) -> None: ...
+
+    def open(self, entry: Entry) -> Any: ...  # an object with write(bytes) and close()
+
+
+@dataclass(frozen=True)
+class Read:
+    entries: tuple[Entry, ...]
+    signers: tuple[str, ...]  # who signed the index
+
+
+class _Truncated(Exception):
+    """The tar stream ended early: a consequence of a failed decryption."""
+
+
+def hash_archive(path: Path, meta: Meta) -> None:
+    """Refuse unless ``path`` is the archive the metadata names, by sha256 and size."""
+    sha = hashlib.sha256()
+    size = 0
+    with _open_archive(path) as fh:
+        while chunk := fh.read(CHUNK):
+            sha.update(chunk)
+            size += len(chunk)
+    if sha.hexdigest() != meta.archive_sha256 or size != meta.archive_size:
+        raise ArchiveDigestError(
+            "the encrypted file is not the one the signed metadata names "
+            "(altered, truncated, swapped or replaced)",
+            path=str(path),
+            field="archive.sha256",
+            expected=f"sha256:{meta.archive_sha256} ({meta.archive_size} bytes)",
+            observed=f"sha256:{sha.hexdigest()} ({size} bytes)",
+            hint="restore from another copy of the backup; this one was changed after it was made",
+        )
+
+
+def _open_archive(path: Path) -> IO[bytes]:
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise MetadataMismatchError(
+            "the archive named by the metadata is missing",
+            path=str(path),
+            hint="keep <id>.age beside <id>.meta.json under the names they were written with",
+        ) from None
+    except OSError as exc:
+        raise MetadataMismatchError(
+            f"cannot open the archive: {exc.strerror}", path=str(path)
+        ) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise MetadataMismatchError("the archive is not a regular file", path=str(path))
+    return os.fdopen(fd, "rb", buffering=CHUNK)
+
+
+def read_archive(
+    archive: Path,
+    meta: Meta,
+    identities: Sequence[Any],
+    *,
+    trust: Any,
+    sink: Sink | None = None,
+) -> Read:
+    """Decrypt and judge every member; raise the first refusal."""
+    import pyrage
+
+    hash_archive(archive, meta)
+    with _open_archive(archive) as fh:
+        source = HashingReader(fh)
+        consumer = Worker(lambda stream: _consume(stream, meta, trust, sink, str(archive)), "rb")
+        try:
+            pyrage.decrypt_io(source, consumer.outer, list(identities))
+        except Exception as exc:
+            own = consumer.stop()
+            if own is not None and not isinstance(own, _Truncated):
+                raise own from None
+            raise _decrypt_refusal(exc, archive) from None
+        try:
+            result = consumer.finish()
+        except _Truncated:
+            raise _decrypt_refusal(OSError("truncated"), archive) from None
+    if source.sha.hexdigest() != meta.archive_sha256:  # changed between the two reads
+        raise ArchiveDigestError("the archive changed while it was read", path=str(archive))
+    return result
+
+
+def _decrypt_refusal(exc: BaseException, archive: Path) -> Exception:
+    text = str(exc)
+    if "No matching keys" in text:
+        return WrongIdentityError(
+            "none of the given identities can open this backup",
+            path=str(archive),
+            expected="an identity whose public key is one of the backup's recipients",
+            observed="no matching key",
+            hint="pass -i with the key the backup was encrypted to (see its .meta.json recipients)",
+        )
+    return DecryptFailedError(
+        "the encrypted data does not authenticate: altered, truncated or reordered chunks",
+        path=str(archive),
+        observed=text[:200],
+        hint="restore from another copy of the backup; nothing was written",
+    )
+
+
+def _consume(stream: IO[bytes], meta: Meta, trust: Any, sink: Sink | None, where: str) -> Read:
+    try:
+        tar = tarfile.open(fileobj=stream, mode="r|", bufsize=CHUNK)  # noqa: SIM115
+    except tarfile.ReadError:
+        raise _Truncated() from None
+    try:
+        return _members(tar, stream, meta, trust, sink, where)
+    except (tarfile.ReadError, EOFError) as exc:
+        if "unexpected end" in str(exc) or isinstance(exc, EOFError) or "empty" in str(exc):
+            raise _Truncated() from None
+        raise MemberRefusedError(f"the archive is not a tar stream: {exc}", path=where) from None
+
+
+def _members(
+    tar: tarfile.TarFile, stream: IO[bytes], meta: Meta, trust: Any, sink: Sink | None, where: str
+) -> Read:
+    first = tar.next()
+    if first is None:
+        raise _Truncated()
+    entries, signers = _index(tar, first, meta, trust, where)
+    by_path = {e.path: e for e in entries}
+    seen: set[str] = set()
+    while (member := tar.next()) is not None:
+        entry = _judge(member, by_path, seen, where)
+        if entry.type == "dir":
+            if sink:
+                sink.folder(entry)
+            continue
+        _copy(tar, member, entry, sink, where)
+    missing = [p for p in by_path if p not in seen]
+    if missing:
+        raise IndexMismatchError(
+            f"{len(missing)} file(s) of the signed index are not in the archive",
+            path=where,
+            field="entries",
+            expected="every entry of the index",
+            observed="missing: " + ", ".join(missing[:5]),
+            hint="the archive is incomplete; restore from another copy",
+        )
+    while rest := stream.read(CHUNK):
+        if rest.count(0) != len(rest):
+            raise MemberRefusedError(
+                "data follows the end of the tar archive",
+                path=where,
+                hint="the archive was not written by ftmanifest backup; do not restore it",
+            )
+    return Read(tuple(entries), signers)
+
+
+def _index(
+    tar: tarfile.TarFile, first: tarfile.TarInfo, meta: Meta, trust: Any, where: str
+) -> tuple[list[Entry], tuple[str, ...]]:
+    from ftmanifest.signing.attest import verify_envelope
+    from ftmanifest.signing.dsse import parse_envelope
+    from ftmanifest.signing.intoto import Expect
+
+    if first.name != INDEX_MEMBER or not first.isreg() or first.size > INDEX_MAX_BYTES:
+        raise IndexMismatchError(
+            "the archive does not start with its signed index",
+            path=where,
+            expected=f"a first member {INDEX_MEMBER} of at most {INDEX_MAX_BYTES} bytes",
+            observed=f"{first.name!r} ({first.size} bytes)",
+            hint="the archive was not written by ftmanifest backup; do not restore it",
+        )
+    fh = tar.extractfile(first)
+    raw = fh.read() if fh else b""
+    if len(raw) != first.size:
+        raise _Truncated()
+    if hashlib.sha256(raw).hexdigest() != meta.index_sha256:
+        raise IndexMismatchError(
+            "the index inside the archive is not the one the metadata names",
+            path=where,
+            field="index_sha256",
+            expected=f"sha256:{meta.index_sha256}",
+            observed=f"sha256:{hashlib.sha256(raw).hexdigest()}",
+            hint="the archive and its metadata do not belong together",
+        )
+    envelope = parse_envelope(raw, f"{where}!{INDEX_MEMBER}")
+    expect = Expect(PREDICATE_TYPE, 1, "the index was not written by ftmanifest backup")
+    verified = verify_envelope(envelope, trust=trust, expect=expect, path=f"{where}!{INDEX_MEMBER}")
+    p = verified.predicate
+    for name in ("backup_id", "kind", "experiment_id", "manifest_digest"):
+        if p.get(name) != getattr(meta, name):
+            raise MetadataMismatchError(
+                f"the signed index belongs to another backup ({name} differs)",
+                path=where,
+                field=name,
+                expected=str(getattr(meta, name)),
+                observed=str(p.get(name)),
+                hint="the archive and its metadata do not belong together",
+            )
+    entries = parse_entries(p.get("entries"), where)
+    subject = verified.subjects[0]
+    if subject.name != meta.backup_id or subject.digest.get("sha256") != entries_digest(entries):
+        raise IndexMismatchError("the index's subject does not match its entries", path=where)
+    return entries, verified.verdict.valid_keyids
+
+
+def _judge(member: tarfile.TarInfo, by_path: dict[str, Entry], seen: set[str], where: str) -> Entry:
+    name = member.name
+    problem = check_member_name(name)
+    if problem:
+        raise MemberRefusedError(
+            f"archive member with {problem}: {name[:200]!r}",
+            path=where,
+            field="member",
+            expected="a relative path inside the backup",
+            observed=name[:200],
+            hint="the archive is hostile or damaged; nothing was written",
+        )
+    if not (member.isreg() or member.isdir()) or member.sparse is not None:
+        kind = _TYPE_WORDS.get(member.type, f"type {member.type!r}")
+        raise MemberRefusedError(
+            f"archive member {name!r} is {kind}; only regular files and folders are restored",
+            path=where,
+            field="member",
+            expected="a regular file or folder",
+            observed=kind,
+            hint="the archive is hostile or damaged; nothing was written",
+        )
+    if name in seen:
+        raise MemberRefusedError(
+            f"archive member {name!r} appears twice",
+            path=where,
+            field="member",
+            hint="the archive is hostile or damaged; nothing was written",
+        )
+    entry = by_path.get(name)
+    if entry is None or entry.type != ("dir" if member.isdir() else "file"):
+        raise IndexMismatchError(
+            f"archive member {name!r} is not in the signed index",
+            path=where,
+            field="member",
+            expected="only members the index lists",
+            observed=name,
+            hint="the archive is hostile or damaged; nothing was written",
+        )
+    if entry.type == "file" and member.size != entry.size:
+        raise IndexMismatchError(
+            f"archive member {name!r} has another size than the index says",
+            path=where,
+            field="size",
+            expected=str(entry.size),
+            observed=str(member.size),
+        )
+    seen.add(name)
+    return entry
+
+
+def _copy(
+    tar: tarfile.TarFile, member: tarfile.TarInfo, entry: Entry, sink: Sink | None, where: str
+) -> None:
+    data = tar.extractfile(member)
+    if data is None:  # pragma: no cover - regular members always have data
+        raise _Truncated()
+    out = sink.open(entry) if sink else None
+    sha = hashlib.sha256()
+    left = entry.size
+    try:
+        while left:
+            chunk = data.read(min(CHUNK, left))
+            if not chunk:
+                raise _Truncated()
+            sha.update(chunk)
+            if out is not None:
+                out.write(chunk)
+            left -= len(chunk)
+    finally:
+        if out is not None:
+            out.close()
+    if sha.hexdigest() != entry.sha256:
+        raise IndexMismatchError(
+            f"archive member {entry.path!r} does not have the index's digest",
+            path=where,
+            field="sha256",
+            expected=f"sha256:{entry.sha256}",
+            observed=f"sha256:{sha.hexdigest()}",
+            hint="the archive is damaged; nothing was written",
+        )

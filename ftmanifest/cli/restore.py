@@ -1,0 +1,112 @@
+"""``ftmanifest restore BACKUP -i IDENTITY --to DEST``.
+
+Layer: edge (parsing and printing; the work is ``ftmanifest.backup.restore``).
+BACKUP is the ``<id>.age`` archive or its ``<id>.meta.json``.  Exit 0
+restored, 1 refused (nothing is written to DEST), 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ftmanifest.errors import EXIT_OK
+from ftmanifest.safe_text import escape
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from ftmanifest.cli import add_format_argument
+
+    p = sub.add_parser("restore", help="verify and restore a backup into a new folder")
+    p.add_argument("backup", type=Path, metavar="BACKUP", help="<id>.age or <id>.meta.json")
+    p.add_argument(
+        "--to",
+        type=Path,
+        required=True,
+        metavar="DEST",
+        help="folder to create (never overwritten without --force)",
+    )
+    p.add_argument(
+        "-i",
+        "--identity",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="PATH",
+        help="age identity file or ssh-ed25519 private key (repeatable)",
+    )
+    p.add_argument(
+        "--passphrase-env",
+        metavar="VAR",
+        help="passphrase backups: the passphrase is in environment variable VAR",
+    )
+    p.add_argument(
+        "--passphrase",
+        action="store_true",
+        help="passphrase backups: ask for the passphrase on the terminal",
+    )
+    p.add_argument("--force", action="store_true", help="replace DEST if it exists")
+    p.add_argument(
+        "--trust",
+        type=Path,
+        metavar="PATH",
+        help="allowed signers file (default: found from the backup's folder)",
+    )
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def meta_path_of(backup: Path) -> Path:
+    from ftmanifest.backup.meta import ARCHIVE_SUFFIX, KEY_SUFFIX, META_SUFFIX
+
+    name = backup.name
+    for suffix in (META_SUFFIX, KEY_SUFFIX, ARCHIVE_SUFFIX):
+        if name.endswith(suffix):
+            return backup.with_name(name[: -len(suffix)] + META_SUFFIX)
+    return backup.with_name(name + META_SUFFIX)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.backup.meta import read_meta
+    from ftmanifest.backup.restore import restore
+    from ftmanifest.cli.backup import identities_for
+    from ftmanifest.signing.locate import choose_trust_file
+    from ftmanifest.signing.trust import load_trust
+
+    meta_path = meta_path_of(args.backup)
+    meta, signers = read_meta(meta_path, trust_path=args.trust)
+    identities = identities_for(args)(meta, meta_path.parent)
+    trust = load_trust(choose_trust_file(meta_path, args.trust).path)
+    done = restore(
+        meta_path.parent / meta.archive_name,
+        meta,
+        identities,
+        args.to,
+        trust=trust,
+        force=args.force,
+    )
+    if args.format == "json":
+        from ftmanifest.output import to_json
+
+        sys.stdout.write(
+            to_json(
+                {
+                    "backup_id": meta.backup_id,
+                    "restored": str(done.dest),
+                    "replaced": done.replaced,
+                    "files": sum(1 for e in done.read.entries if e.type == "file"),
+                    "metadata_signers": list(signers),
+                    "index_signers": list(done.read.signers),
+                }
+            )
+        )
+        return EXIT_OK
+    files = sum(1 for e in done.read.entries if e.type == "file")
+    sys.stdout.write(
+        f"restored:  {meta.backup_id} -> {escape(str(done.dest))}"
+        f"{' (replaced)' if done.replaced else ''}\n"
+        f"verified:  metadata and index signed by {', '.join(done.read.signers)}; "
+        f"{files} file(s), every sha256 matches the signed index\n"
+    )
+    return EXIT_OK
