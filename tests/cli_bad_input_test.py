@@ -149,6 +149,16 @@ MANIFEST_COMMANDS: dict[str, Callable[[Path, dict[str, Path]], list[str]]] = {
         "--out",
         str(p["dir"] / "r.json"),
     ],  # fmt: skip
+    "backup": lambda m, p: [
+        "backup",
+        str(p["clean"]),
+        "--to",
+        str(p["dir"] / "backups"),
+        "--key",
+        str(p["missing"].with_name("no-key")),
+        "--manifest",
+        str(m),
+    ],  # fmt: skip
     "compare": lambda m, p: [
         "compare",
         str(m),
@@ -253,6 +263,100 @@ OTHER_ROWS = [
         )
         for name in SCAN_INPUTS
     ),
+    *(
+        Row(f"backup-check-{name}", lambda p, n=name: ["backup", "check", str(p[n])], codes=(0, 2))
+        for name in SCAN_INPUTS
+    ),  # fmt: skip
+    *(
+        Row(
+            f"restore-{name}",
+            lambda p, n=name: [
+                "restore",
+                str(p[n]),
+                "-i",
+                str(p["clean"]),
+                "--to",
+                str(p["dir"] / "restored"),
+            ],
+            codes=(1, 2),
+        )  # fmt: skip
+        for name in SCAN_INPUTS
+    ),
+    *(
+        Row(
+            f"backup-{name}",
+            lambda p, n=name: [
+                "backup",
+                str(p[n]),
+                "--to",
+                str(p["dir"] / "b"),
+                "--key",
+                str(p["binary"]),
+                "-r",
+                "age1" + "q" * 58,
+            ],
+            codes=(2,),
+        )  # fmt: skip
+        for name in SCAN_INPUTS
+    ),
+    Row("backup-no-to", lambda p: ["backup", str(p["clean"]), "--key", "k"], codes=(2,)),
+    Row(
+        "backup-bad-recipient",
+        lambda p: ["backup", str(p["clean"]), "--to", str(p["dir"]), "--key", "k", "-r", "age1xyz"],
+        codes=(2,),
+    ),  # fmt: skip
+    Row(
+        "backup-rsa-recipient",
+        lambda p: [
+            "backup",
+            str(p["clean"]),
+            "--to",
+            str(p["dir"]),
+            "--key",
+            "k",
+            "-r",
+            "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ",
+        ],
+        codes=(2,),
+    ),  # fmt: skip
+    Row(
+        "backup-recipients-file-fifo",
+        lambda p: [
+            "backup",
+            str(p["clean"]),
+            "--to",
+            str(p["dir"]),
+            "--key",
+            "k",
+            "-R",
+            str(p["fifo"]),
+        ],
+        codes=(2,),
+    ),  # fmt: skip
+    Row(
+        "backup-passphrase-and-recipient",
+        lambda p: [
+            "backup",
+            str(p["clean"]),
+            "--to",
+            str(p["dir"]),
+            "--key",
+            "k",
+            "-r",
+            "age1" + "q" * 58,
+            "--passphrase-env",
+            "HOME",
+        ],
+        codes=(2,),
+    ),  # fmt: skip
+    Row(
+        "backup-check-two", lambda p: ["backup", "check", str(p["dir"]), str(p["dir"])], codes=(2,)
+    ),
+    Row(
+        "backup-check-identity-fifo",
+        lambda p: ["backup", "check", str(p["dir"]), "--read-data", "-i", str(p["fifo"])],
+        codes=(2,),
+    ),  # fmt: skip
     Row(
         "scan-engine-bogus",
         lambda p: ["scan", "--no-cache", str(p["clean"])],

@@ -8,10 +8,11 @@ restored, 1 refused (nothing is written to DEST), 2 unusable input.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from ftmanifest.errors import EXIT_OK
+from ftmanifest.errors import EXIT_OK, InputNotFoundError
 from ftmanifest.safe_text import escape
 
 
@@ -74,6 +75,12 @@ def run(args: argparse.Namespace) -> int:
     from ftmanifest.signing.locate import choose_trust_file
     from ftmanifest.signing.trust import load_trust
 
+    if not os.path.lexists(args.backup):
+        raise InputNotFoundError(
+            "backup not found",
+            path=str(args.backup),
+            hint="pass the <id>.age or <id>.meta.json file",
+        )
     meta_path = meta_path_of(args.backup)
     meta, signers = read_meta(meta_path, trust_path=args.trust)
     identities = identities_for(args)(meta, meta_path.parent)
