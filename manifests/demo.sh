@@ -237,6 +237,31 @@ expect 1 ftmanifest audit "$OUT/tiny/out" --manifest "$OUT/tiny/lora.yaml"
 expect 0 ftmanifest audit "$OUT/tiny/out" --manifest "$OUT/tiny/lora.yaml" --fix-perms \
   --limits "demo: predictions are made up; the tiny model is not evaluated"
 
+step "16. encrypted backups: back up the run to the team's keys, check it without a key, restore it; a flipped byte is refused"
+TRUST="$OUT/tiny/.ftmanifest/allowed_signers"
+# recipients: every ssh-ed25519 key of the team's allowed_signers file (age encrypts to ssh keys)
+expect 0 ftmanifest backup "$OUT/tiny/out" --to "$OUT/backups" --kind run \
+  --manifest "$OUT/tiny/lora.yaml" --key "$OUT/keys/alice" -R "$TRUST" --tag demo
+expect 0 ftmanifest backup check "$OUT/backups" --trust "$TRUST"
+expect 0 ftmanifest backup check "$OUT/backups" --trust "$TRUST" --read-data -i "$OUT/keys/alice"
+expect 0 ftmanifest restore "$OUT"/backups/run-*.age -i "$OUT/keys/alice" --to "$OUT/restored" \
+  --trust "$TRUST"
+diff -r "$OUT/tiny/out" "$OUT/restored/out" && echo "   restored files are identical to the run's"
+mkdir -p "$OUT/backups-flipped" && cp "$OUT"/backups/run-* "$OUT/backups-flipped/"
+python - "$OUT"/backups-flipped/run-*.age <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as fh:
+    fh.seek(1000)
+    byte = fh.read(1)
+    fh.seek(1000)
+    fh.write(bytes([byte[0] ^ 1]))
+print("   flipped one bit at offset 1000 of", sys.argv[1].rsplit("/", 1)[-1])
+PY
+expect 1 ftmanifest backup check "$OUT/backups-flipped" --trust "$TRUST"
+expect 1 ftmanifest restore "$OUT"/backups-flipped/run-*.age -i "$OUT/keys/alice" \
+  --to "$OUT/restored-flipped" --trust "$TRUST"
+[ ! -e "$OUT/restored-flipped" ] && echo "   nothing was restored from the flipped backup"
+
 step "summary"
 if [ "$FAILED" -eq 0 ]; then
   echo "demo finished: every pass passed and every refusal was refused"

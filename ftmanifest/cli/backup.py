@@ -130,6 +130,12 @@ def _recipients(args: argparse.Namespace, manifest: Any) -> list[Any]:
     for path in args.recipients_file:
         out += read_recipients_file(path)
     if not out and manifest is not None and not (args.passphrase or args.passphrase_env):
+        # Recipients decide who can read the backup: take them only from a
+        # manifest whose signature a trusted key made (an edited manifest
+        # could name an outsider's key).
+        from ftmanifest.signing.verify import verify_manifest_signature
+
+        verify_manifest_signature(manifest.path, manifest.canonical(), trust_path=args.trust)
         out = [
             parse_recipient(r, source="security.backup_recipients")
             for r in manifest.manifest.security.backup_recipients
@@ -145,7 +151,7 @@ def _create(args: argparse.Namespace) -> int:
     from ftmanifest.signing.keys import load_private_key
     from ftmanifest.signing.passphrase import for_unlock
 
-    _refuse_options(args, ["--read-data", "--identity", "--trust"], "creating a backup")
+    _refuse_options(args, ["--read-data", "--identity"], "creating a backup")
     if args.to is None:
         raise UsageError(
             "--to DIR is required",
