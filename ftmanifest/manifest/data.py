@@ -10,6 +10,12 @@ from typing import Literal
 
 from pydantic import Field
 
+from ftmanifest.manifest.retention import (
+    BackupRetention,
+    BackupsField,
+    Duration,
+    backup_retention,
+)
 from ftmanifest.manifest.types import (
     Digest,
     FileMode,
@@ -117,10 +123,24 @@ class FileModes(Strict):
 class Retention(Strict):
     """How long each artifact class is kept, e.g. '30d'; null keeps forever."""
 
-    checkpoints: str | None = Field(default=None, description="Intermediate checkpoints.")
-    logs: str | None = Field(default=None, description="Logs.")
-    raw_data: str | None = Field(default=None, description="Raw data copies.")
-    backups: str | None = Field(default=None, description="Encrypted backups.")
+    checkpoints: Duration | None = Field(
+        default=None,
+        description="Intermediate checkpoints: a duration, e.g. 14d, 2w, 6m (months), 1y6m.",
+    )
+    logs: Duration | None = Field(default=None, description="Logs: a duration, e.g. 30d.")
+    raw_data: Duration | None = Field(
+        default=None, description="Raw data copies: a duration, e.g. 180d."
+    )
+    backups: BackupsField | None = Field(
+        default=None,
+        description="Encrypted backups: keep rules for `ftmanifest prune`. A bare duration "
+        "(backups: 30d) means keep_within: 30d and is kept as written, so old signatures "
+        "still verify.",
+    )
+
+    def backup_policy(self) -> BackupRetention | None:
+        """``backups`` as keep rules (a bare duration becomes ``keep_within``)."""
+        return backup_retention(self.backups)
 
 
 class Security(Strict):

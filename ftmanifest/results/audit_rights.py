@@ -10,7 +10,8 @@ Layer: pure core (reads the manifest model only).  Rules:
   audit.backup-recipients-missing  ``security.retention.backups`` keeps backups,
                               yet ``security.backup_recipients`` is empty
   audit.backup-retention-missing   recipients are named, yet no
-                              ``security.retention.backups`` (kept forever; warning)
+                              ``security.retention.backups`` (kept forever; warning);
+                              keep rules with no rule at all count as none
 
 The manifest has no field that says "this policy requires retention"; the
 policy asks for it through what it declares: personal data needs a raw-data
@@ -75,6 +76,8 @@ def _retention_findings(manifest: Any) -> list[Finding]:
     security = manifest.security
     out: list[Finding] = []
     personal = [e.name for e in manifest.data if e.contains_personal_data]
+    backups = security.retention.backup_policy()
+    has_backup_rules = backups is not None and not backups.is_unset()
     if personal and not security.retention.raw_data:
         out.append(
             _row(
@@ -86,7 +89,7 @@ def _retention_findings(manifest: Any) -> list[Finding]:
                 observed="kept forever",
             )
         )
-    if security.retention.backups and not security.backup_recipients:
+    if has_backup_rules and not security.backup_recipients:
         out.append(
             _row(
                 ("security", "backup_recipients"),
@@ -97,7 +100,7 @@ def _retention_findings(manifest: Any) -> list[Finding]:
                 observed="none",
             )
         )
-    if security.backup_recipients and not security.retention.backups:
+    if security.backup_recipients and not has_backup_rules:
         out.append(
             _row(
                 ("security", "retention", "backups"),
