@@ -159,6 +159,7 @@ MANIFEST_COMMANDS: dict[str, Callable[[Path, dict[str, Path]], list[str]]] = {
         "--manifest",
         str(m),
     ],  # fmt: skip
+    "prune": lambda m, p: ["prune", str(p["dir"]), "--manifest", str(m)],
     "compare": lambda m, p: [
         "compare",
         str(m),
@@ -299,6 +300,26 @@ OTHER_ROWS = [
         )  # fmt: skip
         for name in SCAN_INPUTS
     ),
+    *(
+        Row(
+            f"prune-{name}",
+            lambda p, n=name: ["prune", str(p[n]), "--keep-last", "2"],
+            codes=(0, 2),
+        )
+        for name in SCAN_INPUTS
+    ),  # fmt: skip
+    Row("prune-no-policy", lambda p: ["prune", str(p["dir"])], codes=(2,)),
+    Row("prune-keep-zero", lambda p: ["prune", str(p["dir"]), "--keep-last", "0"], codes=(2,)),
+    Row(
+        "prune-keep-within-word",
+        lambda p: ["prune", str(p["dir"]), "--keep-within", "forever"],
+        codes=(2,),
+    ),  # fmt: skip
+    Row(
+        "prune-both-policies",
+        lambda p: ["prune", str(p["dir"]), "--keep-last", "1", "--manifest", str(p["template"])],
+        codes=(2,),
+    ),  # fmt: skip
     Row("backup-no-to", lambda p: ["backup", str(p["clean"]), "--key", "k"], codes=(2,)),
     Row(
         "backup-bad-recipient",

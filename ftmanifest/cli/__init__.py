@@ -46,6 +46,7 @@ COMMANDS: dict[str, str] = {
     "report": "report",
     "backup": "backup",
     "restore": "restore",
+    "prune": "prune",
 }
 
 # Only `run` takes `--` as the start of the command it runs; for every other

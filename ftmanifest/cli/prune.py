@@ -1,0 +1,169 @@
+"""``ftmanifest prune DIR [--manifest M | --keep-* ...] [--apply]``.
+
+Layer: edge (parsing and printing; the work is ``ftmanifest.backup.prune``).
+The policy is the signed manifest's ``security.retention.backups`` (its
+experiment's backups only) or the ``--keep-*`` options (every backup of DIR,
+grouped by experiment and kind).  A dry run unless ``--apply``.  Exit 0
+planned or pruned, 1 refused (an empty policy, or a backup that cannot be
+verified: listed and kept), 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, UsageError
+from ftmanifest.safe_text import escape
+
+_KEEPS = ("last", "hourly", "daily", "weekly", "monthly", "yearly")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from ftmanifest.cli import add_format_argument
+
+    p = sub.add_parser("prune", help="delete backups the retention policy does not keep")
+    p.add_argument("folder", type=Path, metavar="DIR", help="the backups folder")
+    p.add_argument(
+        "--manifest",
+        type=Path,
+        metavar="MANIFEST",
+        help="use its security.retention.backups (signature checked)",
+    )
+    for name in _KEEPS:
+        p.add_argument(
+            f"--keep-{name}",
+            type=int,
+            metavar="N",
+            help=f"keep the {'N newest' if name == 'last' else 'newest of N ' + name}"
+            " backups per group",
+        )
+    p.add_argument(
+        "--keep-within",
+        metavar="DURATION",
+        help="keep every backup within DURATION of the group's newest (e.g. 30d, 1y6m)",
+    )
+    p.add_argument("--apply", action="store_true", help="delete (default: only show the plan)")
+    p.add_argument("--trust", type=Path, metavar="PATH", help="allowed signers file")
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def _policy(args: argparse.Namespace) -> tuple[Any, str | None, dict[str, Any]]:
+    """``policy_of(kind)``, the experiment the policy covers, and the policy as data."""
+    from pydantic import ValidationError
+
+    from ftmanifest.backup.retention import policy_for
+    from ftmanifest.manifest.retention import KeepPolicy
+
+    given = {f"keep_{n}": getattr(args, f"keep_{n}") for n in (*_KEEPS, "within")}
+    given = {k: v for k, v in given.items() if v is not None}
+    if given and args.manifest:
+        raise UsageError(
+            "--keep-* options and --manifest do not go together",
+            field="--manifest",
+            hint="the manifest's policy, or the options, not both",
+        )
+    if given:
+        try:
+            policy = KeepPolicy(**given)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise UsageError(
+                f"bad retention option: {err['msg']}",
+                field="--" + str(err["loc"][0]).replace("_", "-"),
+                observed=str(err.get("input")),
+                hint="counts are whole numbers >= 1; durations look like 30d, 12h, 2w, 6m, 1y6m",
+            ) from None
+        return (lambda kind: policy), None, policy.model_dump(exclude_none=True)
+    if not args.manifest:
+        raise UsageError(
+            "no retention policy",
+            field="--manifest",
+            hint="pass --manifest M (security.retention.backups) or --keep-daily 7 and the like",
+        )
+    from ftmanifest.manifest import load_manifest
+    from ftmanifest.signing.verify import verify_manifest_signature
+
+    loaded = load_manifest(args.manifest)
+    # the policy decides what is deleted: only a trusted signer's policy counts
+    verify_manifest_signature(loaded.path, loaded.canonical(), trust_path=args.trust)
+    retention = loaded.manifest.security.retention.backups
+    if retention is None:
+        from ftmanifest.backup.retention import EmptyPolicyError
+
+        raise EmptyPolicyError("any")
+    data = retention if isinstance(retention, str) else retention.model_dump(exclude_none=True)
+    return (
+        (lambda kind: policy_for(retention, kind)),
+        loaded.manifest.experiment.id,
+        {"manifest": str(args.manifest), "backups": data},
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.backup.prune import apply, plan
+    from ftmanifest.errors import InputError, InputNotFoundError
+
+    policy_of, experiment, policy = _policy(args)
+    if not args.folder.is_dir():
+        if not args.folder.exists():
+            raise InputNotFoundError("backup folder not found", path=str(args.folder))
+        raise InputError("not a folder", path=str(args.folder), expected="the backups folder")
+    result = plan(args.folder, policy_of, experiment_id=experiment, trust_path=args.trust)
+    if args.apply:
+        apply(args.folder, result, policy)
+    code = EXIT_REFUSED if result.problems else EXIT_OK
+    if args.format == "json":
+        from ftmanifest.output import to_json
+
+        sys.stdout.write(
+            to_json(
+                {
+                    "folder": str(args.folder),
+                    "applied": args.apply,
+                    "policy": policy,
+                    "decisions": [
+                        {
+                            "backup_id": d.item.backup_id,
+                            "kind": d.item.group[1],
+                            "experiment_id": d.item.group[0] or None,
+                            "created": result.metas[d.item.backup_id].predicate()["created"],
+                            "keep": d.keep,
+                            "reasons": list(d.reasons),
+                        }
+                        for d in result.decisions
+                    ],
+                    "deleted": result.deleted,
+                    "not_covered": [m.backup_id for m in result.outside],
+                    "problems": [f.to_dict() for f in result.problems],
+                }
+            )
+        )
+        return code
+    out = sys.stdout
+    for d in result.decisions:
+        meta = result.metas[d.item.backup_id]
+        verdict = "keep  " if d.keep else ("DELETED" if args.apply else "remove")
+        why = ", ".join(d.reasons) if d.keep else "no rule keeps it"
+        out.write(
+            f"{verdict}  {meta.backup_id}  {meta.predicate()['created']}  "
+            f"{escape(meta.experiment_id or '-')}  {why}\n"
+        )
+    for m in result.outside:
+        out.write(f"skip    {m.backup_id}  another experiment ({escape(m.experiment_id or '-')})\n")
+    if result.problems:
+        from ftmanifest.output import findings_table
+
+        out.write("\ncannot be judged (kept):\n" + findings_table(result.problems))
+    removed = sum(1 for d in result.decisions if not d.keep)
+    if args.apply:
+        out.write(
+            f"\n{removed} backup(s) deleted, recorded in "
+            f"{escape(str(args.folder / 'prune-log.jsonl'))}\n"
+        )
+    else:
+        out.write(f"\n{removed} backup(s) would be deleted (dry run; pass --apply to delete)\n")
+    return code
