@@ -92,9 +92,17 @@ def _policy(args: argparse.Namespace) -> tuple[Any, str | None, dict[str, Any]]:
     verify_manifest_signature(loaded.path, loaded.canonical(), trust_path=args.trust)
     retention = loaded.manifest.security.retention.backups
     if retention is None:
-        from ftmanifest.backup.retention import EmptyPolicyError
+        from ftmanifest.backup.errors import BackupRefusedError
 
-        raise EmptyPolicyError("any")
+        raise BackupRefusedError(
+            "the manifest declares no backup retention policy; prune does not guess one",
+            path=str(args.manifest),
+            loc=("security", "retention", "backups"),
+            expected="keep rules such as {keep_daily: 7, keep_monthly: 6}",
+            observed="not set",
+            hint="set security.retention.backups in the manifest (and sign it again), "
+            "or pass --keep-last N / --keep-daily N ... for this run",
+        )
     data = retention if isinstance(retention, str) else retention.model_dump(exclude_none=True)
     return (
         (lambda kind: policy_for(retention, kind)),
@@ -146,14 +154,16 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     for d in result.decisions:
         meta = result.metas[d.item.backup_id]
-        verdict = "keep  " if d.keep else ("DELETED" if args.apply else "remove")
+        verdict = "keep   " if d.keep else ("deleted" if args.apply else "remove ")
         why = ", ".join(d.reasons) if d.keep else "no rule keeps it"
         out.write(
             f"{verdict}  {meta.backup_id}  {meta.predicate()['created']}  "
             f"{escape(meta.experiment_id or '-')}  {why}\n"
         )
     for m in result.outside:
-        out.write(f"skip    {m.backup_id}  another experiment ({escape(m.experiment_id or '-')})\n")
+        out.write(
+            f"skip     {m.backup_id}  another experiment ({escape(m.experiment_id or '-')})\n"
+        )
     if result.problems:
         from ftmanifest.output import findings_table
 

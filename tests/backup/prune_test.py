@@ -125,7 +125,7 @@ def test_cli_dry_run_then_apply(
     argv = ["prune", str(to), "--keep-last", "2", "--trust", str(keys.trust_path)]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert f"remove  {ids[0]}" in out and "dry run" in out
+    assert f"remove   {ids[0]}" in out and "dry run" in out
     assert (to / f"{ids[0]}.age").exists()
     assert main([*argv, "--apply", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -154,7 +154,7 @@ def test_cli_manifest_policy_needs_a_trusted_signature(
     )
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert f"remove  {ids[0]}" in out and f"remove  {ids[1]}" in out
+    assert f"remove   {ids[0]}" in out and f"remove   {ids[1]}" in out
 
 
 def test_cli_manifest_without_backup_policy_is_refused(
@@ -175,4 +175,4 @@ def test_cli_manifest_without_backup_policy_is_refused(
     )
     assert main(["prune", str(to), "--manifest", str(manifest), "--trust",
                  str(keys.trust_path)]) == 1  # fmt: skip
-    assert "no keep rule" in capsys.readouterr().err
+    assert "no backup retention policy" in capsys.readouterr().err
