@@ -163,7 +163,8 @@ def load_identities(path: Path, passphrase: Callable[[], str] | None = None) -> 
     check_private_key_mode(path)
     if data.startswith(AGE_MAGIC):
         data = _unlock_age_identity(data, path, passphrase)
-    return _identities_in(data, path)
+        passphrase = None  # an ssh key inside was stored decrypted or asks on the terminal
+    return _identities_in(data, path, passphrase)
 
 
 def _unlock_age_identity(data: bytes, path: Path, passphrase: Callable[[], str] | None) -> bytes:
@@ -187,11 +188,11 @@ def _unlock_age_identity(data: bytes, path: Path, passphrase: Callable[[], str] 
         ) from None
 
 
-def _identities_in(data: bytes, path: Path) -> list[Any]:
+def _identities_in(data: bytes, path: Path, passphrase: Callable[[], str] | None) -> list[Any]:
     import pyrage
 
     if PEM_SSH in data:
-        return [_ssh_identity(data, path)]
+        return [_ssh_identity(data, path, passphrase)]
     text = data.decode("utf-8", "replace")
     keys = _AGE_SECRET.findall(text)
     if not keys:
@@ -208,7 +209,7 @@ def _identities_in(data: bytes, path: Path) -> list[Any]:
         raise IdentityFileError(f"bad age identity: {exc}", path=str(path)) from None
 
 
-def _ssh_identity(data: bytes, path: Path) -> Any:
+def _ssh_identity(data: bytes, path: Path, passphrase: Callable[[], str] | None) -> Any:
     """An ssh-ed25519 identity; an encrypted key is unlocked here, in memory."""
     import pyrage
     from cryptography.hazmat.primitives import serialization
@@ -222,7 +223,8 @@ def _ssh_identity(data: bytes, path: Path) -> Any:
     from ftmanifest.signing.keys import load_private_key
     from ftmanifest.signing.passphrase import for_unlock
 
-    key = load_private_key(path, for_unlock(None, str(path)))
+    unlock = (lambda: passphrase().encode("utf-8")) if passphrase else for_unlock(None, str(path))
+    key = load_private_key(path, unlock)
     if not isinstance(key, Ed25519PrivateKey):  # pragma: no cover - load_private_key refuses
         raise IdentityFileError("only ssh-ed25519 keys can open backups", path=str(path))
     plain = key.private_bytes(

@@ -30,7 +30,7 @@ from ftmanifest.backup.unpack import Read, read_archive
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 _FLAGS |= getattr(os, "O_CLOEXEC", 0)
-_ZERO = bytes(1 << 20)
+_ZERO = memoryview(bytes(1 << 20))
 
 
 class _SparseFile:
@@ -98,6 +98,7 @@ def restore(
     *,
     trust: Any,
     force: bool = False,
+    progress: Any = None,
 ) -> Restored:
     """Restore the verified backup into new folder ``dest``."""
     from ftmanifest.fsutil import write_error
@@ -118,7 +119,9 @@ def restore(
     except OSError as exc:
         raise write_error(exc, dest) from None
     try:
-        done = read_archive(archive, meta, identities, trust=trust, sink=_Staging(staging))
+        done = read_archive(
+            archive, meta, identities, trust=trust, sink=_Staging(staging), progress=progress
+        )
         _finish(staging, done.entries)
         if existed:
             aside = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))

@@ -119,14 +119,20 @@ def read_archive(
     *,
     trust: Any,
     sink: Sink | None = None,
+    progress: Any = None,
 ) -> Read:
-    """Decrypt and judge every member; raise the first refusal."""
+    """Decrypt and judge every member; raise the first refusal.  ``progress``
+    (a ``ProgressSink``) counts the files' bytes."""
     import pyrage
 
     hash_archive(archive, meta)
     with _open_archive(archive) as fh:
         source = HashingReader(fh)
-        consumer = Worker(lambda stream: _consume(stream, meta, trust, sink, str(archive)), "rb")
+        if progress is not None:
+            progress.add_total(meta.bytes)
+        consumer = Worker(
+            lambda stream: _consume(stream, meta, trust, sink, str(archive), progress), "rb"
+        )
         try:
             pyrage.decrypt_io(source, consumer.outer, list(identities))
         except Exception as exc:
@@ -161,13 +167,43 @@ def _decrypt_refusal(exc: BaseException, archive: Path) -> Exception:
     )
 
 
-def _consume(stream: IO[bytes], meta: Meta, trust: Any, sink: Sink | None, where: str) -> Read:
+class _Tail:
+    """A reader that remembers its last few chunks and where they started, so
+    the bytes after the tar's end (some already in tarfile's own buffer) can
+    be judged without relying on tarfile's internals."""
+
+    KEEP = 4
+
+    def __init__(self, source: IO[bytes]) -> None:
+        self.source = source
+        self.pos = 0
+        self.chunks: list[tuple[int, bytes]] = []
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.source.read(n)
+        if data:
+            self.chunks.append((self.pos, data))
+            del self.chunks[: -self.KEEP]
+            self.pos += len(data)
+        return data
+
+    def after(self, offset: int) -> bytes | None:
+        """Bytes read from ``offset`` on, or None when no longer kept."""
+        if not self.chunks or self.chunks[0][0] > offset:
+            return None if self.pos > offset else b""
+        return b"".join(d for _, d in self.chunks)[offset - self.chunks[0][0] :]
+
+
+def _consume(
+    stream: IO[bytes], meta: Meta, trust: Any, sink: Sink | None, where: str, progress: Any
+) -> Read:
+    stream = _Tail(stream)  # type: ignore[assignment]
     try:
         tar = tarfile.open(fileobj=stream, mode="r|", bufsize=CHUNK)  # noqa: SIM115
     except tarfile.ReadError:
         raise _Truncated() from None
     try:
-        return _members(tar, stream, meta, trust, sink, where)
+        return _members(tar, stream, meta, trust, sink, where, progress)
     except (tarfile.ReadError, EOFError) as exc:
         if "unexpected end" in str(exc) or isinstance(exc, EOFError) or "empty" in str(exc):
             raise _Truncated() from None
@@ -175,7 +211,13 @@ def _consume(stream: IO[bytes], meta: Meta, trust: Any, sink: Sink | None, where
 
 
 def _members(
-    tar: tarfile.TarFile, stream: IO[bytes], meta: Meta, trust: Any, sink: Sink | None, where: str
+    tar: tarfile.TarFile,
+    stream: IO[bytes],
+    meta: Meta,
+    trust: Any,
+    sink: Sink | None,
+    where: str,
+    progress: Any,
 ) -> Read:
     first = tar.next()
     if first is None:
@@ -189,7 +231,7 @@ def _members(
             if sink:
                 sink.folder(entry)
             continue
-        _copy(tar, member, entry, sink, where)
+        _copy(tar, member, entry, sink, where, progress)
     missing = [p for p in by_path if p not in seen]
     if missing:
         raise IndexMismatchError(
@@ -200,14 +242,23 @@ def _members(
             observed="missing: " + ", ".join(missing[:5]),
             hint="the archive is incomplete; restore from another copy",
         )
-    while rest := stream.read(CHUNK):
-        if rest.count(0) != len(rest):
-            raise MemberRefusedError(
-                "data follows the end of the tar archive",
-                path=where,
-                hint="the archive was not written by ftmanifest backup; do not restore it",
-            )
+    _only_zeros_after(tar, stream, where)
     return Read(tuple(entries), signers)
+
+
+def _only_zeros_after(tar: tarfile.TarFile, stream: IO[bytes], where: str) -> None:
+    """Everything from the end-of-archive block on must be zero padding."""
+    assert isinstance(stream, _Tail)
+    seen = stream.after(tar.offset)
+    bad = seen is None or seen.count(0) != len(seen)
+    while not bad and (rest := stream.read(CHUNK)):
+        bad = rest.count(0) != len(rest)
+    if bad:
+        raise MemberRefusedError(
+            "data follows the end of the tar archive",
+            path=where,
+            hint="the archive was not written by ftmanifest backup; do not restore it",
+        )
 
 
 def _index(
@@ -311,7 +362,12 @@ def _judge(member: tarfile.TarInfo, by_path: dict[str, Entry], seen: set[str], w
 
 
 def _copy(
-    tar: tarfile.TarFile, member: tarfile.TarInfo, entry: Entry, sink: Sink | None, where: str
+    tar: tarfile.TarFile,
+    member: tarfile.TarInfo,
+    entry: Entry,
+    sink: Sink | None,
+    where: str,
+    progress: Any,
 ) -> None:
     data = tar.extractfile(member)
     if data is None:  # pragma: no cover - regular members always have data
@@ -328,6 +384,8 @@ def _copy(
             if out is not None:
                 out.write(chunk)
             left -= len(chunk)
+            if progress is not None:
+                progress.advance(len(chunk))
     finally:
         if out is not None:
             out.close()

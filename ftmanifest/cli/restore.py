@@ -85,14 +85,18 @@ def run(args: argparse.Namespace) -> int:
     meta, signers = read_meta(meta_path, trust_path=args.trust)
     identities = identities_for(args)(meta, meta_path.parent)
     trust = load_trust(choose_trust_file(meta_path, args.trust).path)
-    done = restore(
-        meta_path.parent / meta.archive_name,
-        meta,
-        identities,
-        args.to,
-        trust=trust,
-        force=args.force,
-    )
+    from ftmanifest.progress import Progress
+
+    with Progress(label="restore") as progress:
+        done = restore(
+            meta_path.parent / meta.archive_name,
+            meta,
+            identities,
+            args.to,
+            trust=trust,
+            force=args.force,
+            progress=progress,
+        )
     if args.format == "json":
         from ftmanifest.output import to_json
 
