@@ -171,6 +171,7 @@ def create_backup(
         to.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise write_error(exc, to) from None
+    _check_space(to, sum(s.entry.size for s in sources))
     archive = to / (backup_id + ARCHIVE_SUFFIX)
     tmp = to / f".{backup_id}{ARCHIVE_SUFFIX}.tmp"
     mtime = int(created.timestamp())
@@ -228,6 +229,23 @@ def create_backup(
                 _unlink(p)
         raise
     return Created(meta, archive, meta_path, key_path)
+
+
+def _check_space(to: Path, size: int) -> None:
+    """Refuse before writing when the archive (about the files' size) cannot fit."""
+    import shutil
+
+    from ftmanifest.backup.errors import BackupInputError
+
+    free = shutil.disk_usage(to).free
+    if free < size:
+        raise BackupInputError(
+            "not enough free space for the backup",
+            path=str(to),
+            expected=f"at least {size} bytes free (the files' size)",
+            observed=f"{free} bytes free",
+            hint="free space or write the backup to another file system (--to)",
+        )
 
 
 def _unlink(path: Path) -> None:

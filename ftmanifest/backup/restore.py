@@ -115,6 +115,20 @@ def restore(
         )
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(dest.parent).free
+    except OSError as exc:
+        raise write_error(exc, dest) from None
+    if free < meta.bytes:
+        from ftmanifest.backup.errors import BackupInputError
+
+        raise BackupInputError(
+            "not enough free space to restore the backup",
+            path=str(dest.parent),
+            expected=f"at least {meta.bytes} bytes free (the backup's files)",
+            observed=f"{free} bytes free",
+            hint="free space or restore to another file system; nothing was written",
+        )
+    try:
         staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.restore-", dir=dest.parent))
     except OSError as exc:
         raise write_error(exc, dest) from None
