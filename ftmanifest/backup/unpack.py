@@ -44,6 +44,7 @@ from ftmanifest.backup.index import (
 )
 from ftmanifest.backup.meta import Meta
 from ftmanifest.backup.pipe import CHUNK, HashingReader, Worker
+from ftmanifest.errors import FtManifestError
 
 _TYPE_WORDS = {
     tarfile.SYMTYPE: "a symbolic link",
@@ -204,10 +205,24 @@ def _consume(
         raise _Truncated() from None
     try:
         return _members(tar, stream, meta, trust, sink, where, progress)
+    except FtManifestError:
+        raise
     except (tarfile.ReadError, EOFError) as exc:
         if "unexpected end" in str(exc) or isinstance(exc, EOFError) or "empty" in str(exc):
             raise _Truncated() from None
-        raise MemberRefusedError(f"the archive is not a tar stream: {exc}", path=where) from None
+        raise _not_tar(exc, where) from None
+    except (tarfile.TarError, ValueError, OverflowError, IndexError, KeyError) as exc:
+        # tarfile's own parsers (sparse maps, PAX records, numbers) raise these
+        # on malformed headers
+        raise _not_tar(exc, where) from None
+
+
+def _not_tar(exc: BaseException, where: str) -> MemberRefusedError:
+    return MemberRefusedError(
+        f"the archive holds a malformed tar header: {type(exc).__name__}: {str(exc)[:120]}",
+        path=where,
+        hint="the archive was not written by ftmanifest backup; do not restore it",
+    )
 
 
 def _members(
@@ -323,7 +338,8 @@ def _judge(member: tarfile.TarInfo, by_path: dict[str, Entry], seen: set[str], w
             hint="the archive is hostile or damaged; nothing was written",
         )
     if not (member.isreg() or member.isdir()) or member.sparse is not None:
-        kind = _TYPE_WORDS.get(member.type, f"type {member.type!r}")
+        kind = "a sparse file" if member.sparse is not None else None
+        kind = kind or _TYPE_WORDS.get(member.type, f"type {member.type!r}")
         raise MemberRefusedError(
             f"archive member {name!r} is {kind}; only regular files and folders are restored",
             path=where,
