@@ -4,8 +4,9 @@ Layer: edge (reads the files, writes the backup's three files).
 
 Two passes: the index (every digest) is built first, through the hashing
 engine and its stat cache, so it can be the archive's first member; then a
-thread streams the index and the files as a PAX tar into a pipe that
-pyrage's ``encrypt_io`` encrypts into a temp file beside the target.  Each
+thread streams the index and the files as a PAX tar into a pipe to an age
+child process (``agechild``), whose output this process hashes into a temp
+file beside the target.  Each
 file is read again through one descriptor whose stat must match the one it
 was hashed at, and whose bytes must hash to the index's digest: a file that
 changed in between or while being read stops the backup (nothing is left).
@@ -18,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import IO, Any
 from ftmanifest.backup.index import INDEX_MEMBER, Entry, Source, _changed, stat_identity
 from ftmanifest.backup.keys import Recipient
 from ftmanifest.backup.meta import ARCHIVE_SUFFIX, Meta, new_backup_id, sign_meta
-from ftmanifest.backup.pipe import CHUNK, HashingWriter, Worker
+from ftmanifest.backup.pipe import CHUNK, Worker
 from ftmanifest.progress import ProgressSink
 
 BLOCK = 512
@@ -158,12 +159,12 @@ def create_backup(
             f"# ftmanifest backup {backup_id}\n# public key: {identity.to_public()}\n{identity}\n"
         )
         key_file = pyrage.passphrase.encrypt(text.encode(), passphrase)
-        age_recipients = [identity.to_public()]
+        age_recipients = [str(identity.to_public())]
         listed: tuple[dict[str, str], ...] = (
             {"type": "scrypt", "fingerprint": f"{backup_id}.key.age"},
         )
     else:
-        age_recipients = [r.to_age() for r in recipients]
+        age_recipients = [r.text for r in recipients]
         listed = tuple(r.to_dict() for r in recipients)
     if progress is not None:
         progress.add_total(sum(s.entry.size for s in sources))
@@ -180,21 +181,12 @@ def create_backup(
     except OSError as exc:
         raise write_error(exc, tmp) from None
     try:
-        with os.fdopen(fd, "wb", buffering=CHUNK) as sink:
-            hashed = HashingWriter(sink)
-            tar = Worker(
-                lambda out: write_tar(out, index_bytes, entries, sources, mtime, progress), "wb"
+        with os.fdopen(fd, "wb") as sink:
+            archive_sha256, archive_size = _encrypt(
+                lambda out: write_tar(out, index_bytes, entries, sources, mtime, progress),
+                age_recipients,
+                sink,
             )
-            try:
-                pyrage.encrypt_io(tar.outer, hashed, age_recipients)
-            except BaseException:
-                own = tar.stop()
-                if own is not None:
-                    raise own from None
-                raise
-            tar.finish()
-            sink.flush()
-            os.fsync(sink.fileno())
         os.link(tmp, archive)
     except BaseException as exc:
         _unlink(tmp)
@@ -206,8 +198,8 @@ def create_backup(
         backup_id=backup_id,
         kind=kind,
         created=created,
-        archive_sha256=hashed.sha.hexdigest(),
-        archive_size=hashed.size,
+        archive_sha256=archive_sha256,
+        archive_size=archive_size,
         index_sha256=hashlib.sha256(index_bytes).hexdigest(),
         files=len(sources),
         bytes=sum(s.entry.size for s in sources),
@@ -229,6 +221,35 @@ def create_backup(
                 _unlink(p)
         raise
     return Created(meta, archive, meta_path, key_path)
+
+
+def _encrypt(
+    produce: Callable[[IO[bytes]], Any], recipients: list[str], sink: IO[bytes]
+) -> tuple[str, int]:
+    """``produce`` writes the tar in a thread; an age child encrypts it into
+    ``sink`` (the temp file) and reports its sha256 and size.  The producer's
+    own error (a file that changed) wins over the broken pipe it causes."""
+    from ftmanifest.backup.agechild import AgeChild, AgeChildError
+
+    tar = Worker(produce, "wb")
+    try:
+        child = AgeChild("encrypt", recipients, stdin=tar.outer.fileno(), stdout=sink.fileno())
+    except BaseException:
+        tar.stop()
+        raise
+    tar.outer.close()  # the child holds the read end now
+    try:
+        result = child.wait()
+    except BaseException as exc:
+        child.stop()
+        own = tar.stop()
+        if own is not None:
+            raise own from None
+        if isinstance(exc, AgeChildError):
+            raise RuntimeError(f"age failed to encrypt: {exc}") from None
+        raise
+    tar.finish()
+    return str(result["sha256"]), int(result["size"])
 
 
 def _check_space(to: Path, size: int) -> None:

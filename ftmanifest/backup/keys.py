@@ -150,8 +150,29 @@ def unique(recipients: list[Recipient]) -> list[Recipient]:
 # -- identities --------------------------------------------------------------
 
 
-def load_identities(path: Path, passphrase: Callable[[], str] | None = None) -> list[Any]:
-    """The pyrage identities in ``path``; refuses a file others can read."""
+@dataclass(frozen=True, repr=False)
+class Identity:
+    """A secret key that can open backups, as text age understands: an
+    ``AGE-SECRET-KEY-1...`` line or an unencrypted OpenSSH private key (held in
+    memory only; handed to the age child process through a pipe)."""
+
+    kind: Literal["x25519", "ssh"]
+    secret: str
+
+    def __repr__(self) -> str:  # never print the secret
+        return f"Identity({self.kind})"
+
+    def to_age(self) -> Any:
+        import pyrage
+
+        if self.kind == "x25519":
+            return pyrage.x25519.Identity.from_str(self.secret)
+        return pyrage.ssh.Identity.from_buffer(self.secret.encode("ascii"))
+
+
+def load_identities(path: Path, passphrase: Callable[[], str] | None = None) -> list[Identity]:
+    """The identities in ``path``, each checked by pyrage; refuses a file
+    others can read."""
     from ftmanifest.signing._files import read_untrusted
     from ftmanifest.signing.keys import check_private_key_mode
 
@@ -188,8 +209,7 @@ def _unlock_age_identity(data: bytes, path: Path, passphrase: Callable[[], str] 
         ) from None
 
 
-def _identities_in(data: bytes, path: Path, passphrase: Callable[[], str] | None) -> list[Any]:
-    import pyrage
+def _identities_in(data: bytes, path: Path, passphrase: Callable[[], str] | None) -> list[Identity]:
 
     if PEM_SSH in data:
         return [_ssh_identity(data, path, passphrase)]
@@ -204,19 +224,25 @@ def _identities_in(data: bytes, path: Path, passphrase: Callable[[], str] | None
             hint="public keys (age1..., .pub) cannot decrypt; pass the private key file",
         )
     try:
-        return [pyrage.x25519.Identity.from_str(k) for k in keys]
+        out = [Identity("x25519", k) for k in keys]
+        for identity in out:
+            identity.to_age()
+        return out
     except Exception as exc:  # pyrage.IdentityError
         raise IdentityFileError(f"bad age identity: {exc}", path=str(path)) from None
 
 
-def _ssh_identity(data: bytes, path: Path, passphrase: Callable[[], str] | None) -> Any:
+def _ssh_identity(data: bytes, path: Path, passphrase: Callable[[], str] | None) -> Identity:
     """An ssh-ed25519 identity; an encrypted key is unlocked here, in memory."""
     import pyrage
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     try:
-        return pyrage.ssh.Identity.from_buffer(data)
+        pyrage.ssh.Identity.from_buffer(data)
+        return Identity("ssh", data.decode("ascii"))
+    except UnicodeDecodeError:
+        raise IdentityFileError("the ssh key is not ASCII text", path=str(path)) from None
     except Exception as exc:  # pyrage.IdentityError
         if "decrypted first" not in str(exc):
             raise IdentityFileError(f"cannot use this ssh key: {exc}", path=str(path)) from None
@@ -232,7 +258,8 @@ def _ssh_identity(data: bytes, path: Path, passphrase: Callable[[], str] | None)
         serialization.PrivateFormat.OpenSSH,
         serialization.NoEncryption(),
     )
-    return pyrage.ssh.Identity.from_buffer(plain)
+    pyrage.ssh.Identity.from_buffer(plain)
+    return Identity("ssh", plain.decode("ascii"))
 
 
 # -- passphrases --------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Read an archive member by member against its signed index.
 
-Layer: edge (decrypts through pyrage, parses tar with the standard library's
-stream reader; never ``extractall``, never the extraction filters).
+Layer: edge (decrypts through an age child process, parses tar with the
+standard library's stream reader; never ``extractall``, never the extraction
+filters).
 
 The order is fixed: the archive's sha256 must be the metadata's before
 anything is decrypted; the first member must be the index, byte for byte the
@@ -43,7 +44,7 @@ from ftmanifest.backup.index import (
     parse_entries,
 )
 from ftmanifest.backup.meta import Meta
-from ftmanifest.backup.pipe import CHUNK, HashingReader, Worker
+from ftmanifest.backup.pipe import CHUNK
 from ftmanifest.errors import FtManifestError
 
 _TYPE_WORDS = {
@@ -123,30 +124,40 @@ def read_archive(
     progress: Any = None,
 ) -> Read:
     """Decrypt and judge every member; raise the first refusal.  ``progress``
-    (a ``ProgressSink``) counts the files' bytes."""
-    import pyrage
+    (a ``ProgressSink``) counts the files' bytes.
+
+    age runs in a child process reading the archive through a descriptor
+    opened here, after the whole file hashed to the metadata's digest; the
+    child reopens that same inode.  The file is not hashed a second time:
+    whatever a writer could change in between must still decrypt, hold the
+    index the metadata names signed by a trusted key, and every file's
+    digest, which is what is judged next."""
+    from ftmanifest.backup.agechild import AgeChild, AgeChildError, identities_secret
 
     hash_archive(archive, meta)
+    if progress is not None:
+        progress.add_total(meta.bytes)
     with _open_archive(archive) as fh:
-        source = HashingReader(fh)
-        if progress is not None:
-            progress.add_total(meta.bytes)
-        consumer = Worker(
-            lambda stream: _consume(stream, meta, trust, sink, str(archive), progress), "rb"
+        child = AgeChild("decrypt", [], stdin=fh.fileno(), secret=identities_secret(identities))
+    result: Read | None = None
+    assert child.stdout is not None
+    try:
+        result = _consume(child.stdout, meta, trust, sink, str(archive), progress)
+    except _Truncated:
+        pass
+    except BaseException:
+        child.stop()
+        raise
+    try:
+        child.wait()
+    except AgeChildError as exc:
+        raise _decrypt_refusal(exc, archive) from None
+    if result is None:  # age authenticated every chunk, yet the tar stops short
+        raise MemberRefusedError(
+            "the archive's tar stream ends before its end-of-archive blocks",
+            path=str(archive),
+            hint="the archive was not written by ftmanifest backup; do not restore it",
         )
-        try:
-            pyrage.decrypt_io(source, consumer.outer, list(identities))
-        except Exception as exc:
-            own = consumer.stop()
-            if own is not None and not isinstance(own, _Truncated):
-                raise own from None
-            raise _decrypt_refusal(exc, archive) from None
-        try:
-            result = consumer.finish()
-        except _Truncated:
-            raise _decrypt_refusal(OSError("truncated"), archive) from None
-    if source.sha.hexdigest() != meta.archive_sha256:  # changed between the two reads
-        raise ArchiveDigestError("the archive changed while it was read", path=str(archive))
     return result
 
 

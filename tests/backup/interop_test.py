@@ -96,7 +96,7 @@ def test_pyrage_bytes_api_and_tarfile_read_our_archive(keys, tmp_path):
     src = _source(tmp_path)
     created = backup(keys, [src], tmp_path / "backups")
     (identity,) = keys.identities()
-    plain = pyrage.decrypt(created.archive.read_bytes(), [identity])
+    plain = pyrage.decrypt(created.archive.read_bytes(), [identity.to_age()])
     got: dict[str, str] = {}
     modes: dict[str, int] = {}
     with tarfile.open(fileobj=io.BytesIO(plain), mode="r:") as tar:
