@@ -4,9 +4,8 @@ Layer: edge (a subprocess).  pyrage 1.4 holds the GIL for the whole of an
 encryption or decryption, so a tar stream produced (or parsed) by threads of
 the same process would wait for it; in a child process age runs on its own
 core while this process reads files, hashes and writes.  The child runs
-pyrage from its stdin to its stdout: ``encrypt`` writes the archive's temp
-file (its stdout) and reports the ciphertext's sha256 and size; ``decrypt``
-writes the tar stream into a pipe (``decrypt_file``, no Python per chunk).
+pyrage's ``encrypt_file``/``decrypt_file`` from its stdin to its stdout, two
+pipes (no Python per chunk); the parent hashes and writes the output.
 Recipients are public and go on its command line; identities are secret and
 go through a pipe, never the command line or the environment.  The child's
 last stderr line is JSON: ``{"result": ...}``, or ``{"error": ClassName,
@@ -60,7 +59,7 @@ class AgeChild:
             stdout=subprocess.PIPE if stdout is None else stdout,
             stderr=subprocess.PIPE,
             pass_fds=pass_fds,
-            bufsize=1 << 20,
+            bufsize=1 << 16,
         )
         if secret is not None:
             os.close(read_fd)
@@ -130,44 +129,12 @@ def _recipients(texts: Sequence[str]) -> list[Any]:
     ]  # fmt: skip
 
 
-class _Hashing:
-    """The child's stdout (the archive's temp file), hashed as age writes it."""
-
-    def __init__(self, fd: int) -> None:
-        import hashlib
-
-        self.fd = fd
-        self.sha = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: bytes) -> int:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view) :]
-        self.sha.update(data)
-        self.size += len(data)
-        return len(data)
-
-    def flush(self) -> None:
-        pass
-
-
-def _encrypt(recipients: Sequence[str]) -> dict[str, Any]:
-    import pyrage
-
-    out = _Hashing(1)
-    with open(0, "rb", buffering=1 << 20, closefd=False) as source:
-        pyrage.encrypt_io(source, out, _recipients(recipients))
-    os.fsync(1)
-    return {"sha256": out.sha.hexdigest(), "size": out.size}
-
-
 def main(argv: Sequence[str]) -> int:
     import pyrage
 
     try:
         if argv[0] == "encrypt":
-            sys.stderr.write(json.dumps({"result": _encrypt(argv[1:])}) + "\n")
+            pyrage.encrypt_file("/dev/stdin", "/dev/stdout", _recipients(argv[1:]))
         elif argv[0] == "decrypt":
             pyrage.decrypt_file("/dev/stdin", "/dev/stdout", _identities(int(argv[1])))
         else:

@@ -28,7 +28,7 @@ from typing import IO, Any
 from ftmanifest.backup.index import INDEX_MEMBER, Entry, Source, _changed, stat_identity
 from ftmanifest.backup.keys import Recipient
 from ftmanifest.backup.meta import ARCHIVE_SUFFIX, Meta, new_backup_id, sign_meta
-from ftmanifest.backup.pipe import CHUNK, Worker
+from ftmanifest.backup.pipe import CHUNK, HashingWriter, Worker
 from ftmanifest.progress import ProgressSink
 
 BLOCK = 512
@@ -181,7 +181,7 @@ def create_backup(
     except OSError as exc:
         raise write_error(exc, tmp) from None
     try:
-        with os.fdopen(fd, "wb") as sink:
+        with os.fdopen(fd, "wb", buffering=0) as sink:
             archive_sha256, archive_size = _encrypt(
                 lambda out: write_tar(out, index_bytes, entries, sources, mtime, progress),
                 age_recipients,
@@ -226,20 +226,25 @@ def create_backup(
 def _encrypt(
     produce: Callable[[IO[bytes]], Any], recipients: list[str], sink: IO[bytes]
 ) -> tuple[str, int]:
-    """``produce`` writes the tar in a thread; an age child encrypts it into
-    ``sink`` (the temp file) and reports its sha256 and size.  The producer's
-    own error (a file that changed) wins over the broken pipe it causes."""
+    """``produce`` writes the tar in a thread into a pipe to an age child; this
+    thread hashes the child's output into ``sink`` (the temp file), so the
+    three run on both cores.  The producer's own error (a file that changed)
+    wins over the broken pipe it causes."""
     from ftmanifest.backup.agechild import AgeChild, AgeChildError
 
+    hashed = HashingWriter(sink)
     tar = Worker(produce, "wb")
     try:
-        child = AgeChild("encrypt", recipients, stdin=tar.outer.fileno(), stdout=sink.fileno())
+        child = AgeChild("encrypt", recipients, stdin=tar.outer.fileno())
     except BaseException:
         tar.stop()
         raise
     tar.outer.close()  # the child holds the read end now
+    assert child.stdout is not None
     try:
-        result = child.wait()
+        while chunk := child.stdout.read(CHUNK):
+            hashed.write(chunk)
+        child.wait()
     except BaseException as exc:
         child.stop()
         own = tar.stop()
@@ -249,7 +254,7 @@ def _encrypt(
             raise RuntimeError(f"age failed to encrypt: {exc}") from None
         raise
     tar.finish()
-    return str(result["sha256"]), int(result["size"])
+    return hashed.sha.hexdigest(), hashed.size
 
 
 def _check_space(to: Path, size: int) -> None:

@@ -1,11 +1,11 @@
-"""Threads and an OS pipe between the tar stream and age, in constant memory.
+"""A thread on one end of an OS pipe, and a hashing writer: constant memory.
 
-Layer: edge (threads, file descriptors).  pyrage's ``encrypt_io`` pulls from
-a file object and ``decrypt_io`` pushes into one, releasing the GIL while it
-encrypts; the other side (writing or reading tar) runs in a thread on the
-other end of a pipe, so the two use both cores and never hold more than the
-pipe's buffer.  Whichever side fails, the other is stopped by closing its end
-of the pipe (``BrokenPipeError`` or end of file), and the first error wins.
+Layer: edge (threads, file descriptors).  The tar stream is written by a
+thread into a pipe whose other end is the age child's stdin
+(``agechild``); whichever side fails, the other is stopped by closing its
+end of the pipe (``BrokenPipeError`` or end of file), and the first error
+wins.  Chunks are 64 KiB: on the machines measured, 1 MiB writes were two to
+ten times slower (they no longer fit the CPU caches).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 PIPE_BYTES = 1 << 20
-CHUNK = 1 << 20
+CHUNK = 1 << 16  # 64 KiB: measured 2-10x faster than 1 MiB for writes (cache-sized)
 
 
 def _widen(fd: int) -> None:
@@ -102,7 +102,9 @@ class HashingWriter:
         return False
 
     def write(self, data: bytes) -> int:
-        self.sink.write(data)
+        view = memoryview(data)
+        while view:  # an unbuffered sink may write less than asked
+            view = view[self.sink.write(view) or 0 :]
         self.sha.update(data)
         self.size += len(data)
         if self._on:
@@ -111,27 +113,3 @@ class HashingWriter:
 
     def flush(self) -> None:
         self.sink.flush()
-
-
-class HashingReader:
-    """A read-only file object that hashes and counts what it reads from ``source``."""
-
-    def __init__(self, source: IO[bytes]) -> None:
-        self.source = source
-        self.sha = hashlib.sha256()
-        self.size = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def writable(self) -> bool:
-        return False
-
-    def seekable(self) -> bool:
-        return False
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.source.read(n)
-        self.sha.update(data)
-        self.size += len(data)
-        return data

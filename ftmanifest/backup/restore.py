@@ -18,7 +18,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,13 +35,46 @@ _FLAGS |= getattr(os, "O_CLOEXEC", 0)
 _ZERO = memoryview(bytes(1 << 20))
 
 
+class _Writer:
+    """One thread that writes what the reader hands it, in order, so writing
+    overlaps reading and hashing (both release the GIL).  At most ``DEPTH``
+    chunks wait; the first error is raised on the next call."""
+
+    DEPTH = 32
+
+    def __init__(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="ftmanifest-restore")
+        self.pending: deque[Future[None]] = deque()
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        self.pending.append(self.pool.submit(fn, *args))
+        while len(self.pending) > self.DEPTH or (self.pending and self.pending[0].done()):
+            self.pending.popleft().result()
+
+    def drain(self) -> None:
+        while self.pending:
+            self.pending.popleft().result()
+
+    def shutdown(self) -> None:
+        for f in self.pending:
+            f.cancel()
+        self.pool.shutdown(wait=True)
+        self.pending.clear()
+
+
 class _SparseFile:
-    def __init__(self, fd: int, size: int) -> None:
+    def __init__(self, fd: int, size: int, writer: _Writer) -> None:
         self.fd = fd
         self.size = size
         self.hole = False
+        self.writer = writer
 
     def write(self, chunk: bytes) -> None:
+        self.writer.submit(self._write, chunk)
+
+    def _write(self, chunk: bytes) -> None:
         if len(chunk) >= 4096 and chunk == _ZERO[: len(chunk)]:
             os.lseek(self.fd, len(chunk), os.SEEK_CUR)
             self.hole = True
@@ -49,6 +84,9 @@ class _SparseFile:
             view = view[os.write(self.fd, view) :]
 
     def close(self) -> None:
+        self.writer.submit(self._close)
+
+    def _close(self) -> None:
         try:
             if self.hole:
                 os.ftruncate(self.fd, self.size)
@@ -63,6 +101,7 @@ class _Staging:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.made: set[str] = set()
+        self.writer = _Writer()
 
     def _parent(self, path: str) -> None:
         parts = path.split("/")[:-1]
@@ -80,7 +119,8 @@ class _Staging:
 
     def open(self, entry: Entry) -> _SparseFile:
         self._parent(entry.path)
-        return _SparseFile(os.open(self.root / entry.path, _FLAGS, 0o600), entry.size)
+        self.writer.drain()  # a file's folder and its earlier files are on disk
+        return _SparseFile(os.open(self.root / entry.path, _FLAGS, 0o600), entry.size, self.writer)
 
 
 @dataclass(frozen=True)
@@ -133,9 +173,14 @@ def restore(
     except OSError as exc:
         raise write_error(exc, dest) from None
     try:
-        done = read_archive(
-            archive, meta, identities, trust=trust, sink=_Staging(staging), progress=progress
-        )
+        sink = _Staging(staging)
+        try:
+            done = read_archive(
+                archive, meta, identities, trust=trust, sink=sink, progress=progress
+            )
+            sink.writer.drain()
+        finally:
+            sink.writer.shutdown()
         _finish(staging, done.entries)
         if existed:
             aside = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
