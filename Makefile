@@ -32,7 +32,7 @@ test: $(VENV)/.installed-test
 	$(PY) -m pytest -n $(JOBS) -q
 
 bench: $(VENV)/.installed-test
-	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@failed=0; for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || failed=1; done; exit $$failed
 
 schema: $(VENV)/.installed-demo
 	$(PY) -m ftmanifest schema --write schema/ftmanifest.schema.json \
