@@ -111,14 +111,15 @@ def atomic_write_bytes(
         if isinstance(exc, OSError) and not isinstance(exc, (FileExistsError, FtManifestError)):
             raise write_error(exc, target) from None
         raise
-    _fsync_dir(folder)
+    fsync_dir(folder)
 
 
 def atomic_write_text(path: str | Path, text: str, **kw: object) -> None:
     atomic_write_bytes(path, text.encode("utf-8"), **kw)  # type: ignore[arg-type]
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
+    """Persist a folder's entries (a rename into it); best effort."""
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:

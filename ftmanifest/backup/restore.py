@@ -141,7 +141,7 @@ def restore(
     progress: Any = None,
 ) -> Restored:
     """Restore the verified backup into new folder ``dest``."""
-    from ftmanifest.fsutil import write_error
+    from ftmanifest.fsutil import fsync_dir, write_error
 
     dest = Path(os.path.abspath(dest))
     existed = os.path.lexists(dest)
@@ -194,7 +194,7 @@ def restore(
         if isinstance(exc, OSError) and not hasattr(exc, "hint"):
             raise write_error(exc, dest) from None
         raise
-    _fsync_dir(dest.parent)
+    fsync_dir(dest.parent)
     return Restored(dest, done, existed)
 
 
@@ -209,16 +209,3 @@ def _finish(root: Path, entries: Sequence[Entry]) -> None:
     for e in sorted((e for e in entries if e.type == "dir"), key=lambda e: -e.path.count("/")):
         os.chmod(root / e.path, e.mode, follow_symlinks=False)
     os.chmod(root, 0o700)
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

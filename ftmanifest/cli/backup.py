@@ -87,16 +87,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-cache", action="store_true", help="rehash every file")
     p.add_argument(
-        "--trust",
-        type=Path,
-        metavar="PATH",
-        help="allowed signers file (check; default: found from DIR)",
-    )
-    p.add_argument(
         "--read-data",
         action="store_true",
         help="check: decrypt and verify every file (nothing is written)",
     )
+    add_opening_arguments(p, "check --read-data: ")
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def add_opening_arguments(p: argparse.ArgumentParser, when: str = "") -> None:
+    """-i, --trust (and for restore the passphrase options): what opens and
+    judges a backup, shared by ``backup check`` and ``restore``."""
     p.add_argument(
         "-i",
         "--identity",
@@ -104,10 +106,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=[],
         type=Path,
         metavar="PATH",
-        help="check --read-data: age identity or ssh-ed25519 private key",
+        help=f"{when}age identity file or ssh-ed25519 private key (repeatable)",
     )
-    add_format_argument(p)
-    p.set_defaults(func=run)
+    p.add_argument(
+        "--trust",
+        type=Path,
+        metavar="PATH",
+        help="allowed signers file (default: $FTMANIFEST_TRUST_FILE, or found from the "
+        "or as for verify for --manifest)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from ftmanifest.safe_text import escape
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from ftmanifest.cli import add_format_argument
+    from ftmanifest.cli.backup import add_opening_arguments
 
     p = sub.add_parser("restore", help="verify and restore a backup into a new folder")
     p.add_argument("backup", type=Path, metavar="BACKUP", help="<id>.age or <id>.meta.json")
@@ -27,15 +28,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         required=True,
         metavar="DEST",
         help="folder to create (never overwritten without --force)",
-    )
-    p.add_argument(
-        "-i",
-        "--identity",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="PATH",
-        help="age identity file or ssh-ed25519 private key (repeatable)",
     )
     p.add_argument(
         "--passphrase-env",
@@ -48,12 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="passphrase backups: ask for the passphrase on the terminal",
     )
     p.add_argument("--force", action="store_true", help="replace DEST if it exists")
-    p.add_argument(
-        "--trust",
-        type=Path,
-        metavar="PATH",
-        help="allowed signers file (default: found from the backup's folder)",
-    )
+    add_opening_arguments(p)
     add_format_argument(p)
     p.set_defaults(func=run)
 
