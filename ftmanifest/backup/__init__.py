@@ -5,12 +5,13 @@ Layer: edge (reads the files it backs up, writes archives; the cipher is the
 
     keys.py       recipients (age1..., ssh-ed25519), identities, passphrases
     errors.py     one refusal class per way a backup can be wrong
-    layout.py     names of a backup's files and the archive's members
     index.py      the signed index: every file's path, type, mode, size, sha256
     meta.py       the signed clear metadata beside the archive
-    pipe.py       threads and pipes joining tar and age in constant memory
+    pipe.py       a thread on a pipe, a hashing writer
+    agechild.py   age (pyrage) in a child process between two pipes
     create.py     ``ftmanifest backup``
-    unpack.py     reading an archive member by member against its index
+    unpack.py     the archive against its metadata, then decryption
+    members.py    the tar stream member by member against the signed index
     restore.py    ``ftmanifest restore`` into a staging folder, then rename
     check.py      ``ftmanifest backup check``
     retention.py  restic-style keep rules (pure)
