@@ -18,7 +18,7 @@ from ftmanifest.safe_text import escape
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from ftmanifest.cli import add_format_argument
-    from ftmanifest.cli.backup import add_opening_arguments
+    from ftmanifest.cli.backup_check import add_opening_arguments
 
     p = sub.add_parser("restore", help="verify and restore a backup into a new folder")
     p.add_argument("backup", type=Path, metavar="BACKUP", help="<id>.age or <id>.meta.json")
@@ -58,7 +58,7 @@ def meta_path_of(backup: Path) -> Path:
 def run(args: argparse.Namespace) -> int:
     from ftmanifest.backup.meta import read_meta
     from ftmanifest.backup.restore import restore
-    from ftmanifest.cli.backup import identities_for
+    from ftmanifest.cli.backup_check import identities_for
     from ftmanifest.signing.locate import choose_trust_file
     from ftmanifest.signing.trust import load_trust
 
