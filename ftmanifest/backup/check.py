@@ -105,19 +105,14 @@ def _digest(path: Path) -> str:
 def check_one(
     meta_path: Path,
     *,
-    trust_path: Path | None,
+    trust: Any,
     identities: Callable[[Meta], Sequence[Any]] | None = None,
 ) -> Checked:
     from ftmanifest.backup.meta import read_meta
     from ftmanifest.backup.unpack import hash_archive, read_archive
-    from ftmanifest.signing.errors import MalformedTrustFileError, TrustFileNotFoundError
-    from ftmanifest.signing.locate import choose_trust_file
-    from ftmanifest.signing.trust import load_trust
 
     try:
-        meta, signers = read_meta(meta_path, trust_path=trust_path)
-    except (TrustFileNotFoundError, MalformedTrustFileError):
-        raise
+        meta, signers = read_meta(meta_path, trust=trust)
     except FtManifestError as exc:
         return Checked(meta_path, None, findings=[finding_of(exc, meta_path)])
     out = Checked(meta_path, meta, signers)
@@ -143,9 +138,8 @@ def check_one(
             )
     out.findings += _recipient_findings(meta, archive)
     if identities is not None and out.ok:
-        trust = load_trust(choose_trust_file(meta_path, trust_path).path)
         try:
-            read_archive(archive, meta, identities(meta), trust=trust, sink=None)
+            read_archive(archive, meta, identities(meta), trust=trust, hashed=True)
             out.data_read = True
         except FtManifestError as exc:
             out.findings.append(finding_of(exc, archive))
@@ -165,10 +159,11 @@ def check_folder(
         if not os.path.lexists(folder):
             raise InputNotFoundError("backup folder not found", path=str(folder))
         raise InputError("not a folder", path=str(folder), expected="the backups folder")
-    checked = [
-        check_one(p, trust_path=trust_path, identities=identities)
-        for p in sorted(folder.glob("*" + META_SUFFIX))
-    ]
+    from ftmanifest.backup.meta import trust_for
+
+    paths = sorted(folder.glob("*" + META_SUFFIX))
+    trust = trust_for(paths[0], trust_path) if paths else None  # trust problems raise
+    checked = [check_one(p, trust=trust, identities=identities) for p in paths]
     named: set[str] = {c.meta_path.name for c in checked}
     for c in checked:
         if c.meta is not None:

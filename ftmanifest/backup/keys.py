@@ -170,9 +170,12 @@ class Identity:
         return pyrage.ssh.Identity.from_buffer(self.secret.encode("ascii"))
 
 
-def load_identities(path: Path, passphrase: Callable[[], str] | None = None) -> list[Identity]:
+def load_identities(
+    path: Path, passphrase: Callable[[], str] | None = None, *, sha256: str | None = None
+) -> list[Identity]:
     """The identities in ``path``, each checked by pyrage; refuses a file
-    others can read."""
+    others can read, and (``sha256``: a passphrase backup's key file, as its
+    signed metadata names it) one whose bytes are not those."""
     from ftmanifest.signing._files import read_untrusted
     from ftmanifest.signing.keys import check_private_key_mode
 
@@ -182,6 +185,17 @@ def load_identities(path: Path, passphrase: Callable[[], str] | None = None) -> 
     except FileNotFoundError:
         raise IdentityFileError("identity file not found", path=str(path), hint=hint) from None
     check_private_key_mode(path)
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        from ftmanifest.backup.errors import MetadataMismatchError
+
+        raise MetadataMismatchError(
+            "the passphrase key file is not the one the backup's signed metadata names",
+            path=str(path),
+            field="key_file.sha256",
+            expected=f"sha256:{sha256}",
+            observed=f"sha256:{hashlib.sha256(data).hexdigest()}",
+            hint="keep <id>.key.age as the backup wrote it; restore from another copy",
+        )
     if data.startswith(AGE_MAGIC):
         data = _unlock_age_identity(data, path, passphrase)
         passphrase = None  # an ssh key inside was stored decrypted or asks on the terminal

@@ -117,16 +117,26 @@ class Listed:
     findings: list[Finding] = field(default_factory=list)
 
 
-def read_meta(meta_path: Path, *, trust_path: Path | None = None) -> tuple[Meta, tuple[str, ...]]:
-    """Verify the signature, then the predicate; raise on any defect.
-
-    A missing or malformed trust file is the user's input error (exit 2); an
-    untrusted or bad signature and a predicate that does not fit its file
-    name are refusals."""
-    from ftmanifest.signing._files import read_untrusted
-    from ftmanifest.signing.attest import verify_statement
+def trust_for(meta_path: Path, trust_path: Path | None = None) -> Any:
+    """The allowed signers for backups in ``meta_path``'s folder: ``--trust``,
+    ``$FTMANIFEST_TRUST_FILE``, or found as verify finds it for a manifest.
+    A missing, unsafe or malformed trust file raises (the user's input)."""
     from ftmanifest.signing.locate import choose_trust_file
     from ftmanifest.signing.trust import load_trust
+
+    return load_trust(choose_trust_file(meta_path, trust_path).path)
+
+
+def read_meta(
+    meta_path: Path, *, trust_path: Path | None = None, trust: Any = None
+) -> tuple[Meta, tuple[str, ...]]:
+    """Verify the signature, then the predicate; raise on any defect.
+
+    ``trust`` (a loaded ``TrustStore``) or else ``trust_for(meta_path,
+    trust_path)``.  An untrusted or bad signature and a predicate that does
+    not fit its file name are refusals."""
+    from ftmanifest.signing._files import read_untrusted
+    from ftmanifest.signing.attest import verify_statement
 
     hint = "pass the .meta.json file written beside the backup"
     try:
@@ -137,7 +147,8 @@ def read_meta(meta_path: Path, *, trust_path: Path | None = None) -> tuple[Meta,
             path=str(meta_path),
             hint="a backup without its signed metadata cannot be checked; keep the two together",
         ) from None
-    trust = load_trust(choose_trust_file(meta_path, trust_path).path)
+    if trust is None:
+        trust = trust_for(meta_path, trust_path)
     verified = verify_statement(
         raw,
         trust=trust,
@@ -230,18 +241,13 @@ def list_backups(folder: Path, *, trust_path: Path | None = None) -> list[Listed
     """Every ``*.meta.json`` in ``folder`` (not below), verified; a file that
     cannot be verified is listed with the finding that says why."""
     from ftmanifest.errors import FtManifestError
-    from ftmanifest.signing.errors import SigningInputError, TrustFileNotFoundError
 
+    paths = sorted(folder.glob("*" + META_SUFFIX))
+    trust = trust_for(paths[0], trust_path) if paths else None  # trust problems raise
     out: list[Listed] = []
-    for meta_path in sorted(folder.glob("*" + META_SUFFIX)):
+    for meta_path in paths:
         try:
-            meta, signers = read_meta(meta_path, trust_path=trust_path)
-        except TrustFileNotFoundError as exc:
-            raise exc
-        except SigningInputError as exc:
-            if "trust" in type(exc).__name__.lower():
-                raise
-            out.append(Listed(meta_path, None, (), [finding_of(exc, meta_path)]))
+            meta, signers = read_meta(meta_path, trust=trust)
         except FtManifestError as exc:
             out.append(Listed(meta_path, None, (), [finding_of(exc, meta_path)]))
         else:

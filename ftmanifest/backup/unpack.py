@@ -86,6 +86,7 @@ def read_archive(
     trust: Any,
     sink: Sink | None = None,
     progress: Any = None,
+    hashed: bool = False,
 ) -> Read:
     """Decrypt and judge every member; raise the first refusal.  ``progress``
     (a ``ProgressSink``) counts the files' bytes.
@@ -98,7 +99,8 @@ def read_archive(
     digest, which is what is judged next."""
     from ftmanifest.backup.agechild import AgeChild, AgeChildError, identities_secret
 
-    hash_archive(archive, meta)
+    if not hashed:  # the caller just did (backup check)
+        hash_archive(archive, meta)
     if progress is not None:
         progress.add_total(meta.bytes)
     with _open_archive(archive) as fh:

@@ -59,7 +59,8 @@ def identities_for(args: argparse.Namespace) -> Any:
 
     def for_meta(meta: Any, folder: Path | None = None) -> list[Any]:
         if meta.key_file_sha256 and not args.identity:
-            return load_identities((folder or Path(".")) / meta.key_name, secret)
+            key_file = (folder or Path(".")) / meta.key_name
+            return load_identities(key_file, secret, sha256=meta.key_file_sha256)
         if not loaded:
             raise UsageError(
                 "no identity to decrypt with",

@@ -89,3 +89,37 @@ def test_options_that_do_not_go_with_a_backup(
             str(keys.signing_path), "-r", keys.recipient.text, *extra]  # fmt: skip
     assert main(argv) == 2
     assert not (tmp_path / "b").exists()
+
+
+def test_a_swapped_passphrase_key_file_is_refused_before_it_is_opened(
+    keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from .conftest import backup
+
+    run = _run(tmp_path)
+    one = backup(keys, [run], tmp_path / "b", passphrase="pw")
+    two = backup(keys, [run], tmp_path / "other", passphrase="pw")
+    assert one.key_path is not None and two.key_path is not None
+    one.key_path.write_bytes(two.key_path.read_bytes())  # same passphrase, another key
+    monkeypatch.setenv("PW", "pw")
+    argv = ["restore", str(one.archive), "--passphrase-env", "PW", "--to",
+            str(tmp_path / "dest"), "--trust", str(keys.trust_path)]  # fmt: skip
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "key file is not the one" in err and "metadata-mismatch" in err
+    assert not (tmp_path / "dest").exists()
+
+
+def test_an_unusable_trust_file_is_one_input_error_not_a_row_per_backup(
+    keys: Keys, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    from .conftest import backup
+
+    backup(keys, [_run(tmp_path)], tmp_path / "b")
+    fifo = tmp_path / "trust.fifo"
+    os.mkfifo(fifo)
+    assert main(["backup", "check", str(tmp_path / "b"), "--trust", str(fifo)]) == 2
+    assert main(["prune", str(tmp_path / "b"), "--keep-last", "1", "--trust", str(fifo)]) == 2
+    capsys.readouterr()
