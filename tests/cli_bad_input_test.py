@@ -160,6 +160,7 @@ MANIFEST_COMMANDS: dict[str, Callable[[Path, dict[str, Path]], list[str]]] = {
         str(m),
     ],  # fmt: skip
     "prune": lambda m, p: ["prune", str(p["dir"]), "--manifest", str(m)],
+    "diff": lambda m, p: ["diff", str(p["template"]), str(m)],
     "compare": lambda m, p: [
         "compare",
         str(m),
@@ -177,7 +178,11 @@ def _manifest_rows() -> list[Row]:
     rows = []
     for command, build in MANIFEST_COMMANDS.items():
         for name in MANIFEST_INPUTS:
-            codes = (0, 1, 2) if name == "template" and command in ("digest", "runs") else (1, 2)
+            codes = (
+                (0, 1, 2)
+                if name == "template" and command in ("digest", "runs", "diff")
+                else (1, 2)
+            )
             rows.append(
                 Row(
                     f"{command}-{name}",

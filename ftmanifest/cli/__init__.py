@@ -47,6 +47,7 @@ COMMANDS: dict[str, str] = {
     "backup": "backup",
     "restore": "restore",
     "prune": "prune",
+    "diff": "diff",
 }
 
 # Only `run` takes `--` as the start of the command it runs; for every other
