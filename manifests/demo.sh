@@ -270,6 +270,29 @@ expect 1 ftmanifest prune "$OUT/backups" --manifest "$OUT/tiny/lora.yaml" --trus
 expect 0 ftmanifest prune "$OUT/backups" --keep-last 1 --trust "$TRUST"
 expect 0 ftmanifest prune "$OUT/backups" --keep-last 1 --trust "$TRUST" --apply
 
+step "17. diff and fair variants: what a variant changes, and a change it did not declare"
+expect 1 ftmanifest diff manifests/docroute-lora-r16.yaml manifests/docroute-lora-r32.yaml
+python - "$OUT/tiny" <<'PY'
+import sys, pathlib
+tiny = pathlib.Path(sys.argv[1])
+text = (tiny / "lora.yaml").read_text()
+assert "  id: docroute-tiny-lora\n" in text and "seeds:\n  python: 0\n" in text
+variant = text.replace("  id: docroute-tiny-lora\n",
+                       "  id: docroute-tiny-seed7\n  parent: docroute-tiny-lora\n")
+variant = variant.replace("seeds:\n  python: 0\n", "seeds:\n  python: 7\n")
+(tiny / "seed7-undeclared.yaml").write_text(variant)
+declared = variant.replace("  parent: docroute-tiny-lora\n",
+                           "  parent: docroute-tiny-lora\n  changes:\n    seeds.python: 7\n")
+(tiny / "seed7.yaml").write_text(declared)
+PY
+( cd "$OUT/tiny" && $GIT add seed7.yaml seed7-undeclared.yaml && $GIT commit -qm "seed variants" )
+# (the variants keep the parent's code pin; the parent's own manifest changed since, so
+# that row is accepted here with a reason)
+ACCEPT=(--accept environment.code.commit --reason "demo: variants added after the parent's lock")
+# the seed changed but experiment.changes does not say so: refused, naming the field
+expect 1 ftmanifest verify "$OUT/tiny/seed7-undeclared.yaml" --no-signature "${ACCEPT[@]}"
+expect 0 ftmanifest verify "$OUT/tiny/seed7.yaml" --no-signature "${ACCEPT[@]}"
+
 step "summary"
 if [ "$FAILED" -eq 0 ]; then
   echo "demo finished: every pass passed and every refusal was refused"
