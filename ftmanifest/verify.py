@@ -149,6 +149,8 @@ def apply_acceptances(
     needs a reason that is not blank; anything broader is a usage error, so
     one ``--accept`` can never wave a whole section through.
     """
+    from ftmanifest.manifest.diff import field_covers
+
     for name, reason in accept.items():
         if name.split(".")[0].split("[")[0] in UNACCEPTABLE:
             raise UsageError(
@@ -159,7 +161,7 @@ def apply_acceptances(
                 "check (with a warning)",
             )
         if _too_broad(name, findings):
-            rows = [f.field for f in findings if f.field and _prefix(name, f.field)]
+            rows = [f.field for f in findings if f.field and field_covers(name, f.field)]
             raise UsageError(
                 f"--accept {name} names a section, not one row",
                 field="--accept",
@@ -195,10 +197,6 @@ def apply_acceptances(
         if a not in used
     ]
     return remaining, accepted, warnings
-
-
-def _prefix(name: str, field_path: str) -> bool:
-    return field_path == name or field_path.startswith((name + ".", name + "["))
 
 
 def verify_manifest(

@@ -34,6 +34,11 @@ class Change:
         return {"field": self.field, "kind": self.kind, "old": self.old, "new": self.new}
 
 
+def field_covers(prefix: str, field: str) -> bool:
+    """``method`` covers ``method.r``; ``data[train]`` covers ``data[train].digest``."""
+    return field == prefix or field.startswith((prefix + ".", prefix + "["))
+
+
 def _key_text(key: str) -> str:
     if any(c in key for c in ".[]\"' ") or not key:
         return json.dumps(key)

@@ -22,7 +22,7 @@ import json
 from typing import Any
 
 from ftmanifest.findings import Finding
-from ftmanifest.manifest.diff import Change, _same, diff_manifests
+from ftmanifest.manifest.diff import Change, _same, diff_manifests, field_covers
 
 EXEMPT = (
     "experiment.id",
@@ -35,10 +35,6 @@ EXEMPT = (
 )
 
 
-def _covers(prefix: str, field: str) -> bool:
-    return field == prefix or field.startswith((prefix + ".", prefix + "["))
-
-
 def _show(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return text if len(text) <= 80 else text[:77] + "..."
@@ -47,17 +43,19 @@ def _show(value: Any) -> str:
 def variant_findings(parent: Any, variant: Any) -> list[Finding]:
     """``parent`` and ``variant`` are ``LoadedManifest``s."""
     changes = [
-        c for c in diff_manifests(parent, variant) if not any(_covers(e, c.field) for e in EXEMPT)
+        c
+        for c in diff_manifests(parent, variant)
+        if not any(field_covers(e, c.field) for e in EXEMPT)
     ]
     declared: dict[str, Any] = dict(variant.manifest.experiment.changes)
     path = str(variant.path)
     parent_id = parent.manifest.experiment.id
     out: list[Finding] = []
     for c in changes:
-        if not any(_covers(k, c.field) for k in declared):
+        if not any(field_covers(k, c.field) for k in declared):
             out.append(_undeclared(c, path, parent_id))
     for key, value in declared.items():
-        covered = [c for c in changes if _covers(key, c.field)]
+        covered = [c for c in changes if field_covers(key, c.field)]
         where = ("experiment", "changes", key)
         if not covered:
             out.append(Finding.at(
