@@ -124,6 +124,7 @@ MANIFEST_COMMANDS: dict[str, Callable[[Path, dict[str, Path]], list[str]]] = {
     "digest": lambda m, p: ["digest", str(m)],
     "lock": lambda m, p: ["lock", "--dry-run", str(m)],
     "verify": lambda m, p: ["verify", str(m), "--no-signature"],
+    "reproduce": lambda m, p: ["reproduce", str(m), "--requirements", str(p["dir"] / "req.txt")],
     "run": lambda m, p: ["run", str(m), "--no-signature", "--", "true"],
     "sign": lambda m, p: ["sign", str(m), "--key", str(p["missing"].with_name("no-key"))],
     "signers": lambda m, p: ["signers", str(m)],

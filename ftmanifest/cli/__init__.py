@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "scan": "scan",
     "lock": "lock",
     "verify": "verify",
+    "reproduce": "reproduce",
     "bind": "bind",
     "check-adapter": "check_adapter",
     "run": "run",

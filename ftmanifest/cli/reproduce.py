@@ -1,0 +1,110 @@
+"""``ftmanifest reproduce M``: what it takes to rerun a signed manifest here.
+
+Layer: edge.  Exit 0 when nothing differs (reproducible here), 1 when
+anything does (one section per group of rows, the requirements file and the
+commands to close the gaps), 1 or 2 for a refused signature, as ``verify``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
+from ftmanifest.safe_text import escape
+
+HEADER = ("field", "expected", "observed")
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ftmanifest.cli import add_format_argument, add_trust_arguments
+
+    p = sub.add_parser(
+        "reproduce",
+        help="check a signed manifest against this machine; write pins, list what to do",
+    )
+    p.add_argument(
+        "manifest", type=Path, metavar="MANIFEST", help="the manifest file (YAML, JSON or TOML)"
+    )
+    p.add_argument(
+        "--requirements",
+        type=Path,
+        metavar="PATH",
+        help="where to write the exact pins (default: <manifest stem>.requirements.txt beside it)",
+    )
+    add_trust_arguments(p)
+    p.add_argument(
+        "--code",
+        type=Path,
+        metavar="DIR",
+        help="training code folder for the commit check (default: manifest's folder)",
+    )
+    p.add_argument(
+        "--allow-outside",
+        action="store_true",
+        help="allow data/model paths outside the manifest's folder",
+    )
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.output import table, to_json
+    from ftmanifest.reproduce import GROUPS, build_plan
+
+    plan = build_plan(
+        args.manifest,
+        requirements=args.requirements,
+        signature=not args.no_signature,
+        trust_path=args.trust,
+        threshold=args.threshold,
+        code_dir=args.code,
+        allow_outside=args.allow_outside,
+    )
+    code = EXIT_OK if plan.reproducible else EXIT_REFUSED
+    for warning in plan.warnings:
+        sys.stderr.write(f"warning: {escape(warning)}\n")
+    if args.format == "json":
+        sys.stdout.write(to_json(plan.to_dict()))
+        return code
+    out = sys.stdout
+    out.write(f"manifest:     {escape(str(plan.manifest_path))} ({plan.manifest_digest})\n")
+    sig = plan.signature
+    if sig is not None:
+        names = sorted(
+            {escape(p) for s in sig.signatures if s.status == "valid" for p in s.principals}
+        )
+        out.write(
+            f"signature:    trusted ({len(sig.valid_keyids)} key(s): {', '.join(names)}; "
+            f"threshold {sig.threshold})\n"
+        )
+    else:
+        out.write("signature:    NOT checked\n")
+    for group in GROUPS:
+        rows = plan.groups.get(group) or []
+        if not rows:
+            continue
+        title = group
+        if group == "model":
+            title += " (snapshot missing here)" if plan.model_missing else " (snapshot present)"
+        out.write(f"\n{title}: {len(rows)} difference(s)\n")
+        out.write(table([(r.field, r.expected, r.observed) for r in rows], HEADER))
+    pins = f"{len(plan.pins)} exact pin(s)"
+    if plan.unpinned:
+        pins += f", {len(plan.unpinned)} not pinned exactly: {', '.join(plan.unpinned)}"
+    out.write(f"\nrequirements: {escape(str(plan.requirements_path))} ({escape(pins)})\n")
+    if plan.commands:
+        out.write("commands:\n")
+        for command in plan.commands:
+            out.write(f"  {escape(command)}\n")
+    for note in plan.notes:
+        out.write(f"note: {escape(note)}\n")
+    total = sum(len(rows) for rows in plan.groups.values())
+    verdict = (
+        "REPRODUCIBLE here: nothing differs"
+        if plan.reproducible
+        else f"NOT reproducible here as is: {total} difference(s); run the commands above"
+    )
+    out.write(f"\n{verdict}\n")
+    return code
