@@ -270,7 +270,9 @@ expect 1 ftmanifest prune "$OUT/backups" --manifest "$OUT/tiny/lora.yaml" --trus
 expect 0 ftmanifest prune "$OUT/backups" --keep-last 1 --trust "$TRUST"
 expect 0 ftmanifest prune "$OUT/backups" --keep-last 1 --trust "$TRUST" --apply
 
-step "17. diff and fair variants: what a variant changes, and a change it did not declare"
+step "17. reproduce a signed manifest here; diff and fair variants: what a variant changes, and a change it did not declare"
+# reproduce: a colleague's signed manifest on this machine; everything matches here
+expect 0 ftmanifest reproduce "$OUT/tiny/lora.yaml" --requirements "$OUT/lora.requirements.txt"
 expect 1 ftmanifest diff manifests/docroute-lora-r16.yaml manifests/docroute-lora-r32.yaml
 python - "$OUT/tiny" <<'PY'
 import sys, pathlib
