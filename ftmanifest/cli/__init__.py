@@ -160,6 +160,23 @@ def add_trust_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_observe_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--code DIR`` and ``--allow-outside``, as verify and reproduce take them."""
+    from pathlib import Path
+
+    parser.add_argument(
+        "--code",
+        type=Path,
+        metavar="DIR",
+        help="training code folder for the commit check (default: manifest's folder)",
+    )
+    parser.add_argument(
+        "--allow-outside",
+        action="store_true",
+        help="allow data/model paths outside the manifest's folder",
+    )
+
+
 def add_format_argument(parser: argparse.ArgumentParser, *, sarif: bool = False) -> None:
     choices = ["text", "json", "sarif"] if sarif else ["text", "json"]
     parser.add_argument("--format", choices=choices, default="text", help="output format")

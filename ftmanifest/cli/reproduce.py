@@ -18,7 +18,7 @@ HEADER = ("field", "expected", "observed")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import add_format_argument, add_trust_arguments
+    from ftmanifest.cli import add_format_argument, add_observe_arguments, add_trust_arguments
 
     p = sub.add_parser(
         "reproduce",
@@ -34,17 +34,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="where to write the exact pins (default: <manifest stem>.requirements.txt beside it)",
     )
     add_trust_arguments(p)
-    p.add_argument(
-        "--code",
-        type=Path,
-        metavar="DIR",
-        help="training code folder for the commit check (default: manifest's folder)",
-    )
-    p.add_argument(
-        "--allow-outside",
-        action="store_true",
-        help="allow data/model paths outside the manifest's folder",
-    )
+    add_observe_arguments(p)
     add_format_argument(p)
     p.set_defaults(func=run)
 

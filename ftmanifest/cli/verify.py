@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of verify, shared with ``ftmanifest run``."""
-    from ftmanifest.cli import add_format_argument, add_trust_arguments
+    from ftmanifest.cli import add_format_argument, add_observe_arguments, add_trust_arguments
 
     p.add_argument(
         "manifest", type=Path, metavar="MANIFEST", help="the manifest file (YAML, JSON or TOML)"
@@ -55,17 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip the data scan that the manifest's security policy asks for",
     )
-    p.add_argument(
-        "--code",
-        type=Path,
-        metavar="DIR",
-        help="training code folder for the commit check (default: manifest's folder)",
-    )
-    p.add_argument(
-        "--allow-outside",
-        action="store_true",
-        help="allow data/model paths outside the manifest's folder",
-    )
+    add_observe_arguments(p)
     add_format_argument(p)
 
 
