@@ -324,7 +324,7 @@ def observe(
 
 
 def own_files(manifest: Manifest, manifest_path: Path) -> list[Path]:
-    """The manifest, its envelope and run records, and everything it pins by digest.
+    """The manifest, its envelope, the ledger, and everything it pins by digest.
 
     Absolute but *not* resolved: a pinned data path that is a symlink to
     ``train.py`` must not make ``train.py`` one of the manifest's own files.
@@ -335,7 +335,7 @@ def own_files(manifest: Manifest, manifest_path: Path) -> list[Path]:
     own = [
         manifest_path,
         manifest_path.with_name(manifest_path.name + ".sig.json"),
-        records_path(manifest_path),
+        records_path(manifest_path),  # the ledger folder: records are not training code
     ]
     own += [base / e.path for e in manifest.data]
     own += [base / pin.path for pin in pinned_files(manifest)]
@@ -367,12 +367,35 @@ def _judge_code(
     own = own_files(manifest, manifest_path)
     inside = repo_paths(own, repo_tops(git.root, base), base=base)
     others = [p for p in git.dirty_paths if not path_allowed(inside, p.rstrip("/"))]
+    others = [q for p in others for q in _untracked_within(git, p, inside)]
     code = dict(environment["code"])
     environment["code"] = {**code, "dirty": bool(others)}
     pinned = manifest.environment.code.commit
     if pinned and git.commit and pinned != git.commit:
         return descends_with_only(base, pinned, git.commit, own)
     return None
+
+
+def _untracked_within(git: Any, path: str, inside: frozenset[str]) -> list[str]:
+    """``path`` itself, or, when git listed a whole untracked folder that holds
+    one of the manifest's own files (a new ``.ftmanifest/ledger``), the
+    untracked files in it that are not the manifest's own."""
+    folder = path.rstrip("/")
+    if not path.endswith("/") or not any(a.startswith(folder + "/") for a in inside):
+        return [path]
+    from ftmanifest.probe._context import ProbeContext
+    from ftmanifest.probe.git import git_context
+    from ftmanifest.probe.git_ancestry import path_allowed
+
+    runner = git_context(ProbeContext(timeout=10.0))
+    listed = runner.run(
+        ["git", "ls-files", "--others", "--exclude-standard", "-z", "--", folder + "/"],
+        cwd=git.root,
+    )
+    if not listed.ok:
+        return [path]  # cannot tell: dirty
+    files = [f for f in listed.stdout.split("\0") if f]
+    return [f for f in files if not path_allowed(inside, f)]
 
 
 def _existing_parent(path: Path) -> Path:

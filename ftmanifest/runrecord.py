@@ -1,23 +1,16 @@
 """Run records: what happened when a manifest was verified, run or trained.
 
-Layer: edge (appends to a file).  The signed manifest says what an experiment
-is; run records say what happened to it: refused, started, finished, and
-every drift accepted on purpose with its reason.  ``verify`` (when it accepts
-a drift), ``run`` and the Trainer guard append one JSON object per line to
-``<manifest file name>.runs.jsonl`` beside the manifest.
-
-Appends are whole lines written with one ``write`` on an ``O_APPEND``
-descriptor under an exclusive ``flock`` and fsynced, so records from
-concurrent processes never interleave and a crash loses at most the record
-being written, never an earlier one.
+Layer: edge (appends to the ledger).  The signed manifest says what an
+experiment is; the ledger (``ftmanifest.ledger``) says what happened to it:
+refused, started, completed, failed, abandoned, invalid, and every drift
+accepted on purpose with its reason.  ``verify`` (when it accepts a drift),
+``run`` and the Trainer guard build their records here and append them to
+the ledger of the manifest's repository (``.ftmanifest/ledger``; see
+``ftmanifest.ledger.location``).
 """
 
 from __future__ import annotations
 
-import errno
-import json
-import os
-import stat
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,16 +20,38 @@ if TYPE_CHECKING:
     from ftmanifest.verify import VerifyReport
 
 RECORD_FORMAT = 1
-SUFFIX = ".runs.jsonl"
+ATTEMPT_ENV = "FTMANIFEST_ATTEMPT"  # set by `run` for the command, so the Trainer guard joins it
 
 
-def records_path(manifest_path: Path) -> Path:
-    """``exp.yaml`` -> ``exp.yaml.runs.jsonl`` in the same folder (as the link names it)."""
-    return manifest_path.with_name(manifest_path.name + SUFFIX)
+def records_path(manifest_path: Path, ledger: Path | str | None = None) -> Path:
+    """The ledger folder the manifest's records go to."""
+    from ftmanifest.ledger import ledger_dir
+
+    return ledger_dir(manifest_path, ledger)
 
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def experiment_of(loaded: Any) -> dict[str, Any]:
+    if loaded is None:
+        return {"id": None, "parent": None}
+    exp = loaded.manifest.experiment
+    return {"id": exp.id, "parent": exp.parent}
+
+
+def manifest_ref(
+    manifest_path: Path, digest: str, ledger: Path, *, loaded: Any = None, body: bool = False
+) -> dict[str, Any]:
+    """The manifest as a record names it; ``body`` adds its canonical data, so
+    a variant's parent can be judged from the ledger when its file is gone."""
+    from ftmanifest.ledger.location import shown
+
+    ref: dict[str, Any] = {"path": shown(manifest_path, ledger), "digest": digest}
+    if body and loaded is not None:
+        ref["body"] = loaded.canonical()
+    return ref
 
 
 def build(
@@ -44,6 +59,8 @@ def build(
     *,
     status: str,
     started_at: str | None = None,
+    attempt: str | None = None,
+    ledger: Path | str | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """One record of ``report``: manifest, environment, accepted rows, remaining findings."""
@@ -54,17 +71,26 @@ def build(
     code = None
     if env is not None and env.code.commit is not None:
         code = {"commit": env.code.commit, "dirty": env.code.dirty}
+    seeds = None
+    if report.loaded is not None:
+        seeds = report.loaded.manifest.seeds.model_dump(mode="json", exclude_unset=True)
+    folder = records_path(report.manifest_path, ledger)
     record: dict[str, Any] = {
-        "ftmanifest_run": RECORD_FORMAT,
         "ftmanifest_version": ftmanifest.__version__,
         "status": status,
-        "manifest": {
-            "path": str(Path(report.manifest_path).absolute()),
-            "digest": report.manifest_digest,
-        },
+        "attempt": attempt,
+        "experiment": experiment_of(report.loaded),
+        "manifest": manifest_ref(
+            report.manifest_path,
+            report.manifest_digest,
+            folder,
+            loaded=report.loaded,
+            body=status in ("started", "planned"),
+        ),
         "started_at": started_at or now(),
         "finished_at": None,
         "signature_checked": report.signature_checked,
+        "seeds": seeds,
         "environment": {
             "python": None if env is None else env.python,
             "backend": None if env is None else env.backend.model_dump(mode="json"),
@@ -89,14 +115,55 @@ def build(
     return record
 
 
+def devices(report: VerifyReport) -> int:
+    """Accelerators this run holds (0 on CPU), for accelerator-hours."""
+    env = report.environment
+    if env is None or env.backend.kind in (None, "cpu"):
+        return 0
+    return max(1, len(env.backend.devices))
+
+
+def used(
+    started_at: str, finished_at: str, n_devices: int, steps: int | None = None
+) -> dict[str, Any]:
+    from ftmanifest.ledger.attempts import hours_between
+
+    hours = hours_between(started_at, finished_at) or 0.0
+    return {"steps": steps, "hours": round(hours, 6), "gpu_hours": round(hours * n_devices, 6)}
+
+
 MARKS = ("abandoned", "invalid")  # what a person records about an attempt after the fact
 
 
-def mark(manifest_path: Path, digest: str, status: str, reason: str) -> dict[str, Any]:
-    """Record that the experiment of ``manifest_path`` was abandoned or is invalid.
+def check_reason(reason: str | None, flag: str = "--reason") -> str:
+    from ftmanifest.errors import UsageError
 
-    The manifest stays as signed; the mark is one more run record, with the
-    manifest's digest, so it stays tied to exactly what was marked.
+    if reason is None or not reason.strip():
+        raise UsageError(
+            "a mark needs a reason",
+            field=flag,
+            expected="why the attempt was abandoned or is invalid",
+            observed=repr(reason),
+            hint="--reason 'loss diverged at step 40'",
+        )
+    return reason.strip()
+
+
+def mark(
+    manifest_path: Path,
+    digest: str,
+    status: str,
+    reason: str,
+    *,
+    loaded: Any = None,
+    attempt: str | None = None,
+    ledger: Path | str | None = None,
+) -> dict[str, Any]:
+    """Record that an attempt of ``manifest_path``'s experiment was abandoned or is invalid.
+
+    The manifest stays as signed; the mark is one more ledger record, with the
+    manifest's digest, so it stays tied to exactly what was marked.  Without
+    ``attempt`` it marks the experiment's latest attempt (a new one if none).
     """
     import ftmanifest
     from ftmanifest.errors import UsageError
@@ -107,71 +174,52 @@ def mark(manifest_path: Path, digest: str, status: str, reason: str) -> dict[str
             field="--mark",
             expected=" or ".join(MARKS),
             observed=status,
-            hint="started, finished and failed are recorded by `ftmanifest run` itself",
+            hint="started, completed and failed are recorded by `ftmanifest run` itself",
         )
-    if not reason.strip():
-        raise UsageError(
-            "a mark needs a reason",
-            field="--reason",
-            expected="why the attempt was abandoned or is invalid",
-            observed=repr(reason),
-            hint="--reason 'loss diverged at step 40'",
-        )
+    text = check_reason(reason)
+    folder = records_path(manifest_path, ledger)
+    experiment = experiment_of(loaded)
+    if attempt is None and experiment["id"] is not None:
+        from ftmanifest.ledger import Ledger
+        from ftmanifest.ledger.attempts import attempts
+
+        mine = [a for a in attempts(Ledger(folder).read().entries)
+                if a.experiment == experiment["id"]]  # fmt: skip
+        attempt = mine[-1].id if mine else None
     record: dict[str, Any] = {
-        "ftmanifest_run": RECORD_FORMAT,
         "ftmanifest_version": ftmanifest.__version__,
         "status": status,
-        "reason": reason.strip(),
-        "manifest": {"path": str(Path(manifest_path).absolute()), "digest": digest},
-        "at": now(),
+        "reason": text,
+        "attempt": attempt,
+        "experiment": experiment,
+        "manifest": manifest_ref(manifest_path, digest, folder),
     }
-    append(manifest_path, record)
+    append(manifest_path, record, ledger=ledger)
     return record
 
 
-def append(manifest_path: Path, record: Mapping[str, Any]) -> Path:
-    """Append ``record`` as one line to the manifest's run records; returns the file."""
-    path = records_path(manifest_path)
-    line = (json.dumps(record, sort_keys=False, default=str) + "\n").encode("utf-8")
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-    # Never through a symlink (a planted link would append to a data file) and
-    # never into a FIFO or device: open without following or blocking, then check.
-    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    fd = os.open(path, flags, 0o644)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        _lock(fd)
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            line = b"\n" + line  # a torn line from a crash stays alone on its line
-        view = memoryview(line)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)  # closing releases the lock
-    return path
+def append(
+    manifest_path: Path, record: Mapping[str, Any], *, ledger: Path | str | None = None
+) -> Path:
+    """Append ``record`` to the manifest's ledger; returns the record's file.
+
+    Raises ``OSError`` when the ledger cannot be written.
+    """
+    from ftmanifest.ledger import Ledger
+
+    return Ledger(records_path(manifest_path, ledger)).append(record).file
 
 
-def read(manifest_path: Path) -> list[dict[str, Any]]:
-    """Every complete record (a torn last line from a crash is skipped)."""
-    path = records_path(manifest_path)
-    if not path.exists():
-        return []
+def read(manifest_path: Path, ledger: Path | str | None = None) -> list[dict[str, Any]]:
+    """The records about ``manifest_path`` (by its path in the ledger), oldest first."""
+    from ftmanifest.ledger import Ledger
+    from ftmanifest.ledger.location import shown
+
+    folder = records_path(manifest_path, ledger)
+    name = shown(manifest_path, folder)
     out = []
-    for line in path.read_text("utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
+    for e in Ledger(folder).read().entries:
+        m = e.record.get("manifest")
+        if isinstance(m, dict) and m.get("path") == name:
+            out.append(e.record)
     return out
-
-
-def _lock(fd: int) -> None:
-    try:
-        import fcntl
-    except ImportError:  # Windows: O_APPEND alone
-        return
-    fcntl.flock(fd, fcntl.LOCK_EX)

@@ -76,9 +76,19 @@ DEFAULT_GRACE = 30.0
 _SIGNAL_BASE = 128  # a shell's convention: killed by signal N -> 128 + N
 
 
-def supervise(command: Sequence[str], env: Mapping[str, str], *, grace: float) -> int:
+def supervise(
+    command: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    grace: float,
+    stopped: list[signal.Signals] | None = None,
+) -> int:
     """Run ``command`` with ``env`` until it ends and return its exit status
     (128+N when signal N ended it).  Must be called from the main thread.
+
+    ``stopped``, when given, receives the stopping signal (SIGINT, SIGTERM,
+    SIGHUP, SIGQUIT) that was passed on, if any: a run asked to stop is
+    abandoned even when the command then exits 0.
 
     Raises ``CommandNotFoundError`` (127) or ``CommandNotRunnableError`` (126)
     when it cannot be started.
@@ -92,7 +102,12 @@ def supervise(command: Sequence[str], env: Mapping[str, str], *, grace: float) -
             return subprocess.call(list(command), env=dict(env))
         except OSError as exc:
             raise _not_runnable(command[0], exc) from None
-    return _Supervisor(command, env, grace).run()
+    supervisor = _Supervisor(command, env, grace)
+    try:
+        return supervisor.run()
+    finally:
+        if stopped is not None and supervisor.asked is not None:
+            stopped.append(supervisor.asked)
 
 
 def _not_runnable(name: str, exc: OSError) -> CommandNotRunnableError:
@@ -166,6 +181,7 @@ class _Supervisor:
                 old_handlers[sig] = signal.signal(sig, _note)
             early = [s for s in _drain(read_fd) if s in self.stopping]
             if early:
+                self.asked = early[0]
                 _say(f"{early[0].name} before the command started: not starting it")
                 return _SIGNAL_BASE + early[0]
             try:

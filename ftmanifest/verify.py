@@ -66,6 +66,7 @@ class VerifyReport:
     environment: Environment | None = None  # observed here; None when nothing was probed
     signature: Any = None  # signing.verify.SignatureReport when checked
     signature_checked: bool = True
+    loaded: Any = None  # the LoadedManifest judged (ids and body for the ledger)
 
     @property
     def ok(self) -> bool:
@@ -270,6 +271,7 @@ def verify_manifest(
         observed_environment(seen),
         sig_report,
         signature_checked=signature,
+        loaded=loaded,
     )
 
 

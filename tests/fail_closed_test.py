@@ -247,14 +247,17 @@ def test_cli_acceptances_are_appended_to_the_run_record(project: Path) -> None:
     assert run_cli("verify", str(project), "--no-signature", *args[1:], env=ENV).returncode == 0
 
 
-def test_the_run_record_survives_a_torn_line(project: Path, tmp_path: Path) -> None:
+def test_the_run_record_survives_a_torn_write(project: Path, tmp_path: Path) -> None:
+    from ftmanifest.ledger import Ledger
     from ftmanifest.runrecord import append, records_path
 
-    records_path(project).write_text('{"status": "started"')  # a crash mid-write
-    append(project, {"status": "finished"})
-    lines = records_path(project).read_text().splitlines()
-    assert lines == ['{"status": "started"', '{"status": "finished"}']
-    assert [r["status"] for r in read_records(project)] == ["finished"]
+    folder = records_path(project)
+    folder.mkdir(parents=True)
+    (folder / ".20261201T000000.000000Z-x.json.tmp").write_text('{"status": "st')  # a crash
+    append(project, {"status": "completed", "manifest": {"path": "exp.yaml"}})
+    assert [r["status"] for r in read_records(project)] == ["completed"]
+    _, problems = Ledger(folder).check()
+    assert [p.rule for p in problems] == ["ledger.leftover"]
 
 
 # --- 6. the stat cache's blind spot, paid for on purpose ----------------------
@@ -310,10 +313,15 @@ def test_committing_the_locked_manifest_keeps_verify_clean(project: Path) -> Non
     git(root, "commit", "-qm", "lock the manifest")
     report = verify_manifest(project, signature=False)
     assert report.ok, report.findings
-    (root / "exp.yaml.runs.jsonl").write_text("")
-    git(root, "add", "exp.yaml.runs.jsonl")
+    from ftmanifest.runrecord import append
+
+    append(project, {"status": "planned"})  # an untracked .ftmanifest/ledger is not code
+    assert verify_manifest(project, signature=False).ok
+    git(root, "add", ".ftmanifest")
     git(root, "commit", "-qm", "run records")
     assert verify_manifest(project, signature=False).ok
+    (root / ".ftmanifest" / "notes.txt").write_text("not a ledger record\n")
+    assert not verify_manifest(project, signature=False).ok  # beside it: still code
 
 
 def test_a_later_commit_that_changes_code_is_drift(project: Path) -> None:
@@ -381,7 +389,7 @@ def test_run_records_refusal_start_and_exit(project: Path) -> None:
         ("failed", 3),
         ("refused", None),
         ("started", None),
-        ("finished", 0),
+        ("completed", 0),
     ]
     assert records[2]["findings"][0]["field"] == "data[1].digest"
     assert records[3]["accepted"][0]["reason"] == "reviewed"
@@ -443,8 +451,9 @@ def test_run_records_never_write_through_a_planted_file(project: Path, kind: str
 
     train = project.parent / "data" / "train.jsonl"
     before = train.read_bytes()
+    records_path(project).parent.mkdir(parents=True, exist_ok=True)
     if kind == "symlink":
-        records_path(project).symlink_to(train)
+        records_path(project).symlink_to(train.parent)
     else:
         os.mkfifo(records_path(project))
     (project.parent / "data" / "eval.jsonl").write_text("changed\n")

@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "check-adapter": "check_adapter",
     "run": "run",
     "runs": "runs",
+    "ledger": "ledger",
     "score": "score",
     "compare": "compare",
     "audit": "audit",

@@ -13,10 +13,15 @@ unusable input or usage, or N for both with ``--refused-exit N``, so a caller
 can tell a refusal from the command's own codes.  Argument parsing errors stay
 2: they happen before any option is read.
 
-Every run appends to the manifest's run records (``<manifest>.runs.jsonl``):
-``refused`` (nothing ran), ``started`` (with the drifts accepted on purpose;
-if that record cannot be written, nothing runs), then ``finished``/``failed``
-with the exit status, or ``not-started`` when CMD could not be executed.
+Every run is one *attempt* in the ledger (``ftmanifest ledger``): ``refused``
+(nothing ran), ``started`` (with the drifts accepted on purpose and the
+manifest's body; if an acceptance cannot be recorded, nothing runs), then
+``completed`` or ``failed`` with the exit status and the budget used, or
+``not-started`` when CMD could not be executed.  A run stopped by SIGINT,
+SIGTERM, SIGHUP or SIGQUIT is ``abandoned``, with ``--abandon-reason`` (or
+``--reason`` when no ``--accept`` is given), else the answer to a question on
+a terminal, else the signal's name.  The attempt id is passed to CMD as
+$FTMANIFEST_ATTEMPT so the Trainer guard's records join it.
 """
 
 from __future__ import annotations
@@ -59,6 +64,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="exit N (1-125) instead of 1 or 2 when CMD is not started because of "
         "drift or unusable input, to tell that from CMD's own exit codes",
     )
+    p.add_argument(
+        "--abandon-reason",
+        metavar="TEXT",
+        help="why, if the run is stopped by a signal (recorded as abandoned); "
+        "asked on a terminal when not given",
+    )
     p.set_defaults(func=run)
 
 
@@ -78,43 +89,117 @@ def run(args: argparse.Namespace) -> int:
                 hint="ftmanifest run M -- python train.py",
             )
         grace = _grace(args.grace)
+        abandon_reason = _abandon_reason(args)
         report, code = verify.report_and_print(args)
     except FtManifestError as exc:
         if args.refused_exit is not None:
             exc.exit_code = args.refused_exit  # this one refusal, not its whole class
         raise
+    attempt = _attempt(report, args.ledger)
     if not report.ok:
-        _record(report, "refused", command)
+        _record(report, "refused", command, attempt=attempt, ledger=args.ledger)
         sys.stderr.write("ftmanifest: not running the command: the manifest does not match\n")
         return code if args.refused_exit is None else int(args.refused_exit)
     env = {
         **os.environ,
         "FTMANIFEST_MANIFEST": str(args.manifest.resolve()),
         "FTMANIFEST_DIGEST": report.manifest_digest,
+        runrecord.ATTEMPT_ENV: attempt,
+        "FTMANIFEST_LEDGER": str(runrecord.records_path(report.manifest_path, args.ledger)),
     }
     started = runrecord.now()
     if report.accepted:
         try:  # an acceptance that cannot be recorded is not made: nothing runs
-            verify.record_acceptances(report, "started", command=command)
+            verify.record_acceptances(
+                report, "started", command=command, attempt=attempt, ledger=args.ledger
+            )
         except FtManifestError as exc:
             if args.refused_exit is not None:
                 exc.exit_code = args.refused_exit
             raise
     else:
-        _record(report, "started", command)
+        _record(report, "started", command, attempt=attempt, ledger=args.ledger)
     sys.stdout.flush()
     sys.stderr.flush()
+    stopped: list[Any] = []
     try:
-        status = supervise(command, env, grace=grace)
+        status = supervise(command, env, grace=grace, stopped=stopped)
     except FtManifestError as exc:
-        _record(report, "not-started", command, started_at=started, error=exc.message)
+        _record(report, "not-started", command, attempt=attempt, ledger=args.ledger,
+                started_at=started, error=exc.message)  # fmt: skip
         raise
-    outcome = "finished" if status == 0 else "failed"
-    _record(report, outcome, command, started_at=started, exit_code=status)
+    finished = runrecord.now()
+    extra: dict[str, Any] = {
+        "started_at": started,
+        "exit_code": status,
+        "budget_used": runrecord.used(started, finished, runrecord.devices(report)),
+    }
+    if stopped:
+        why = abandon_reason or _ask_reason(stopped[0].name)
+        extra["reason"] = why
+        extra["signal"] = stopped[0].name
+        _record(report, "abandoned", command, attempt=attempt, ledger=args.ledger, **extra)
+    elif status == 0:
+        _record(report, "completed", command, attempt=attempt, ledger=args.ledger, **extra)
+    else:
+        extra["reason"] = f"exit status {status}"
+        _record(report, "failed", command, attempt=attempt, ledger=args.ledger, **extra)
     return status
 
 
-def _record(report: VerifyReport, status: str, command: list[str], **extra: Any) -> None:
+def _attempt(report: VerifyReport, ledger: Any) -> str:
+    """This run's attempt: the experiment's planned one for this very manifest, else new."""
+    from ftmanifest.ledger import Ledger, new_attempt
+    from ftmanifest.ledger.attempts import attempts
+
+    try:
+        entries = Ledger(runrecord_dir(report, ledger)).read().entries
+    except OSError:
+        return new_attempt()
+    for a in reversed(attempts(entries)):
+        if a.status == "planned" and a.manifest_digest == report.manifest_digest:
+            return a.id
+    return new_attempt()
+
+
+def runrecord_dir(report: VerifyReport, ledger: Any) -> Any:
+    from ftmanifest import runrecord
+
+    return runrecord.records_path(report.manifest_path, ledger)
+
+
+def _abandon_reason(args: argparse.Namespace) -> str | None:
+    """``--abandon-reason``, or a lone ``--reason`` when nothing is accepted."""
+    if args.abandon_reason is not None:
+        return str(args.abandon_reason).strip() or None
+    if not args.accept and len(args.reason) == 1:
+        text = str(args.reason.pop()).strip()
+        return text or None
+    return None
+
+
+def _ask_reason(signal_name: str) -> str:
+    default = f"stopped by {signal_name}"
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return default
+    try:
+        sys.stderr.write(f"ftmanifest: the run was stopped ({signal_name}); why? [{default}] ")
+        sys.stderr.flush()
+        answer = sys.stdin.readline().strip()
+    except (OSError, KeyboardInterrupt, EOFError):
+        return default
+    return answer or default
+
+
+def _record(
+    report: VerifyReport,
+    status: str,
+    command: list[str],
+    *,
+    attempt: str,
+    ledger: Any,
+    **extra: Any,
+) -> None:
     """Append a run record; a run is not stopped because its record could not be written."""
     from ftmanifest import runrecord
 
@@ -125,12 +210,15 @@ def _record(report: VerifyReport, status: str, command: list[str], **extra: Any)
                 report,
                 status=status,
                 command=command,
+                attempt=attempt,
+                ledger=ledger,
                 **({"finished_at": runrecord.now()} if status != "started" else {}),
                 **extra,
             ),
+            ledger=ledger,
         )
     except OSError as exc:
-        path = runrecord.records_path(report.manifest_path)
+        path = runrecord.records_path(report.manifest_path, ledger)
         why = escape(str(exc.strerror or exc))
         sys.stderr.write(f"warning: run record not written to {escape(str(path))}: {why}\n")
 

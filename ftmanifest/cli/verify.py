@@ -56,6 +56,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="skip the data scan that the manifest's security policy asks for",
     )
     add_observe_arguments(p)
+    p.add_argument(
+        "--ledger",
+        type=Path,
+        metavar="DIR",
+        help="the ledger folder (default: $FTMANIFEST_LEDGER, else .ftmanifest/ledger "
+        "at the repository's root)",
+    )
     add_format_argument(p)
 
 
@@ -74,7 +81,7 @@ def accepted_fields(args: argparse.Namespace) -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     report, code = report_and_print(args)
     if report.accepted:
-        record_acceptances(report, "verified" if report.ok else "refused")
+        record_acceptances(report, "verified" if report.ok else "refused", ledger=args.ledger)
     return code
 
 
@@ -83,15 +90,18 @@ def record_acceptances(report: VerifyReport, status: str, **extra: Any) -> None:
     from ftmanifest import runrecord
     from ftmanifest.errors import InputError
 
+    ledger = extra.pop("ledger", None)
     try:
         path = runrecord.append(
-            report.manifest_path, runrecord.build(report, status=status, **extra)
+            report.manifest_path,
+            runrecord.build(report, status=status, ledger=ledger, **extra),
+            ledger=ledger,
         )
     except OSError as exc:
         raise InputError(
             "cannot record the accepted drift",
-            path=str(runrecord.records_path(report.manifest_path)),
-            expected="a writable run-records file beside the manifest",
+            path=str(runrecord.records_path(report.manifest_path, ledger)),
+            expected="a writable ledger folder (.ftmanifest/ledger or --ledger DIR)",
             observed=exc.strerror or str(exc),
             hint="make the manifest's folder writable, or fix the drift instead of accepting it",
         ) from None

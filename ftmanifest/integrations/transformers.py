@@ -14,8 +14,10 @@ On a clean manifest training runs and a run record
 digest, on what environment, with which drifts accepted on purpose; it is
 rewritten at the end with the final step.  A refused run leaves a record too
 (status ``refused``, with every drift row): abandoned attempts are kept.  The
-same records are appended to ``<manifest>.runs.jsonl`` beside the manifest, as
-``verify`` and ``run`` do (``ftmanifest.runrecord``).
+same records (``started``, then ``completed`` with the steps and hours used)
+go to the experiment ledger, as ``verify`` and ``run`` write them
+(``ftmanifest.runrecord``); under ``ftmanifest run`` they join its attempt
+($FTMANIFEST_ATTEMPT).
 
 The guard also checks the model it was handed, not only the manifest: the
 model must trace back to the pinned snapshot (``model_origin``: its
@@ -202,12 +204,18 @@ class FtManifestCallback(TrainerCallback):
     ) -> None:
         if self.record is None:
             return
+        finished = runrecord.now()
+        started = str(self.record.get("started_at") or finished)
+        steps = state.global_step - int(self.record.get("start_global_step") or 0)
+        devices = runrecord.devices(self.report) if self.report is not None else 0
         self.record.update(
-            status="finished",
-            finished_at=runrecord.now(),
+            status="completed",
+            finished_at=finished,
             final_global_step=state.global_step,
             adapter_bindings=list(self.bindings),
+            budget_used=runrecord.used(started, finished, devices, steps=steps),
         )
+        self.record.get("manifest", {}).pop("body", None)  # the started record holds it
         if state.is_world_process_zero:
             if self.record_path is not None:
                 self._write(self.record)
@@ -273,10 +281,15 @@ class FtManifestCallback(TrainerCallback):
     def _record(
         self, report: VerifyReport, args: TrainingArguments, state: TrainerState, started: str
     ) -> dict[str, Any]:
+        import os
+
+        from ftmanifest.ledger import new_attempt
+
         return runrecord.build(
             report,
-            status="running" if report.ok else "refused",
+            status="started" if report.ok else "refused",
             started_at=started,
+            attempt=os.environ.get(runrecord.ATTEMPT_ENV) or new_attempt(),
             start_global_step=state.global_step,
             final_global_step=None,
             model_origin=dict(self.origin),
@@ -303,7 +316,7 @@ class FtManifestCallback(TrainerCallback):
                 raise InputError(
                     "cannot record the accepted drift",
                     path=str(where),
-                    expected="a writable run-records file beside the manifest",
+                    expected="a writable ledger folder (.ftmanifest/ledger)",
                     observed=exc.strerror or str(exc),
                     hint="make the manifest's folder writable, or fix the drift instead",
                 ) from None

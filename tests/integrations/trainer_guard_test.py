@@ -68,7 +68,7 @@ def test_clean_manifest_trains_and_writes_the_run_record(example: Path, tmp_path
     assert any(not torch.equal(before[k], after[k]) for k in before)
 
     record = json.loads((out / RUN_RECORD).read_text("utf-8"))
-    assert record["status"] == "finished"
+    assert record["status"] == "completed"
     assert record["start_global_step"] == 0 and record["final_global_step"] == 3
     assert record["manifest"]["path"] == str(example.resolve())
     assert guard.report is not None
@@ -127,11 +127,11 @@ def test_an_accepted_drift_trains_and_is_recorded(example: Path, tmp_path: Path)
     trainer.train()
     assert trainer.state.global_step == 3
     record = json.loads((out / RUN_RECORD).read_text("utf-8"))
-    assert record["status"] == "finished"
+    assert record["status"] == "completed"
     assert [(a["field"], a["reason"]) for a in record["accepted"]] == [("data[1].digest", reason)]
     from ftmanifest.runrecord import read
 
     beside = read(example)
-    assert [r["status"] for r in beside] == ["running", "finished"]
+    assert [r["status"] for r in beside] == ["started", "completed"]
     assert beside[0]["accepted"][0]["reason"] == reason
     assert beside[0]["manifest"]["digest"] == record["manifest"]["digest"]

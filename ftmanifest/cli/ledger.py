@@ -1,0 +1,287 @@
+"""``ftmanifest ledger list|show|check|plan|abandon|invalidate``: the experiment ledger.
+
+Layer: edge.  The ledger (``ftmanifest.ledger``) is the folder of hash-linked
+records that ``run``, the Trainer guard, ``verify --accept``, ``unseal`` and
+``score`` write.  ``list`` shows every attempt with its outcome, abandoned and
+invalid ones included and counted; ``show ID`` every record of an attempt
+(an attempt id, a record id prefix, or an experiment id: its latest attempt);
+``check`` judges the ledger as a whole (exit 1 on an edited, removed or
+reordered record, a bad signature, or a known head that is gone); ``plan M``
+records a planned attempt; ``abandon``/``invalidate ID --reason TEXT`` mark
+an attempt.  The ledger folder is ``--ledger DIR``, else the one of
+``--manifest M``'s repository, else $FTMANIFEST_LEDGER, else
+``.ftmanifest/ledger`` at the root of the current folder's repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ftmanifest.errors import UsageError
+from ftmanifest.safe_text import escape
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ftmanifest.cli import add_format_argument
+
+    p = sub.add_parser("ledger", help="list, show, check or mark the attempts in the ledger")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=type(p))
+    actions.required = True
+
+    def common(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--ledger", type=Path, metavar="DIR", help="the ledger folder")
+        q.add_argument(
+            "--manifest", type=Path, metavar="M", help="find the ledger from this manifest"
+        )
+        add_format_argument(q)
+
+    q = actions.add_parser("list", help="every attempt and its outcome")
+    q.add_argument("--experiment", metavar="ID", help="only this experiment")
+    q.add_argument("--family", metavar="ID", help="this experiment, its ancestors and variants")
+    common(q)
+    q = actions.add_parser("show", help="every record of one attempt")
+    q.add_argument("id", metavar="ID", help="attempt id, record id prefix, or experiment id")
+    common(q)
+    q = actions.add_parser("check", help="detect edited, removed or reordered records")
+    q.add_argument("--trust", type=Path, metavar="PATH", help="allowed signers for signed records")
+    q.add_argument("--require-signed", action="store_true", help="every record must be signed")
+    q.add_argument(
+        "--head",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a record id known to be in the ledger (from a report); refused when gone",
+    )
+    common(q)
+    q = actions.add_parser("plan", help="record a planned attempt of a manifest")
+    q.add_argument("plan_manifest", type=Path, metavar="MANIFEST", help="the manifest")
+    q.add_argument("--reason", metavar="TEXT", help="why it is planned (optional)")
+    common(q)
+    for name, verb in (("abandon", "abandoned"), ("invalidate", "invalid")):
+        q = actions.add_parser(name, help=f"mark an attempt {verb}, with a reason")
+        q.add_argument("id", metavar="ID", help="attempt id, record id prefix, or experiment id")
+        q.add_argument("--reason", required=True, metavar="TEXT", help="why")
+        common(q)
+        q.set_defaults(mark=verb)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.ledger import Ledger, ledger_dir
+
+    near = getattr(args, "plan_manifest", None) or args.manifest
+    store = Ledger(ledger_dir(near, args.ledger))
+    handler = {
+        "list": _list,
+        "show": _show,
+        "check": _check,
+        "plan": _plan,
+        "abandon": _mark,
+        "invalidate": _mark,
+    }[args.action]
+    return handler(store, args)
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text)
+
+
+def _json(payload: Any) -> None:
+    from ftmanifest.output import to_json
+
+    _out(to_json(payload))
+
+
+def _list(store: Any, args: argparse.Namespace) -> int:
+    from ftmanifest.ledger.attempts import attempts, counts, family, over_budget, parents
+    from ftmanifest.ledger.summary import budget_of
+    from ftmanifest.output import table
+
+    contents = store.read()
+    items = attempts(contents.entries)
+    if args.experiment:
+        items = [a for a in items if a.experiment == args.experiment]
+    if args.family:
+        members = family(args.family, parents(contents.entries))
+        items = [a for a in items if a.experiment in members]
+    over = {a.id: over_budget(a, budget_of(a, {})) for a in items}
+    tally = counts(items)
+    if args.format == "json":
+        _json({
+            "ledger": str(store.root),
+            "attempts": [{**a.to_dict(), "over_budget": over[a.id]} for a in items],
+            "counts": tally,
+            "problems": [p.__dict__ for p in contents.problems],
+        })  # fmt: skip
+        return 0
+    if not items:
+        _out(f"no attempts in {escape(str(store.root))}\n")
+    else:
+        rows = []
+        for a in items:
+            u = a.used
+            rows.append((
+                a.id, a.experiment or "-", a.status, (a.started_at or "-")[:19],
+                "-" if u["steps"] is None else u["steps"],
+                "-" if u["hours"] is None else f"{u['hours']:.3f}",
+                "-" if u["gpu_hours"] is None else f"{u['gpu_hours']:.3f}",
+                "; ".join(over[a.id]) or (a.reason or ""),
+            ))  # fmt: skip
+        header = ("attempt", "experiment", "status", "started", "steps", "hours", "gpu-h",
+                  "reason / over budget")  # fmt: skip
+        _out(table(rows, header))
+        summary = ", ".join(f"{n} {s}" for s, n in sorted(tally.items()))
+        _out(f"{len(items)} attempt(s): {summary}\n")
+    for p in contents.problems:
+        _out(f"warning: {escape(p.rule)}: {escape(p.message)} ({escape(p.file)})\n")
+    return 0
+
+
+def _resolve(store: Any, wanted: str) -> Any:
+    from ftmanifest.ledger.attempts import attempts, find
+
+    items = attempts(store.read().entries)
+    hits = find(items, wanted)
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        raise UsageError(
+            f"no attempt {wanted!r} in the ledger",
+            path=str(store.root),
+            field="ID",
+            expected="an attempt id, a record id prefix (6+ hex) or an experiment id",
+            observed=wanted,
+            hint="`ftmanifest ledger list` shows the attempts",
+        )
+    raise UsageError(
+        f"{wanted!r} names {len(hits)} attempts",
+        path=str(store.root),
+        field="ID",
+        expected="exactly one attempt",
+        observed=", ".join(a.id for a in hits[:8]),
+        hint="give the whole attempt id",
+    )
+
+
+def _show(store: Any, args: argparse.Namespace) -> int:
+    attempt = _resolve(store, args.id)
+    if args.format == "json":
+        _json({**attempt.to_dict(), "records": [
+            {"id": e.id, "file": str(e.file), "signed": e.signature is not None, **e.record}
+            for e in attempt.entries]})  # fmt: skip
+        return 0
+    _out(f"attempt {attempt.id}  experiment {escape(str(attempt.experiment))}  "
+         f"status {attempt.status}\n")  # fmt: skip
+    for e in attempt.entries:
+        r = e.record
+        line = f"  {e.at[:26]}  {r.get('status', '?'):<11} {e.short}"
+        if r.get("exit_code") is not None:
+            line += f"  exit {r['exit_code']}"
+        if r.get("reason"):
+            line += f"  reason: {r['reason']}"
+        if r.get("accepted"):
+            line += f"  {len(r['accepted'])} drift(s) accepted"
+        sealed = r.get("sealed")
+        if isinstance(sealed, dict):
+            line += f"  sealed split {sealed.get('split')} use {sealed.get('use')}"
+        _out(escape(line) + "\n")
+    return 0
+
+
+def _check(store: Any, args: argparse.Namespace) -> int:
+    from ftmanifest.output import table
+
+    trust = _trust(store, args.trust)
+    contents, problems = store.check(
+        trust=trust, require_signed=args.require_signed, heads=args.head
+    )
+    heads = [e.id for e in contents.heads()]
+    signed = sum(1 for e in contents.entries if e.signature is not None)
+    if args.format == "json":
+        _json({
+            "ledger": str(store.root), "ok": not problems, "records": len(contents.entries),
+            "signed": signed, "signatures_checked": trust is not None, "heads": heads,
+            "problems": [p.__dict__ for p in problems],
+        })  # fmt: skip
+        return 1 if problems else 0
+    if problems:
+        rows = [(p.rule, p.file, p.message, p.expected or "", p.observed or "") for p in problems]
+        _out(table(rows, ("rule", "file", "problem", "expected", "observed")))
+        _out(f"ledger NOT ok: {len(problems)} problem(s) in {escape(str(store.root))}\n")
+        return 1
+    checked = "checked" if trust is not None else "not checked (no trust file)"
+    _out(
+        f"ledger ok: {len(contents.entries)} record(s), {signed} signed ({checked}), "
+        f"head(s) {', '.join(h.removeprefix('sha256:')[:16] for h in heads) or '-'}\n"
+    )
+    return 0
+
+
+def _trust(store: Any, option: Path | None) -> Any:
+    from ftmanifest.signing.trust import load_trust
+
+    path = option if option is not None else store.root.parent / "allowed_signers"
+    if option is None and not path.is_file():
+        return None
+    return load_trust(path)
+
+
+def _plan(store: Any, args: argparse.Namespace) -> int:
+    from ftmanifest import runrecord
+    from ftmanifest.ledger import new_attempt
+    from ftmanifest.manifest import load_manifest
+
+    path = args.plan_manifest
+    loaded = load_manifest(path)
+    record = {
+        "status": "planned",
+        "attempt": new_attempt(),
+        "experiment": runrecord.experiment_of(loaded),
+        "manifest": runrecord.manifest_ref(
+            path, loaded.digest(), store.root, loaded=loaded, body=True
+        ),
+    }
+    if args.reason:
+        record["note"] = args.reason
+    entry = _append(store, record)
+    if args.format == "json":
+        _json({"attempt": record["attempt"], "record": entry.id, "file": str(entry.file)})
+    else:
+        _out(f"planned: attempt {record['attempt']} of {escape(str(loaded.manifest.experiment.id))}"
+             f" ({escape(str(entry.file))})\n")  # fmt: skip
+    return 0
+
+
+def _mark(store: Any, args: argparse.Namespace) -> int:
+    import ftmanifest
+    from ftmanifest.runrecord import check_reason
+
+    reason = check_reason(args.reason)
+    attempt = _resolve(store, args.id)
+    record = {
+        "ftmanifest_version": ftmanifest.__version__,
+        "status": args.mark,
+        "reason": reason,
+        "attempt": attempt.id,
+        "experiment": {"id": attempt.experiment, "parent": attempt.parent},
+        "manifest": {"digest": attempt.manifest_digest},
+    }
+    entry = _append(store, record)
+    if args.format == "json":
+        _json({"attempt": attempt.id, "status": args.mark, "record": entry.id})
+    else:
+        _out(f"{args.mark}: attempt {attempt.id} ({escape(str(attempt.experiment))}): "
+             f"{escape(reason)}\n")  # fmt: skip
+    return 0
+
+
+def _append(store: Any, record: dict[str, Any]) -> Any:
+    from ftmanifest.fsutil import write_error
+
+    try:
+        return store.append(record)
+    except OSError as exc:
+        raise write_error(exc, store.root, "cannot write to the ledger") from None

@@ -1,0 +1,25 @@
+"""The experiment ledger: every attempt, its outcome and reason, its budget,
+and every use of the sealed test split (issue 15).
+
+Layer: ``store`` is the edge (one folder of hash-linked record files);
+``attempts`` is the pure view of it; ``location`` picks the folder.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from ftmanifest.ledger.location import ledger_dir
+from ftmanifest.ledger.store import Entry, Ledger
+
+__all__ = ["Entry", "Ledger", "ledger_dir", "new_attempt", "open_ledger"]
+
+
+def open_ledger(manifest_path: Path | None, option: Path | str | None = None) -> Ledger:
+    return Ledger(ledger_dir(manifest_path, option))
+
+
+def new_attempt() -> str:
+    """A fresh attempt id: 12 hex characters, unique across machines."""
+    return secrets.token_hex(6)

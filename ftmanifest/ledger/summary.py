@@ -1,0 +1,120 @@
+"""One experiment as the ledger tells it, for ``verify``, ``audit`` and the report.
+
+Layer: pure core (entries and the manifest in, a summary and warnings out);
+``for_manifest`` is the one edge helper that reads the ledger folder.
+The summary holds the experiment's attempts counted by outcome (abandoned and
+invalid ones included), every attempt that spent more than
+``experiment.budget``, and, per sealed split, how many times the experiment's
+family used it.  A second use of a sealed split, a budget overrun and an
+unreadable or tampered ledger are warnings: they happened already, so they
+are flagged where a reviewer reads, not hidden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ftmanifest.ledger.attempts import Attempt, attempts, counts, family_uses, over_budget
+from ftmanifest.ledger.store import Entry, Problem
+
+
+def budget_of(attempt: Attempt, fallback: dict[str, Any]) -> dict[str, Any]:
+    """The budget the attempt ran under: from the manifest body it recorded."""
+    for e in reversed(attempt.entries):
+        m = e.record.get("manifest")
+        body = m.get("body") if isinstance(m, dict) else None
+        if isinstance(body, dict):
+            exp = body.get("experiment")
+            budget = exp.get("budget") if isinstance(exp, dict) else None
+            return budget if isinstance(budget, dict) else {}
+    return fallback
+
+
+def summarize(
+    entries: Sequence[Entry],
+    problems: Sequence[Problem],
+    *,
+    experiment: str,
+    parent: str | None,
+    budget: dict[str, Any],
+    sealed: Sequence[str],
+    ledger: str,
+) -> dict[str, Any]:
+    mine = [a for a in attempts(entries) if a.experiment == experiment]
+    over = []
+    for a in mine:
+        flags = over_budget(a, budget_of(a, budget))
+        if flags:
+            over.append({"attempt": a.id, "status": a.status, "over": flags})
+    uses = {}
+    for split in sealed:
+        found = family_uses(entries, experiment, split, {experiment: parent})
+        uses[split] = {
+            "family_uses": len(found),
+            "this_experiment": sum(1 for u in found if u.experiment == experiment),
+            "uses": [
+                {
+                    "use": u.use,
+                    "experiment": u.experiment,
+                    "at": u.at,
+                    "reason": u.reason,
+                    "scored": u.scored_by is not None,
+                }  # fmt: skip
+                for u in found
+            ],
+        }
+    return {
+        "ledger": ledger,
+        "records": len(entries),
+        "problems": [p.rule + ": " + p.message + f" ({p.file})" for p in problems],
+        "attempts": len(mine),
+        "by_status": counts(mine),
+        "over_budget": over,
+        "sealed": uses,
+    }
+
+
+def warnings_of(summary: dict[str, Any]) -> list[str]:
+    out = []
+    if summary["problems"]:
+        out.append(
+            f"ledger {summary['ledger']}: {len(summary['problems'])} problem(s) "
+            "(`ftmanifest ledger check`): " + summary["problems"][0]
+        )
+    for row in summary["over_budget"]:
+        out.append(
+            f"attempt {row['attempt']} ({row['status']}) went over experiment.budget: "
+            + "; ".join(row["over"])
+        )
+    for split, use in summary["sealed"].items():
+        if use["family_uses"] >= 2:
+            out.append(
+                f"sealed split {split!r} used {use['family_uses']} times by this experiment's "
+                "family: choosing settings on it again and again destroys its value"
+            )
+    return out
+
+
+def for_manifest(
+    loaded: Any, manifest_path: Path, ledger: Path | str | None = None
+) -> dict[str, Any] | None:
+    """The summary of ``loaded``'s experiment, or None when there is no ledger yet."""
+    from ftmanifest.ledger import Ledger, ledger_dir
+
+    folder = ledger_dir(manifest_path, ledger)
+    store = Ledger(folder)
+    if not store.exists():
+        return None
+    contents, problems = store.check()
+    exp = loaded.manifest.experiment
+    return summarize(
+        contents.entries,
+        problems,
+        experiment=exp.id,
+        parent=exp.parent,
+        budget=exp.budget.model_dump(mode="json"),
+        sealed=[d.name for d in loaded.manifest.data if d.sealed],
+        ledger=str(folder),
+    )
