@@ -31,7 +31,7 @@ def records_path(manifest_path: Path, ledger: Path | str | None = None) -> Path:
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def experiment_of(loaded: Any) -> dict[str, Any]:
@@ -129,7 +129,7 @@ def used(
     from ftmanifest.ledger.attempts import hours_between
 
     hours = hours_between(started_at, finished_at) or 0.0
-    return {"steps": steps, "hours": round(hours, 6), "gpu_hours": round(hours * n_devices, 6)}
+    return {"steps": steps, "hours": round(hours, 9), "gpu_hours": round(hours * n_devices, 9)}
 
 
 MARKS = ("abandoned", "invalid")  # what a person records about an attempt after the fact

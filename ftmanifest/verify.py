@@ -67,6 +67,7 @@ class VerifyReport:
     signature: Any = None  # signing.verify.SignatureReport when checked
     signature_checked: bool = True
     loaded: Any = None  # the LoadedManifest judged (ids and body for the ledger)
+    ledger: dict[str, Any] | None = None  # ledger.summary of the experiment, if a ledger exists
 
     @property
     def ok(self) -> bool:
@@ -81,6 +82,7 @@ class VerifyReport:
             "accepted": [{**a.finding.to_dict(), "reason": a.reason} for a in self.accepted],
             "warnings": self.warnings,
             "signature": self.signature.to_dict() if self.signature is not None else None,
+            "ledger": self.ledger,
         }
 
 
@@ -211,6 +213,7 @@ def verify_manifest(
     code_dir: Path | None = None,
     allow_outside: bool = False,
     scan: bool = True,
+    ledger: Path | str | None = None,
 ) -> VerifyReport:
     """Compare the manifest at ``path`` with everything here; never raises on drift."""
     from ftmanifest.drift import compare
@@ -249,6 +252,7 @@ def verify_manifest(
             loaded.manifest, manifest_path, use_cache=use_cache, allow_outside=allow_outside
         )
     warnings: list[str] = []
+    history = ledger_summary(loaded, manifest_path, ledger, warnings)
     sig_report = None
     if signature:
         sig_report, sig_row = _check_signature(
@@ -272,7 +276,25 @@ def verify_manifest(
         sig_report,
         signature_checked=signature,
         loaded=loaded,
+        ledger=history,
     )
+
+
+def ledger_summary(
+    loaded: Any, manifest_path: Path, ledger: Path | str | None, warnings: list[str]
+) -> dict[str, Any] | None:
+    """What the ledger says about this experiment (attempts, budget, sealed
+    uses), its warnings added to ``warnings``; None when there is no ledger."""
+    from ftmanifest.ledger.summary import for_manifest, warnings_of
+
+    try:
+        history = for_manifest(loaded, manifest_path, ledger)
+    except OSError as exc:
+        warnings.append(f"ledger not read: {exc.strerror or exc}")
+        return None
+    if history is not None:
+        warnings += warnings_of(history)
+    return history
 
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json", ".toml")

@@ -42,6 +42,7 @@ COMMANDS: dict[str, str] = {
     "run": "run",
     "runs": "runs",
     "ledger": "ledger",
+    "unseal": "unseal",
     "score": "score",
     "compare": "compare",
     "audit": "audit",

@@ -39,6 +39,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="R",
         help="results file to write (default: beside the predictions, <name>.results.json)",
     )
+    p.add_argument(
+        "--ledger",
+        type=Path,
+        metavar="DIR",
+        help="the ledger holding the sealed split's recorded uses (default: the repository's)",
+    )
     add_format_argument(p)
     p.set_defaults(func=run)
 
@@ -56,13 +62,28 @@ def run(args: argparse.Namespace) -> int:
 
     predictions = Path(args.predictions)
     out = Path(args.out) if args.out else default_out(predictions)
-    results = build_results(load_manifest(args.manifest), args.split, predictions, args.adapter)
-    atomic_write_text(out, dumps(results))
+    loaded = load_manifest(args.manifest)
+    results = build_results(loaded, args.split, predictions, args.adapter)
+    text = dumps(results)
+    if any(d.name == args.split and d.sealed for d in loaded.manifest.data):
+        _consume_sealed_use(loaded, args, results["split"]["digest"], text)
+    atomic_write_text(out, text)
     if args.format == "json":
         sys.stdout.write(to_json({"results": str(out), "metrics": results["metrics"]}))
     else:
         sys.stdout.write(summary(results, out))
     return 0
+
+
+def _consume_sealed_use(loaded: Any, args: argparse.Namespace, data: str, text: str) -> None:
+    """A sealed split is scored only against a use ``unseal`` recorded; this
+    score consumes it (refused, nothing written, without one)."""
+    from ftmanifest.ledger.sealed import open_use, record_score
+    from ftmanifest.manifest.canonical import sha256_digest
+
+    use = open_use(loaded, args.split, data, ledger=args.ledger)
+    record_score(loaded, use, sha256_digest(text.encode("utf-8")), ledger=args.ledger)
+    sys.stderr.write(f"sealed split {args.split}: scored use {use.use} (recorded)\n")
 
 
 def summary(results: dict[str, Any], out: Path) -> str:

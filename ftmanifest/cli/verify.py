@@ -108,6 +108,17 @@ def record_acceptances(report: VerifyReport, status: str, **extra: Any) -> None:
     sys.stderr.write(f"recorded:  {len(report.accepted)} acceptance(s) in {escape(str(path))}\n")
 
 
+def ledger_line(history: dict[str, Any]) -> str:
+    """``3 attempt(s): 1 abandoned, 2 completed; sealed test: 1 use(s)``."""
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(history["by_status"].items()))
+    text = f"{history['attempts']} attempt(s)" + (f": {counts}" if counts else "")
+    for split, use in history["sealed"].items():
+        text += f"; sealed {split}: {use['family_uses']} use(s) by the family"
+    if history["over_budget"]:
+        text += f"; {len(history['over_budget'])} over budget"
+    return text
+
+
 def report_and_print(args: argparse.Namespace) -> tuple[VerifyReport, int]:
     from ftmanifest.output import findings_table, to_json
     from ftmanifest.verify import verify_manifest
@@ -122,6 +133,7 @@ def report_and_print(args: argparse.Namespace) -> tuple[VerifyReport, int]:
         code_dir=args.code,
         allow_outside=args.allow_outside,
         scan=not args.no_scan,
+        ledger=getattr(args, "ledger", None),
     )
     if args.format == "json":
         sys.stdout.write(to_json(report.to_dict()))
@@ -137,6 +149,8 @@ def report_and_print(args: argparse.Namespace) -> tuple[VerifyReport, int]:
             f"signature: trusted ({len(sig.valid_keyids)} key(s): {', '.join(names)}; "
             f"threshold {sig.threshold})\n"
         )
+    if report.ledger is not None:
+        out.write(f"ledger:    {escape(ledger_line(report.ledger))}\n")
     for warning in report.warnings:
         sys.stderr.write(f"warning: {escape(warning)}\n")
     if report.findings:

@@ -69,7 +69,7 @@ class Attempt:
             return str(end.record["status"])
         if self._last("started") is not None:
             return "unfinished"
-        for status in ("refused", "verified", "planned", "unsealed", "scored"):
+        for status in ("refused", "verified", "planned", "scored", "unsealed"):
             if self._last(status) is not None:
                 return status
         return "unknown"

@@ -176,6 +176,38 @@ def comparison_findings(m: Any, s: AuditSubject) -> list[Finding]:
     return rows
 
 
+def _ledger(_m: Any, s: AuditSubject) -> list[Finding]:
+    """What the ledger recorded about the experiment, flagged for the reviewer:
+    attempts over budget, a sealed split used more than once, a damaged ledger."""
+    history = s.verify.ledger
+    if history is None:
+        return []
+    out = []
+    for row in history["over_budget"]:
+        out.append(Finding.at(("experiment", "budget"), kind="audit", rule="audit.over-budget",
+                              message=f"attempt {row['attempt']} ({row['status']}) spent more "
+                              "than experiment.budget", severity="warning",
+                              path=history["ledger"], expected="within experiment.budget",
+                              observed="; ".join(row["over"]),
+                              hint="compare variants at the same budget, or record why not"))  # fmt: skip
+    for split, use in history["sealed"].items():
+        if use["family_uses"] >= 2:
+            out.append(Finding.at(("data",), kind="audit", rule="audit.sealed-reused",
+                                  message=f"sealed split {split!r} was used "
+                                  f"{use['family_uses']} times by this experiment's family",
+                                  severity="warning", path=history["ledger"],
+                                  expected="at most 1 use", observed=f"{use['family_uses']} uses",
+                                  hint="report results on the sealed split once; choose settings "
+                                  "on the eval split"))  # fmt: skip
+    for problem in history["problems"]:
+        out.append(Finding.at(("experiment",), kind="audit", rule="audit.ledger-damaged",
+                              message=f"the ledger is damaged: {problem}", severity="warning",
+                              path=history["ledger"],
+                              hint="run `ftmanifest ledger check` and restore it from "
+                              "version control"))  # fmt: skip
+    return out
+
+
 AUDIT_CHECKS = registry(
     FunctionCheck("signature", ("verify",), _signature),
     FunctionCheck("drift", ("verify",), _drift),
@@ -185,6 +217,7 @@ AUDIT_CHECKS = registry(
     FunctionCheck("permissions", ("loose", "unfixed"), _permissions),
     FunctionCheck("rights", (), _rights),
     FunctionCheck("comparison", ("comparison",), comparison_findings),
+    FunctionCheck("ledger", ("verify",), _ledger),
 )
 
 
@@ -234,6 +267,7 @@ class AuditReport:
             "findings": [f.to_dict() for f in self.findings],
             "perms_changes": [c.to_dict() for c in s.changes],
             "warnings": list(v.warnings),
+            "history": v.ledger,
         }  # fmt: skip
 
 

@@ -32,6 +32,7 @@ def report_data(
         "data": audit.get("data") or [],
         "comparison": _comparison(audit.get("comparison"), manifest),
         "findings": audit.get("findings") or [],
+        "history": history(audit.get("history")),
         "limits": limits,
         "verdict": "ready" if audit.get("ok") else "refused",
     }
@@ -82,3 +83,22 @@ def _comparison(comparison: Mapping[str, Any] | None, manifest: Any) -> dict[str
         ],
         "changed_examples": result.get("changed") or {},
     }
+
+
+def history(summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The ledger's summary of the experiment as the report's key/value rows."""
+    if not summary:
+        return None
+    by = summary.get("by_status") or {}
+    rows: dict[str, Any] = {
+        "ledger": summary.get("ledger"),
+        "attempts": summary.get("attempts"),
+        "outcomes": ", ".join(f"{n} {s}" for s, n in sorted(by.items())) or "none",
+        "over budget": "; ".join(
+            f"{r['attempt']}: {', '.join(r['over'])}" for r in summary.get("over_budget") or []
+        )
+        or "none",
+    }
+    for split, use in (summary.get("sealed") or {}).items():
+        rows[f"sealed split {split}"] = f"{use['family_uses']} use(s) by the experiment's family"
+    return rows

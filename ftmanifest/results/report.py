@@ -28,6 +28,7 @@ available")::
                     "changed_examples": {"<category>": {"improved": [ids],
                                                         "regressed": [ids]}}} | None,
      "findings": [Finding.to_dict(), ...],
+     "history": {"ledger", "attempts", "outcomes", "over budget", ...} | None,
      "limits": "free text" | None,
      "verdict": "ready" | "refused"}
 
@@ -196,6 +197,7 @@ def build_context(data: Mapping[str, Any]) -> dict[str, Any]:
         or None,
         "comparison": comparison,
         "findings": findings,
+        "history": _pairs(_section(data, "history")),
         "counts": {
             s: sum(f["severity"] == s for f in findings) for s in ("error", "warning", "info")
         },

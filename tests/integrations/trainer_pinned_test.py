@@ -161,7 +161,7 @@ def test_load_pinned_trains_with_main_moved(hub: Hub, tmp_path: Path, tok: Any) 
     trainer.train()
     assert trainer.state.global_step == STEPS
     record = _record(out)
-    assert record["status"] == "finished" and record["findings"] == []
+    assert record["status"] == "completed" and record["findings"] == []
     origin = record["model_origin"]
     assert origin["traced"] is True and origin["weights_compared"] > 0
     assert hub.a in origin["pinned"]
@@ -293,7 +293,7 @@ def test_an_in_memory_model_is_refused_unless_tracing_is_turned_off(
     trainer.train()
     assert trainer.state.global_step == STEPS
     record = _record(out)
-    assert record["status"] == "finished"
+    assert record["status"] == "completed"
     assert record["model_origin"] == {"traced": False, "reason": "trace_model=False"}
     assert any("NOT traced" in w for w in record["warnings"])
 

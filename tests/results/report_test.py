@@ -112,6 +112,11 @@ def full_data() -> dict[str, Any]:
                 "hint": "ftmanifest audit --fix-perms",
             },
         ],
+        "history": {
+            "attempts": 3,
+            "outcomes": "1 abandoned, 2 completed",
+            "sealed split test": "1 use(s) by the experiment's family",
+        },
         "limits": "Evaluated on 120 examples only.\nNot tested on long inputs.",
         "verdict": "refused",
     }
