@@ -189,7 +189,8 @@ def _ledger(_m: Any, s: AuditSubject) -> list[Finding]:
                               "than experiment.budget", severity="warning",
                               path=history["ledger"], expected="within experiment.budget",
                               observed="; ".join(row["over"]),
-                              hint="compare variants at the same budget, or record why not"))  # fmt: skip
+                              hint="compare variants at the same budget, or say why not"),
+                   )  # fmt: skip
     for split, use in history["sealed"].items():
         if use["family_uses"] >= 2:
             out.append(Finding.at(("data",), kind="audit", rule="audit.sealed-reused",
