@@ -162,6 +162,17 @@ MANIFEST_COMMANDS: dict[str, Callable[[Path, dict[str, Path]], list[str]]] = {
     ],  # fmt: skip
     "prune": lambda m, p: ["prune", str(p["dir"]), "--manifest", str(m)],
     "diff": lambda m, p: ["diff", str(p["template"]), str(m)],
+    "ledger": lambda m, p: ["ledger", "plan", str(m), "--ledger", str(p["dir"] / "ledger")],
+    "unseal": lambda m, p: [
+        "unseal",
+        str(m),
+        "--split",
+        "train",
+        "--reason",
+        "bad input",
+        "--ledger",
+        str(p["dir"] / "ledger"),
+    ],  # fmt: skip
     "compare": lambda m, p: [
         "compare",
         str(m),
@@ -181,7 +192,7 @@ def _manifest_rows() -> list[Row]:
         for name in MANIFEST_INPUTS:
             codes = (
                 (0, 1, 2)
-                if name == "template" and command in ("digest", "runs", "diff")
+                if name == "template" and command in ("digest", "runs", "diff", "ledger")
                 else (1, 2)
             )
             rows.append(
@@ -258,6 +269,16 @@ def _output_rows() -> list[Row]:
 SCAN_INPUTS = ["missing", "dir", "fifo", "loop", "proc-file", "binary", "nul", "big", "empty"]
 
 OTHER_ROWS = [
+    *(
+        Row(
+            f"ledger-{action}-{name}",
+            lambda p, n=name, a=action: ["ledger", a, *(["x1"] if a == "show" else []),
+                                         "--ledger", str(p[n])],
+            codes=(0, 1, 2),
+        )  # fmt: skip
+        for name in SCAN_INPUTS
+        for action in ("list", "check", "show")
+    ),
     *(
         Row(f"scan-{name}", lambda p, n=name: ["scan", "--no-cache", str(p[n])], codes=(0, 1, 2))
         for name in SCAN_INPUTS

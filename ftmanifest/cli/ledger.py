@@ -118,7 +118,8 @@ def _list(store: Any, args: argparse.Namespace) -> int:
         })  # fmt: skip
         return 0
     if not items:
-        _out(f"no attempts in {escape(str(store.root))}\n")
+        where = escape(str(store.root))
+        _out(f"no attempts in {where}\n" if store.exists() else f"no ledger at {where} yet\n")
     else:
         rows = []
         for a in items:
@@ -194,6 +195,16 @@ def _show(store: Any, args: argparse.Namespace) -> int:
 def _check(store: Any, args: argparse.Namespace) -> int:
     from ftmanifest.output import table
 
+    if not store.exists():
+        from ftmanifest.errors import InputNotFoundError
+
+        raise InputNotFoundError(
+            "there is no ledger to check",
+            path=str(store.root),
+            expected="a ledger folder",
+            observed="not found (or not a folder)",
+            hint="pass --ledger DIR or --manifest M; `ftmanifest run` creates the ledger",
+        )
     trust = _trust(store, args.trust)
     contents, problems = store.check(
         trust=trust, require_signed=args.require_signed, heads=args.head
