@@ -295,6 +295,57 @@ ACCEPT=(--accept environment.code.commit --reason "demo: variants added after th
 expect 1 ftmanifest verify "$OUT/tiny/seed7-undeclared.yaml" --no-signature "${ACCEPT[@]}"
 expect 0 ftmanifest verify "$OUT/tiny/seed7.yaml" --no-signature "${ACCEPT[@]}"
 
+step "18. the ledger: every attempt kept with its outcome and reason (a Ctrl-C, a failure), tampering detected; the sealed test split is used only through unseal"
+expect 0 ftmanifest ledger plan "$OUT/tiny/seed7.yaml" --reason "demo: does the seed matter?"
+# Ctrl-C during a run (SIGINT sent to `ftmanifest run`): the command is stopped and the
+# attempt recorded as abandoned, with the reason given up front
+python - "$OUT/tiny/seed7.yaml" "${ACCEPT[@]}" <<'PY'
+import signal, subprocess, sys
+cmd = ["ftmanifest", "run", sys.argv[1], "--no-signature", *sys.argv[2:],
+       "--abandon-reason", "demo: stopped to free the GPU for a colleague", "--",
+       sys.executable, "-c", "import signal, sys, time\n"
+       "signal.signal(signal.SIGINT, lambda *a: sys.exit('train: stopped, checkpoint saved'))\n"
+       "print('training...', flush=True); time.sleep(60)"]
+print("$", " ".join(cmd[:4]), "... -- python train (then Ctrl-C)")
+proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+for line in proc.stdout:  # verify's report, then the command's first line
+    print("  ", line.rstrip())
+    if line.startswith("training..."):
+        break
+proc.send_signal(signal.SIGINT)
+code = proc.wait(timeout=60)
+print(f"   -> exit {code} (the command's own; the attempt is recorded as abandoned)")
+sys.exit(0 if code == 1 else 1)
+PY
+[ $? -eq 0 ] || { echo "   DEMO FAILED"; FAILED=1; }
+expect 3 ftmanifest run "$OUT/tiny/seed7.yaml" --no-signature "${ACCEPT[@]}" -- sh -c 'exit 3'
+expect 0 ftmanifest ledger invalidate docroute-tiny-seed7 --manifest "$OUT/tiny/seed7.yaml" \
+  --reason "demo: the failed run used a half-written checkpoint"
+expect 0 ftmanifest ledger list --manifest "$OUT/tiny/lora.yaml"
+expect 0 ftmanifest ledger check --manifest "$OUT/tiny/lora.yaml"
+# someone edits a recorded reason by hand: the record no longer matches its digest
+cp -r "$OUT/tiny/.ftmanifest/ledger" "$OUT/ledger-edited"
+sed -i 's/"exit_code": 3,/"exit_code": 0,/' "$OUT"/ledger-edited/*.json  # "it did not fail"
+expect 1 ftmanifest ledger check --ledger "$OUT/ledger-edited"
+# the sealed test split: scoring it without a recorded use is refused; unseal records
+# the use (and prints the path to evaluate); a second use is recorded and warned about
+python - "$OUT/tiny" <<'PY'
+import json, sys, pathlib
+tiny = pathlib.Path(sys.argv[1])
+rows = [json.loads(line) for line in open(tiny / "data" / "test.jsonl")]
+with open(tiny / "out" / "test-preds.jsonl", "w") as fh:
+    for i, r in enumerate(rows):
+        fh.write(json.dumps({"id": i, "reference": r["label"], "prediction": r["label"]}) + "\n")
+PY
+SCORE_TEST=(ftmanifest score --manifest "$OUT/tiny/lora.yaml" --split test
+  --predictions "$OUT/tiny/out/test-preds.jsonl")
+expect 1 "${SCORE_TEST[@]}"
+expect 0 ftmanifest unseal "$OUT/tiny/lora.yaml" --split test --reason "demo: the final number"
+expect 0 "${SCORE_TEST[@]}"
+expect 0 ftmanifest unseal "$OUT/tiny/lora.yaml" --split test --reason "demo: a reviewer asked again"
+expect 0 "${SCORE_TEST[@]}"
+expect 0 ftmanifest verify "$OUT/tiny/lora.yaml" "${ACCEPT[@]}"
+
 step "summary"
 if [ "$FAILED" -eq 0 ]; then
   echo "demo finished: every pass passed and every refusal was refused"

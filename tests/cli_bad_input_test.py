@@ -272,8 +272,13 @@ OTHER_ROWS = [
     *(
         Row(
             f"ledger-{action}-{name}",
-            lambda p, n=name, a=action: ["ledger", a, *(["x1"] if a == "show" else []),
-                                         "--ledger", str(p[n])],
+            lambda p, n=name, a=action: [
+                "ledger",
+                a,
+                *(["x1"] if a == "show" else []),
+                "--ledger",
+                str(p[n]),
+            ],
             codes=(0, 1, 2),
         )  # fmt: skip
         for name in SCAN_INPUTS

@@ -121,19 +121,20 @@ def _list(store: Any, args: argparse.Namespace) -> int:
         where = escape(str(store.root))
         _out(f"no attempts in {where}\n" if store.exists() else f"no ledger at {where} yet\n")
     else:
-        rows = []
+        rows, notes = [], []
         for a in items:
             u = a.used
             rows.append((
-                a.id, a.experiment or "-", a.status, (a.started_at or "-")[:19],
+                a.id, a.experiment or "-", a.status, (a.started_at or "-")[:16].replace("T", " "),
                 "-" if u["steps"] is None else u["steps"],
                 "-" if u["hours"] is None else f"{u['hours']:.3f}",
                 "-" if u["gpu_hours"] is None else f"{u['gpu_hours']:.3f}",
-                "; ".join(over[a.id]) or (a.reason or ""),
             ))  # fmt: skip
-        header = ("attempt", "experiment", "status", "started", "steps", "hours", "gpu-h",
-                  "reason / over budget")  # fmt: skip
-        _out(table(rows, header))
+            note = [("reason", a.reason)] if a.reason else []
+            note += [("over budget", "; ".join(over[a.id]))] if over[a.id] else []
+            notes.append(note)
+        header = ("attempt", "experiment", "status", "started", "steps", "hours", "gpu-h")
+        _out(table(rows, header, nowrap=(0, 1, 2, 3), notes=notes))
         summary = ", ".join(f"{n} {s}" for s, n in sorted(tally.items()))
         _out(f"{len(items)} attempt(s): {summary}\n")
     for p in contents.problems:
@@ -223,9 +224,11 @@ def _check(store: Any, args: argparse.Namespace) -> int:
         _out(table(rows, ("rule", "file", "problem", "expected", "observed")))
         _out(f"ledger NOT ok: {len(problems)} problem(s) in {escape(str(store.root))}\n")
         return 1
-    checked = "checked" if trust is not None else "not checked (no trust file)"
+    checked = "checked" if trust is not None else "not checked: no trust file"
     _out(
-        f"ledger ok: {len(contents.entries)} record(s), {signed} signed ({checked}), "
+        f"ledger ok: {len(contents.entries)} record(s), {signed} signed"
+        + (f" ({checked})" if signed else "")
+        + ", "
         f"head(s) {', '.join(h.removeprefix('sha256:')[:16] for h in heads) or '-'}\n"
     )
     return 0

@@ -1,7 +1,8 @@
 """``ftmanifest runs M``: what happened to an experiment, from its run records.
 
-Layer: edge.  Lists the records beside the manifest (``<manifest>.runs.jsonl``:
-refused, started, finished, failed, not-started, abandoned, invalid) with
+Layer: edge.  Lists the manifest's records in the experiment ledger (refused,
+started, completed, failed, not-started, abandoned, invalid; ``ftmanifest
+ledger`` shows every experiment's attempts) with
 their time, exit status, command and reason; ``--mark abandoned|invalid
 --reason TEXT`` appends one, tied to the manifest's digest.  The manifest
 itself, and its signature, stay unchanged: what an experiment *is* is signed,
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.mark is not None:
         loaded = load_manifest(path)  # marks only a manifest that loads, with its digest
-        runrecord.mark(path, loaded.digest(), args.mark, args.reason or "")
+        runrecord.mark(path, loaded.digest(), args.mark, args.reason or "", loaded=loaded)
     records = runrecord.read(path)
     if args.format == "json":
         sys.stdout.write(to_json({"manifest": str(path), "records": records}))
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _line(r: dict[str, Any]) -> str:
     """``when  status  exit  what``: the command run, the mark's reason, or the source."""
-    when = r.get("finished_at") or r.get("at") or r.get("started_at") or "-"
+    when = str(r.get("finished_at") or r.get("at") or r.get("started_at") or "-")[:19]
     code = r.get("exit_code")
     if "command" in r:
         what = json.dumps(r["command"])[:60]
