@@ -143,3 +143,53 @@ def test_platform_change_is_called_out(project: Path) -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     assert "platform differs (" in result.stdout and "-> cpu" in result.stdout
     assert "redo the start and quality checks" in result.stdout
+
+
+def test_two_packages_and_a_missing_snapshot_are_exactly_what_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's scenario: signed by a trusted key; on this machine two package
+    versions differ and the model snapshot is not in the cache: exactly those rows,
+    the requirements written with the manifest's pins, the download command, exit 1."""
+    from importlib.metadata import version
+
+    manifest = (
+        "ftmanifest: 1\nexperiment: {id: hub-exp}\n"
+        "model: {repo: org/tiny, revision: main}\n"
+        "data:\n  - {name: train, role: train, path: train.jsonl, license: test}\n"
+        "environment:\n  packages:\n"
+        f"    numpy: =={version('numpy')}\n    packaging: =={version('packaging')}\n"
+        f"    pyyaml: =={version('pyyaml')}\n"
+    )
+    path, commits = hub_project(
+        tmp_path, monkeypatch, {"v1": {"config.json": b"{}"}}, "v1", manifest
+    )
+    lock_manifest(path)  # pins the snapshot's commit and files, then it goes away
+    import shutil
+
+    shutil.rmtree(tmp_path / "hf-cache" / "models--org--tiny" / "snapshots" / commits["v1"])
+    text = path.read_text()  # the colleague's machine had two other versions
+    for name, new in (("numpy", f"{version('numpy')}.post99"), ("packaging", "0.0.1")):
+        old = f"{name}: =={version(name)}\n"
+        assert text.count(old) == 1, text
+        text = text.replace(old, f"{name}: =={new}\n")
+    path.write_text(text)
+    key = tmp_path / "k"
+    assert run_cli("keygen", "-f", str(key), "--no-passphrase").returncode == 0
+    pub = (tmp_path / "k.pub").read_text().split()[:2]
+    (path.parent / ".ftmanifest").mkdir()
+    (path.parent / ".ftmanifest" / "allowed_signers").write_text(
+        f'me@example.org namespaces="ftmanifest" {" ".join(pub)}\n'
+    )
+    _sign(path, key)
+    req = tmp_path / "req.txt"
+    result = run_cli("reproduce", str(path), "--requirements", str(req), "--format", "json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["signature"]["valid_keyids"]
+    rows = {g: sorted(r["field"] for r in found) for g, found in plan["groups"].items()}
+    assert rows.pop("packages") == ["environment.packages.numpy", "environment.packages.packaging"]
+    assert set(rows) == {"model"}, rows
+    assert f"hf download org/tiny --revision {commits['v1']}" in plan["commands"]
+    pins = req.read_text()
+    assert f"numpy=={version('numpy')}.post99" in pins and "packaging==0.0.1" in pins
