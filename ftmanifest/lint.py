@@ -333,6 +333,78 @@ RULES: dict[str, Rule] = {
 }
 
 
+# --- variants (issue 15) ----------------------------------------------------
+# Not in RULES: a variant is judged against its parent, found beside it or in
+# the ledger, so these read files and build the pydantic models of both (the
+# judgment ``verify`` makes, ``ftmanifest.ledger.parents``).  Only a manifest
+# that sets experiment.parent pays for it; every other stays on the fast path.
+# A parent found nowhere is a warning, not an error: committing a variant
+# before its parent's file (or before the parent is planned) is legitimate,
+# and verify still refuses a variant it cannot judge.
+
+VARIANT_RULES = {
+    "FTM080": "a variant declares every difference from its parent in experiment.changes",
+    "FTM081": "a variant's parent is beside it or in the ledger (warning)",
+}
+
+
+def variant_problems(doc: Document) -> list[Finding]:
+    """A variant's fairness against its parent, as lint findings; [] for a non-variant."""
+    if not isinstance(_get(doc.data, "experiment", "parent"), str):
+        return []
+    from pathlib import Path
+
+    from ftmanifest.ledger.parents import NOT_FOUND, judge_variant
+    from ftmanifest.manifest import LoadedManifest, build_model
+
+    path = Path(doc.path)
+    found = []
+    for f in judge_variant(LoadedManifest(path, doc, build_model(doc)), path, missing="warning"):
+        loc = f.loc or _field_loc(doc.data, f.field or "")
+        line, col = doc.position(loc)
+        found.append(
+            f._replace(
+                kind="lint",
+                message=f.message if f.severity == "error" else f"{f.severity}: {f.message}",
+                rule="FTM081" if f.rule == NOT_FOUND else "FTM080",
+                line=line,
+                column=col,
+                loc=loc,
+                extra={"check": f.rule},
+            )
+        )
+    return found
+
+
+_FIELD_PART_RE = re.compile(r'\.?([^.\[\]"]+)|\[("(?:[^"\\]|\\.)*"|[^\]]*)\]')
+
+
+def _field_loc(data: Any, field: str) -> Loc:
+    """The data location of a diff field (``data[train].digest`` -> ``("data", 0,
+    "digest")``), as far as it exists in ``data``: where to point the finding."""
+    import json
+
+    loc: list[str | int] = []
+    node = data
+    for m in _FIELD_PART_RE.finditer(field):
+        key: str | int = m.group(1) if m.group(1) is not None else m.group(2)
+        if m.group(1) is None and isinstance(key, str) and key.startswith('"'):
+            key = json.loads(key)
+        if isinstance(node, list):
+            names = [_get(i, "name") or _get(i, "path") for i in node]
+            if key in names:
+                key = names.index(key)
+            elif isinstance(key, str) and key.isdigit():
+                key = int(key)
+            else:
+                break
+        elif not isinstance(node, dict) or key not in node:
+            break
+        loc.append(key)
+        node = _get(node, key)
+    return tuple(loc)
+
+
 def lint_document(doc: Document) -> list[Finding]:
     """Run every rule on a schema-valid document."""
     found = []
@@ -370,7 +442,9 @@ def lint_paths(paths: list[str]) -> tuple[list[Finding], int]:
     unusable = 0
     for path in paths:
         try:
-            findings.extend(lint_document(load_document(path)))
+            doc = load_document(path)
+            findings.extend(lint_document(doc))
+            findings.extend(variant_problems(doc))
         except ManifestInvalidError as exc:
             unusable += 1
             findings.extend(exc.problems)

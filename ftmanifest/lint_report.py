@@ -19,15 +19,21 @@ if TYPE_CHECKING:
 
 
 def lint_report(findings: Sequence[Finding], unusable: int, files: int, fmt: str) -> int:
-    """Print a lint run (findings on stdout, a summary on stderr); return its exit code."""
+    """Print a lint run (findings on stdout, a summary on stderr); return its exit code.
+
+    Warnings (a variant whose parent is nowhere to be found: FTM081) are shown
+    but do not fail the run."""
     sys.stdout.write(render_findings(findings, fmt, files=files, unusable=unusable))
+    errors = [f for f in findings if f.severity == "error"]
     if fmt == "text":
-        bad = len({f.path for f in findings})
+        bad = len({f.path for f in errors})
+        warned = len(findings) - len(errors)
+        also = f", {warned} warning(s)" if warned else ""
         sys.stderr.write(
-            f"{len(findings)} problem(s) in {bad} of {files} manifest(s)\n"
-            if findings
-            else f"{files} manifest(s) pinned, no problems\n"
+            f"{len(errors)} problem(s) in {bad} of {files} manifest(s){also}\n"
+            if errors
+            else f"{files} manifest(s) pinned, no problems{also}\n"
         )
     if unusable:
         return EXIT_INPUT
-    return EXIT_REFUSED if findings else EXIT_OK
+    return EXIT_REFUSED if errors else EXIT_OK

@@ -297,43 +297,15 @@ def ledger_summary(
     return history
 
 
-MANIFEST_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
-PARENT_CANDIDATES_MAX = 500
+def variant_check(
+    loaded: Any, manifest_path: Path, *, ledger: Path | str | None = None
+) -> list[Finding]:
+    """A variant against its parent, found by id beside it or else in the ledger
+    (issue 15; ``ftmanifest.ledger.parents``).  A parent found nowhere is an
+    error here: what verify passes must be judged."""
+    from ftmanifest.ledger.parents import judge_variant
 
-
-def variant_check(loaded: Any, manifest_path: Path) -> list[Finding]:
-    """A variant against its parent, found by id among the manifests beside it
-    (issue 15; the ledger will be the other place to look)."""
-    from ftmanifest.errors import FtManifestError
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.manifest.variant import variant_findings
-
-    parent_id = loaded.manifest.experiment.parent
-    folder = manifest_path.parent
-    here = manifest_path.resolve()
-    found = []
-    candidates = sorted(p for p in folder.iterdir() if p.suffix in MANIFEST_SUFFIXES)
-    for p in candidates[:PARENT_CANDIDATES_MAX]:
-        if p.name.endswith(".sig.json") or not p.is_file() or p.resolve() == here:
-            continue
-        try:
-            other = load_manifest(p)
-        except (FtManifestError, OSError):
-            continue  # not a manifest (a lock file, an envelope) or unreadable
-        if other.manifest.experiment.id == parent_id:
-            found.append(other)
-    where = ("experiment", "parent")
-    if len(found) != 1:
-        what = "no manifest" if not found else f"{len(found)} manifests"
-        return [Finding.at(
-            where, kind="variant", rule="variant.parent-not-found",
-            message=f"{what} with experiment.id {parent_id!r} beside it: the variant's "
-            "changes cannot be judged",
-            path=str(manifest_path), expected=f"exactly one manifest with id {parent_id!r} "
-            f"in {folder}", observed=what,
-            hint="keep the parent's manifest beside the variant, or remove experiment.parent",
-        )]  # fmt: skip
-    return variant_findings(found[0], loaded)
+    return judge_variant(loaded, manifest_path, ledger=ledger, missing="error")
 
 
 def scan_for_verify(

@@ -1,7 +1,8 @@
 """``ftmanifest lint M...``: static pinning rules, compiler-style output.
 
-Layer: edge.  Exit 0 clean, 1 problems found, 2 a file unusable (unreadable,
-malformed, schema-invalid).  Imports neither pydantic nor torch.
+Layer: edge.  Exit 0 clean (warnings only), 1 problems found, 2 a file
+unusable (unreadable, malformed, schema-invalid).  Never imports torch;
+pydantic only for a variant, judged against its parent (FTM080).
 """
 
 from __future__ import annotations
