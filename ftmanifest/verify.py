@@ -246,7 +246,7 @@ def verify_manifest(
             )
         ]
     if loaded.manifest.experiment.parent:
-        findings += variant_check(loaded, manifest_path)
+        findings += variant_check(loaded, manifest_path, ledger=ledger)
     if scan and "verify" in loaded.manifest.security.scan.on:
         findings += scan_for_verify(
             loaded.manifest, manifest_path, use_cache=use_cache, allow_outside=allow_outside

@@ -28,7 +28,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     from ftmanifest.cli import add_format_argument
 
     p = sub.add_parser("ledger", help="list, show, check or mark the attempts in the ledger")
-    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=type(p))
+    actions = p.add_subparsers(
+        dest="action", metavar="ACTION", parser_class=type(p), help="what to do with the ledger"
+    )
     actions.required = True
 
     def common(q: argparse.ArgumentParser) -> None:
