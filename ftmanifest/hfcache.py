@@ -119,3 +119,21 @@ def _first_line(exc: BaseException, limit: int = 300) -> str:
     if len(sentence) <= limit:
         return sentence
     return sentence[:limit].rsplit(" ", 1)[0] + " …"
+
+
+def cached_revisions(repo_id: str) -> list[tuple[str, int]]:
+    """(commit, bytes on disk) of every snapshot of ``repo_id`` in the local cache,
+    read through huggingface_hub's own cache scanner; empty when none."""
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    folder = current_cache_dir()
+    try:
+        info = scan_cache_dir(folder)
+    except (CacheNotFound, OSError):
+        return []
+    out = []
+    for repo in info.repos:
+        if repo.repo_id == repo_id and repo.repo_type == "model":
+            out += [(rev.commit_hash, int(rev.size_on_disk)) for rev in repo.revisions]
+    return sorted(out)

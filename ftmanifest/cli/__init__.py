@@ -43,6 +43,7 @@ COMMANDS: dict[str, str] = {
     "runs": "runs",
     "ledger": "ledger",
     "unseal": "unseal",
+    "preflight": "preflight",
     "score": "score",
     "compare": "compare",
     "audit": "audit",

@@ -82,6 +82,7 @@ training:
   micro_batch: 4
   grad_accum: 1
   loss_normalization: per-token
+  loss_on: completion
   precision: fp32
   max_steps: 3
 """

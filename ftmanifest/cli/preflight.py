@@ -1,0 +1,157 @@
+"""``ftmanifest preflight M``: the method's checks on one full step, before renting GPUs.
+
+Layer: edge.  Runs the named checks of ``ftmanifest.preflight.checks`` on the
+manifest's model, data and recipe (``--recipe FILE.py:FUNC`` for the training
+code's own), prints one row per check with its figures, renders a few
+formatted examples token by token (``--html OUT`` writes them as a page), and
+records the result in the ledger (``--no-record`` does not).
+
+Exit codes: 0 every check passed, 1 a check failed, 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import sys
+from pathlib import Path
+from typing import Any
+
+from ftmanifest.safe_text import escape
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ftmanifest.cli import add_format_argument
+
+    p = sub.add_parser("preflight", help="check and size one full training step on this machine")
+    p.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
+    p.add_argument("--only", action="append", default=[], metavar="NAME",
+                   help="run only this check (repeatable): stack, disk, tokens, step, "
+                   "update, overfit")  # fmt: skip
+    p.add_argument("--recipe", metavar="FILE.py:FUNC",
+                   help="the training code's recipe: FUNC(default Recipe) -> Recipe")  # fmt: skip
+    p.add_argument("--device", default="cpu", help="torch device to run on (cpu, cuda, mps)")
+    p.add_argument("--per-category", type=int, default=2, metavar="N",
+                   help="formatted examples shown per category")  # fmt: skip
+    p.add_argument("--overfit-steps", type=int, default=60, metavar="N",
+                   help="step budget of the overfit check")  # fmt: skip
+    p.add_argument("--overfit-ratio", type=float, default=0.2, metavar="R",
+                   help="the overfit loss must fall below R x its start")  # fmt: skip
+    p.add_argument("--html", type=Path, metavar="OUT", help="write the rendered examples here")
+    p.add_argument("--allow-outside", action="store_true",
+                   help="allow data/model paths outside the manifest's folder")  # fmt: skip
+    p.add_argument("--ledger", type=Path, metavar="DIR", help="the ledger folder")
+    p.add_argument("--no-record", action="store_true", help="do not record the result")
+    add_format_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.errors import UsageError
+    from ftmanifest.manifest import load_manifest
+    from ftmanifest.output import to_json
+    from ftmanifest.preflight.checks import Options
+    from ftmanifest.preflight.run import run_preflight, selected, stderr_say
+
+    selected(args.only)  # an unknown name is a usage error before anything loads
+    if args.overfit_steps < 1 or not 0 < args.overfit_ratio < 1 or args.per_category < 0:
+        raise UsageError("--overfit-steps must be >= 1, --overfit-ratio in (0, 1), "
+                         "--per-category >= 0", field="--overfit-ratio")  # fmt: skip
+    loaded = load_manifest(args.manifest)
+    options = Options(
+        device=args.device,
+        per_category=args.per_category,
+        overfit_steps=args.overfit_steps,
+        overfit_ratio=args.overfit_ratio,
+    )
+    result = run_preflight(loaded, only=args.only, options=options, recipe_spec=args.recipe,
+                           allow_outside=args.allow_outside, say=stderr_say)  # fmt: skip
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\x1b[K")
+    where = None if args.no_record else _record(loaded, result, args)
+    if args.html is not None:
+        _write_html(args.html, result)
+    if args.format == "json":
+        sys.stdout.write(to_json({"ok": result.ok, "recipe": result.recipe_source,
+                                  "seconds": result.seconds, "record": where,
+                                  "rows": [r.to_dict() for r in result.rows]}))  # fmt: skip
+        return 0 if result.ok else 1
+    sys.stdout.write(_text(result))
+    if where:
+        sys.stdout.write(f"recorded: {escape(where)}\n")
+    return 0 if result.ok else 1
+
+
+def _record(loaded: Any, result: Any, args: argparse.Namespace) -> str | None:
+    from ftmanifest.fsutil import write_error
+    from ftmanifest.ledger import open_ledger
+    from ftmanifest.observed_env import from_probe
+    from ftmanifest.preflight.run import record
+    from ftmanifest.probe import probe_all
+    from ftmanifest.probe.fields import to_environment_fields
+
+    probed = probe_all(Path(loaded.path).parent)
+    env = from_probe(to_environment_fields(probed, packages=loaded.manifest.environment.packages))
+    store = open_ledger(Path(loaded.path), args.ledger)
+    try:
+        return str(store.append(record(loaded, result, env)).file)
+    except OSError as exc:
+        raise write_error(exc, store.root, "cannot record the preflight result") from None
+
+
+def _text(result: Any) -> str:
+    from ftmanifest.output import table
+
+    rows = [(r.name, "pass" if r.ok else "FAIL", r.summary) for r in result.rows]
+    notes = [[("", d) for d in r.details] for r in result.rows]
+    out = table(rows, ("check", "result", "figures"), notes=notes, nowrap=(0, 1))
+    tokens = next((r for r in result.rows if r.name == "tokens"), None)
+    if tokens is not None:
+        for ex in tokens.figures.get("rendered", []):
+            out += f"\nline {ex['line']} ({escape(str(ex['category']))}):\n  {_marked(ex)}\n"
+        out += "  ([x] carries loss, <x> special token, | prompt ends)\n"
+    verdict = "OK: every check passed" if result.ok else "REFUSED: fix the failed rows"
+    return out + f"\n{verdict} ({result.seconds:.1f} s, recipe: {result.recipe_source})\n"
+
+
+def _marked(ex: dict[str, Any]) -> str:
+    parts = []
+    ended = False
+    for t in ex["tokens"]:
+        if not t["prompt"] and not ended:
+            parts.append("|")
+            ended = True
+        text = escape(str(t["token"]))
+        if t["special"]:
+            text = f"<{text.strip('<>')}>"
+        parts.append(f"[{text}]" if t["loss"] else text)
+    if ex["truncated"]:
+        parts.append("...(truncated)")
+    return " ".join(parts)
+
+
+def _write_html(path: Path, result: Any) -> None:
+    from ftmanifest.fsutil import atomic_write_text
+
+    tokens = next((r for r in result.rows if r.name == "tokens"), None)
+    body = []
+    for ex in tokens.figures.get("rendered", []) if tokens else []:
+        spans = []
+        for t in ex["tokens"]:
+            cls = " ".join(c for c in ("loss" if t["loss"] else "", "special" if t["special"]
+                                       else "", "prompt" if t["prompt"] else "") if c)  # fmt: skip
+            spans.append(f'<span class="{cls}" title="id {t["id"]}">'
+                         f"{html.escape(escape(str(t['token'])))}</span>")  # fmt: skip
+        head = html.escape(f"line {ex['line']} ({ex['category']})")
+        body.append(f"<h2>{head}</h2><p>{' '.join(spans)}</p>")
+    page = (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'\"><title>preflight: formatted examples</title><style>"
+        "body{font-family:sans-serif;margin:2em}span{font-family:monospace;padding:1px 2px;"
+        "margin:1px;border-radius:3px;display:inline-block}.prompt{background:#eef}"
+        ".loss{background:#cfc;font-weight:bold}.special{color:#a00}</style></head><body>"
+        "<h1>Formatted examples</h1><p>green: carries loss; blue: prompt; red: special "
+        "token</p>" + "".join(body) + "</body></html>\n"
+    )
+    atomic_write_text(path, page)

@@ -1,0 +1,364 @@
+"""The preflight checks, each one named row: passed or failed, with its figures.
+
+Layer: edge (torch, transformers and peft, imported inside).  The method's
+checklist before a long run, on the manifest's own model, data and recipe:
+
+    stack     framework, accelerator and method fit each other and the manifest
+    disk      only the pinned revision is cached; free disk covers checkpoints
+    tokens    formatted examples per category; loss only where the manifest says;
+              no example loses its target to truncation
+    step      one forward, backward and optimizer step at the manifest's sizing;
+              peak host and device memory
+    update    what should change changed, nothing else did; trainable count
+    overfit   a tiny sample's loss falls below a threshold within a step budget
+
+A check that cannot run (no model, an import error) is a failed row naming why,
+never a pass.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ftmanifest.preflight.recipe import IGNORE, Example, Recipe
+
+
+@dataclass
+class Row:
+    name: str
+    ok: bool
+    summary: str
+    figures: dict[str, Any] = field(default_factory=dict)
+    details: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "summary": self.summary,
+                "figures": self.figures, "details": self.details}  # fmt: skip
+
+
+@dataclass
+class Options:
+    device: str = "cpu"
+    per_category: int = 2
+    overfit_examples: int = 4
+    overfit_steps: int = 60
+    overfit_ratio: float = 0.2  # the loss must fall below this share of its start
+    overfit_lr: float | None = None  # default: the manifest's optimizer lr, else 1e-2
+    checkpoints_kept: int = 3
+
+
+@dataclass
+class State:
+    """What the checks share: the recipe, its formatted examples, one model."""
+
+    recipe: Recipe
+    options: Options
+    examples: list[Example] = field(default_factory=list)
+    device: Any = None
+
+
+Check = Callable[[State], Row]
+
+
+def _pad_id(tokenizer: Any) -> int:
+    for attr in ("pad_token_id", "eos_token_id", "unk_token_id"):
+        value = getattr(tokenizer, attr, None)
+        if value is not None:
+            return int(value)
+    return 0
+
+
+# -- stack --------------------------------------------------------------------
+
+
+def stack(s: State) -> Row:
+    from importlib.metadata import PackageNotFoundError, version
+
+    import torch
+
+    m = s.recipe.manifest
+    figures: dict[str, Any] = {}
+    problems: list[str] = []
+    for name in ("torch", "transformers", "peft", "tokenizers"):
+        try:
+            figures[name] = version(name)
+        except PackageNotFoundError:
+            figures[name] = None
+            if name != "peft" or (m.method is not None and m.method.kind != "full"):
+                problems.append(f"{name} is not installed")
+        pinned = m.environment.packages.get(name)
+        if pinned and figures.get(name) and pinned.lstrip("=") != figures[name]:
+            problems.append(f"{name} {figures[name]} here, {pinned} pinned")
+    kind = m.environment.backend.kind
+    figures["device"] = s.options.device
+    if kind in ("cuda", "rocm"):
+        ok = torch.cuda.is_available()
+        built = torch.version.hip if kind == "rocm" else torch.version.cuda
+        figures["runtime"] = built
+        if not ok or built is None:
+            problems.append(f"backend {kind} pinned, but torch here has no usable {kind}")
+    elif kind == "mps" and not torch.backends.mps.is_available():
+        problems.append("backend mps pinned, but MPS is not available")
+    precision = m.training.precision
+    if precision == "bf16":
+        supported = torch.cuda.is_bf16_supported() if s.options.device.startswith("cuda") else True
+        figures["bf16"] = supported
+        if not supported:
+            problems.append("bf16 pinned, but this device does not support it")
+    if precision == "fp8" and not s.options.device.startswith("cuda"):
+        problems.append("fp8 needs a CUDA device with compute capability 8.9 or newer")
+    if m.method is not None and m.method.kind == "lora":
+        try:
+            from peft import LoraConfig
+
+            LoraConfig(r=m.method.r, use_dora=m.method.use_dora)
+        except (ImportError, TypeError, ValueError) as exc:
+            problems.append(f"peft cannot build this LoRA: {exc}")
+        from ftmanifest.adapter.base import manifest_method_findings
+
+        for f in manifest_method_findings(m, s.recipe.manifest_path):
+            if f.severity == "error":
+                problems.append(f"{f.field}: {f.message} (observed {f.observed})")
+    attn = m.environment.attn_implementation
+    if attn:
+        figures["attention"] = attn
+        need = {"flash_attention_2": "flash_attn", "flash_attention_3": "flash_attn_interface"}
+        module = need.get(attn)
+        if module is not None:
+            import importlib.util
+
+            if importlib.util.find_spec(module) is None:
+                problems.append(f"attn_implementation {attn} pinned, but {module} is not installed")
+    summary = "fits" if not problems else "; ".join(problems)
+    return Row("stack", not problems, summary, figures, problems)
+
+
+# -- disk ---------------------------------------------------------------------
+
+
+def disk(s: State) -> Row:
+    m = s.recipe.manifest
+    figures: dict[str, Any] = {}
+    details: list[str] = []
+    ok = True
+    if m.model.repo and m.model.revision:
+        from ftmanifest.hfcache import cached_revisions
+
+        cached = cached_revisions(m.model.repo)
+        others = [r for r in cached if r[0] != m.model.revision]
+        figures["pinned_snapshot_cached"] = any(r[0] == m.model.revision for r in cached)
+        figures["other_snapshots"] = [{"commit": c, "bytes": b} for c, b in others]
+        for commit, size in others:
+            details.append(f"other cached snapshot {commit[:12]} ({size / 2**20:.1f} MiB)")
+        if others:
+            ok = False
+    params = _param_bytes(s.recipe.model_folder)
+    method = m.method
+    if method is not None and method.kind == "lora":
+        checkpoint = max(params // 50, 1 << 20)  # adapter + optimizer state: a rough share
+    else:
+        checkpoint = params * 3  # weights + two AdamW states
+    need = checkpoint * s.options.checkpoints_kept
+    need += need // 5  # logs, evaluation outputs and retries
+    if m.experiment.budget.disk_gib:
+        need = max(need, int(m.experiment.budget.disk_gib * 2**30))
+    where = s.recipe.manifest_path.parent
+    free = shutil.disk_usage(where).free
+    figures.update(checkpoint_bytes=checkpoint, kept=s.options.checkpoints_kept,
+                   need_bytes=need, free_bytes=free)  # fmt: skip
+    if free < need:
+        ok = False
+        details.append(f"free {free / 2**30:.2f} GiB < needed {need / 2**30:.2f} GiB")
+    summary = "pinned revision only; disk suffices" if ok else "; ".join(details)
+    return Row("disk", ok, summary, figures, details)
+
+
+def _param_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.glob("*.safetensors")) or sum(
+        p.stat().st_size for p in folder.glob("*.bin")
+    )
+
+
+# -- tokens -------------------------------------------------------------------
+
+
+def tokens(s: State) -> Row:
+    r = s.recipe
+    per: dict[str, int] = {}
+    shown: list[Example] = []
+    problems: list[str] = []
+    for ex in s.examples:
+        key = ex.category or "-"
+        if per.get(key, 0) < s.options.per_category:
+            per[key] = per.get(key, 0) + 1
+            shown.append(ex)
+    lost = [ex for ex in s.examples if ex.target_lost]
+    if lost:
+        problems.append(
+            f"{len(lost)} of {len(s.examples)} examples lose their target to truncation at "
+            f"seq_len {r.seq_len} (first: line {lost[0].line})"
+        )
+    on_prompt = [ex for ex in s.examples if _loss_on_prompt(ex)]
+    if r.loss_on == "completion" and on_prompt:
+        problems.append(
+            f"loss covers the prompt in {len(on_prompt)} of {len(s.examples)} examples while "
+            f"training.loss_on is completion (first: line {on_prompt[0].line})"
+        )
+    no_loss = [ex for ex in s.examples if not any(lab != IGNORE for lab in ex.labels)]
+    if no_loss and len(no_loss) > len(lost):
+        problems.append(f"{len(no_loss)} examples carry no loss at all")
+    figures = {
+        "examples": len(s.examples),
+        "categories": per,
+        "lost_target": len(lost),
+        "loss_on_prompt": len(on_prompt),
+        "max_tokens": max((len(e.input_ids) for e in s.examples), default=0),
+        "rendered": [render(ex, r.tokenizer) for ex in shown],
+    }
+    summary = (
+        f"{len(shown)} examples in {len(per)} categories rendered; loss as declared"
+        if not problems
+        else "; ".join(problems)
+    )
+    return Row("tokens", not problems, summary, figures, problems)
+
+
+def _loss_on_prompt(ex: Example) -> bool:
+    return any(lab != IGNORE for lab in ex.labels[: min(ex.prompt_len, len(ex.labels))])
+
+
+def render(ex: Example, tokenizer: Any) -> dict[str, Any]:
+    """One example token by token: its text, whether it carries loss, special or not."""
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    out = []
+    for i, tok in enumerate(ex.input_ids):
+        out.append({
+            "token": tokenizer.convert_ids_to_tokens(tok),
+            "id": tok,
+            "loss": i < len(ex.labels) and ex.labels[i] != IGNORE,
+            "special": tok in special,
+            "prompt": i < ex.prompt_len,
+        })  # fmt: skip
+    return {"line": ex.line, "category": ex.category, "tokens": out,
+            "truncated": ex.prompt_len + ex.completion_len > len(ex.input_ids)}  # fmt: skip
+
+
+# -- step and update ------------------------------------------------------------
+
+
+def _model_and_batches(s: State, count: int | None = None) -> tuple[Any, Any, Any]:
+    from ftmanifest.preflight.steps import micro_batches
+
+    r = s.recipe
+    model = r.build_model(r).to(s.device)
+    optimizer = r.make_optimizer(model, r)
+    examples = s.examples if count is None else s.examples[:count]
+    batches = micro_batches(examples, r.micro_batch, r.grad_accum, _pad_id(r.tokenizer), s.device)
+    return model, optimizer, batches
+
+
+def step(s: State) -> Row:
+    from ftmanifest.preflight.steps import PeakMemory, train_step
+
+    r = s.recipe
+    model, optimizer, batches = _model_and_batches(s)
+    with PeakMemory(s.device) as peak:
+        loss = train_step(model, optimizer, batches, r.loss_normalization)
+    figures = {
+        "loss": loss,
+        "seq_len": r.seq_len,
+        "micro_batch": r.micro_batch,
+        "grad_accum": r.grad_accum,
+        "loss_normalization": r.loss_normalization,
+        "peak_host_bytes": peak.host,
+        "host_bytes_before": peak.host_before,
+        "peak_device_bytes": peak.device_peak,
+        "memory_method": peak.method,
+    }
+    if not math.isfinite(loss):
+        return Row("step", False, f"the step's loss is {loss}", figures)
+    host = f"{(peak.host or 0) / 2**20:.0f} MiB host peak"
+    dev = f", {peak.device_peak / 2**20:.0f} MiB device peak" if peak.device_peak else ""
+    return Row("step", True, f"loss {loss:.4f}; {host}{dev}", figures)
+
+
+def update(s: State) -> Row:
+    import torch
+
+    from ftmanifest.preflight.steps import train_step
+
+    r = s.recipe
+    model, optimizer, batches = _model_and_batches(s)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    for _ in range(2):  # LoRA's A only moves once B is non-zero: two steps
+        train_step(model, optimizer, batches, r.loss_normalization)
+    changed = {n for n, p in model.named_parameters() if not torch.equal(before[n], p.detach())}
+    expected = {n for n, _ in model.named_parameters() if r.expected_trainable(n)}
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    unexpected = sorted(changed - expected)
+    unchanged = sorted(expected - changed)
+    details = [f"changed but should not: {n}" for n in unexpected[:20]]
+    details += [f"should change but did not: {n}" for n in unchanged[:20]]
+    declared = getattr(r.manifest.method, "trainable_params", None)
+    if declared is not None and declared != trainable:
+        details.append(f"trainable parameters {trainable}, manifest says {declared}")
+    if not expected:
+        details.append("no parameter is meant to be trained (check method and frozen_modules)")
+    figures = {"changed": len(changed), "expected": len(expected), "trainable_params": trainable,
+               "declared_trainable_params": declared, "unexpected": unexpected[:50],
+               "unchanged": unchanged[:50]}  # fmt: skip
+    ok = not details
+    summary = (
+        f"{len(changed)} tensors changed, all expected; {trainable} trainable parameters"
+        if ok
+        else f"{len(unexpected)} changed unexpectedly, {len(unchanged)} did not change"
+        + ("; trainable count differs" if declared is not None and declared != trainable else "")
+    )
+    return Row("update", ok, summary, figures, details)
+
+
+def overfit(s: State) -> Row:
+    from ftmanifest.preflight.steps import eval_loss, train_step
+
+    r = s.recipe
+    o = s.options
+    model, optimizer, batches = _model_and_batches(s, count=o.overfit_examples)
+    lr = o.overfit_lr or (r.lr if r.manifest.training.optimizer is not None else 1e-2)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    start = eval_loss(model, batches)
+    target = start * o.overfit_ratio
+    losses = []
+    reached = None
+    for i in range(o.overfit_steps):
+        train_step(model, optimizer, batches, r.loss_normalization)
+        now = eval_loss(model, batches)
+        losses.append(now)
+        if now <= target:
+            reached = i + 1
+            break
+    figures = {"examples": o.overfit_examples, "start_loss": start, "target_loss": target,
+               "final_loss": losses[-1] if losses else start, "steps": len(losses),
+               "step_budget": o.overfit_steps, "lr": lr}  # fmt: skip
+    if reached is None:
+        return Row("overfit", False,
+                   f"loss {figures['final_loss']:.4f} did not fall below {target:.4f} "
+                   f"({o.overfit_ratio:g} x start {start:.4f}) in {o.overfit_steps} steps",
+                   figures, ["labels, template or optimizer settings may be broken"])  # fmt: skip
+    return Row("overfit", True, f"loss {start:.4f} -> {losses[-1]:.4f} in {reached} steps",
+               figures)  # fmt: skip
+
+
+CHECKS: dict[str, Check] = {
+    "stack": stack,
+    "disk": disk,
+    "tokens": tokens,
+    "step": step,
+    "update": update,
+    "overfit": overfit,
+}

@@ -1,0 +1,143 @@
+"""``ftmanifest preflight`` on tiny real models (a Llama-like and a GPT-2-like causal LM
+with a tokenizer trained by ``tokenizers``), on the CPU: every check passes on a
+correct recipe, and each broken recipe fails its own row."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytest.importorskip("peft")
+
+BROKEN_LABELS = """
+from ftmanifest.preflight.recipe import Example, default_format
+
+def recipe(r):
+    def fmt(record, tokenizer, seq_len, loss_on):
+        ex = default_format(record, tokenizer, seq_len, loss_on)
+        return Example(ex.input_ids, list(ex.input_ids), ex.prompt_len, ex.completion_len)
+    r.format = fmt
+    return r
+"""
+
+NOT_FROZEN = """
+from transformers import AutoModelForCausalLM
+
+def recipe(r):
+    def build(recipe):  # forgets method.frozen_modules
+        return AutoModelForCausalLM.from_pretrained(recipe.model_folder)
+    r.build_model = build
+    return r
+"""
+
+
+def _example(tmp_path: Path, arch: str = "llama", **edits: str) -> object:
+    from ftmanifest.examples.project import build_example
+    from ftmanifest.manifest import load_manifest
+
+    path = build_example(tmp_path / arch, arch=arch)  # type: ignore[arg-type]
+    text = path.read_text()
+    for old, new in edits.items():
+        assert old.replace("_", " ") in text or old in text, old
+        text = text.replace(old, new)
+    path.write_text(text)
+    return load_manifest(path)
+
+
+def _rows(loaded: object, **kw: object) -> dict[str, object]:
+    from ftmanifest.preflight.run import run_preflight
+
+    return {r.name: r for r in run_preflight(loaded, **kw).rows}  # type: ignore[arg-type]
+
+
+# A random tiny model's attention barely moves its logits, so the LoRA recipes also
+# train the output layer (an extra saved layer, as a classification recipe does).
+LORA = {"method:\n  kind: full\n": "method:\n  kind: lora\n  r: 4\n  alpha: 8\n"
+        "  target_modules: [q_proj, v_proj]\n  modules_to_save: [lm_head]\n"}  # fmt: skip
+LORA_GPT2 = {"method:\n  kind: full\n": "method:\n  kind: lora\n  r: 4\n  alpha: 8\n"
+             "  target_modules: [c_attn]\n  modules_to_save: [lm_head]\n"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("arch", "edits"),
+    [("llama", {}), ("gpt2", {}), ("llama", LORA), ("gpt2", LORA_GPT2)],
+    ids=["llama-full", "gpt2-full", "llama-lora", "gpt2-lora"],
+)
+def test_every_check_passes_on_a_correct_recipe(
+    tmp_path: Path, arch: str, edits: dict[str, str]
+) -> None:
+    rows = _rows(_example(tmp_path, arch, **edits))
+    failed = {n: (r.summary, r.details) for n, r in rows.items() if not r.ok}  # type: ignore[attr-defined]
+    assert failed == {}
+    assert list(rows) == ["stack", "disk", "tokens", "step", "update", "overfit"]
+    step = rows["step"].figures  # type: ignore[attr-defined]
+    assert step["peak_host_bytes"] > 0 and step["loss"] > 0
+    tokens = rows["tokens"].figures  # type: ignore[attr-defined]
+    assert set(tokens["categories"]) == {"billing", "shipping", "returns", "technical", "account"}
+    first = tokens["rendered"][0]["tokens"]
+    assert [t["loss"] for t in first] == [not t["prompt"] for t in first]  # completion only
+
+
+def test_loss_on_the_prompt_fails_the_tokens_row(tmp_path: Path) -> None:
+    hook = tmp_path / "broken.py"
+    hook.write_text(BROKEN_LABELS)
+    rows = _rows(_example(tmp_path), recipe_spec=f"{hook}:recipe", only=["tokens"])
+    assert not rows["tokens"].ok  # type: ignore[attr-defined]
+    assert "loss covers the prompt" in rows["tokens"].summary  # type: ignore[attr-defined]
+
+
+def test_truncation_that_loses_the_target_fails_the_tokens_row(tmp_path: Path) -> None:
+    rows = _rows(_example(tmp_path, **{"seq_len: 32": "seq_len: 8"}), only=["tokens"])
+    assert not rows["tokens"].ok  # type: ignore[attr-defined]
+    assert "lose their target to truncation at seq_len 8" in rows["tokens"].summary  # type: ignore[attr-defined]
+
+
+def test_lora_on_a_module_the_model_lacks_fails_stack_and_step(tmp_path: Path) -> None:
+    edits = {"method:\n  kind: full\n": "method:\n  kind: lora\n  r: 4\n  alpha: 8\n"
+             "  target_modules: [no_such_proj]\n"}  # fmt: skip
+    rows = _rows(_example(tmp_path, **edits), only=["stack", "step"])
+    assert not rows["stack"].ok and "no_such_proj" in rows["stack"].summary  # type: ignore[attr-defined]
+    assert not rows["step"].ok and "could not run" in rows["step"].summary  # type: ignore[attr-defined]
+
+
+def test_a_frozen_layer_that_changes_fails_the_update_row(tmp_path: Path) -> None:
+    frozen = {"method:\n  kind: full\n": "method:\n  kind: full\n"
+              "  frozen_modules: [model.layers.0]\n"}  # fmt: skip
+    loaded = _example(tmp_path, **frozen)
+    assert _rows(loaded, only=["update"])["update"].ok  # type: ignore[attr-defined]
+    hook = tmp_path / "unfrozen.py"
+    hook.write_text(NOT_FROZEN)
+    row = _rows(loaded, recipe_spec=f"{hook}:recipe", only=["update"])["update"]
+    assert not row.ok  # type: ignore[attr-defined]
+    assert any("changed but should not: model.layers.0." in d for d in row.details)  # type: ignore[attr-defined]
+
+
+def test_an_unreachable_overfit_loss_fails_the_overfit_row(tmp_path: Path) -> None:
+    from ftmanifest.preflight.checks import Options
+
+    row = _rows(_example(tmp_path), only=["overfit"], options=Options(overfit_steps=2))["overfit"]
+    assert not row.ok and "did not fall below" in row.summary  # type: ignore[attr-defined]
+
+
+def test_cli_records_the_result_and_writes_html(tmp_path: Path) -> None:
+    loaded = _example(tmp_path)
+    manifest = Path(loaded.path)  # type: ignore[attr-defined]
+    page = tmp_path / "tokens.html"
+    ledger = tmp_path / "ledger"
+    out = run_cli("preflight", str(manifest), "--only", "tokens", "--only", "step",
+                  "--html", str(page), "--ledger", str(ledger), "--format", "json")  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = json.loads(out.stdout)
+    assert [r["name"] for r in doc["rows"]] == ["tokens", "step"] and doc["ok"]
+    record = json.loads(Path(doc["record"]).read_text())["record"]
+    assert record["status"] == "preflight" and record["ok"] is True
+    assert record["recipe_digest"].startswith("sha256:")
+    assert "rendered" not in record["rows"][0]["figures"]
+    html = page.read_text()
+    assert "Content-Security-Policy" in html and 'class="loss"' in html
+    bad = run_cli("preflight", str(manifest), "--only", "nope")
+    assert bad.returncode == 2 and "no preflight check named 'nope'" in bad.stderr
