@@ -24,6 +24,34 @@ def recipe(r):
     return r
 """
 
+LOSES_OPTIMIZER = """
+from ftmanifest.preflight.recipe import default_save
+
+def recipe(r):
+    def save(model, optimizer, folder):  # saves a fresh optimizer: its state is lost
+        default_save(model, r.make_optimizer(model, r), folder)
+    r.save = save
+    return r
+"""
+
+UNSEEDED = """
+import random
+
+import torch
+
+from ftmanifest.preflight.recipe import default_build_model
+
+def recipe(r):
+    def build(recipe):  # noise from the OS, not from the manifest's seeds
+        model = default_build_model(recipe)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(random.SystemRandom().random() * 1e-3)
+        return model
+    r.build_model = build
+    return r
+"""
+
 NOT_FROZEN = """
 from transformers import AutoModelForCausalLM
 
@@ -49,8 +77,10 @@ def _example(tmp_path: Path, arch: str = "llama", **edits: str) -> object:
 
 
 def _rows(loaded: object, **kw: object) -> dict[str, object]:
+    from ftmanifest.preflight.checks import Options
     from ftmanifest.preflight.run import run_preflight
 
+    kw.setdefault("options", Options(throughput_seconds=0.5))
     return {r.name: r for r in run_preflight(loaded, **kw).rows}  # type: ignore[arg-type]
 
 
@@ -73,7 +103,8 @@ def test_every_check_passes_on_a_correct_recipe(
     rows = _rows(_example(tmp_path, arch, **edits))
     failed = {n: (r.summary, r.details) for n, r in rows.items() if not r.ok}  # type: ignore[attr-defined]
     assert failed == {}
-    assert list(rows) == ["stack", "disk", "tokens", "step", "update", "overfit"]
+    assert list(rows) == ["stack", "disk", "tokens", "step", "update", "overfit", "resume",
+                          "determinism", "throughput"]  # fmt: skip
     step = rows["step"].figures  # type: ignore[attr-defined]
     assert step["peak_host_bytes"] > 0 and step["loss"] > 0
     tokens = rows["tokens"].figures  # type: ignore[attr-defined]
@@ -119,7 +150,8 @@ def test_a_frozen_layer_that_changes_fails_the_update_row(tmp_path: Path) -> Non
 def test_an_unreachable_overfit_loss_fails_the_overfit_row(tmp_path: Path) -> None:
     from ftmanifest.preflight.checks import Options
 
-    row = _rows(_example(tmp_path), only=["overfit"], options=Options(overfit_steps=2))["overfit"]
+    options = Options(overfit_steps=2, throughput_seconds=0.5)
+    row = _rows(_example(tmp_path), only=["overfit"], options=options)["overfit"]
     assert not row.ok and "did not fall below" in row.summary  # type: ignore[attr-defined]
 
 
@@ -141,3 +173,23 @@ def test_cli_records_the_result_and_writes_html(tmp_path: Path) -> None:
     assert "Content-Security-Policy" in html and 'class="loss"' in html
     bad = run_cli("preflight", str(manifest), "--only", "nope")
     assert bad.returncode == 2 and "no preflight check named 'nope'" in bad.stderr
+
+
+def test_a_resume_that_loses_the_optimizer_state_fails_the_resume_row(tmp_path: Path) -> None:
+    loaded = _example(tmp_path)
+    hook = tmp_path / "loses.py"
+    hook.write_text(LOSES_OPTIMIZER)
+    row = _rows(loaded, recipe_spec=f"{hook}:recipe", only=["resume"])["resume"]
+    assert not row.ok  # type: ignore[attr-defined]
+    assert "the optimizer state was not restored" in row.summary  # type: ignore[attr-defined]
+
+
+def test_an_unseeded_recipe_fails_the_determinism_row_and_names_the_flags(
+    tmp_path: Path,
+) -> None:
+    hook = tmp_path / "unseeded.py"
+    hook.write_text(UNSEEDED)
+    row = _rows(_example(tmp_path), recipe_spec=f"{hook}:recipe", only=["determinism"])
+    det = row["determinism"]
+    assert not det.ok and "different loss" in det.summary  # type: ignore[attr-defined]
+    assert any("use_deterministic_algorithms" in d for d in det.details)  # type: ignore[attr-defined]

@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
     p.add_argument("--only", action="append", default=[], metavar="NAME",
                    help="run only this check (repeatable): stack, disk, tokens, step, "
-                   "update, overfit")  # fmt: skip
+                   "update, overfit, resume, determinism, throughput")  # fmt: skip
     p.add_argument("--recipe", metavar="FILE.py:FUNC",
                    help="the training code's recipe: FUNC(default Recipe) -> Recipe")  # fmt: skip
     p.add_argument("--device", default="cpu", help="torch device to run on (cpu, cuda, mps)")

@@ -50,6 +50,7 @@ class Options:
     overfit_ratio: float = 0.2  # the loss must fall below this share of its start
     overfit_lr: float | None = None  # default: the manifest's optimizer lr, else 1e-2
     checkpoints_kept: int = 3
+    throughput_seconds: float = 3.0  # the sustained window, after two warm-up steps
 
 
 @dataclass
@@ -362,3 +363,176 @@ CHECKS: dict[str, Check] = {
     "update": update,
     "overfit": overfit,
 }
+
+
+# -- resume, determinism, throughput ---------------------------------------------
+
+
+def _digest(tensors: Any) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, t in tensors:
+        h.update(name.encode())
+        h.update(t.detach().float().cpu().contiguous().numpy().tobytes())
+    return "sha256:" + h.hexdigest()
+
+
+def trainable_digest(model: Any) -> str:
+    return _digest((n, p) for n, p in model.named_parameters() if p.requires_grad)
+
+
+def greedy(model: Any, tokenizer: Any, example: Example, device: Any, new: int = 4) -> list[int]:
+    """A few greedy tokens after the example's prompt (the generation check)."""
+    import torch
+
+    prompt = example.input_ids[: max(1, min(example.prompt_len, len(example.input_ids)))]
+    model.eval()
+    with torch.no_grad():
+        ids = torch.tensor([prompt], device=device)
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                             max_new_tokens=new, do_sample=False,
+                             pad_token_id=_pad_id(tokenizer))  # fmt: skip
+    return [int(t) for t in out[0][len(prompt) :]]
+
+
+def resume(s: State) -> Row:
+    import json
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from ftmanifest.integrations.seeding import seed_everything
+    from ftmanifest.preflight.steps import train_step
+
+    r = s.recipe
+    model, optimizer, batches = _model_and_batches(s)
+    for _ in range(2):
+        train_step(model, optimizer, batches, r.loss_normalization)
+    with tempfile.TemporaryDirectory(prefix="ftmanifest-resume-") as tmp:
+        folder = Path(tmp) / "checkpoint"
+        r.save(model, optimizer, folder)
+        before = greedy(model, r.tokenizer, s.examples[0], s.device)
+        seed_everything(r.manifest)
+        here = [train_step(model, optimizer, batches, r.loss_normalization) for _ in range(2)]
+        here_digest = trainable_digest(model)
+        argv = [sys.executable, "-m", "ftmanifest.preflight.resume_child",
+                str(r.manifest_path), str(folder), r.source, s.options.device]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})  # fmt: skip
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return Row("resume", False, f"the checkpoint did not load in a new process: {tail}"[:300])
+    there = json.loads(done.stdout.strip().splitlines()[-1])
+    details = []
+    if there["generated"] != before:
+        details.append(f"generation after reload {there['generated']} != before {before}")
+    if there["losses"][0] != here[0]:
+        details.append(f"first resumed loss {there['losses'][0]!r} != {here[0]!r}: the "
+                       "weights were not restored")  # fmt: skip
+    elif there["losses"][1] != here[1] or there["digest"] != here_digest:
+        details.append("the steps after resuming differ: the optimizer state was not restored")
+    figures = {"losses_in_process": here, "losses_new_process": there["losses"],
+               "generated": before, "optimizer_state_tensors": there["state_tensors"]}  # fmt: skip
+    if details:
+        return Row("resume", False, "; ".join(details), figures, details)
+    return Row("resume", True, "checkpoint resumed in a new process: losses, weights and "
+               "generation identical", figures)  # fmt: skip
+
+
+DETERMINISM_FLAGS = [
+    "seeds.deterministic: true (torch.use_deterministic_algorithms)",
+    "CUBLAS_WORKSPACE_CONFIG=:4096:8 (CUDA)",
+    "seeds.cudnn_benchmark: false",
+    "every seed in `seeds` set (python, numpy, torch, data_order)",
+]
+
+
+def determinism(s: State) -> Row:
+    from ftmanifest.integrations.seeding import seed_everything
+    from ftmanifest.preflight.steps import train_step
+
+    r = s.recipe
+    runs = []
+    for _ in range(2):
+        seed_everything(r.manifest)
+        model, optimizer, batches = _model_and_batches(s)
+        loss = train_step(model, optimizer, batches, r.loss_normalization)
+        grads = ((n, p.grad) for n, p in model.named_parameters() if p.grad is not None)
+        runs.append((loss, _digest(grads)))
+    (loss_a, grad_a), (loss_b, grad_b) = runs
+    figures = {"loss": [loss_a, loss_b], "grad_digest": [grad_a, grad_b],
+               "deterministic_flag": bool(r.manifest.seeds.deterministic)}  # fmt: skip
+    if loss_a == loss_b and grad_a == grad_b:
+        return Row("determinism", True, "same seeds, same step: loss and gradients bitwise "
+                   "identical", figures)  # fmt: skip
+    what = "loss" if loss_a != loss_b else "gradients"
+    return Row("determinism", False, f"the same step twice gave different {what}", figures,
+               ["would fix it: " + f for f in DETERMINISM_FLAGS])  # fmt: skip
+
+
+def throughput(s: State) -> Row:
+    import time
+
+    from ftmanifest.preflight.steps import train_step
+
+    r = s.recipe
+    model, optimizer, batches = _model_and_batches(s)
+    tokens = sum(int(b["attention_mask"].sum()) for b in batches)
+
+    def timed(n: int) -> float:
+        _sync(s.device)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            train_step(model, optimizer, batches, r.loss_normalization)
+        _sync(s.device)
+        return time.perf_counter() - t0
+
+    first = timed(2)
+    window, steps = 0.0, 0
+    while window < s.options.throughput_seconds and steps < 500:
+        window += timed(1)
+        steps += 1
+    early = 2 * tokens / first if first > 0 else 0.0
+    sustained = steps * tokens / window if window > 0 else 0.0
+    figures: dict[str, Any] = {"tokens_per_step": tokens, "first_tokens_per_s": early,
+                               "sustained_tokens_per_s": sustained, "window_steps": steps,
+                               "window_seconds": window, **_gpu_state()}  # fmt: skip
+    if sustained <= 0:
+        return Row("throughput", False, "no throughput measured", figures)
+    summary = f"{sustained:.0f} tokens/s sustained over {steps} steps ({early:.0f} in the first)"
+    notes = []
+    if sustained < 0.7 * early:  # a note, not a failure: a shared machine slows down too
+        notes.append(
+            "sustained throughput is more than 30% below the first steps': plan "
+            "with the sustained figure (throttling, or other load on the machine)"
+        )
+    return Row("throughput", True, summary, figures, notes)
+
+
+def _sync(device: Any) -> None:
+    import torch
+
+    if getattr(device, "type", "cpu") == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _gpu_state() -> dict[str, Any]:
+    """Temperature and SM clock from nvidia-smi, where there is one."""
+    import subprocess
+
+    if shutil.which("nvidia-smi") is None:
+        return {}
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=temperature.gpu,clocks.sm",
+                              "--format=csv,noheader,nounits"], capture_output=True,
+                             text=True, timeout=10)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    rows = [line.split(",") for line in out.stdout.strip().splitlines() if "," in line]
+    return {"gpu_temperature_c": [r[0].strip() for r in rows],
+            "gpu_sm_clock_mhz": [r[1].strip() for r in rows]}  # fmt: skip
+
+
+CHECKS.update(resume=resume, determinism=determinism, throughput=throughput)

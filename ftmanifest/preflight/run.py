@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,7 +78,9 @@ def run_preflight(
         seed_everything(loaded)
         t0 = time.monotonic()
         try:
-            row = CHECKS[name](state)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)  # library deprecations
+                row = CHECKS[name](state)
         except Exception as exc:  # a check that cannot run is a failed row, never a pass
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             row = Row(name, False, f"could not run: {type(exc).__name__}: {first}"[:300])
