@@ -252,7 +252,8 @@ def verify_manifest(
             loaded.manifest, manifest_path, use_cache=use_cache, allow_outside=allow_outside
         )
     warnings: list[str] = []
-    history = ledger_summary(loaded, manifest_path, ledger, warnings)
+
+    history = ledger_summary(loaded, manifest_path, ledger, warnings, observed_environment(seen))
     sig_report = None
     if signature:
         sig_report, sig_row = _check_signature(
@@ -281,19 +282,30 @@ def verify_manifest(
 
 
 def ledger_summary(
-    loaded: Any, manifest_path: Path, ledger: Path | str | None, warnings: list[str]
+    loaded: Any,
+    manifest_path: Path,
+    ledger: Path | str | None,
+    warnings: list[str],
+    environment: Any = None,
 ) -> dict[str, Any] | None:
     """What the ledger says about this experiment (attempts, budget, sealed
-    uses), its warnings added to ``warnings``; None when there is no ledger."""
-    from ftmanifest.ledger.summary import for_manifest, warnings_of
+    uses, the last preflight), its warnings added to ``warnings``; None when
+    there is no ledger (then the preflight is missing too)."""
+    from ftmanifest.ledger import open_ledger
+    from ftmanifest.ledger.summary import for_manifest, preflight_warning, warnings_of
 
     try:
         history = for_manifest(loaded, manifest_path, ledger)
+        entries = open_ledger(manifest_path, ledger).read().entries if history else []
     except OSError as exc:
         warnings.append(f"ledger not read: {exc.strerror or exc}")
         return None
+    state, warning = preflight_warning(entries, loaded, environment)
     if history is not None:
         warnings += warnings_of(history)
+        history["preflight"] = state
+    if warning is not None:
+        warnings.append(warning)
     return history
 
 

@@ -193,3 +193,34 @@ def test_an_unseeded_recipe_fails_the_determinism_row_and_names_the_flags(
     det = row["determinism"]
     assert not det.ok and "different loss" in det.summary  # type: ignore[attr-defined]
     assert any("use_deterministic_algorithms" in d for d in det.details)  # type: ignore[attr-defined]
+
+
+def test_verify_reports_a_missing_or_stale_preflight(tmp_path: Path) -> None:
+    from ftmanifest.ledger import Ledger
+    from ftmanifest.manifest import load_manifest
+    from ftmanifest.preflight.run import record, run_preflight
+    from ftmanifest.verify import verify_manifest
+
+    loaded = _example(tmp_path)
+    manifest = Path(loaded.path)  # type: ignore[attr-defined]
+    ledger = tmp_path / "ledger"
+
+    def said() -> list[str]:
+        report = verify_manifest(manifest, signature=False, ledger=ledger, scan=False)
+        return [w for w in report.warnings if w.startswith("preflight")]
+
+    assert said()[0].startswith("preflight missing: no passing preflight of 'docroute-tiny'")
+    result = run_preflight(loaded, only=["tokens"])  # type: ignore[arg-type]
+    report = verify_manifest(manifest, signature=False, ledger=ledger, scan=False)
+    Ledger(ledger).append(record(loaded, result, report.environment))
+    assert said() == []
+    # recorded on another machine: another platform
+    other = record(loaded, result, report.environment)
+    other["environment"]["platform"]["kind"] = "cuda"
+    Ledger(ledger).append(other)
+    assert "the platform changed (kind)" in said()[0]
+    Ledger(ledger).append(record(loaded, result, report.environment))
+    assert said() == []
+    manifest.write_text(manifest.read_text().replace("seq_len: 32", "seq_len: 48"))
+    assert load_manifest(manifest).manifest.training.seq_len == 48
+    assert said()[0].startswith("preflight stale: the recipe changed")

@@ -118,3 +118,44 @@ def for_manifest(
         sealed=[d.name for d in loaded.manifest.data if d.sealed],
         ledger=str(folder),
     )
+
+
+def preflight_warning(
+    entries: Sequence[Entry], loaded: Any, environment: Any
+) -> tuple[str, str | None]:
+    """("ok" | "missing" | "stale", the warning) from the newest passing preflight
+    record of this experiment against the manifest's recipe and this platform.
+
+    The method: a platform change (another backend kind, device or driver)
+    means redoing the start and quality checks; so does a changed recipe.
+    """
+    from ftmanifest.preflight.run import recipe_digest
+
+    exp = loaded.manifest.experiment.id
+    passing = [
+        e for e in entries
+        if e.record.get("status") == "preflight" and e.record.get("ok") is True
+        and isinstance(e.record.get("experiment"), dict) and e.record["experiment"].get("id") == exp
+    ]  # fmt: skip
+    fix = f"run `ftmanifest preflight {loaded.path}` on this machine"
+    if not passing:
+        return "missing", f"preflight missing: no passing preflight of {exp!r} recorded; {fix}"
+    last = passing[-1].record
+    if last.get("recipe_digest") != recipe_digest(loaded):
+        return "stale", (
+            f"preflight stale: the recipe changed since the passing preflight of "
+            f"{last.get('at', '?')[:19]}; {fix}"
+        )
+    then = (last.get("environment") or {}).get("platform") or {}
+    backend = environment.backend if environment is not None else None
+    now = {} if backend is None else {
+        "kind": backend.kind, "driver": backend.driver, "runtime": backend.runtime,
+        "devices": [d.name for d in backend.devices],
+    }  # fmt: skip
+    changed = [k for k in ("kind", "driver", "runtime", "devices") if then.get(k) != now.get(k)]
+    if changed:
+        return "stale", (
+            f"preflight stale: the platform changed ({', '.join(changed)}) since the passing "
+            f"preflight of {last.get('at', '?')[:19]}: redo the start and quality checks; {fix}"
+        )
+    return "ok", None
