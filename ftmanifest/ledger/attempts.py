@@ -83,7 +83,9 @@ class Attempt:
 
     @property
     def started_at(self) -> str | None:
-        first = self._last("started")
+        """When it first started: ``run``'s record, not the Trainer guard's
+        (which joins the attempt later) nor a resumed run's."""
+        first = next((e for e in self.entries if e.record.get("status") == "started"), None)
         return first.at if first is not None else (self.entries[0].at if self.entries else None)
 
     @property

@@ -44,6 +44,8 @@ MAX_RECORD_BYTES = 4 << 20  # a record carries at most a manifest's body: 4 MiB 
 MAX_RECORDS = 1_000_000
 NAME_RE = re.compile(r"^(\d{8}T\d{6}\.\d{6}Z)-([0-9a-f]{20})\.json$")
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+MIN_HEAD_HEX = 12  # a known head given as a prefix: long enough to name one record
+HEAD_RE = re.compile(rf"[0-9a-f]{{{MIN_HEAD_HEX},64}}")
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ class Ledger:
                 "at": at,
                 **{k: v for k, v in fields.items() if k not in ("format", "seq", "prev", "at")},
             }
-            record = json.loads(json.dumps(record, default=str))  # plain JSON values only
+            record = _unicode(json.loads(json.dumps(record, default=str)))  # plain JSON only
             rid = record_id(record)
             signature = None if key is None else _sign(rid, key)
             body = {"record": record, "signature": signature}
@@ -263,7 +265,18 @@ class Ledger:
                 Problem("ledger.unreadable", str(path), "no 'record' object in the file")
             )
             return None
-        rid = record_id(record)
+        try:
+            rid = record_id(record)
+        except (ValueError, RecursionError) as exc:  # NaN, a huge int, a lone surrogate...
+            problems.append(
+                Problem(
+                    "ledger.unreadable",
+                    str(path),
+                    f"the record has no canonical form, so no id: {exc}"[:300],
+                    hint="ftmanifest never writes such a record: it was edited or forged",
+                )
+            )
+            return None
         expected = file_name(record, rid)
         if expected != name:
             problems.append(
@@ -294,8 +307,20 @@ class Ledger:
             problems += _links(entry, by_id)
             problems += _signature(entry, trust, require_signed)
         for wanted in heads:
-            if not any(e.id == wanted or e.id.removeprefix("sha256:").startswith(wanted)
-                       for e in contents.entries):  # fmt: skip
+            bare = wanted.strip().lower().removeprefix("sha256:")
+            if not HEAD_RE.fullmatch(bare):  # "" or "a" would match any record: no check at all
+                problems.append(
+                    Problem(
+                        "ledger.head-missing",
+                        str(self.root),
+                        "a known head must be a record id or a prefix of one",
+                        expected=f"at least {MIN_HEAD_HEX} hex digits (sha256:... or bare)",
+                        observed=repr(wanted)[:80],
+                        hint="copy the id from `ledger check` or the report that named it",
+                    )
+                )
+                continue
+            if not any(e.id.removeprefix("sha256:").startswith(bare) for e in contents.entries):
                 problems.append(
                     Problem(
                         "ledger.head-missing",
@@ -382,7 +407,13 @@ def _signature(entry: Entry, trust: Any, require_signed: bool) -> Iterator[Probl
     from ftmanifest.signing.attest import verify_statement
 
     try:
-        raw = json.dumps(entry.signature).encode()
+        # the envelope's one byte form (as signed), not json.dumps': the record
+        # file stores it as a JSON object, re-indented with the record
+        raw = canonical_json(entry.signature) + b"\n"
+    except (ValueError, RecursionError):
+        yield Problem("ledger.bad-signature", where, "the signature envelope is not JSON data")
+        return
+    try:
         verified = verify_statement(raw, trust=trust, expected_predicate_type=PREDICATE,
                                     subject_count=1, path=where)  # fmt: skip
     except FtManifestError as exc:
@@ -408,6 +439,27 @@ def _sign(rid: str, key: Any) -> dict[str, Any]:
     envelope = sign_statement([subject], PREDICATE, {"record": rid}, key)
     parsed: dict[str, Any] = json.loads(envelope.to_bytes())
     return parsed
+
+
+def _unicode(value: Any) -> Any:
+    """``value`` with every string valid Unicode, so the record has a canonical
+    form: bytes that were not UTF-8 in a command line or a reason (decoded by
+    Python as lone surrogates) are kept as ``\\xNN`` escapes."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            pass
+        try:
+            return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate that is not an escaped byte
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, list):
+        return [_unicode(v) for v in value]
+    if isinstance(value, dict):
+        return {_unicode(k): _unicode(v) for k, v in value.items()}
+    return value
 
 
 def _env_key() -> Any:
