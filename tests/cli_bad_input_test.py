@@ -162,6 +162,7 @@ MANIFEST_COMMANDS: dict[str, Callable[[Path, dict[str, Path]], list[str]]] = {
     ],  # fmt: skip
     "prune": lambda m, p: ["prune", str(p["dir"]), "--manifest", str(m)],
     "diff": lambda m, p: ["diff", str(p["template"]), str(m)],
+    "estimate": lambda m, p: ["estimate", str(m)],
     "ledger": lambda m, p: ["ledger", "plan", str(m), "--ledger", str(p["dir"] / "ledger")],
     "preflight": lambda m, p: ["preflight", str(m), "--no-record", "--only", "stack"],
     "unseal": lambda m, p: [

@@ -130,6 +130,19 @@ def from_manifest(
     return base, pinned_base_drift(manifest, manifest_path, state)
 
 
+def pinned_folder(manifest: Any, manifest_path: Path, *, allow_outside: bool = False) -> Path:
+    """The folder of the manifest's pinned model here (``model.path`` or the
+    cached hub snapshot), found without hashing anything.  A hub snapshot not
+    in the cache raises; a ``model.path`` is returned whether or not it exists."""
+    from ftmanifest.hfcache import hub_snapshot
+    from ftmanifest.observe import resolve_inside
+
+    m = manifest.model
+    if m.path is not None:
+        return resolve_inside(manifest_path.parent, m.path, ("model", "path"), allow_outside)
+    return hub_snapshot(m.repo, m.revision).folder
+
+
 def pinned_base_drift(manifest: Any, manifest_path: Path, state: Any) -> list[Finding]:
     """Rows where the base here differs from the manifest's ``model`` pins."""
     m = manifest.model
@@ -177,17 +190,11 @@ def manifest_method_findings(
     here (verify reports that itself) or the method is not LoRA."""
     from ftmanifest.adapter.architecture import finding, method_findings
     from ftmanifest.errors import FtManifestError
-    from ftmanifest.hfcache import hub_snapshot
-    from ftmanifest.observe import resolve_inside
 
     if getattr(manifest.method, "kind", None) != "lora":
         return []
-    m = manifest.model
     try:
-        if m.path is not None:
-            folder = resolve_inside(manifest_path.parent, m.path, ("model", "path"), allow_outside)
-        else:
-            folder = hub_snapshot(m.repo, m.revision).folder
+        folder = pinned_folder(manifest, manifest_path, allow_outside=allow_outside)
     except FtManifestError:
         return []  # verify reports a base that is not here, row by row
     try:

@@ -52,6 +52,7 @@ COMMANDS: dict[str, str] = {
     "restore": "restore",
     "prune": "prune",
     "diff": "diff",
+    "estimate": "estimate",
 }
 
 # Only `run` takes `--` as the start of the command it runs; for every other
