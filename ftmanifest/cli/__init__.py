@@ -44,6 +44,7 @@ COMMANDS: dict[str, str] = {
     "ledger": "ledger",
     "unseal": "unseal",
     "preflight": "preflight",
+    "plan": "plan",
     "score": "score",
     "compare": "compare",
     "audit": "audit",

@@ -56,7 +56,13 @@ def run(args: argparse.Namespace) -> int:
     from ftmanifest.adapter.base import pinned_folder
     from ftmanifest.manifest import load_manifest
     from ftmanifest.output import table, to_json
-    from ftmanifest.preflight.estimate import estimate, levers, lora_problems, setup_from_manifest
+    from ftmanifest.preflight.estimate import (
+        estimate,
+        levers,
+        lora_problems,
+        setup_from_manifest,
+        with_measured,
+    )
     from ftmanifest.preflight.shapes import read_architecture
 
     loaded = load_manifest(args.manifest)
@@ -87,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
             findings=problems,
         )
     est = estimate(arch, setup)
+    if args.seq_len is None and args.micro_batch is None:
+        measured = measured_peak(loaded, est)
+        if measured is not None:
+            est = with_measured(est, measured)
     found = levers(arch, setup)
     if args.format == "json":
         sys.stdout.write(to_json({
@@ -118,3 +128,34 @@ def run(args: argparse.Namespace) -> int:
                   for lv in found]  # fmt: skip
     out.write(table(lever_rows, ("lever", "effect", "total", "change")))
     return EXIT_OK
+
+
+def measured_peak(loaded: Any, est: Any) -> int | None:
+    """The step's measured peak from the last passing preflight of this recipe:
+    the device allocator's peak, else the host's rise during the step plus the
+    weights (resident before it); None without such a record."""
+    from ftmanifest.ledger import open_ledger
+    from ftmanifest.preflight.run import recipe_digest
+
+    try:
+        entries = open_ledger(Path(loaded.path)).read().entries
+    except OSError:
+        return None
+    digest = recipe_digest(loaded)
+    found = None
+    for e in entries:
+        r = e.record
+        if r.get("status") != "preflight" or r.get("recipe_digest") != digest:
+            continue
+        for row in r.get("rows") or []:
+            if isinstance(row, dict) and row.get("name") == "step" and row.get("ok"):
+                found = row.get("figures") or {}
+    if not found:
+        return None
+    if isinstance(found.get("peak_device_bytes"), int):
+        return int(found["peak_device_bytes"])
+    peak, before = found.get("peak_host_bytes"), found.get("host_bytes_before")
+    if isinstance(peak, int) and isinstance(before, int):
+        weights = sum(p.bytes for p in est.parts if p.name.endswith("weights"))
+        return max(peak - before, 0) + weights
+    return None
