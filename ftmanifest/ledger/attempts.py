@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from ftmanifest.ledger.store import Entry
 
@@ -176,9 +176,13 @@ def over_budget(attempt: Attempt, budget: Mapping[str, Any]) -> list[str]:
     ):
         limit = budget.get(limit_key)
         value = used.get(key)
-        if limit is not None and value is not None and value > limit:
+        if _number(limit) and _number(value) and value > limit:  # a record says anything
             out.append(f"{key} {_num(value)} {unit} > budget {_num(limit)} {unit}")
     return out
+
+
+def _number(x: Any) -> TypeGuard[int | float]:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _num(x: float | int) -> str:

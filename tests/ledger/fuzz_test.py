@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ftmanifest.ledger import Ledger
@@ -137,3 +137,68 @@ def test_arbitrary_json_never_crashes_check(
         name, text = NAME, '{"record": {"a": ' + "[" * depth + "]" * depth + "}}"
     (folder / name).write_text(text, encoding="utf-8", errors="surrogatepass")
     _judge(folder)
+
+
+budget_keys = st.sampled_from(["steps", "hours", "gpu_hours", "max_steps", "max_hours", "x"])
+numbers_or_not = st.one_of(st.integers(-5, 10**6), st.floats(0, 1e6), json_values)
+views = st.fixed_dictionaries(
+    {"attempt": st.sampled_from(["aaaa1111", "bbbb2222", ""])},
+    optional={
+        "status": st.one_of(st.sampled_from(["started", "completed", "abandoned"]), json_values),
+        "reason": json_values,
+        "experiment": st.one_of(
+            st.fixed_dictionaries({"id": st.sampled_from(["e1", "e2"]), "parent": json_values}),
+            json_values,
+        ),
+        "budget_used": st.dictionaries(budget_keys, numbers_or_not, max_size=3),
+        "manifest": st.one_of(
+            st.fixed_dictionaries(
+                {
+                    "digest": json_values,
+                    "body": st.fixed_dictionaries(
+                        {
+                            "experiment": st.fixed_dictionaries(
+                                {
+                                    "budget": st.one_of(
+                                        st.dictionaries(budget_keys, numbers_or_not), json_values
+                                    ),
+                                }
+                            )
+                        }
+                    ),
+                }
+            ),
+            json_values,
+        ),  # fmt: skip
+        "sealed": json_values,
+    },
+)
+
+
+HOSTILE_BUDGET = {
+    "attempt": "aaaa1111",
+    "status": "completed",
+    "budget_used": {"steps": 5},
+    "manifest": {"body": {"experiment": {"budget": {"max_steps": "x"}}}},
+}
+
+
+@FUZZ
+@given(fields=st.lists(views, min_size=1, max_size=4), fmt=st.sampled_from(["text", "json"]))
+@example(fields=[HOSTILE_BUDGET], fmt="text")  # once: TypeError, int > str
+def test_listing_well_formed_records_of_any_content_never_crashes(
+    tmp_path: Path, fields: list[dict[str, Any]], fmt: str
+) -> None:
+    """Records with a valid name and links but hostile values (anyone can write
+    them through the library) are listed: ``ledger list`` exits 0."""
+    from ftmanifest.cli import main
+
+    folder = _fresh(tmp_path)
+    store = Ledger(folder)
+    for f in fields:
+        try:
+            store.append(f)
+        except ValueError:  # no canonical form (NaN, a huge int): never written
+            continue
+    assert main(["ledger", "list", "--ledger", str(folder), "--format", fmt]) == 0
+    assert main(["ledger", "list", "--ledger", str(folder), "--family", "e1"]) == 0

@@ -177,3 +177,22 @@ def test_a_lone_reason_is_the_abandon_reason_and_the_signal_is_the_default(
     data = json.loads(ledger_cli(ledger, "list", "--format", "json").stdout)
     rows = [(a["status"], a["reason"]) for a in data["attempts"]]
     assert rows == [("abandoned", "node drained"), ("abandoned", "stopped by SIGTERM")]
+
+
+def test_a_command_argument_that_is_not_utf8_runs_and_is_recorded(
+    repo: tuple[Path, Path],
+) -> None:
+    """A file name in latin-1 on the command line reaches Python as a lone
+    surrogate; the record keeps it as an escape instead of crashing the run
+    before the command starts."""
+    baseline, _ = repo
+    arg = os.fsdecode(b"caf\xe9.txt")
+    done = _run(baseline, "test", "-n", arg)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ledger = baseline.parent / ".ftmanifest" / "ledger"
+    data = json.loads(ledger_cli(ledger, "list", "--format", "json").stdout)
+    (row,) = data["attempts"]
+    assert row["status"] == "completed"
+    show = json.loads(ledger_cli(ledger, "show", row["attempt"], "--format", "json").stdout)
+    assert show["records"][0]["command"] == ["test", "-n", "caf\\xe9.txt"]
+    assert ledger_cli(ledger, "check").returncode == 0
