@@ -466,9 +466,19 @@ def _env_key() -> Any:
     path = os.environ.get(KEY_ENV, "").strip()
     if not path:
         return None
+    from ftmanifest.errors import InputError
     from ftmanifest.signing.keys import load_private_key
 
-    return load_private_key(Path(path))
+    try:
+        return load_private_key(Path(path))
+    except OSError as exc:  # not a write failure of the ledger: a missing or unreadable key
+        raise InputError(
+            f"the ledger signing key cannot be read: {exc.strerror or exc}",
+            path=path,
+            field=KEY_ENV,
+            observed=type(exc).__name__,
+            hint=f"point ${KEY_ENV} at a key made by `ftmanifest keygen`, or unset it",
+        ) from None
 
 
 def _read_file(path: Path) -> tuple[bytes | None, str]:

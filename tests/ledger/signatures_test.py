@@ -8,6 +8,7 @@ allowed-signers line it prints.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,3 +153,22 @@ def test_a_garbled_signature_is_a_problem_not_a_crash(
     newest.file.write_text(json.dumps(data))
     code, report = check_json(signed.root, "--trust", str(mine.trust))
     assert code == 1 and rules(report) == ["ledger.bad-signature"]
+
+
+@pytest.mark.parametrize("kind", ["missing", "garbage"])
+def test_an_unusable_signing_key_is_named_and_nothing_is_written(
+    folder: Path, tmp_path: Path, kind: str
+) -> None:
+    """A key that cannot be loaded is the key's fault, not "cannot write to the
+    ledger" (a missing key used to read as a write failure, which ``run``
+    only warns about, leaving the attempt unrecorded)."""
+    key = tmp_path / "no-such-key"
+    if kind == "garbage":
+        key.write_text("not a key\n")
+        key.chmod(0o600)
+    out = ledger_cli(folder, "plan", str(CLF), env={KEY_ENV: str(key)})
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert str(key) in out.stderr and "cannot write to the ledger" not in out.stderr
+    if kind == "missing":
+        assert KEY_ENV in out.stderr
+    assert not folder.exists() or os.listdir(folder) == []
