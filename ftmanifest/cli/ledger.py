@@ -181,12 +181,12 @@ def _show(store: Any, args: argparse.Namespace) -> int:
          f"status {attempt.status}\n")  # fmt: skip
     for e in attempt.entries:
         r = e.record
-        line = f"  {e.at[:26]}  {r.get('status', '?'):<11} {e.short}"
+        line = f"  {e.at[:26]}  {str(r.get('status', '?')):<11} {e.short}"
         if r.get("exit_code") is not None:
             line += f"  exit {r['exit_code']}"
         if r.get("reason"):
             line += f"  reason: {r['reason']}"
-        if r.get("accepted"):
+        if isinstance(r.get("accepted"), list) and r["accepted"]:
             line += f"  {len(r['accepted'])} drift(s) accepted"
         sealed = r.get("sealed")
         if isinstance(sealed, dict):

@@ -95,7 +95,9 @@ class Attempt:
 
     @property
     def used(self) -> dict[str, float | int | None]:
-        """Budget used: the end record's figures, summed over its parts."""
+        """Budget used: the largest figure any record of the attempt gives (``run``
+        and the Trainer guard each record the same attempt; the guard knows the
+        steps, ``run`` the wall-clock of the whole command)."""
         out: dict[str, float | int | None] = {"steps": None, "hours": None, "gpu_hours": None}
         for e in self.entries:
             used = e.record.get("budget_used")

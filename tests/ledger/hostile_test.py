@@ -147,11 +147,6 @@ def test_list_survives_a_well_formed_record_with_hostile_values(folder: Path) ->
         assert "aaaa1111" in out.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug outside the ledger store: cli/ledger.py _show formats the status with "
-    "f'{...:<11}' and calls len() on 'accepted' without checking their types",
-)
 def test_show_survives_a_well_formed_record_with_hostile_values(folder: Path) -> None:
     Ledger(folder).append({"attempt": "bbbb2222", "status": ["x"], "accepted": 5})
     out = _cli("ledger", "show", "bbbb2222", "--ledger", str(folder))
