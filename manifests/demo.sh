@@ -346,6 +346,18 @@ expect 0 ftmanifest unseal "$OUT/tiny/lora.yaml" --split test --reason "demo: a 
 expect 0 "${SCORE_TEST[@]}"
 expect 0 ftmanifest verify "$OUT/tiny/lora.yaml" "${ACCEPT[@]}"
 
+step "19. preflight: the method's checks on one full step of the tiny model; a recipe that loses its target to truncation is refused; the memory estimate beside the measured peak; a rental plan from the measured throughput"
+expect 0 ftmanifest preflight "$OUT/tiny/manifest.yaml" --html "$OUT/tokens.html"
+sed 's/^  seq_len: 32$/  seq_len: 8/' "$OUT/tiny/manifest.yaml" > "$OUT/tiny/short.yaml"
+expect 1 ftmanifest preflight "$OUT/tiny/short.yaml" --only tokens --no-record --per-category 0
+rm "$OUT/tiny/short.yaml"
+expect 0 ftmanifest estimate "$OUT/tiny/manifest.yaml"
+expect 0 ftmanifest plan "$OUT/tiny/manifest.yaml" --days 3
+# the same recipe for 200,000 steps on a 3-day rental: refused, by how much
+sed 's/^  max_steps: 3$/  max_steps: 200000/' "$OUT/tiny/manifest.yaml" > "$OUT/tiny/long.yaml"
+expect 1 ftmanifest plan "$OUT/tiny/long.yaml" --days 3 --tokens-per-second 50
+rm "$OUT/tiny/long.yaml"
+
 step "summary"
 if [ "$FAILED" -eq 0 ]; then
   echo "demo finished: every pass passed and every refusal was refused"

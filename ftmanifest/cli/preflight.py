@@ -103,12 +103,13 @@ def _text(result: Any) -> str:
     from ftmanifest.output import table
 
     rows = [(r.name, "pass" if r.ok else "FAIL", r.summary) for r in result.rows]
-    notes = [[("", d) for d in r.details] for r in result.rows]
+    notes = [[("note", d) for d in r.details if d != r.summary] for r in result.rows]
     out = table(rows, ("check", "result", "figures"), notes=notes, nowrap=(0, 1))
     tokens = next((r for r in result.rows if r.name == "tokens"), None)
-    if tokens is not None:
-        for ex in tokens.figures.get("rendered", []):
-            out += f"\nline {ex['line']} ({escape(str(ex['category']))}):\n  {_marked(ex)}\n"
+    rendered = tokens.figures.get("rendered", []) if tokens is not None else []
+    for ex in rendered:
+        out += f"\nline {ex['line']} ({escape(str(ex['category']))}):\n  {_marked(ex)}\n"
+    if rendered:
         out += "  ([x] carries loss, <x> special token, | prompt ends)\n"
     verdict = "OK: every check passed" if result.ok else "REFUSED: fix the failed rows"
     return out + f"\n{verdict} ({result.seconds:.1f} s, recipe: {result.recipe_source})\n"
