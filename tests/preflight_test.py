@@ -224,3 +224,25 @@ def test_verify_reports_a_missing_or_stale_preflight(tmp_path: Path) -> None:
     manifest.write_text(manifest.read_text().replace("seq_len: 32", "seq_len: 48"))
     assert load_manifest(manifest).manifest.training.seq_len == 48
     assert said()[0].startswith("preflight stale: the recipe changed")
+
+
+@pytest.mark.parametrize(
+    ("policy", "ok"), [("block-diagonal", True), ("none", False)], ids=["block", "none"]
+)
+def test_packing_is_checked_for_isolation(tmp_path: Path, policy: str, ok: bool) -> None:
+    edits = {
+        "  max_steps: 3\n": f"  max_steps: 3\n  packing: {{enabled: true, mask_policy: {policy}}}\n"
+    }
+    row = _rows(_example(tmp_path, **edits), only=["tokens"])["tokens"]
+    assert row.figures["packing"]["isolated"] is ok  # type: ignore[attr-defined]
+    assert row.ok is ok  # type: ignore[attr-defined]
+    if not ok:
+        assert "packed examples attend to each other" in row.summary  # type: ignore[attr-defined]
+
+
+def test_the_step_runs_in_the_manifests_precision_with_checkpointing(tmp_path: Path) -> None:
+    edits = {"precision: fp32": "precision: bf16\n  activation_checkpointing: true"}
+    row = _rows(_example(tmp_path, **edits), only=["step", "update"])
+    step = row["step"].figures  # type: ignore[attr-defined]
+    assert row["step"].ok and row["update"].ok  # type: ignore[attr-defined]
+    assert step["precision"] == "bf16" and step["activation_checkpointing"] is True

@@ -213,7 +213,20 @@ def tokens(s: State) -> Row:
     no_loss = [ex for ex in s.examples if not any(lab != IGNORE for lab in ex.labels)]
     if no_loss and len(no_loss) > len(lost):
         problems.append(f"{len(no_loss)} examples carry no loss at all")
+    packing = r.manifest.training.packing
+    isolation: dict[str, Any] | None = None
+    if packing.enabled and len(s.examples) >= 2:
+        isolation = packed_isolation(s)
+        if not isolation["isolated"]:
+            problems.append(
+                "packed examples attend to each other: the second example's logits change "
+                f"when packed after the first (max difference {isolation['max_diff']:.3g}) "
+                f"with mask_policy {packing.mask_policy or 'unset'} and attention "
+                f"{isolation['attention']}; set training.packing.mask_policy: block-diagonal "
+                "with an attention implementation that honours it, or disable packing"
+            )
     figures = {
+        "packing": isolation,
         "examples": len(s.examples),
         "categories": per,
         "lost_target": len(lost),
@@ -227,6 +240,37 @@ def tokens(s: State) -> Row:
         else "; ".join(problems)
     )
     return Row("tokens", not problems, summary, figures, problems)
+
+
+def packed_isolation(s: State) -> dict[str, Any]:
+    """Pack two examples into one sequence as the manifest says (block-diagonal
+    mask and restarting positions, or positions alone) and compare the second
+    example's logits with the same example run alone: equal means isolated."""
+    import torch
+
+    r = s.recipe
+    a, b = s.examples[0].input_ids, s.examples[1].input_ids
+    model = r.build_model(r).to(s.device)
+    model.eval()
+    n, m = len(a), len(b)
+    ids = torch.tensor([a + b], device=s.device)
+    positions = torch.tensor([list(range(n)) + list(range(m))], device=s.device)
+    block = r.manifest.training.packing.mask_policy == "block-diagonal"
+    attention = getattr(model.config, "_attn_implementation", None) or "eager"
+    with torch.no_grad():
+        alone = model(input_ids=torch.tensor([b], device=s.device)).logits[0].float()
+        if block:
+            allowed = torch.zeros(n + m, n + m, dtype=torch.bool, device=s.device)
+            allowed[:n, :n] = torch.tril(torch.ones(n, n, dtype=torch.bool, device=s.device))
+            allowed[n:, n:] = torch.tril(torch.ones(m, m, dtype=torch.bool, device=s.device))
+            mask = torch.zeros(1, 1, n + m, n + m, device=s.device)
+            mask.masked_fill_(~allowed, torch.finfo(mask.dtype).min)
+            packed = model(input_ids=ids, attention_mask=mask, position_ids=positions)
+        else:
+            packed = model(input_ids=ids, position_ids=positions)
+    diff = float((packed.logits[0, n:].float() - alone).abs().max())
+    return {"isolated": diff <= 1e-4, "max_diff": diff, "attention": attention,
+            "mask_policy": r.manifest.training.packing.mask_policy}  # fmt: skip
 
 
 def _loss_on_prompt(ex: Example) -> bool:
@@ -269,9 +313,11 @@ def step(s: State) -> Row:
     r = s.recipe
     model, optimizer, batches = _model_and_batches(s)
     with PeakMemory(s.device) as peak:
-        loss = train_step(model, optimizer, batches, r.loss_normalization)
+        loss = train_step(model, optimizer, batches, r.loss_normalization, r.precision)
     figures = {
         "loss": loss,
+        "precision": r.precision,
+        "activation_checkpointing": r.checkpointing,
         "seq_len": r.seq_len,
         "micro_batch": r.micro_batch,
         "grad_accum": r.grad_accum,
@@ -297,7 +343,7 @@ def update(s: State) -> Row:
     model, optimizer, batches = _model_and_batches(s)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     for _ in range(2):  # LoRA's A only moves once B is non-zero: two steps
-        train_step(model, optimizer, batches, r.loss_normalization)
+        train_step(model, optimizer, batches, r.loss_normalization, r.precision)
     changed = {n for n, p in model.named_parameters() if not torch.equal(before[n], p.detach())}
     expected = {n for n, _ in model.named_parameters() if r.expected_trainable(n)}
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -337,7 +383,7 @@ def overfit(s: State) -> Row:
     losses = []
     reached = None
     for i in range(o.overfit_steps):
-        train_step(model, optimizer, batches, r.loss_normalization)
+        train_step(model, optimizer, batches, r.loss_normalization, r.precision)
         now = eval_loss(model, batches)
         losses.append(now)
         if now <= target:
@@ -409,13 +455,16 @@ def resume(s: State) -> Row:
     r = s.recipe
     model, optimizer, batches = _model_and_batches(s)
     for _ in range(2):
-        train_step(model, optimizer, batches, r.loss_normalization)
+        train_step(model, optimizer, batches, r.loss_normalization, r.precision)
     with tempfile.TemporaryDirectory(prefix="ftmanifest-resume-") as tmp:
         folder = Path(tmp) / "checkpoint"
         r.save(model, optimizer, folder)
         before = greedy(model, r.tokenizer, s.examples[0], s.device)
         seed_everything(r.manifest)
-        here = [train_step(model, optimizer, batches, r.loss_normalization) for _ in range(2)]
+        here = [
+            train_step(model, optimizer, batches, r.loss_normalization, r.precision)
+            for _ in range(2)
+        ]
         here_digest = trainable_digest(model)
         argv = [sys.executable, "-m", "ftmanifest.preflight.resume_child",
                 str(r.manifest_path), str(folder), r.source, s.options.device]  # fmt: skip
@@ -458,7 +507,7 @@ def determinism(s: State) -> Row:
     for _ in range(2):
         seed_everything(r.manifest)
         model, optimizer, batches = _model_and_batches(s)
-        loss = train_step(model, optimizer, batches, r.loss_normalization)
+        loss = train_step(model, optimizer, batches, r.loss_normalization, r.precision)
         grads = ((n, p.grad) for n, p in model.named_parameters() if p.grad is not None)
         runs.append((loss, _digest(grads)))
     (loss_a, grad_a), (loss_b, grad_b) = runs
@@ -485,7 +534,7 @@ def throughput(s: State) -> Row:
         _sync(s.device)
         t0 = time.perf_counter()
         for _ in range(n):
-            train_step(model, optimizer, batches, r.loss_normalization)
+            train_step(model, optimizer, batches, r.loss_normalization, r.precision)
         _sync(s.device)
         return time.perf_counter() - t0
 

@@ -70,6 +70,8 @@ class Recipe:
     loss_on: str
     lr: float
     weight_decay: float
+    precision: str = "fp32"
+    checkpointing: bool = False
     format: Callable[[Any, Any, int, str], Example] = field(default=None)  # type: ignore[assignment]
     build_model: Callable[[Recipe], Any] = field(default=None)  # type: ignore[assignment]
     make_optimizer: Callable[[Any, Recipe], Any] = field(default=None)  # type: ignore[assignment]
@@ -177,6 +179,9 @@ def default_build_model(recipe: Recipe) -> Any:
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(recipe.model_folder, dtype="float32")
+    if recipe.checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
     method = recipe.manifest.method
     if method is not None and method.kind == "lora":
         from peft import LoraConfig, get_peft_model
@@ -285,6 +290,8 @@ def default_recipe(loaded: Any, *, allow_outside: bool = False) -> Recipe:
         loss_on=t.loss_on or "all",
         lr=optimizer.lr if optimizer else 1e-4,
         weight_decay=optimizer.weight_decay if optimizer else 0.0,
+        precision=t.precision or "fp32",
+        checkpointing=t.activation_checkpointing,
         format=default_format,
         build_model=default_build_model,
         make_optimizer=default_make_optimizer,

@@ -40,7 +40,10 @@ def main(argv: list[str]) -> int:
     batches = micro_batches(examples, recipe.micro_batch, recipe.grad_accum,
                             _pad_id(recipe.tokenizer), device)  # fmt: skip
     seed_everything(loaded)
-    losses = [train_step(model, optimizer, batches, recipe.loss_normalization) for _ in range(2)]
+    losses = [
+        train_step(model, optimizer, batches, recipe.loss_normalization, recipe.precision)
+        for _ in range(2)
+    ]
     state = sum(len(v) for v in optimizer.state_dict()["state"].values())
     print(json.dumps({"generated": generated, "losses": losses,
                       "digest": trainable_digest(model), "state_tensors": state}))  # fmt: skip

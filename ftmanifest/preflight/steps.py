@@ -62,8 +62,25 @@ def _token_losses(model: Any, batch: dict[str, Any]) -> tuple[Any, Any]:
     return losses, shift_labels != IGNORE
 
 
+def autocast(device: Any, precision: str) -> Any:
+    """The manifest's compute precision: bf16/fp16 autocast, else nothing."""
+    import contextlib
+
+    import torch
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    kind = getattr(device, "type", "cpu")
+    if dtype is None or (dtype is torch.float16 and kind == "cpu"):
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=kind, dtype=dtype)
+
+
 def train_step(
-    model: Any, optimizer: Any, batches: Sequence[dict[str, Any]], normalization: str
+    model: Any,
+    optimizer: Any,
+    batches: Sequence[dict[str, Any]],
+    normalization: str,
+    precision: str = "fp32",
 ) -> float:
     """One optimizer step over ``batches``; returns the step's loss."""
     import torch
@@ -73,8 +90,10 @@ def train_step(
     total_tokens = sum(int((b["labels"][:, 1:] != IGNORE).sum()) for b in batches)
     sequences = sum(int(b["labels"].size(0)) for b in batches)
     step_loss = 0.0
+    device = batches[0]["input_ids"].device if batches else None
     for b in batches:
-        losses, mask = _token_losses(model, b)
+        with autocast(device, precision):
+            losses, mask = _token_losses(model, b)
         if normalization == "per-sequence":
             per_seq = (losses * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
             loss = per_seq.sum() / max(sequences, 1)
