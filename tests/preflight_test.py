@@ -171,6 +171,12 @@ def test_cli_records_the_result_and_writes_html(tmp_path: Path) -> None:
     assert "rendered" not in record["rows"][0]["figures"]
     html = page.read_text()
     assert "Content-Security-Policy" in html and 'class="loss"' in html
+    key = tmp_path / "k"
+    assert run_cli("keygen", "-f", str(key), "--no-passphrase").returncode == 0
+    signed = run_cli("preflight", str(manifest), "--only", "stack", "--ledger", str(ledger),
+                     "--key", str(key), "--format", "json")  # fmt: skip
+    assert signed.returncode == 0, signed.stderr
+    assert json.loads(Path(json.loads(signed.stdout)["record"]).read_text())["signature"]
     bad = run_cli("preflight", str(manifest), "--only", "nope")
     assert bad.returncode == 2 and "no preflight check named 'nope'" in bad.stderr
 

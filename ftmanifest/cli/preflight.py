@@ -42,6 +42,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="allow data/model paths outside the manifest's folder")  # fmt: skip
     p.add_argument("--ledger", type=Path, metavar="DIR", help="the ledger folder")
     p.add_argument("--no-record", action="store_true", help="do not record the result")
+    p.add_argument("--key", type=Path, metavar="KEY",
+                   help="sign the preflight record with this key "
+                   "(default: $FTMANIFEST_LEDGER_KEY when set)")  # fmt: skip
     add_format_argument(p)
     p.set_defaults(func=run)
 
@@ -93,8 +96,13 @@ def _record(loaded: Any, result: Any, args: argparse.Namespace) -> str | None:
     probed = probe_all(Path(loaded.path).parent)
     env = from_probe(to_environment_fields(probed, packages=loaded.manifest.environment.packages))
     store = open_ledger(Path(loaded.path), args.ledger)
+    key = None
+    if args.key is not None:
+        from ftmanifest.signing.keys import load_private_key
+
+        key = load_private_key(args.key)
     try:
-        return str(store.append(record(loaded, result, env)).file)
+        return str(store.append(record(loaded, result, env), key=key).file)
     except OSError as exc:
         raise write_error(exc, store.root, "cannot record the preflight result") from None
 
