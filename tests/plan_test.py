@@ -86,3 +86,18 @@ def test_cli_plans_from_the_recorded_preflight(tmp_path: Path) -> None:
     assert "(preflight)" in plan["phases"][1]["how"]
     tiny = run_cli("plan", str(manifest), "--days", "0.0001", "--tokens-per-second", "1")
     assert tiny.returncode == 1 and "REFUSED: the plan needs" in tiny.stdout
+
+
+def test_estimate_shows_the_measured_peak_of_the_last_preflight(tmp_path: Path) -> None:
+    pytest.importorskip("peft")
+    from ftmanifest.examples.project import build_example
+
+    manifest = build_example(tmp_path / "tiny")
+    before = json.loads(run_cli("estimate", str(manifest), "--format", "json").stdout)
+    assert before["measured_bytes"] is None
+    assert run_cli("preflight", str(manifest), "--only", "step").returncode == 0
+    after = json.loads(run_cli("estimate", str(manifest), "--format", "json").stdout)
+    assert after["measured_bytes"] > after["total_bytes"] / 2  # the weights at least
+    assert after["error"] == pytest.approx(
+        (after["total_bytes"] - after["measured_bytes"]) / after["measured_bytes"]
+    )

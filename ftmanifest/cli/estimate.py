@@ -134,22 +134,10 @@ def measured_peak(loaded: Any, est: Any) -> int | None:
     """The step's measured peak from the last passing preflight of this recipe:
     the device allocator's peak, else the host's rise during the step plus the
     weights (resident before it); None without such a record."""
-    from ftmanifest.ledger import open_ledger
-    from ftmanifest.preflight.run import recipe_digest
+    from ftmanifest.preflight.run import recorded_rows
 
-    try:
-        entries = open_ledger(Path(loaded.path)).read().entries
-    except OSError:
-        return None
-    digest = recipe_digest(loaded)
-    found = None
-    for e in entries:
-        r = e.record
-        if r.get("status") != "preflight" or r.get("recipe_digest") != digest:
-            continue
-        for row in r.get("rows") or []:
-            if isinstance(row, dict) and row.get("name") == "step" and row.get("ok"):
-                found = row.get("figures") or {}
+    steps = [r["step"] for r in recorded_rows(loaded) if r.get("step", {}).get("ok")]
+    found = (steps[-1].get("figures") or {}) if steps else None
     if not found:
         return None
     if isinstance(found.get("peak_device_bytes"), int):

@@ -148,19 +148,11 @@ def make_plan(manifest: Any, days: float, f: Figures, a: Assumptions | None = No
 
 
 def last_preflight(loaded: Any, ledger: Any) -> dict[str, Any] | None:
-    """The newest passing preflight record of this recipe that measured throughput."""
-    from ftmanifest.ledger import open_ledger
-    from ftmanifest.preflight.run import recipe_digest
+    """The newest preflight of this recipe whose throughput row passed."""
+    from ftmanifest.preflight.run import recorded_rows
 
-    digest = recipe_digest(loaded)
-    found = None
-    for e in open_ledger(loaded.path, ledger).read().entries:
-        r = e.record
-        if r.get("status") == "preflight" and r.get("recipe_digest") == digest:
-            rows = {row.get("name"): row for row in r.get("rows", []) if isinstance(row, dict)}
-            if rows.get("throughput", {}).get("ok"):
-                found = {**r, "by_name": rows}
-    return found
+    found = [r for r in recorded_rows(loaded, ledger) if r.get("throughput", {}).get("ok")]
+    return {**found[-1]["_record"], "by_name": found[-1]} if found else None
 
 
 def inputs(loaded: Any, *, tokens_per_second: float | None, ledger: Any) -> Figures:

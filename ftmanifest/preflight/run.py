@@ -140,3 +140,24 @@ def stderr_say(text: str) -> None:
     if sys.stderr.isatty():
         sys.stderr.write(f"\r\x1b[K{text}")
         sys.stderr.flush()
+
+
+def recorded_rows(loaded: Any, ledger: Any = None) -> list[dict[str, dict[str, Any]]]:
+    """The rows (name -> row) of every preflight of this recipe in the ledger,
+    oldest first: what ``plan`` and ``estimate`` take their measurements from."""
+    from ftmanifest.ledger import open_ledger
+
+    digest = recipe_digest(loaded)
+    try:
+        entries = open_ledger(loaded.path, ledger).read().entries
+    except OSError:
+        return []
+    out = []
+    for e in entries:
+        r = e.record
+        if r.get("status") == "preflight" and r.get("recipe_digest") == digest:
+            raw = r.get("rows")
+            rows: list[Any] = raw if isinstance(raw, list) else []
+            named = {row["name"]: row for row in rows if isinstance(row, dict) and "name" in row}
+            out.append({**named, "_record": r})
+    return out
