@@ -60,15 +60,10 @@ def run(args: argparse.Namespace) -> int:
         return code
     out = sys.stdout
     out.write(f"manifest:     {escape(str(plan.manifest_path))} ({plan.manifest_digest})\n")
-    sig = plan.signature
-    if sig is not None:
-        names = sorted(
-            {escape(p) for s in sig.signatures if s.status == "valid" for p in s.principals}
-        )
-        out.write(
-            f"signature:    trusted ({len(sig.valid_keyids)} key(s): {', '.join(names)}; "
-            f"threshold {sig.threshold})\n"
-        )
+    if plan.signature is not None:
+        from ftmanifest.cli.verify import trusted_line
+
+        out.write(f"signature:    {trusted_line(plan.signature)}\n")
     else:
         out.write("signature:    NOT checked\n")
     for group in GROUPS:

@@ -108,6 +108,14 @@ def record_acceptances(report: VerifyReport, status: str, **extra: Any) -> None:
     sys.stderr.write(f"recorded:  {len(report.accepted)} acceptance(s) in {escape(str(path))}\n")
 
 
+def trusted_line(sig: Any) -> str:
+    """``trusted (1 key(s): alice@example.org; threshold 1)`` for a signature report."""
+    names = sorted({escape(p) for s in sig.signatures if s.status == "valid" for p in s.principals})
+    return (
+        f"trusted ({len(sig.valid_keyids)} key(s): {', '.join(names)}; threshold {sig.threshold})"
+    )
+
+
 def ledger_line(history: dict[str, Any]) -> str:
     """``3 attempt(s): 1 abandoned, 2 completed; sealed test: 1 use(s)``."""
     counts = ", ".join(f"{n} {s}" for s, n in sorted(history["by_status"].items()))
@@ -140,15 +148,8 @@ def report_and_print(args: argparse.Namespace) -> tuple[VerifyReport, int]:
         return report, EXIT_OK if report.ok else EXIT_REFUSED
     out = sys.stdout
     out.write(f"manifest:  {escape(str(report.manifest_path))} ({report.manifest_digest})\n")
-    sig = report.signature
-    if sig is not None:
-        names = sorted(
-            {escape(p) for s in sig.signatures if s.status == "valid" for p in s.principals}
-        )
-        out.write(
-            f"signature: trusted ({len(sig.valid_keyids)} key(s): {', '.join(names)}; "
-            f"threshold {sig.threshold})\n"
-        )
+    if report.signature is not None:
+        out.write(f"signature: {trusted_line(report.signature)}\n")
     if report.ledger is not None:
         out.write(f"ledger:    {escape(ledger_line(report.ledger))}\n")
     for warning in report.warnings:
