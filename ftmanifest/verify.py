@@ -291,12 +291,10 @@ def ledger_summary(
     """What the ledger says about this experiment (attempts, budget, sealed
     uses, the last preflight), its warnings added to ``warnings``; None when
     there is no ledger (then the preflight is missing too)."""
-    from ftmanifest.ledger import open_ledger
     from ftmanifest.ledger.summary import for_manifest, preflight_warning, warnings_of
 
     try:
-        history = for_manifest(loaded, manifest_path, ledger)
-        entries = open_ledger(manifest_path, ledger).read().entries if history else []
+        history, entries = for_manifest(loaded, manifest_path, ledger)
     except OSError as exc:
         warnings.append(f"ledger not read: {exc.strerror or exc}")
         return None

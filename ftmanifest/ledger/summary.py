@@ -99,17 +99,18 @@ def warnings_of(summary: dict[str, Any]) -> list[str]:
 
 def for_manifest(
     loaded: Any, manifest_path: Path, ledger: Path | str | None = None
-) -> dict[str, Any] | None:
-    """The summary of ``loaded``'s experiment, or None when there is no ledger yet."""
+) -> tuple[dict[str, Any] | None, list[Entry]]:
+    """The summary of ``loaded``'s experiment and the ledger's entries, read once;
+    (None, []) when there is no ledger yet."""
     from ftmanifest.ledger import Ledger, ledger_dir
 
     folder = ledger_dir(manifest_path, ledger)
     store = Ledger(folder)
     if not store.exists():
-        return None
+        return None, []
     contents, problems = store.check()
     exp = loaded.manifest.experiment
-    return summarize(
+    summary = summarize(
         contents.entries,
         problems,
         experiment=exp.id,
@@ -118,6 +119,7 @@ def for_manifest(
         sealed=[d.name for d in loaded.manifest.data if d.sealed],
         ledger=str(folder),
     )
+    return summary, contents.entries
 
 
 def preflight_warning(
