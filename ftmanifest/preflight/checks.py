@@ -235,7 +235,8 @@ def tokens(s: State) -> Row:
         "rendered": [render(ex, r.tokenizer) for ex in shown],
     }
     summary = (
-        f"{len(shown)} examples in {len(per)} categories rendered; loss as declared"
+        f"{len(s.examples)} examples checked (the first of the training split), "
+        f"{len(shown)} rendered over {len(per)} categories; loss as declared"
         if not problems
         else "; ".join(problems)
     )
