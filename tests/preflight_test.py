@@ -252,3 +252,9 @@ def test_the_step_runs_in_the_manifests_precision_with_checkpointing(tmp_path: P
     step = row["step"].figures  # type: ignore[attr-defined]
     assert row["step"].ok and row["update"].ok  # type: ignore[attr-defined]
     assert step["precision"] == "bf16" and step["activation_checkpointing"] is True
+
+
+def test_fp8_on_a_device_without_it_fails_the_stack_row(tmp_path: Path) -> None:
+    row = _rows(_example(tmp_path, **{"precision: fp32": "precision: fp8"}), only=["stack"])
+    assert not row["stack"].ok  # type: ignore[attr-defined]
+    assert "fp8 needs a CUDA device with compute capability 8.9" in row["stack"].summary  # type: ignore[attr-defined]

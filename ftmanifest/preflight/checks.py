@@ -111,8 +111,18 @@ def stack(s: State) -> Row:
         figures["bf16"] = supported
         if not supported:
             problems.append("bf16 pinned, but this device does not support it")
-    if precision == "fp8" and not s.options.device.startswith("cuda"):
-        problems.append("fp8 needs a CUDA device with compute capability 8.9 or newer")
+    if precision == "fp8":
+        capability = (
+            torch.cuda.get_device_capability(torch.device(s.options.device))
+            if s.options.device.startswith("cuda") and torch.cuda.is_available()
+            else None
+        )
+        figures["compute_capability"] = capability
+        if capability is None or tuple(capability) < (8, 9):
+            problems.append(
+                f"fp8 needs a CUDA device with compute capability 8.9 or newer "
+                f"(here: {capability or s.options.device})"
+            )
     if m.method is not None and m.method.kind == "lora":
         try:
             from peft import LoraConfig
