@@ -163,6 +163,7 @@ MANIFEST_COMMANDS: dict[str, Callable[[Path, dict[str, Path]], list[str]]] = {
     "prune": lambda m, p: ["prune", str(p["dir"]), "--manifest", str(m)],
     "diff": lambda m, p: ["diff", str(p["template"]), str(m)],
     "estimate": lambda m, p: ["estimate", str(m)],
+    "data": lambda m, p: ["data", "check", str(m)],
     "ledger": lambda m, p: ["ledger", "plan", str(m), "--ledger", str(p["dir"] / "ledger")],
     "preflight": lambda m, p: ["preflight", str(m), "--no-record", "--only", "stack"],
     "plan": lambda m, p: ["plan", str(m), "--days", "3", "--tokens-per-second", "100"],
@@ -195,7 +196,7 @@ def _manifest_rows() -> list[Row]:
         for name in MANIFEST_INPUTS:
             codes = (
                 (0, 1, 2)
-                if name == "template" and command in ("digest", "runs", "diff", "ledger")
+                if name == "template" and command in ("digest", "runs", "diff", "ledger", "data")
                 else (1, 2)
             )
             rows.append(

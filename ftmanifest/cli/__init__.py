@@ -54,6 +54,7 @@ COMMANDS: dict[str, str] = {
     "prune": "prune",
     "diff": "diff",
     "estimate": "estimate",
+    "data": "data",
 }
 
 # Only `run` takes `--` as the start of the command it runs; for every other

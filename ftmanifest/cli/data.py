@@ -1,0 +1,154 @@
+"""``ftmanifest data check M``: duplicates between the manifest's splits (issue 17).
+
+Layer: edge (parsing and printing; the search is ``ftmanifest.data.leakage``).
+Prints exact and near duplicate counts per split pair (train vs eval, train
+vs test, eval vs test, within train) and the worst examples side by side;
+``--write-clean OUT`` writes the training file without the records that
+repeat eval or test and prints the new file's digest for the manifest.
+
+Exit codes: 0 no leakage the tolerance refuses (other pairs are warnings);
+1 an exact duplicate between train and test, or any duplicate of a sealed
+split in another split; 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ftmanifest.errors import UsageError
+from ftmanifest.safe_text import escape
+
+SHOWN = 120  # characters of each record in the text output
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ftmanifest.cli import add_format_argument
+
+    p = sub.add_parser("data", help="check the manifest's data splits for leakage")
+    actions = p.add_subparsers(
+        dest="action", metavar="ACTION", parser_class=type(p), help="what to check"
+    )
+    actions.required = True
+    q = actions.add_parser("check", help="exact and near duplicates between and within splits")
+    q.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
+    q.add_argument("--threshold", type=float, default=0.8, metavar="J",
+                   help="Jaccard similarity of 3-word shingles from which two records are "
+                   "near duplicates")  # fmt: skip
+    q.add_argument("--field", action="append", default=[], metavar="NAME",
+                   help="a record's text is this key or column (repeatable; default: "
+                   "messages[].content, else prompt+completion, else text, else every "
+                   "string)")  # fmt: skip
+    q.add_argument("--examples", type=int, default=5, metavar="N",
+                   help="worst examples shown per split pair")  # fmt: skip
+    q.add_argument("--write-clean", type=Path, metavar="OUT",
+                   help="write the training file without records that repeat eval or "
+                   "test")  # fmt: skip
+    q.add_argument("--allow-outside", action="store_true",
+                   help="allow data paths outside the manifest's folder")  # fmt: skip
+    add_format_argument(q)
+    q.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.data.leakage import check_leakage
+    from ftmanifest.data.splits import splits_of
+    from ftmanifest.manifest import load_manifest
+
+    if not 0 < args.threshold <= 1 or args.examples < 0:
+        raise UsageError(
+            "--threshold must be in (0, 1] and --examples >= 0",
+            field="--threshold",
+            expected="0 < J <= 1",
+            observed=str(args.threshold),
+            hint="e.g. --threshold 0.8",
+        )
+    loaded = load_manifest(args.manifest)
+    splits = splits_of(loaded, allow_outside=args.allow_outside, fields=args.field)
+    train = [s for s in splits if s.kind == "train"]
+    if args.write_clean is not None and len(train) != 1:
+        raise UsageError(
+            "--write-clean needs exactly one training split",
+            path=str(args.manifest),
+            field="data",
+            expected="one data entry with role: train",
+            observed=f"{len(train)}",
+            hint="run without --write-clean, or keep one training entry",
+        )
+    if args.write_clean is not None:
+        from ftmanifest.data.clean import refuse_input
+
+        refuse_input(train[0].path, args.write_clean)
+    report = check_leakage(splits, threshold=args.threshold, examples=args.examples)
+    clean = None
+    if args.write_clean is not None:
+        from ftmanifest.data.clean import write_clean
+
+        drop = report.leaking[train[0].name]
+        digest = write_clean(train[0].path, train[0].format, drop, args.write_clean)
+        clean = {"path": str(args.write_clean), "digest": digest, "dropped": len(drop)}
+    if args.format == "json":
+        from ftmanifest.output import to_json
+
+        sys.stdout.write(to_json(_payload(report, clean)))
+    else:
+        sys.stdout.write(_text(report, clean))
+    return 0 if report.ok else 1
+
+
+def _payload(report: Any, clean: dict[str, Any] | None) -> dict[str, Any]:
+    def ref(r: Any) -> dict[str, Any]:
+        text = report.excerpts.get((r.split, r.record))
+        return {"split": r.split, "record": r.record, "line": r.line, "text": text}
+
+    pairs = [
+        {
+            "a": p.a,
+            "b": p.b,
+            "exact": p.exact,
+            "near": p.near,
+            "severity": "error" if p.refused else ("warning" if p.exact + p.near else "ok"),
+            "examples": [
+                {"kind": m.kind, "similarity": m.similarity, "a": ref(m.a), "b": ref(m.b)}
+                for m in p.examples
+            ],
+        }
+        for p in report.pairs
+    ]
+    leaking = {k: len(v) for k, v in report.leaking.items()}
+    return {"ok": report.ok, "threshold": report.threshold, "records": report.records,
+            "pairs": pairs, "leaking_train_records": leaking, "clean": clean}  # fmt: skip
+
+
+def _shown(report: Any, r: Any) -> str:
+    text = report.excerpts.get((r.split, r.record), "")
+    cut = escape(text[:SHOWN]) + ("..." if len(text) > SHOWN else "")
+    return f"{escape(r.split)}:{r.line}  {cut}"
+
+
+def _text(report: Any, clean: dict[str, Any] | None) -> str:
+    from ftmanifest.output import table
+
+    if not report.pairs:
+        return "nothing to compare: no data entry has role train, eval, baseline-eval or test\n"
+    rows, notes = [], []
+    for p in report.pairs:
+        pair = f"{p.b} (itself)" if p.a == p.b else f"{p.b} vs {p.a}"
+        verdict = "REFUSED" if p.refused else ("warning" if p.exact + p.near else "ok")
+        rows.append((escape(pair), p.exact, p.near, verdict))
+        notes.append([(f"{m.kind} {m.similarity:.2f}", f"{_shown(report, m.a)}  <->  "
+                       f"{_shown(report, m.b)}") for m in p.examples])  # fmt: skip
+    out = table(rows, ("split pair", "exact", "near", "result"), notes=notes, nowrap=(1, 2, 3))
+    sizes = ", ".join(f"{escape(k)} {v}" for k, v in report.records.items())
+    out += f"\nrecords: {sizes}; near duplicates: Jaccard >= {report.threshold:g}\n"
+    if clean is not None:
+        out += f"clean copy: {escape(clean['path'])} ({clean['dropped']} records dropped)\n"
+        out += f"  digest: {clean['digest']}  (the training entry's new digest)\n"
+    if report.ok:
+        return out + "OK: no leakage the tolerance refuses\n"
+    return out + (
+        "REFUSED: exact duplicates between train and test, or duplicates of a sealed split;"
+        " drop them (--write-clean OUT) and re-lock\n"
+    )
