@@ -258,7 +258,7 @@ def test_json_output(project: dict[str, object]) -> None:
     assert first["severity"] == "error" and first["examples"][0]["b"]["line"] == 8
 
 
-def test_lint_verify_scan_do_not_import_datasketch(project: dict[str, object]) -> None:
+def test_lint_verify_scan_do_not_import_rensa(project: dict[str, object]) -> None:
     import subprocess
     import sys
 
@@ -269,7 +269,7 @@ def test_lint_verify_scan_do_not_import_datasketch(project: dict[str, object]) -
         f"main(['lint', {manifest!r}])\n"
         f"main(['verify', {manifest!r}, '--no-signature'])\n"
         f"main(['scan', {manifest!r}])\n"
-        "print('HEAVY', sorted(m for m in ('datasketch', 'scipy') if m in sys.modules))\n"
+        "print('HEAVY', sorted(m for m in ('rensa',) if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr

@@ -1,0 +1,185 @@
+"""Benchmark ``ftmanifest data check`` (split leakage) against a plain exact-hash pass.
+
+  .venv/bin/python benchmarks/bench_data.py [--quick] [--records N]
+
+Generates N chat training records (default 1,000,000; ``--quick`` 100,000) of
+80 words each and N/10 eval records, of which 1 % repeat a training record
+(half of them with case and whitespace changed) and 1 % are near duplicates of
+one (one word or two adjacent words of 80 changed: Jaccard of 3-word
+shingles >= 0.9, checked as generated), plus a small
+sealed test split.  Then, each in a fresh process so peak memory
+(``ru_maxrss``) is its own: the floor, one pass over every split that
+normalises each record's text and looks its hash up (exact duplicates only),
+and the whole leakage check (``ftmanifest.data.leakage.check_leakage``).
+Recall and precision are of the planted near duplicates, by training record.
+Targets (issue 17): the whole check under 10 minutes on two cores, recall
+>= 0.95 at Jaccard >= 0.9 with precision >= 0.95, memory under 4 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from _report import print_table  # noqa: E402
+
+WORDS = 80
+
+
+def _vocabulary(rng: random.Random, n: int = 20000) -> list[str]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return ["".join(rng.choices(letters, k=rng.randint(3, 9))) for _ in range(n)]
+
+
+def _line(words: list[str]) -> str:
+    half = WORDS // 2
+    user, answer = " ".join(words[:half]), " ".join(words[half:])
+    messages = [{"role": "user", "content": user}, {"role": "assistant", "content": answer}]
+    return json.dumps({"messages": messages}) + "\n"
+
+
+def generate(folder: Path, n: int, seed: int = 17) -> dict[str, list[int]]:
+    """Write train/eval/test JSONL; return the planted training record numbers."""
+    rng = random.Random(seed)
+    vocab = _vocabulary(rng)
+    n_eval = n // 10
+    planted_exact = sorted(rng.sample(range(1, n + 1), n_eval // 100))
+    rest = sorted(set(range(1, n + 1)) - set(planted_exact))
+    planted_near = sorted(rng.sample(rest, n_eval // 100))
+    wanted = set(planted_exact) | set(planted_near)
+    kept: dict[int, list[str]] = {}
+    with open(folder / "train.jsonl", "w", encoding="utf-8") as f:
+        for number in range(1, n + 1):
+            words = rng.choices(vocab, k=WORDS)
+            if number in wanted:
+                kept[number] = words
+            f.write(_line(words))
+    lines = []
+    for i, number in enumerate(planted_exact):
+        words = kept[number]
+        lines.append(_line([w.upper() for w in words] if i % 2 else words).replace(" ", "  "))
+    similarity = []
+    for i, number in enumerate(planted_near):
+        words = list(kept[number])
+        at = rng.randrange(1, WORDS - 2)
+        for j in range(at, at + 1 + i % 2):  # one word, or two adjacent ones, of 80
+            words[j] = "changed" + str(j)
+        lines.append(_line(words))
+        similarity.append(_jaccard(kept[number], words))
+    while len(lines) < n_eval:
+        lines.append(_line(rng.choices(vocab, k=WORDS)))
+    rng.shuffle(lines)
+    (folder / "eval.jsonl").write_text("".join(lines), encoding="utf-8")
+    test = "".join(_line(rng.choices(vocab, k=WORDS)) for _ in range(1000))
+    (folder / "test.jsonl").write_text(test, encoding="utf-8")
+    assert min(similarity) >= 0.9, min(similarity)
+    return {"exact": planted_exact, "near": planted_near, "similarity": [min(similarity)]}
+
+
+def _jaccard(a: list[str], b: list[str]) -> float:
+    from ftmanifest.data.text import jaccard, normalise, shingles
+
+    text = [normalise(" ".join(w)) for w in (a, b)]
+    return jaccard(shingles(text[0]), shingles(text[1]))
+
+
+def _splits(folder: Path) -> list:  # type: ignore[type-arg]
+    from ftmanifest.data.leakage import Split
+
+    return [
+        Split("train", "train", folder / "train.jsonl"),
+        Split("eval", "eval", folder / "eval.jsonl"),
+        Split("test", "test", folder / "test.jsonl", sealed=True),
+    ]
+
+
+def child(mode: str, folder: Path) -> None:
+    t0 = time.perf_counter()
+    out: dict[str, object] = {}
+    if mode == "floor":
+        import hashlib
+
+        from ftmanifest.data.text import normalise, record_text
+        from ftmanifest.recordio import iter_records
+
+        seen: dict[str, set[bytes]] = {}
+        hits = 0
+        for split in reversed(_splits(folder)):
+            hashes = set()
+            for rec in iter_records(split.path):
+                text = normalise(record_text(rec.value)).encode()
+                h = hashlib.blake2b(text, digest_size=16).digest()
+                hits += any(h in other for other in seen.values())
+                hashes.add(h)
+            seen[split.name] = hashes
+        out["exact"] = hits
+    else:
+        from ftmanifest.data.leakage import check_leakage
+
+        report = check_leakage(_splits(folder))
+        out["leaking"] = sorted(report.leaking["train"])
+        out["pairs"] = {f"{p.b}/{p.a}": [p.exact, p.near] for p in report.pairs}
+    out["seconds"] = time.perf_counter() - t0
+    out["maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps(out))
+
+
+def _run(mode: str, folder: Path) -> dict:  # type: ignore[type-arg]
+    argv = [sys.executable, __file__, "--child", mode, str(folder)]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"failed: {' '.join(argv)}\n{done.stdout}\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="100,000 training records")
+    parser.add_argument("--records", type=int, help="training records (default 1,000,000)")
+    parser.add_argument("--child", nargs=2, metavar=("MODE", "DIR"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], Path(args.child[1]))
+        return 0
+    n = args.records or (100_000 if args.quick else 1_000_000)
+    with tempfile.TemporaryDirectory(prefix="ftm-bench-data-") as tmp:
+        t0 = time.perf_counter()
+        planted = generate(Path(tmp), n)
+        made = time.perf_counter() - t0
+        floor = _run("floor", Path(tmp))
+        full = _run("check", Path(tmp))
+    near, exact = set(planted["near"]), set(planted["exact"])
+    found_near = set(full["leaking"]) - exact
+    recall = len(found_near & near) / len(near)
+    precision = len(found_near & near) / max(1, len(found_near))
+    gib = full["maxrss_kib"] / 2**20
+    secs = full["seconds"]
+    rows = [
+        (f"leakage check, {n:,} train x {n // 10:,} eval", f"{secs:.1f} s",
+         f"{floor['seconds']:.1f} s exact-hash pass", f"{secs / floor['seconds']:.1f}x",
+         "< 600 s", secs < 600),
+        ("recall, planted near duplicates (J >= 0.9)", f"{recall:.3f}", f"{len(near):,} planted",
+         "", ">= 0.95", recall >= 0.95),
+        ("precision, near duplicates", f"{precision:.3f}", f"{len(found_near):,} found", "",
+         ">= 0.95", precision >= 0.95),
+        ("peak memory (ru_maxrss)", f"{gib:.2f} GiB",
+         f"{floor['maxrss_kib'] / 2**20:.2f} GiB exact-hash pass",
+         f"{full['maxrss_kib'] / floor['maxrss_kib']:.1f}x", "< 4 GiB", gib < 4),
+    ]  # fmt: skip
+    counts = ", ".join(f"{k}: {v[0]} exact {v[1]} near" for k, v in full["pairs"].items())
+    print(f"generated in {made:.1f} s; planted {len(exact):,} exact, {len(near):,} near; {counts}")
+    return print_table(rows, "two splits + a 1,000-record sealed test split, fresh processes")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
