@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.data.leakage import ROLE_ORDER, Split
-from ftmanifest.errors import InputError
+from ftmanifest.errors import InputError, InputNotFoundError
 
 TEXT_FORMATS = frozenset({"jsonl", "json", "csv", "tsv", "parquet", "text"})
 
@@ -37,6 +37,15 @@ def splits_of(
                 hint="`data check` compares text records; image folders are not checked yet",
             )
         path = resolve_inside(base, entry.path, ("data", i, "path"), allow_outside)
+        if not path.exists():
+            raise InputNotFoundError(
+                f"data entry {entry.name!r}: file not found: {entry.path}",
+                path=str(path),
+                loc=("data", i, "path"),
+                expected="the split's data file",
+                observed="nothing there",
+                hint="fix the entry's path, or restore the file",
+            )
         if path.is_dir():
             raise InputError(
                 f"data entry {entry.name!r} is a folder",

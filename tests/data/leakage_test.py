@@ -246,6 +246,9 @@ def test_unusable_inputs_name_the_file(project: dict[str, object], tmp_path: Pat
                               write_clean=None, allow_outside=False, format="text")  # fmt: skip
     with pytest.raises(InputError, match="not text records"):
         data_cli.run(args)
+    (root / "test.jsonl").unlink()
+    result = run_cli("data", "check", str(project["manifest"]))
+    assert result.returncode == 2 and "data[2].path" in result.stderr
     result = run_cli("data", "check", str(project["manifest"]), "--threshold", "0")
     assert result.returncode == 2 and "--threshold" in result.stderr
 
@@ -273,3 +276,15 @@ def test_lint_verify_scan_do_not_import_rensa(project: dict[str, object]) -> Non
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr
+
+
+def test_threshold_is_honoured_and_bands_favour_recall(project: dict[str, object]) -> None:
+    from ftmanifest.data.leakage import NUM_PERM, bands_for
+
+    strict = check_leakage(splits(project["root"]), threshold=0.95)  # type: ignore[arg-type]
+    assert pair(strict, "train", "test").near == 0 and strict.ok  # J of 2 words of 100 < 0.95
+    for threshold in (0.5, 0.7, 0.8, 0.9, 0.95):
+        bands = bands_for(threshold)
+        rows = NUM_PERM // bands
+        assert bands * rows == NUM_PERM
+        assert 1 - (1 - threshold**rows) ** bands >= 0.9 or bands == 64
