@@ -358,6 +358,15 @@ sed 's/^  max_steps: 3$/  max_steps: 200000/' "$OUT/tiny/manifest.yaml" > "$OUT/
 expect 1 ftmanifest plan "$OUT/tiny/long.yaml" --days 3 --tokens-per-second 50
 rm "$OUT/tiny/long.yaml"
 
+step "20. data check: leakage between splits; a test record copied into train is refused; --write-clean drops it"
+expect 0 ftmanifest data check "$OUT/tiny/manifest.yaml" --examples 1
+cp -r "$OUT/tiny" "$OUT/leaky"
+head -1 "$OUT/leaky/data/test.jsonl" >> "$OUT/leaky/data/train.jsonl"
+expect 1 ftmanifest data check "$OUT/leaky/manifest.yaml" --examples 1 \
+  --write-clean "$OUT/leaky/train-clean.jsonl"
+mv "$OUT/leaky/train-clean.jsonl" "$OUT/leaky/data/train.jsonl"
+expect 0 ftmanifest data check "$OUT/leaky/manifest.yaml" --examples 0
+
 step "summary"
 if [ "$FAILED" -eq 0 ]; then
   echo "demo finished: every pass passed and every refusal was refused"
