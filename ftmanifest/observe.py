@@ -362,12 +362,18 @@ def _judge_code(
         repo_paths,
         repo_tops,
     )
+    from ftmanifest.runrecord import records_path
 
     base = manifest_path.parent
     own = own_files(manifest, manifest_path)
-    inside = repo_paths(own, repo_tops(git.root, base), base=base)
-    others = [p for p in git.dirty_paths if not path_allowed(inside, p.rstrip("/"))]
-    others = [q for p in others for q in _untracked_within(git, p, inside)]
+    tops = repo_tops(git.root, base)
+    inside = repo_paths(own, tops, base=base)
+    ledger = repo_paths([records_path(manifest_path)], tops, base=base)
+    listed = [q for p in git.dirty_paths for q in _untracked_within(git, p, inside | ledger)]
+    others = [
+        p for p in listed
+        if not path_allowed(inside, p.rstrip("/")) or _stray_in_ledger(p, ledger)
+    ]  # fmt: skip
     code = dict(environment["code"])
     environment["code"] = {**code, "dirty": bool(others)}
     pinned = manifest.environment.code.commit
@@ -376,16 +382,16 @@ def _judge_code(
     return None
 
 
-def _untracked_within(git: Any, path: str, inside: frozenset[str]) -> list[str]:
+def _untracked_within(git: Any, path: str, within: frozenset[str]) -> list[str]:
     """``path`` itself, or, when git listed a whole untracked folder that holds
-    one of the manifest's own files (a new ``.ftmanifest/ledger``), the
-    untracked files in it that are not the manifest's own."""
+    one of the manifest's own files or is (inside) the ledger, every untracked
+    file in it, for the caller to judge one by one."""
     folder = path.rstrip("/")
-    if not path.endswith("/") or not any(a.startswith(folder + "/") for a in inside):
+    holds = any(a.startswith(folder + "/") or path_within(folder, a) for a in within)
+    if not path.endswith("/") or not holds:
         return [path]
     from ftmanifest.probe._context import ProbeContext
     from ftmanifest.probe.git import git_context
-    from ftmanifest.probe.git_ancestry import path_allowed
 
     runner = git_context(ProbeContext(timeout=10.0))
     listed = runner.run(
@@ -394,8 +400,28 @@ def _untracked_within(git: Any, path: str, inside: frozenset[str]) -> list[str]:
     )
     if not listed.ok:
         return [path]  # cannot tell: dirty
-    files = [f for f in listed.stdout.split("\0") if f]
-    return [f for f in files if not path_allowed(inside, f)]
+    return [f for f in listed.stdout.split("\0") if f] or [path]
+
+
+def path_within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder + "/")
+
+
+def _stray_in_ledger(path: str, ledger: frozenset[str]) -> bool:
+    """A file inside the ledger folder that is not a ledger record (nor an
+    append's temp file) is judged as code: a script hidden in the ledger must
+    not pass as run records."""
+    import re
+
+    from ftmanifest.ledger.store import NAME_RE
+
+    clean = path.rstrip("/")
+    if not any(path_within(clean, top) for top in ledger):
+        return False
+    name = clean.rsplit("/", 1)[-1]
+    if path.endswith("/") or clean in ledger:
+        return True  # a folder not expanded, or the ledger path itself as a file
+    return NAME_RE.match(name) is None and re.match(r"^\..+\.tmp$", name) is None
 
 
 def _existing_parent(path: Path) -> Path:

@@ -484,3 +484,25 @@ def test_a_data_path_that_is_a_symlink_loop_is_a_row(project: Path) -> None:
     assert any("symlink loop" in (f.observed or "") + f.message for f in rows)
     result = run_cli("verify", str(project), "--no-signature", env=ENV)
     assert result.returncode == 1 and "internal error" not in result.stderr
+
+
+@pytest.mark.parametrize("tracked", [False, True], ids=["untracked-ledger", "tracked-ledger"])
+def test_a_script_hidden_in_the_ledger_folder_is_code(project: Path, tracked: bool) -> None:
+    """Ledger records are not training code; anything else in the ledger folder is."""
+    from ftmanifest.runrecord import append, records_path
+
+    root = project.parent
+    git(root, "add", "exp.yaml")
+    git(root, "commit", "-qm", "lock the manifest")
+    append(project, {"status": "planned"})
+    if tracked:
+        git(root, "add", ".ftmanifest")
+        git(root, "commit", "-qm", "the ledger")
+        append(project, {"status": "planned"})  # one more, untracked, inside a tracked folder
+    assert verify_manifest(project, signature=False).ok
+    hook = records_path(project) / "sitecustomize.py"
+    hook.write_text("print('runs at every start')\n")
+    rows = verify_manifest(project, signature=False).findings
+    assert [f.field for f in rows] == ["environment.code.dirty"], rows
+    hook.unlink()
+    assert verify_manifest(project, signature=False).ok
