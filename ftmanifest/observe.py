@@ -378,7 +378,9 @@ def _judge_code(
     environment["code"] = {**code, "dirty": bool(others)}
     pinned = manifest.environment.code.commit
     if pinned and git.commit and pinned != git.commit:
-        return descends_with_only(base, pinned, git.commit, own)
+        return descends_with_only(
+            base, pinned, git.commit, own, refuse=lambda p: _stray_in_ledger(p, ledger)
+        )
     return None
 
 

@@ -506,3 +506,24 @@ def test_a_script_hidden_in_the_ledger_folder_is_code(project: Path, tracked: bo
     assert [f.field for f in rows] == ["environment.code.dirty"], rows
     hook.unlink()
     assert verify_manifest(project, signature=False).ok
+
+
+def test_a_script_committed_into_the_ledger_after_the_pin_is_a_code_change(
+    project: Path,
+) -> None:
+    """HEAD may move on with ledger records committed; not with a script among them."""
+    from ftmanifest.runrecord import append, records_path
+
+    root = project.parent
+    git(root, "add", "exp.yaml")
+    git(root, "commit", "-qm", "lock the manifest")
+    append(project, {"status": "planned"})
+    git(root, "add", ".ftmanifest")
+    git(root, "commit", "-qm", "records")
+    assert verify_manifest(project, signature=False).ok
+    (records_path(project) / "sitecustomize.py").write_text("print('hidden')\n")
+    git(root, "add", ".ftmanifest")
+    git(root, "commit", "-qm", "a script among the records")
+    rows = verify_manifest(project, signature=False).findings
+    assert [f.field for f in rows] == ["environment.code.commit"], rows
+    assert "sitecustomize.py" in str(rows[0].observed)

@@ -42,7 +42,7 @@ What "allowed" means:
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -91,8 +91,12 @@ def descends_with_only(
     allowed: Collection[Path],
     *,
     ctx: ProbeContext | None = None,
+    refuse: Callable[[str], bool] | None = None,
 ) -> AncestryResult:
     """Whether ``head`` descends from ``pinned`` and their trees differ only in ``allowed``.
+
+    ``refuse`` names, among the paths ``allowed`` covers, those that still
+    count as changed (a folder allowed for its records, not for a script).
 
     ``repo_root`` is any folder of the work tree; ``pinned`` and ``head`` are
     40-hex commit ids; ``allowed`` holds absolute files and folders (relative
@@ -156,7 +160,7 @@ def descends_with_only(
     bad = [
         path
         for path, gitlink in parse_raw_z(diff.stdout)
-        if gitlink or not path_allowed(inside, path)
+        if gitlink or not path_allowed(inside, path) or (refuse is not None and refuse(path))
     ]
     if bad:
         return AncestryResult(False, "other files changed", tuple(bad[:MAX_OFFENDING]), len(bad))
