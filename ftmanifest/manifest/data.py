@@ -70,6 +70,76 @@ class DataEntry(Strict):
     transforms: list[Script] = Field(default_factory=list, description="Transformations applied.")
 
 
+class PairTolerance(Strict):
+    """How many duplicates one split pair may hold before `data check` refuses."""
+
+    exact: NonNegativeInt | None = Field(
+        default=None, description="Exact duplicates allowed; null: any (reported as a warning)."
+    )
+    near: NonNegativeInt | None = Field(
+        default=None, description="Near duplicates allowed; null: any (reported as a warning)."
+    )
+
+
+def _strict_test() -> PairTolerance:
+    return PairTolerance(exact=0)
+
+
+def _strict_sealed() -> PairTolerance:
+    return PairTolerance(exact=0, near=0)
+
+
+class LeakTolerance(Strict):
+    """Duplicates allowed per split pair; the sealed split's bound applies to any pair with it."""
+
+    train_eval: PairTolerance = Field(default_factory=PairTolerance, description="Train vs eval.")
+    train_test: PairTolerance = Field(default_factory=_strict_test, description="Train vs test.")
+    eval_test: PairTolerance = Field(default_factory=PairTolerance, description="Eval vs test.")
+    within_train: PairTolerance = Field(
+        default_factory=PairTolerance, description="Repeats inside a training split."
+    )
+    within_eval: PairTolerance = Field(
+        default_factory=PairTolerance, description="Repeats inside an eval or test split."
+    )
+    sealed: PairTolerance = Field(
+        default_factory=_strict_sealed, description="Any other split vs the sealed split."
+    )
+
+
+class DataChecks(Strict):
+    """What `ftmanifest data check` and `data sample` apply to the data entries."""
+
+    near_threshold: float = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        description="Jaccard similarity of 3-word shingles from which two records are near "
+        "duplicates.",
+    )
+    tolerance: LeakTolerance = Field(
+        default_factory=LeakTolerance, description="Duplicates allowed per split pair."
+    )
+    text_fields: list[NonEmpty] = Field(
+        default_factory=list,
+        description="Keys or columns that are a record's text; empty: messages[].content, "
+        "else prompt+completion, else text.",
+    )
+    label: NonEmpty | None = Field(
+        default=None,
+        description="Key or column naming a record's category; null: label, else category.",
+    )
+    target: NonEmpty | None = Field(
+        default=None,
+        description="Key or column holding the expected output; null: completion, the last "
+        "assistant message, else the label.",
+    )
+    min_per_category: NonNegativeInt | None = Field(
+        default=None,
+        description="Fewest eval examples per category; null: enough to see the per-category "
+        "guard's max_drop (about 2/max_drop^2), else 20.",
+    )
+
+
 class Baseline(Strict):
     """The base model's evaluation, kept to compare every variant with."""
 

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ftmanifest.manifest.data import DataEntry, Evaluation, Export, Security
+from ftmanifest.manifest.data import DataChecks, DataEntry, Evaluation, Export, Security
 from ftmanifest.manifest.environment import Environment, ModelSource
 from ftmanifest.manifest.experiment import Experiment
 from ftmanifest.manifest.training import Distributed, Method, Seeds, Training
@@ -28,6 +28,9 @@ class Manifest(Strict):
     )
     seeds: Seeds = Field(default_factory=Seeds, description="Seeds and determinism flags.")
     data: list[DataEntry] = Field(default_factory=list, description="Data sets and splits.")
+    data_checks: DataChecks = Field(
+        default_factory=DataChecks, description="Leakage tolerance, text and label fields."
+    )
     method: Method | None = Field(default=None, description="What is trained: full, lora, peft.")
     training: Training = Field(default_factory=Training, description="Step sizing.")
     distributed: Distributed = Field(default_factory=Distributed, description="Process layout.")
