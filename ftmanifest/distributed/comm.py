@@ -1,0 +1,169 @@
+"""Who this rank is, and gathering one object from every rank before a deadline.
+
+Layer: distributed (edge).  ``job_from_env`` reads the variables ``torchrun``
+sets (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``,
+``GROUP_RANK``, ``MASTER_ADDR``/``MASTER_PORT``); ``joined`` joins the job's
+process group over gloo (small host objects: fingerprints, digests,
+findings), or, when the training script already initialised one (the Trainer
+guard, NCCL on GPUs), makes a gloo group beside it.  Every collective carries
+the deadline: a rank that never joins or stops answering makes the others
+raise ``RankTimeoutError`` (exit 1, a refusal), never wait for ever.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from ftmanifest.errors import EXIT_REFUSED, FtManifestError, UsageError
+
+DEFAULT_TIMEOUT = 300.0
+"""Seconds a rank waits for the others to join or answer (``--rank-timeout``)."""
+
+_INTS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+
+
+class RankTimeoutError(FtManifestError):
+    """A rank did not join, or did not answer, before the deadline."""
+
+    exit_code = EXIT_REFUSED
+    reason = "rank-timeout"
+
+
+@dataclass(frozen=True)
+class Job:
+    """This process's place in the job, as the launcher described it."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    node_rank: int
+    master: str  # "addr:port", for messages
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def job_from_env(environ: Mapping[str, str] | None = None) -> Job | None:
+    """The job this process belongs to, or None when no launcher set ``WORLD_SIZE``."""
+    env = os.environ if environ is None else environ
+    if "WORLD_SIZE" not in env:
+        return None
+    values: dict[str, int] = {}
+    for name in _INTS:
+        raw = env.get(name, "0" if name in ("LOCAL_RANK", "GROUP_RANK") else None)
+        if raw is None and name == "LOCAL_WORLD_SIZE":
+            raw = env["WORLD_SIZE"]
+        try:
+            values[name] = int(raw if raw is not None else "")
+        except ValueError:
+            raise UsageError(
+                f"the launcher's {name} is not a number",
+                field=name,
+                expected="a whole number, as torchrun sets it",
+                observed=repr(raw),
+                hint="run under torchrun (or srun/kubectl with the torch.distributed variables)",
+            ) from None
+    size, rank = values["WORLD_SIZE"], values["RANK"]
+    if size < 1 or not 0 <= rank < size or "MASTER_ADDR" not in env or "MASTER_PORT" not in env:
+        raise UsageError(
+            "the launcher's variables do not describe a job",
+            field="RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT",
+            expected="0 <= RANK < WORLD_SIZE and MASTER_ADDR, MASTER_PORT set",
+            observed=f"RANK={env.get('RANK')} WORLD_SIZE={env.get('WORLD_SIZE')} "
+            f"MASTER_ADDR={env.get('MASTER_ADDR')} MASTER_PORT={env.get('MASTER_PORT')}",
+            hint="start the command with torchrun --nproc-per-node N ...",
+        )
+    return Job(
+        rank=rank,
+        world_size=size,
+        local_rank=values["LOCAL_RANK"],
+        local_world_size=values["LOCAL_WORLD_SIZE"],
+        node_rank=values["GROUP_RANK"],
+        master=f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}",
+    )
+
+
+class Comm:
+    """One joined group: ``all_gather`` hands every rank the list of every rank's object."""
+
+    def __init__(self, job: Job, group: Any, timeout: float) -> None:
+        self.job = job
+        self.group = group
+        self.timeout = timeout
+
+    @property
+    def rank(self) -> int:
+        return self.job.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.job.world_size
+
+    def all_gather(self, obj: Any, what: str = "results") -> list[Any]:
+        """Every rank's ``obj`` in rank order, on every rank; a silent rank raises."""
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self.job.world_size
+        try:
+            dist.all_gather_object(out, obj, group=self.group)
+        except (RuntimeError, OSError) as exc:  # gloo raises RuntimeError on a timeout
+            raise _timeout(self.job, self.timeout, f"gathering {what}", exc) from None
+        return out
+
+
+def _timeout(job: Job, timeout: float, doing: str, exc: BaseException) -> RankTimeoutError:
+    detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+    return RankTimeoutError(
+        f"rank {job.rank} of {job.world_size}: not every rank answered while {doing} "
+        f"within {timeout:g} s ({detail})",
+        field="ranks",
+        expected=f"{job.world_size} ranks answering within {timeout:g} s",
+        observed="a rank that did not join, died or hangs",
+        hint="look at the other ranks' output; raise --rank-timeout if a rank is only slow",
+    )
+
+
+@contextmanager
+def joined(job: Job, timeout: float = DEFAULT_TIMEOUT) -> Iterator[Comm]:
+    """Join the job (or reuse the script's group with a gloo group beside it)."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        raise UsageError(
+            "this torch build has no torch.distributed",
+            field="--distributed",
+            expected="a torch with distributed support",
+            observed="torch.distributed.is_available() is False",
+            hint="install a standard torch build, or run without --distributed",
+        )
+    deadline = timedelta(seconds=timeout)
+    owned = not dist.is_initialized()
+    try:
+        if owned:
+            dist.init_process_group(
+                "gloo",
+                init_method="env://",
+                rank=job.rank,
+                world_size=job.world_size,
+                timeout=deadline,
+            )
+            group = None
+        elif dist.get_backend() == "gloo":
+            group = None
+        else:
+            group = dist.new_group(backend="gloo", timeout=deadline)
+    except (RuntimeError, OSError, ValueError) as exc:
+        raise _timeout(job, timeout, "joining", exc) from None
+    try:
+        yield Comm(job, group, timeout)
+    finally:
+        if owned and dist.is_initialized():
+            dist.destroy_process_group()
