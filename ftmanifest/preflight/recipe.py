@@ -147,9 +147,13 @@ def _split(record: Any) -> tuple[Any, str]:
 
 def _tokenize(tokenizer: Any, prompt: Any, completion: str) -> tuple[list[int], list[int]]:
     if isinstance(prompt, list) and getattr(tokenizer, "chat_template", None):
-        before = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
+        before = tokenizer.apply_chat_template(
+            prompt, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
         whole = tokenizer.apply_chat_template(
-            [*prompt, {"role": "assistant", "content": completion}], tokenize=True
+            [*prompt, {"role": "assistant", "content": completion}],
+            tokenize=True,
+            return_dict=False,
         )
         before, whole = list(before), list(whole)
         if whole[: len(before)] != before:
