@@ -68,6 +68,7 @@ class VerifyReport:
     signature_checked: bool = True
     loaded: Any = None  # the LoadedManifest judged (ids and body for the ledger)
     ledger: dict[str, Any] | None = None  # ledger.summary of the experiment, if a ledger exists
+    observed: Any = None  # observe.Observed (file digests for comparing torchrun ranks)
 
     @property
     def ok(self) -> bool:
@@ -278,6 +279,7 @@ def verify_manifest(
         signature_checked=signature,
         loaded=loaded,
         ledger=history,
+        observed=seen,
     )
 
 
