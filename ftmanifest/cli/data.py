@@ -6,9 +6,13 @@ vs test, eval vs test, within train) and the worst examples side by side;
 ``--write-clean OUT`` writes the training file without the records that
 repeat eval or test and prints the new file's digest for the manifest.
 
-Exit codes: 0 no leakage the tolerance refuses (other pairs are warnings);
-1 an exact duplicate between train and test, or any duplicate of a sealed
-split in another split; 2 unusable input.
+Exit codes: 0 no leakage over the manifest's ``data_checks.tolerance``
+(duplicates it allows, or whose count it leaves open, are warnings); 1 more
+duplicates in a split pair than it allows (by default: an exact duplicate
+between train and test, or any duplicate of a sealed split in another split);
+2 unusable input.  The threshold and text fields default to
+``data_checks.near_threshold`` and ``data_checks.text_fields``; the
+per-record work runs on every core (``--jobs``).
 """
 
 from __future__ import annotations
@@ -34,13 +38,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     actions.required = True
     q = actions.add_parser("check", help="exact and near duplicates between and within splits")
     q.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
-    q.add_argument("--threshold", type=float, default=0.8, metavar="J",
+    q.add_argument("--threshold", type=float, default=None, metavar="J",
                    help="Jaccard similarity of 3-word shingles from which two records are "
-                   "near duplicates")  # fmt: skip
+                   "near duplicates (default: data_checks.near_threshold, 0.8)")  # fmt: skip
     q.add_argument("--field", action="append", default=[], metavar="NAME",
                    help="a record's text is this key or column (repeatable; default: "
-                   "messages[].content, else prompt+completion, else text, else every "
-                   "string)")  # fmt: skip
+                   "data_checks.text_fields, else messages[].content, else "
+                   "prompt+completion, else text, else every string)")  # fmt: skip
+    q.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="processes that read and sign records (default: every core, one "
+                   "for inputs under 8 MiB; 0: every core); the same result for any N")  # fmt: skip
     q.add_argument("--examples", type=int, default=5, metavar="N",
                    help="worst examples shown per split pair")  # fmt: skip
     q.add_argument("--write-clean", type=Path, metavar="OUT",
@@ -57,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from ftmanifest.data.splits import splits_of
     from ftmanifest.manifest import load_manifest
 
-    if not 0 < args.threshold <= 1 or args.examples < 0:
+    if args.threshold is not None and not 0 < args.threshold <= 1 or args.examples < 0:
         raise UsageError(
             "--threshold must be in (0, 1] and --examples >= 0",
             field="--threshold",
@@ -65,7 +72,19 @@ def run(args: argparse.Namespace) -> int:
             observed=str(args.threshold),
             hint="e.g. --threshold 0.8",
         )
+    if args.jobs is not None and args.jobs < 0:
+        raise UsageError(
+            "--jobs must be 0 (every core) or more",
+            field="--jobs",
+            expected="N >= 0",
+            observed=str(args.jobs),
+            hint="e.g. --jobs 2",
+        )
     loaded = load_manifest(args.manifest)
+    checks = loaded.manifest.data_checks
+    source = "--threshold" if args.threshold is not None else "data_checks.near_threshold"
+    threshold = checks.near_threshold if args.threshold is None else args.threshold
+    args.field = args.field or list(checks.text_fields)
     splits = splits_of(loaded, allow_outside=args.allow_outside, fields=args.field)
     train = [s for s in splits if s.kind == "train"]
     if args.write_clean is not None and len(train) != 1:
@@ -77,17 +96,24 @@ def run(args: argparse.Namespace) -> int:
             observed=f"{len(train)}",
             hint="run without --write-clean, or keep one training entry",
         )
+    before = None
     if args.write_clean is not None:
-        from ftmanifest.data.clean import refuse_input
+        from ftmanifest.data.clean import fingerprint, refuse_input
 
         refuse_input(train[0].path, args.write_clean)
-    report = check_leakage(splits, threshold=args.threshold, examples=args.examples)
+        before = fingerprint(train[0].path)
+    from ftmanifest.data.parallel import cores, default_jobs
+
+    jobs = default_jobs([s.path for s in splits]) if args.jobs is None else args.jobs or cores()
+    report = check_leakage(splits, threshold=threshold, examples=args.examples,
+                           tolerance=checks.tolerance, jobs=jobs)  # fmt: skip
+    report.threshold_source = source
     clean = None
     if args.write_clean is not None:
         from ftmanifest.data.clean import write_clean
 
         drop = report.leaking[train[0].name]
-        digest = write_clean(train[0].path, train[0].format, drop, args.write_clean)
+        digest = write_clean(train[0].path, train[0].format, drop, args.write_clean, before)
         clean = {"path": str(args.write_clean), "digest": digest, "dropped": len(drop)}
     if args.format == "json":
         from ftmanifest.output import to_json
@@ -109,6 +135,9 @@ def _payload(report: Any, clean: dict[str, Any] | None) -> dict[str, Any]:
             "b": p.b,
             "exact": p.exact,
             "near": p.near,
+            "tolerance": {"field": f"data_checks.tolerance.{p.tolerance}", **p.allowed},
+            "refused": [{"field": r.field, "kind": r.kind, "count": r.count,
+                         "allowed": r.allowed} for r in p.breaches],  # fmt: skip
             "severity": "error" if p.refused else ("warning" if p.exact + p.near else "ok"),
             "examples": [
                 {"kind": m.kind, "similarity": m.similarity, "a": ref(m.a), "b": ref(m.b)}
@@ -118,7 +147,8 @@ def _payload(report: Any, clean: dict[str, Any] | None) -> dict[str, Any]:
         for p in report.pairs
     ]
     leaking = {k: len(v) for k, v in report.leaking.items()}
-    return {"ok": report.ok, "threshold": report.threshold, "records": report.records,
+    return {"ok": report.ok, "threshold": report.threshold,
+            "threshold_source": report.threshold_source, "records": report.records,
             "pairs": pairs, "leaking_train_records": leaking, "clean": clean}  # fmt: skip
 
 
@@ -142,13 +172,19 @@ def _text(report: Any, clean: dict[str, Any] | None) -> str:
                        f"{_shown(report, m.b)}") for m in p.examples])  # fmt: skip
     out = table(rows, ("split pair", "exact", "near", "result"), notes=notes, nowrap=(1, 2, 3))
     sizes = ", ".join(f"{escape(k)} {v}" for k, v in report.records.items())
-    out += f"\nrecords: {sizes}; near duplicates: Jaccard >= {report.threshold:g}\n"
+    out += f"\nrecords: {sizes}; near duplicates: Jaccard >= {report.threshold:g}"
+    out += f" ({report.threshold_source})\n"
     if clean is not None:
         out += f"clean copy: {escape(clean['path'])} ({clean['dropped']} records dropped)\n"
         out += f"  digest: {clean['digest']}  (the training entry's new digest)\n"
     if report.ok:
-        return out + "OK: no leakage the tolerance refuses\n"
+        return out + "OK: no leakage over data_checks.tolerance\n"
+    for p in report.pairs:
+        pair = f"within {p.a}" if p.a == p.b else f"{p.b} vs {p.a}"
+        for r in p.breaches:
+            out += (f"REFUSED: {escape(pair)}: {r.count} {r.kind} duplicate(s), {r.allowed} "
+                    f"allowed by {r.field}\n")  # fmt: skip
     return out + (
-        "REFUSED: exact duplicates between train and test, or duplicates of a sealed split;"
-        " drop them (--write-clean OUT) and re-lock\n"
+        "  fix: drop the training records that repeat eval or test (--write-clean OUT) and"
+        " re-lock, or allow them by raising the manifest field named above\n"
     )

@@ -1,4 +1,4 @@
-"""Split leakage: exact and near duplicates between train, eval and test, and within train.
+"""Split leakage: exact and near duplicates between train, eval and test, and within each.
 
 Layer: data (edge: reads the splits through ``recordio.iter_records``; the
 verdict is ``judge``, pure).  Issue 17.
@@ -11,26 +11,28 @@ shingle sets in a second pass that re-reads only the records involved, and
 keeps a short excerpt of each for the report.
 
 Splits are compared pairwise by role (train/eval/test; ``baseline-eval`` counts
-as eval) and each train split with itself.  A record that exactly repeats an
-earlier record of the same split is not indexed again, so a thousand copies
-cost one index entry, and each record keeps at most ``MAX_CANDIDATES`` LSH
-candidates per other split.
+as eval) and each split with itself.  The per-record work (parsing, normalising,
+shingling, MinHash) runs on ``jobs`` processes (``ftmanifest.data.parallel``);
+the index and the verdict stay here, so the result does not depend on ``jobs``.
+``judge`` applies the manifest's ``data_checks.tolerance`` (``LeakTolerance``).
+
+A record that exactly repeats an earlier record of the same split is not
+indexed again, so a thousand copies cost one index entry, and each record
+keeps at most ``MAX_CANDIDATES`` LSH candidates per other split.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ftmanifest.data.text import jaccard, normalise, record_text, shingles
-from ftmanifest.recordio import iter_records
+from ftmanifest.data.parallel import NUM_PERM, Workers, selected_texts
+from ftmanifest.data.text import jaccard, normalise, shingles
+from ftmanifest.manifest.data import LeakTolerance, PairTolerance
 
-NUM_PERM = 128
-SEED = 42
 BANDS = (8, 16, 32, 64)
 MIN_CANDIDATE_P = 0.9
 MAX_CANDIDATES = 50
@@ -74,6 +76,16 @@ class Match:
     similarity: float
 
 
+@dataclass(frozen=True)
+class Breach:
+    """A count over what the manifest allows: ``field`` is where the allowance is set."""
+
+    field: str  # e.g. data_checks.tolerance.train_test.exact
+    kind: Kind
+    count: int
+    allowed: int
+
+
 @dataclass
 class PairResult:
     """What one split pair (``a`` == ``b``: within one split) holds."""
@@ -84,6 +96,9 @@ class PairResult:
     near: int = 0
     refused: bool = False  # set by ``judge``
     examples: list[Match] = field(default_factory=list)
+    tolerance: str = ""  # set by ``judge``: the data_checks.tolerance entry that applies
+    allowed: dict[str, int | None] = field(default_factory=dict)  # kind -> allowed (None: any)
+    breaches: list[Breach] = field(default_factory=list)
 
 
 @dataclass
@@ -93,6 +108,7 @@ class LeakageReport:
     pairs: list[PairResult]
     leaking: dict[str, set[int]]  # train split -> its records duplicated in eval or test
     excerpts: dict[tuple[str, int], str]  # (split, record) -> original text, cut short
+    threshold_source: str = "threshold"  # where the threshold came from, for the report
 
     @property
     def ok(self) -> bool:
@@ -100,27 +116,57 @@ class LeakageReport:
 
 
 def pairs_of(splits: Sequence[Split]) -> list[tuple[Split, Split]]:
-    """(earlier, later) in reading order: test, eval, train; each train split with itself."""
+    """(earlier, later) in reading order: test, eval, train; each split with itself."""
     order = sorted(splits, key=lambda s: ROLE_ORDER[s.role])
     out = []
     for j, later in enumerate(order):
         for earlier in order[:j]:
             if earlier.kind != later.kind:
                 out.append((earlier, later))
-        if later.kind == "train":
-            out.append((later, later))
+        out.append((later, later))
     return out
 
 
-def judge(report: LeakageReport, splits: Sequence[Split]) -> LeakageReport:
-    """Mark the pairs the default tolerance refuses: any exact duplicate between
-    train and test; any duplicate (exact or near) of a sealed split in another split."""
+def tolerance_key(a: Split, b: Split) -> str:
+    """The ``data_checks.tolerance`` entry for a pair: train_eval, train_test, eval_test,
+    within_train, or within_eval (inside an eval or a test split)."""
+    if a is b:
+        return "within_train" if a.kind == "train" else "within_eval"
+    kinds = {a.kind, b.kind}
+    return "eval_test" if kinds == {"eval", "test"} else "train_" + (kinds - {"train"}).pop()
+
+
+def judge(
+    report: LeakageReport, splits: Sequence[Split], tolerance: LeakTolerance | None = None
+) -> LeakageReport:
+    """Refuse the pairs that hold more duplicates than ``tolerance`` allows (default: the
+    manifest's defaults, no exact duplicate between train and test, no duplicate of any
+    kind of a sealed split in another split).  A pair with a sealed split is bound by its
+    own entry and by ``sealed``; the tighter allowance applies."""
+    tolerance = tolerance or LeakTolerance()
     by_name = {s.name: s for s in splits}
     for p in report.pairs:
         a, b = by_name[p.a], by_name[p.b]
-        train_test = {a.kind, b.kind} == {"train", "test"} and p.exact > 0
-        sealed = a is not b and (a.sealed or b.sealed) and p.exact + p.near > 0
-        p.refused = train_test or sealed
+        key = tolerance_key(a, b)
+        rules: list[tuple[str, PairTolerance]] = [(key, getattr(tolerance, key))]
+        if a is not b and (a.sealed or b.sealed):
+            rules.append(("sealed", tolerance.sealed))
+        p.tolerance = key
+        p.breaches = []
+        p.allowed = {}
+        for kind in ("exact", "near"):
+            count = p.exact if kind == "exact" else p.near
+            bounds = [(name, getattr(rule, kind)) for name, rule in rules]
+            bounds = [(name, n) for name, n in bounds if n is not None]
+            if not bounds:
+                p.allowed[kind] = None
+                continue
+            name, allowed = min(bounds, key=lambda item: item[1])
+            p.allowed[kind] = allowed
+            if count > allowed:
+                where = f"data_checks.tolerance.{name}.{kind}"
+                p.breaches.append(Breach(where, kind, count, allowed))
+        p.refused = bool(p.breaches)
     return report
 
 
@@ -136,22 +182,17 @@ def bands_for(threshold: float) -> int:
     return BANDS[-1]
 
 
-def _minhash(items: Iterable[str]) -> Any:
-    from rensa import RMinHash
-
-    m = RMinHash(num_perm=NUM_PERM, seed=SEED)
-    m.update(list(items))
-    return m
-
-
-def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
 def check_leakage(
-    splits: Sequence[Split], *, threshold: float = 0.8, examples: int = 5
+    splits: Sequence[Split],
+    *,
+    threshold: float = 0.8,
+    examples: int = 5,
+    tolerance: LeakTolerance | None = None,
+    jobs: int = 1,
 ) -> LeakageReport:
-    """Read every split once to find candidates, then the candidates' records again."""
+    """Read every split once to find candidates, then the candidates' records again.
+
+    ``jobs`` processes sign the records (1: this one); the report is the same for any."""
     from rensa import RMinHashLSH
 
     bands = bands_for(threshold)
@@ -169,46 +210,42 @@ def check_leakage(
     candidates: set[tuple[str, int, str, int]] = set()
     leaking: dict[str, set[int]] = {s.name: set() for s in splits if s.kind == "train"}
     counts: dict[str, int] = {}
-    for split in order:
-        seen: dict[bytes, tuple[int, int]] = {}
-        index = RMinHashLSH(threshold=threshold, num_perm=NUM_PERM, num_bands=bands)
-        n = 0
-        for rec in iter_records(split.path, split.format):
-            n += 1
-            text = normalise(record_text(rec.value, split.fields))
-            if not text:
-                continue
-            h = _digest(text)
-            repeat = h in seen
-            near_to = []  # splits this record is not an exact duplicate of
-            for other in partners[split.name]:
-                hit = seen.get(h) if other == split.name else exact[other].get(h)
-                if hit is None:
-                    near_to.append(other)
+    with Workers(jobs) as workers:
+        for split in order:
+            seen: dict[bytes, tuple[int, int]] = {}
+            index = RMinHashLSH(threshold=threshold, num_perm=NUM_PERM, num_bands=bands)
+            n = 0
+            for number, line, h, m in workers.signatures(split.path, split.format, split.fields):
+                n += 1
+                if h is None:  # no text
                     continue
-                pair = results[(other, split.name)]
-                pair.exact += 1
-                if split.kind == "train" and other != split.name:
-                    leaking[split.name].add(rec.number)
-                if len(exact_matches[(other, split.name)]) < examples:
-                    a, b = Ref(other, hit[0], hit[1]), Ref(split.name, rec.number, rec.line)
-                    exact_matches[(other, split.name)].append(Match("exact", a, b, 1.0))
-            if not repeat:
-                seen[h] = (rec.number, rec.line)
-            store = split.name in indexed and not repeat  # a repeat's first copy stands for it
-            if not near_to and not store:
-                continue
-            m = _minhash(shingles(text))
-            for other in near_to:
-                found = (index if other == split.name else lsh[other]).query(m)
-                for key in sorted(found)[:MAX_CANDIDATES]:
-                    candidates.add((other, key, split.name, rec.number))
-            if store:
-                index.insert(rec.number, m)
-        counts[split.name] = n
-        exact[split.name] = seen
-        if split.name in indexed:
-            lsh[split.name] = index
+                repeat = h in seen
+                near_to = []  # splits this record is not an exact duplicate of
+                for other in partners[split.name]:
+                    hit = seen.get(h) if other == split.name else exact[other].get(h)
+                    if hit is None:
+                        near_to.append(other)
+                        continue
+                    pair = results[(other, split.name)]
+                    pair.exact += 1
+                    if split.kind == "train" and other != split.name:
+                        leaking[split.name].add(number)
+                    if len(exact_matches[(other, split.name)]) < examples:
+                        a, b = Ref(other, hit[0], hit[1]), Ref(split.name, number, line)
+                        exact_matches[(other, split.name)].append(Match("exact", a, b, 1.0))
+                if not repeat:
+                    seen[h] = (number, line)
+                store = split.name in indexed and not repeat  # a repeat's first copy stands in
+                for other in near_to:
+                    found = (index if other == split.name else lsh[other]).query(m)
+                    for key in sorted(found)[:MAX_CANDIDATES]:
+                        candidates.add((other, key, split.name, number))
+                if store:
+                    index.insert(number, m)
+            counts[split.name] = n
+            exact[split.name] = seen
+            if split.name in indexed:
+                lsh[split.name] = index
     near, excerpts = _verify(splits, candidates, exact_matches, threshold)
     by_name = {s.name: s for s in splits}
     for match in near:
@@ -220,7 +257,7 @@ def check_leakage(
         found.sort(key=lambda m: (-m.similarity, m.kind != "exact", m.b.record))
         pair.examples = found[:examples]
     report = LeakageReport(threshold, counts, list(results.values()), leaking, excerpts)
-    return judge(report, splits)
+    return judge(report, splits, tolerance)
 
 
 def _verify(
@@ -245,12 +282,10 @@ def _verify(
         need = wanted.get(split.name)
         if not need:
             continue
-        for rec in iter_records(split.path, split.format):
-            if rec.number in need:
-                raw = record_text(rec.value, split.fields)
-                sets[(split.name, rec.number)] = frozenset(shingles(normalise(raw)))
-                lines[(split.name, rec.number)] = rec.line
-                excerpts[(split.name, rec.number)] = raw[:EXCERPT]
+        for number, line, raw in selected_texts(split.path, split.format, split.fields, need):
+            sets[(split.name, number)] = frozenset(shingles(normalise(raw)))
+            lines[(split.name, number)] = line
+            excerpts[(split.name, number)] = raw[:EXCERPT]
     near = []
     for a, ra, b, rb in sorted(candidates):
         similarity = jaccard(sets[(a, ra)], sets[(b, rb)])

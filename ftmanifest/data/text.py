@@ -68,12 +68,18 @@ def record_text(value: Any, fields: Sequence[str] = ()) -> str:
     return _SEP.join(s for _path, s in text_fields(value))
 
 
-def shingles(normalised: str, words: int = SHINGLE_WORDS) -> set[str]:
-    """The set of ``words``-word shingles of normalised text (the whole text when shorter)."""
+def shingle_list(normalised: str, words: int = SHINGLE_WORDS) -> list[str]:
+    """The ``words``-word shingles of normalised text in order, repeats kept (a MinHash
+    of the list equals that of the set; building no set is faster)."""
     tokens = normalised.split(" ")
     if len(tokens) <= words:
-        return {normalised} if normalised else set()
-    return {" ".join(tokens[i : i + words]) for i in range(len(tokens) - words + 1)}
+        return [normalised] if normalised else []
+    return list(map(" ".join, zip(*(tokens[i:] for i in range(words)), strict=False)))
+
+
+def shingles(normalised: str, words: int = SHINGLE_WORDS) -> set[str]:
+    """The set of ``words``-word shingles of normalised text (the whole text when shorter)."""
+    return set(shingle_list(normalised, words))
 
 
 def jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:

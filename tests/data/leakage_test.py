@@ -243,8 +243,9 @@ def test_unusable_inputs_name_the_file(project: dict[str, object], tmp_path: Pat
     images.write_text(project["manifest"].read_text().replace(  # type: ignore[attr-defined]
         "path: eval.jsonl}", "path: eval.jsonl, format: images}"))  # fmt: skip
     args = argparse.Namespace(manifest=images, threshold=0.8, field=[], examples=5,
-                              write_clean=None, allow_outside=False, format="text")  # fmt: skip
-    with pytest.raises(InputError, match="not text records"):
+                              write_clean=None, allow_outside=False, format="text",
+                              jobs=None)  # fmt: skip
+    with pytest.raises(InputError, match="is not a folder"):
         data_cli.run(args)
     (root / "test.jsonl").unlink()
     result = run_cli("data", "check", str(project["manifest"]))
