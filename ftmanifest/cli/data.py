@@ -136,8 +136,10 @@ def _payload(report: Any, clean: dict[str, Any] | None) -> dict[str, Any]:
             "exact": p.exact,
             "near": p.near,
             "tolerance": {"field": f"data_checks.tolerance.{p.tolerance}", **p.allowed},
-            "refused": [{"field": r.field, "kind": r.kind, "count": r.count,
-                         "allowed": r.allowed} for r in p.breaches],  # fmt: skip
+            "refused": [
+                {"field": r.field, "kind": r.kind, "count": r.count, "allowed": r.allowed}
+                for r in p.breaches
+            ],
             "severity": "error" if p.refused else ("warning" if p.exact + p.near else "ok"),
             "examples": [
                 {"kind": m.kind, "similarity": m.similarity, "a": ref(m.a), "b": ref(m.b)}
@@ -179,12 +181,16 @@ def _text(report: Any, clean: dict[str, Any] | None) -> str:
         out += f"  digest: {clean['digest']}  (the training entry's new digest)\n"
     if report.ok:
         return out + "OK: no leakage over data_checks.tolerance\n"
+    train_side = False
     for p in report.pairs:
         pair = f"within {p.a}" if p.a == p.b else f"{p.b} vs {p.a}"
+        train_side |= bool(p.breaches) and p.a != p.b and "train" in p.tolerance
         for r in p.breaches:
             out += (f"REFUSED: {escape(pair)}: {r.count} {r.kind} duplicate(s), {r.allowed} "
                     f"allowed by {r.field}\n")  # fmt: skip
-    return out + (
-        "  fix: drop the training records that repeat eval or test (--write-clean OUT) and"
-        " re-lock, or allow them by raising the manifest field named above\n"
+    fix = (
+        "drop the training records that repeat eval or test (--write-clean OUT) and re-lock"
+        if train_side
+        else "remove the repeats from the eval or test split and re-lock"
     )
+    return out + f"  fix: {fix}, or raise the manifest field named above\n"

@@ -50,7 +50,6 @@ CHUNK_RECORDS = 4096
 IN_FLIGHT = 3  # chunks per worker read ahead of the one being consumed
 SMALL = 8 << 20  # inputs under this many bytes in all are signed in the parent by default
 LINE_KINDS = frozenset({"jsonl", "ndjson", "text", "txt"})
-_BOM = b"\xef\xbb\xbf"
 
 Signature = tuple[int, int, bytes | None, Any]
 """(record number, line it starts on, 16-byte hash of its normalised text, its
@@ -222,8 +221,8 @@ class Workers:
 
 
 def _line_chunks(path: Path, kind: str, fields: tuple[str, ...]) -> Iterator[_Lines]:
-    """Chunks of about ``CHUNK_BYTES`` at line boundaries; never one that starts with
-    a byte-order mark past line 1 (the reader strips it on line 1 only)."""
+    """Chunks of about ``CHUNK_BYTES`` at line boundaries.  Each line keeps its number in
+    the file, so a byte-order mark is stripped on line 1 only, as the reader does."""
     import io
 
     from ftmanifest.recordio import DEFAULT_LIMITS, RecordReadError
@@ -240,7 +239,7 @@ def _line_chunks(path: Path, kind: str, fields: tuple[str, ...]) -> Iterator[_Li
         try:
             for line, data in physical_lines(f, path, DEFAULT_LIMITS):
                 full = size >= CHUNK_BYTES or len(raws) >= CHUNK_RECORDS
-                if full and not data.startswith(_BOM):
+                if full:
                     yield _Lines(str(path), kind, fields, first, raws)
                     raws, first, size = [], line, 0
                 raws.append(data)

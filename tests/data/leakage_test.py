@@ -289,3 +289,87 @@ def test_threshold_is_honoured_and_bands_favour_recall(project: dict[str, object
         rows = NUM_PERM // bands
         assert bands * rows == NUM_PERM
         assert 1 - (1 - threshold**rows) ** bands >= 0.9 or bands == 64
+
+
+def _tolerant(project: dict[str, object], checks: str) -> Path:
+    manifest: Path = project["manifest"]  # type: ignore[assignment]
+    manifest.write_text(manifest.read_text() + "data_checks:\n" + checks)
+    return manifest
+
+
+def test_tolerance_from_the_manifest_allows_up_to_its_count(
+    project: dict[str, object],
+) -> None:
+    """train vs eval holds 3 exact duplicates: allowed 3 passes, allowed 2 refuses."""
+    root: Path = project["root"]  # type: ignore[assignment]
+    (root / "test.jsonl").write_text(json.dumps(chat("nothing alike at all")) + "\n")
+    tolerance = "  tolerance:\n    train_eval: {exact: %d, near: 1}\n"
+    manifest = _tolerant(project, tolerance % 3)
+    result = run_cli("data", "check", str(manifest), "--format", "json")
+    payload = json.loads(result.stdout)
+    train_eval = next(p for p in payload["pairs"] if (p["b"], p["a"]) == ("train", "eval"))
+    assert (train_eval["exact"], train_eval["severity"]) == (3, "warning")
+    assert train_eval["tolerance"] == {
+        "field": "data_checks.tolerance.train_eval", "exact": 3, "near": 1}  # fmt: skip
+    assert result.returncode == 0 and payload["ok"] is True, result.stdout
+    manifest.write_text(manifest.read_text().replace("exact: 3", "exact: 2"))
+    result = run_cli("data", "check", str(manifest))
+    assert result.returncode == 1
+    assert ("REFUSED: train vs eval: 3 exact duplicate(s), 2 allowed by "
+            "data_checks.tolerance.train_eval.exact") in result.stdout  # fmt: skip
+    assert "--write-clean" in result.stdout
+
+
+def test_null_tolerance_is_a_warning_and_sealed_binds_any_pair(
+    project: dict[str, object],
+) -> None:
+    """Unbounded train vs test still refuses a near duplicate of the sealed test split;
+    unbounding sealed too leaves a warning, exit 0."""
+    manifest = _tolerant(project, "  tolerance:\n    train_test: {exact: null, near: null}\n")
+    result = run_cli("data", "check", str(manifest))
+    assert result.returncode == 1
+    assert "data_checks.tolerance.sealed.near" in result.stdout
+    manifest.write_text(manifest.read_text() + "    sealed: {exact: null, near: null}\n")
+    result = run_cli("data", "check", str(manifest), "--format", "json")
+    assert result.returncode == 0, result.stdout
+    train_test = next(p for p in json.loads(result.stdout)["pairs"] if p["a"] == "test"
+                      and p["b"] == "train")  # fmt: skip
+    assert (train_test["near"], train_test["severity"]) == (1, "warning")
+
+
+def test_within_eval_and_test_duplicates(tmp_path: Path) -> None:
+    rng = random.Random(8)
+    a, b = sentence(rng), sentence(rng)
+    write_jsonl(tmp_path / "train.jsonl", [{"text": sentence(rng)}])
+    write_jsonl(tmp_path / "eval.jsonl", [{"text": a}, {"text": " " + a.upper()},
+                                          {"text": change_words(a, 1, rng)}])  # fmt: skip
+    write_jsonl(tmp_path / "test.jsonl", [{"text": b}, {"text": change_words(b, 2, rng)}])
+    report = check_leakage(splits(tmp_path))
+    assert (pair(report, "eval", "eval").exact, pair(report, "eval", "eval").near) == (1, 1)
+    assert (pair(report, "test", "test").exact, pair(report, "test", "test").near) == (0, 1)
+    assert report.ok  # within_eval allows any by default: a warning
+    assert pair(report, "test", "test").tolerance == "within_eval"
+    from ftmanifest.manifest.data import LeakTolerance, PairTolerance
+
+    strict = LeakTolerance(within_eval=PairTolerance(exact=0, near=0))
+    report = check_leakage(splits(tmp_path), tolerance=strict)
+    refused = sorted((p.a, b.field) for p in report.pairs for b in p.breaches)
+    assert refused == [("eval", "data_checks.tolerance.within_eval.exact"),
+                       ("eval", "data_checks.tolerance.within_eval.near"),
+                       ("test", "data_checks.tolerance.within_eval.near")]  # fmt: skip
+
+
+def test_threshold_and_fields_come_from_the_manifest(project: dict[str, object]) -> None:
+    manifest = _tolerant(project, "  near_threshold: 0.99\n")
+    result = run_cli("data", "check", str(manifest), "--format", "json")
+    payload = json.loads(result.stdout)
+    assert (payload["threshold"], payload["threshold_source"]) == (
+        0.99, "data_checks.near_threshold")  # fmt: skip
+    assert result.returncode == 0, result.stdout  # the sealed near duplicate is below 0.99
+    result = run_cli("data", "check", str(manifest), "--threshold", "0.8")
+    assert result.returncode == 1 and "Jaccard >= 0.8 (--threshold)" in result.stdout
+    manifest.write_text(manifest.read_text() + "  text_fields: [nothing_here]\n")
+    result = run_cli("data", "check", str(manifest), "--format", "json")
+    payload = json.loads(result.stdout)
+    assert all(p["exact"] + p["near"] == 0 for p in payload["pairs"])
+    assert result.returncode == 0
