@@ -84,8 +84,12 @@ def test_an_input_changed_after_the_check_is_refused(tmp_path: Path, change: str
 def test_cli_refuses_a_training_file_written_during_the_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name, records in [("train", [chat("same words here"), chat("other")]),
-                          ("eval", [chat("unrelated")]), ("test", [chat("same words here")])]:  # fmt: skip
+    splits = {
+        "train": [chat("same words here"), chat("other")],
+        "eval": [chat("unrelated")],
+        "test": [chat("same words here")],
+    }
+    for name, records in splits.items():
         (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     manifest = tmp_path / "exp.yaml"
     manifest.write_text(MANIFEST.format(ext="jsonl", sealed="false"))
