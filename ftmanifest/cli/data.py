@@ -26,6 +26,27 @@ from ftmanifest.errors import UsageError
 from ftmanifest.safe_text import escape
 
 SHOWN = 120  # characters of each record in the text output
+CATEGORY_ROWS = 50  # categories shown in the text table (the JSON has all)
+CHECK_EPILOG = """\
+Besides leakage, data check reports (issue 17):
+  categories   records per category and split, where records carry a label
+               (data_checks.label; default label, else category).  A train
+               category missing from an eval/test split: error when a
+               per_category guard is measured there, else warning.  A category
+               only in eval/test, fewer than data_checks.min_per_category
+               examples (null: 1.92/max_drop^2 from the per_category guard,
+               else 20), unlabelled records: warnings.
+  lengths      characters, and tokens with the pinned tokenizer when it is
+               here offline (never downloaded); records over training.seq_len
+               tokens: warning with the longest lines; no tokenizer: warning.
+  images       format: images entries (one sub-folder per class): files, sizes
+               and modes per class.  Unreadable, symlinked, special, oversized
+               or bomb files, and Pillow missing: errors.  The same image in
+               train and test or a sealed split: error; other pairs: warning.
+  counts       each entry's records and digest against the manifest, as verify
+               checks them: a difference is an error (fix: ftmanifest lock).
+Exit 1 when any of these is an error, as for refused leakage.
+"""
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,7 +57,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         dest="action", metavar="ACTION", parser_class=type(p), help="what to check"
     )
     actions.required = True
-    q = actions.add_parser("check", help="exact and near duplicates between and within splits")
+    q = actions.add_parser("check", help="exact and near duplicates between and within splits",
+                           epilog=CHECK_EPILOG)  # fmt: skip
     q.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
     q.add_argument("--threshold", type=float, default=None, metavar="J",
                    help="Jaccard similarity of 3-word shingles from which two records are "
@@ -57,6 +79,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="allow data paths outside the manifest's folder")  # fmt: skip
     add_format_argument(q)
     q.set_defaults(func=run)
+
+    from ftmanifest.cli.data_sample import add_sample_parser
+
+    add_sample_parser(actions)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,13 +141,17 @@ def run(args: argparse.Namespace) -> int:
         drop = report.leaking[train[0].name]
         digest = write_clean(train[0].path, train[0].format, drop, args.write_clean, before)
         clean = {"path": str(args.write_clean), "digest": digest, "dropped": len(drop)}
+    summary = _summary(args, loaded)
     if args.format == "json":
         from ftmanifest.output import to_json
 
-        sys.stdout.write(to_json(_payload(report, clean)))
+        payload = _payload(report, clean)
+        payload.update(_summary_payload(summary))
+        payload["ok"] = payload["ok"] and summary.ok
+        sys.stdout.write(to_json(payload))
     else:
-        sys.stdout.write(_text(report, clean))
-    return 0 if report.ok else 1
+        sys.stdout.write(_text(report, clean) + _summary_text(summary))
+    return 0 if report.ok and summary.ok else 1
 
 
 def _payload(report: Any, clean: dict[str, Any] | None) -> dict[str, Any]:
@@ -194,3 +224,116 @@ def _text(report: Any, clean: dict[str, Any] | None) -> str:
         else "remove the repeats from the eval or test split and re-lock"
     )
     return out + f"  fix: {fix}, or raise the manifest field named above\n"
+
+
+def _summary(args: argparse.Namespace, loaded: Any) -> Any:
+    """Categories, lengths, image folders, counts and digests (``data.summary``)."""
+    from ftmanifest.data.splits import image_splits_of, splits_of
+    from ftmanifest.data.summary import summarise
+
+    text = splits_of(loaded, allow_outside=args.allow_outside, fields=args.field)
+    images = image_splits_of(loaded, allow_outside=args.allow_outside)
+    return summarise(loaded, text, images, allow_outside=args.allow_outside)
+
+
+def _summary_payload(s: Any) -> dict[str, Any]:
+    categories = {
+        st.name: {"records": st.records, "unlabelled": st.unlabelled, "counts": dict(st.categories)}
+        for st in s.stats
+    }
+    for im in s.images.splits:
+        categories[im.name] = {"records": sum(c.files for c in im.classes.values()) + im.bad,
+                               "unlabelled": 0,
+                               "counts": {k: c.files for k, c in im.classes.items()}}  # fmt: skip
+    lengths = {
+        st.name: {
+            "chars": st.chars.summary(),
+            "over_seq_len": st.over if st.tokens else None,
+            "tokens": st.tokens.summary() if st.tokens else None,
+            "longest": [{"line": line, "tokens": n} for n, line in st.worst],
+        }
+        for st in s.stats
+    }
+    images = {
+        im.name: {
+            k: {
+                "files": c.files,
+                "width": c.widths.summary(),
+                "height": c.heights.summary(),
+                "modes": dict(c.modes),
+                "formats": dict(c.formats),
+            }
+            for k, c in im.classes.items()
+        }
+        for im in s.images.splits
+    }
+    return {
+        "checks_ok": s.ok,
+        "categories": categories,
+        "min_per_category": {k: {"n": n, "rule": r} for k, (n, r) in s.minimums.items()},
+        "lengths": lengths,
+        "seq_len": s.seq_len,
+        "tokenizer": {"loaded": s.tokens, "source": s.tokenizer},
+        "images": images,
+        "findings": [f.to_dict() for f in s.findings],
+    }
+
+
+def _summary_text(s: Any) -> str:
+    from ftmanifest.output import table
+
+    out = ""
+    labelled = [st for st in s.stats if st.categories]
+    names = [st.name for st in labelled] + [im.name for im in s.images.splits if im.classes]
+    if names:
+        counts = {st.name: st.categories for st in labelled}
+        counts.update({im.name: {k: c.files for k, c in im.classes.items()}
+                       for im in s.images.splits if im.classes})  # fmt: skip
+        total: dict[str, int] = {}
+        for per in counts.values():
+            for k, n in per.items():
+                total[k] = total.get(k, 0) + n
+        cats = sorted(total, key=lambda k: (-total[k], k))
+        rows = [[escape(k)] + [counts[n].get(k, 0) for n in names] for k in cats[:CATEGORY_ROWS]]
+        out += "\ncategories (examples per split)\n"
+        out += table(rows, ["category", *map(escape, names)], nowrap=range(1, len(names) + 1))
+        if len(cats) > CATEGORY_ROWS:
+            out += f"... and {len(cats) - CATEGORY_ROWS} more categories (--format json has all)\n"
+        mins = ", ".join(f"{escape(k)} {n} ({r})" for k, (n, r) in s.minimums.items())
+        out += f"fewest examples per category: {mins}\n" if mins else ""
+    if s.stats:
+        rows = []
+        for st in s.stats:
+            c = st.chars.summary()
+            t = st.tokens.summary() if st.tokens else None
+            over = "-" if not st.tokens or s.seq_len is None else st.over
+            rows.append([escape(st.name), st.records, _spread(c), _spread(t) if t else "-", over])
+        out += "\nlengths (min / median / p90 / p99 / max)\n"
+        out += table(rows, ["split", "records", "characters", "tokens",
+                            f"over seq_len {s.seq_len}" if s.seq_len else "over seq_len"],
+                     nowrap=(1, 2, 3, 4))  # fmt: skip
+        if not s.tokens:
+            out += f"tokens not counted: {escape(s.tokenizer)}\n"
+    if s.images.splits:
+        rows = [
+            [escape(im.name), escape(k), c.files, _spread(c.widths.summary(), 3),
+             _spread(c.heights.summary(), 3),
+             ", ".join(f"{escape(m)} {n}" for m, n in c.modes.most_common())]
+            for im in s.images.splits for k, c in sorted(im.classes.items())
+        ]  # fmt: skip
+        out += "\nimages (width and height: min / median / max)\n"
+        out += table(rows, ["split", "class", "files", "width", "height", "modes"])
+    if s.findings:
+        rows = [[f.severity, escape(f.rule), escape(f.message)] for f in s.findings]
+        notes = [[("field", escape(f.field or "")), ("expected", escape(f.expected or "")),
+                  ("observed", escape(f.observed or "")), ("fix", escape(f.hint or ""))]
+                 for f in s.findings]  # fmt: skip
+        out += "\nfindings\n" + table(rows, ["severity", "rule", "what"], notes=notes)
+    if s.ok:
+        return out + "OK: statistics, images, counts and digests hold no error\n"
+    return out + "REFUSED: the findings above hold errors\n"
+
+
+def _spread(summary: dict[str, int | None], parts: int = 5) -> str:
+    keys = ("min", "p50", "p90", "p99", "max") if parts == 5 else ("min", "p50", "max")
+    return " / ".join("-" if summary[k] is None else str(summary[k]) for k in keys)

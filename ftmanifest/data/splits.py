@@ -2,6 +2,9 @@
 
 Layer: data (edge: resolves paths against the manifest's folder, refusing one
 that leaves it unless ``allow_outside``, as every reader of pinned paths does).
+``splits_of`` gives the text splits (one file each; the leakage check and the
+statistics read them); ``image_splits_of`` the ``format: images`` folders
+(``data.images`` reads them); any other format is refused.
 """
 
 from __future__ import annotations
@@ -14,27 +17,28 @@ from ftmanifest.data.leakage import ROLE_ORDER, Split
 from ftmanifest.errors import InputError, InputNotFoundError
 
 TEXT_FORMATS = frozenset({"jsonl", "json", "csv", "tsv", "parquet", "text"})
+IMAGES = "images"
 
 
 def splits_of(
     loaded: Any, *, allow_outside: bool = False, fields: Sequence[str] = ()
 ) -> list[Split]:
-    """One ``Split`` per data entry whose role is train, eval, baseline-eval or test."""
+    """One ``Split`` per text data entry whose role is train, eval, baseline-eval or test."""
     from ftmanifest.observe import resolve_inside
 
     base = Path(loaded.path).parent
     out = []
     for i, entry in enumerate(loaded.manifest.data):
-        if entry.role not in ROLE_ORDER:
+        if entry.role not in ROLE_ORDER or entry.format == IMAGES:
             continue
         if entry.format is not None and entry.format not in TEXT_FORMATS:
             raise InputError(
                 f"data entry {entry.name!r} is not text records (format: {entry.format})",
                 path=str(loaded.path),
                 loc=("data", i, "format"),
-                expected="one of " + ", ".join(sorted(TEXT_FORMATS)),
+                expected="one of " + ", ".join(sorted(TEXT_FORMATS | {IMAGES})),
                 observed=entry.format,
-                hint="`data check` compares text records; image folders are not checked yet",
+                hint="declare the entry's format (images: a folder with one sub-folder per class)",
             )
         path = resolve_inside(base, entry.path, ("data", i, "path"), allow_outside)
         if not path.exists():
@@ -57,7 +61,46 @@ def splits_of(
             )
         split = Split(entry.name, entry.role, path, entry.format, entry.sealed, tuple(fields))
         out.append(split)
-    names = [s.name for s in out]
+    _distinct(loaded)
+    return out
+
+
+def image_splits_of(loaded: Any, *, allow_outside: bool = False) -> list[Split]:
+    """One ``Split`` per ``format: images`` entry whose role is train, eval,
+    baseline-eval or test (its path a folder; a missing one refused)."""
+    from ftmanifest.observe import resolve_inside
+
+    base = Path(loaded.path).parent
+    out = []
+    for i, entry in enumerate(loaded.manifest.data):
+        if entry.role not in ROLE_ORDER or entry.format != IMAGES:
+            continue
+        path = resolve_inside(base, entry.path, ("data", i, "path"), allow_outside)
+        if not path.exists():
+            raise InputNotFoundError(
+                f"data entry {entry.name!r}: folder not found: {entry.path}",
+                path=str(path),
+                loc=("data", i, "path"),
+                expected="the split's image folder (one sub-folder per class)",
+                observed="nothing there",
+                hint="fix the entry's path, or restore the folder",
+            )
+        if not path.is_dir():
+            raise InputError(
+                f"data entry {entry.name!r} (format: images) is not a folder",
+                path=str(path),
+                loc=("data", i, "path"),
+                expected="a folder with one sub-folder per class",
+                observed="a file",
+                hint="point the entry at the split's image folder, or fix its format",
+            )
+        out.append(Split(entry.name, entry.role, path, IMAGES, entry.sealed))
+    _distinct(loaded)
+    return out
+
+
+def _distinct(loaded: Any) -> None:
+    names = [e.name for e in loaded.manifest.data if e.role in ROLE_ORDER]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise InputError(
@@ -68,4 +111,3 @@ def splits_of(
             observed=twice[0],
             hint="rename one of them",
         )
-    return out

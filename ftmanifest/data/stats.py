@@ -1,0 +1,261 @@
+"""Per-split statistics of text records: categories, lengths, records over ``seq_len``.
+
+Layer: data (edge: streams each split once through ``recordio.iter_records``;
+the verdicts are ``categories.category_findings`` and ``length_findings``,
+pure).  Issue 17.
+
+Memory is bounded whatever the split's size: no text is kept, only counts
+per category (at most ``MAX_CATEGORIES`` distinct ones; the rest are counted
+together), two length ``Histogram``s and the ``WORST`` longest records' lines.
+
+A record's category is the value of ``data_checks.label`` (default: the
+``label`` key, else ``category``).  A string is the category itself; any other
+JSON value (a number, a list...) is counted under its JSON text, so ``1`` and
+``"1"`` are one category; a record without one (a missing key, ``null``, a
+text line) is unlabelled.  Characters are counted over the record's text
+(``data_checks.text_fields``); tokens with the pinned tokenizer, formatted as
+preflight formats a training example (``preflight.recipe.default_format``:
+the chat template applied when there is one), without truncation.
+
+Severities: records over ``training.seq_len`` tokens are a warning naming the
+count and the longest records' lines (they are cut, and a cut can drop the
+target); when the tokenizer is not available offline, over-length records
+cannot be judged and that is a warning saying why.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ftmanifest.data.text import record_text
+from ftmanifest.findings import Finding
+from ftmanifest.recordio import iter_records
+
+MAX_CATEGORIES = 10_000
+MAX_LABEL = 200  # characters of a non-string label's JSON text
+OTHER = "(other categories)"
+WORST = 5
+_EXACT = 1024
+
+
+class Histogram:
+    """Counts of non-negative integers: exact below 1024, above it to within 0.2 %
+    (ten significant bits), so a billion lengths take a few thousand buckets."""
+
+    def __init__(self) -> None:
+        self.buckets: Counter[int] = Counter()
+        self.count = 0
+        self.min: int | None = None
+        self.max: int | None = None
+
+    def add(self, value: int) -> None:
+        shift = max(0, value.bit_length() - 10)
+        self.buckets[(value >> shift) << shift if value >= _EXACT else value] += 1
+        self.count += 1
+        self.min = value if self.min is None else min(self.min, value)
+        self.max = value if self.max is None else max(self.max, value)
+
+    def percentile(self, q: float) -> int | None:
+        """The smallest bucket with at least ``q`` of the values at or below it."""
+        if not self.count:
+            return None
+        need, seen = q * self.count, 0
+        for value in sorted(self.buckets):
+            seen += self.buckets[value]
+            if seen >= need:
+                return value
+        return self.max
+
+    def summary(self) -> dict[str, int | None]:
+        return {
+            "min": self.min,
+            "p50": self.percentile(0.5),
+            "p90": self.percentile(0.9),
+            "p99": self.percentile(0.99),
+            "max": self.max,
+        }
+
+
+@dataclass
+class SplitStats:
+    """What one text split holds, without any of its text."""
+
+    name: str
+    role: str
+    path: str
+    records: int = 0
+    unlabelled: int = 0
+    categories: Counter[str] = field(default_factory=Counter)
+    chars: Histogram = field(default_factory=Histogram)
+    tokens: Histogram | None = None  # None: no tokenizer
+    untokenized: int = 0  # records the tokenizer failed on
+    over: int = 0  # records over seq_len tokens
+    worst: list[tuple[int, int]] = field(default_factory=list)  # (tokens, line), a min-heap
+
+    @property
+    def kind(self) -> str:
+        return "eval" if self.role == "baseline-eval" else self.role
+
+
+def label_of(value: Any, key: str | None = None) -> str | None:
+    """A record's category as text (see the module docstring), or None."""
+    if not isinstance(value, dict):
+        return None
+    if key is None:
+        key = "label" if "label" in value else "category"
+    label = value.get(key)
+    if label is None:
+        return None
+    if isinstance(label, str):
+        return label
+    try:
+        text = json.dumps(label, sort_keys=True, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):  # recordio never yields these; a caller may
+        text = repr(type(label).__name__)
+    return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 3] + "..."
+
+
+def count_tokens(value: Any, tokenizer: Any, fields: Sequence[str] = ()) -> int:
+    """Tokens of one record as a training example (no truncation); its plain text's
+    tokens when preflight's format does not fit it."""
+    from ftmanifest.preflight.recipe import default_format
+
+    try:
+        ex = default_format(value, tokenizer, sys.maxsize, "all")
+        return ex.prompt_len + ex.completion_len
+    except Exception:  # an odd record or template: fall back to its text
+        return len(tokenizer(record_text(value, fields))["input_ids"])
+
+
+def collect(
+    split: Any,
+    *,
+    label: str | None = None,
+    tokenizer: Any = None,
+    seq_len: int | None = None,
+) -> SplitStats:
+    """One pass over ``split`` (a ``leakage.Split``)."""
+    stats = SplitStats(split.name, split.role, str(split.path))
+    if tokenizer is not None:
+        stats.tokens = Histogram()
+    for rec in iter_records(split.path, split.format):
+        stats.records += 1
+        category = label_of(rec.value, label)
+        if category is None:
+            stats.unlabelled += 1
+        elif category in stats.categories or len(stats.categories) < MAX_CATEGORIES:
+            stats.categories[category] += 1
+        else:
+            stats.categories[OTHER] += 1
+        stats.chars.add(len(record_text(rec.value, split.fields)))
+        if stats.tokens is None:
+            continue
+        try:
+            n = count_tokens(rec.value, tokenizer, split.fields)
+        except Exception:  # the tokenizer refused this record's text
+            stats.untokenized += 1
+            continue
+        stats.tokens.add(n)
+        if seq_len is not None and n > seq_len:
+            stats.over += 1
+            item = (n, -rec.line)
+            if len(stats.worst) < WORST:
+                heapq.heappush(stats.worst, item)
+            else:
+                heapq.heappushpop(stats.worst, item)
+    stats.worst = sorted(((n, -neg) for n, neg in stats.worst), key=lambda t: (-t[0], t[1]))
+    return stats
+
+
+def load_tokenizer(loaded: Any, *, allow_outside: bool = False) -> tuple[Any, str]:
+    """(the pinned model's tokenizer, where it came from), or (None, why not).
+
+    Never downloads: ``model.path`` or the hub snapshot already in the cache,
+    loaded with ``local_files_only``.  The tokenizer's files are not hashed
+    against the manifest here (``verify`` does that).
+    """
+    from ftmanifest.adapter.base import pinned_folder
+    from ftmanifest.errors import FtManifestError
+
+    try:
+        folder = pinned_folder(loaded.manifest, Path(loaded.path), allow_outside=allow_outside)
+    except FtManifestError as exc:
+        return None, f"the pinned model is not here ({exc.message})"
+    if not folder.is_dir():
+        return None, f"the pinned model's folder is not here ({folder})"
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        return None, "transformers is not installed (pip install 'ftmanifest[ml]')"
+    try:
+        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True), str(folder)
+    except Exception as exc:  # missing or broken tokenizer files
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return None, f"no tokenizer loads from {folder}: {first[:200]}"
+
+
+def length_findings(
+    stats: Sequence[SplitStats], seq_len: int | None, why_no_tokens: str
+) -> list[Finding]:
+    """Over-length records per split (warning), or why they could not be judged
+    (one warning for all splits)."""
+    out = []
+    unjudged = [s.name for s in stats if s.tokens is None and s.records]
+    if seq_len is not None and unjudged:
+        out.append(
+            Finding(
+                kind="data",
+                rule="data.length-unjudged",
+                severity="warning",
+                message=f"{', '.join(unjudged)}: records over seq_len {seq_len} cannot be judged "
+                f"without the tokenizer: {why_no_tokens}",
+                expected="the pinned tokenizer, offline",
+                observed="not available",
+                hint="put the pinned model where the manifest points (model.path or the hub "
+                "cache), then rerun",
+            )
+        )
+    for s in stats:
+        out += _split_lengths(s, seq_len)
+    return out
+
+
+def _split_lengths(stats: SplitStats, seq_len: int | None) -> list[Finding]:
+    out = []
+    if stats.over:
+        longest = ", ".join(f"line {line} ({n} tokens)" for n, line in stats.worst)
+        out.append(
+            Finding(
+                kind="data",
+                rule="data.over-length",
+                severity="warning",
+                path=stats.path,
+                line=stats.worst[0][1] if stats.worst else None,
+                message=f"{stats.name}: {stats.over} of {stats.records} records are over "
+                f"seq_len {seq_len} tokens and will be cut; longest: {longest}",
+                expected=f"<= {seq_len} tokens",
+                observed=f"{stats.over} records longer",
+                hint="shorten or drop them, or raise training.seq_len (and re-run estimate)",
+            )
+        )
+    if stats.untokenized:
+        out.append(
+            Finding(
+                kind="data",
+                rule="data.untokenized",
+                severity="warning",
+                path=stats.path,
+                message=f"{stats.name}: the tokenizer failed on {stats.untokenized} records",
+                expected="every record tokenized",
+                observed=f"{stats.untokenized} failed",
+                hint="look at those records' text fields (data_checks.text_fields)",
+            )
+        )
+    return out
