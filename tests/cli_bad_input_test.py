@@ -509,6 +509,57 @@ OTHER_ROWS = [
         lambda p: ["keygen", "-f", str(p["dir"] / "k"), "--passphrase-env", "X", "--no-passphrase"],
         codes=(2,),
     ),  # fmt: skip
+    *(
+        Row(
+            f"data-sample-{name}",
+            lambda p, n=name: ["data", "sample", str(p[n]), "--per-category", "1"],
+            codes=(0, 1, 2) if name == "template" else (1, 2),
+        )
+        for name in MANIFEST_INPUTS
+    ),
+    *(
+        Row(
+            f"data-sample-{what}",
+            lambda p, a=argv: ["data", "sample", str(p["lockable"]), *a],
+            codes=(2,),
+        )
+        for what, argv in (
+            ("no-per-category", []),
+            ("per-category-zero", ["--per-category", "0"]),
+            ("per-category-word", ["--per-category", "two"]),
+            ("seed-negative", ["--per-category", "1", "--seed", "-1"]),
+            ("unknown-split", ["--per-category", "1", "--split", "nope"]),
+        )
+    ),
+    Row(
+        "data-sample-html-onto-manifest",
+        lambda p: [
+            "data",
+            "sample",
+            str(p["lockable"]),
+            "--per-category",
+            "1",
+            "--html",
+            str(p["lockable"]),
+        ],
+        codes=(2,),
+    ),  # fmt: skip
+    *(
+        Row(
+            f"data-sample-html-{where}",
+            lambda p, w=where: [
+                "data",
+                "sample",
+                str(p["lockable"]),
+                "--per-category",
+                "1",
+                "--html",
+                str(_out(p, w)),
+            ],
+            needs="frozen" if where.startswith("frozen") else None,
+        )  # fmt: skip
+        for where in OUTPUTS
+    ),
 ]
 
 ROWS = _manifest_rows() + _output_rows() + OTHER_ROWS

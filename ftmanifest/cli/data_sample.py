@@ -1,0 +1,354 @@
+"""``ftmanifest data sample M --per-category N``: a look at the examples (issue 17).
+
+Layer: edge (parsing and printing; choosing and rendering are
+``ftmanifest.data.sample``).  Shows ``N`` seeded records of every category
+of every train/eval/test/baseline-eval split (``--split`` to pick), each as
+preflight formats it with the pinned tokenizer: the text the model reads,
+its tokens with the ones that carry loss marked, the cut at
+``training.seq_len``, and the expected target beside it.  Without the
+tokenizer the first line says so and the raw fields are shown.  ``--html
+OUT`` writes the same as one self-contained page; ``--format json`` prints
+it as data.
+
+Exit codes: 0 shown; 1 a chosen record cannot be formatted (preflight and
+the default recipe would fail on it too); 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import os
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from ftmanifest.errors import FtManifestError, UsageError
+from ftmanifest.safe_text import escape
+
+MAX_PER_CATEGORY = 1000
+
+
+def add_sample_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ftmanifest.cli import add_format_argument
+
+    q = actions.add_parser("sample", help="a few records of every category, as the model sees them")
+    q.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
+    q.add_argument("--per-category", type=int, required=True, metavar="N",
+                   help="records shown per category and split")  # fmt: skip
+    q.add_argument("--split", action="append", default=[], metavar="NAME",
+                   help="only this data entry (repeatable; default: every train, eval, "
+                   "baseline-eval and test split)")  # fmt: skip
+    q.add_argument("--seed", type=int, metavar="S",
+                   help="choose with this seed (default: the manifest's seeds.data_order, "
+                   "else seeds.python, seeds.torch, seeds.numpy, else 0)")  # fmt: skip
+    q.add_argument("--html", type=Path, metavar="OUT",
+                   help="also write the sample as one self-contained HTML page")  # fmt: skip
+    q.add_argument("--allow-outside", action="store_true",
+                   help="allow data/model paths outside the manifest's folder")  # fmt: skip
+    add_format_argument(q)
+    q.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ftmanifest.manifest import load_manifest
+
+    if not 1 <= args.per_category <= MAX_PER_CATEGORY or (args.seed is not None and args.seed < 0):
+        raise UsageError(
+            f"--per-category must be 1 to {MAX_PER_CATEGORY} and --seed >= 0",
+            field="--per-category" if args.seed is None or args.seed >= 0 else "--seed",
+            expected=f"1 <= N <= {MAX_PER_CATEGORY}, S >= 0",
+            observed=f"N={args.per_category}, S={args.seed}",
+            hint="e.g. --per-category 3",
+        )
+    loaded = load_manifest(args.manifest)
+    payload = sample_payload(loaded, args)
+    if args.html is not None:
+        from ftmanifest.fsutil import atomic_write_text
+
+        _refuse_input(args.html, loaded, payload)
+        atomic_write_text(args.html, page(payload))
+    if args.format == "json":
+        from ftmanifest.output import to_json
+
+        sys.stdout.write(to_json(payload))
+    else:
+        sys.stdout.write(text(payload))
+        if args.html is not None:
+            sys.stdout.write(f"written: {escape(str(args.html))}\n")
+    return 0 if payload["ok"] else 1
+
+
+def _selected(loaded: Any, names: list[str]) -> Any:
+    """``loaded`` with only the data entries ``--split`` names (all sampled ones if none)."""
+    from ftmanifest.data.leakage import ROLE_ORDER
+
+    entries = [d for d in loaded.manifest.data if d.role in ROLE_ORDER]
+    there = [d.name for d in entries]
+    unknown = [n for n in names if n not in there]
+    if unknown:
+        raise UsageError(
+            f"no split named {unknown[0]!r} to sample",
+            path=str(loaded.path),
+            field="--split",
+            expected="one of: " + (", ".join(there) or "(no train/eval/test split)"),
+            observed=unknown[0],
+            hint="name a data entry with role train, eval, baseline-eval or test",
+        )
+    if names:
+        entries = [d for d in entries if d.name in names]
+    images = [d.name for d in entries if d.format == "images"]
+    if names and images:
+        raise UsageError(
+            f"data entry {images[0]!r} is an image folder",
+            path=str(loaded.path),
+            field="--split",
+            expected="a split of text records (jsonl, json, csv, tsv, parquet, text)",
+            observed="format: images",
+            hint="`ftmanifest data check` reports image folders per class",
+        )
+    manifest = loaded.manifest.model_copy(update={"data": entries})
+    return SimpleNamespace(path=loaded.path, manifest=manifest)
+
+
+def sample_payload(loaded: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Everything shown, as data (the JSON output; text and HTML render it)."""
+    from ftmanifest.data import sample as s
+    from ftmanifest.data.splits import splits_of
+
+    m = loaded.manifest
+    splits = splits_of(_selected(loaded, args.split), allow_outside=args.allow_outside)
+    seed, seed_from = (args.seed, "--seed") if args.seed is not None else s.default_seed(m)
+    label, target = m.data_checks.label, m.data_checks.target
+    chosen = s.choose(splits, args.per_category, seed, label)
+    tok = s.load_tokenizer(loaded, allow_outside=args.allow_outside)
+    seq_len = m.training.seq_len or s.DEFAULT_SEQ_LEN
+    loss_on = m.training.loss_on or "all"
+    ok = True
+    out_splits = []
+    for sp in chosen:
+        cats = []
+        for cat, picks in sp.picks.items():
+            examples = []
+            for p in picks:
+                where, expected = s.target_of(p.value, target, label)
+                ex: dict[str, Any] = {"record": p.number, "line": p.line,
+                                      "target": {"field": where, "text": expected},
+                                      "rendered": None, "raw": s.raw_fields(p.value),
+                                      "error": None}  # fmt: skip
+                if tok.tokenizer is not None:
+                    try:
+                        ex["rendered"] = s.render(p, tok.tokenizer, seq_len, loss_on)
+                    except FtManifestError as exc:
+                        ex["error"], ok = exc.message, False
+                    except Exception as exc:  # a chat template that raises is a finding here
+                        ex["error"], ok = f"{type(exc).__name__}: {exc}", False
+                examples.append(ex)
+            cats.append({"category": cat, "records": sp.counts[cat], "examples": examples})
+        out_splits.append({"name": sp.name, "role": sp.role, "records": sp.records,
+                           "categories": cats})  # fmt: skip
+    return {
+        "ok": ok,
+        "manifest": str(loaded.path),
+        "per_category": args.per_category,
+        "seed": seed,
+        "seed_from": seed_from,
+        "rendered": tok.tokenizer is not None,
+        "tokenizer": {
+            "folder": tok.folder,
+            "chat_template": tok.chat_template,
+            "reason": tok.reason,
+        },  # fmt: skip
+        "seq_len": seq_len,
+        "seq_len_from": "training.seq_len" if m.training.seq_len else "preflight's default",
+        "loss_on": loss_on,
+        "splits": out_splits,
+        "skipped": [d.name for d in loaded.manifest.data if d.format == "images"],
+    }
+
+
+def _refuse_input(out: Path, loaded: Any, payload: dict[str, Any]) -> None:
+    """``--html`` must not replace the manifest or a data file it read."""
+    base = Path(loaded.path).parent
+    inputs = [Path(loaded.path)] + [base / d.path for d in loaded.manifest.data]
+    for p in inputs:
+        try:
+            same = os.path.samefile(out, p)
+        except OSError:
+            same = False
+        if same:
+            raise UsageError(
+                "--html would overwrite an input",
+                path=str(out),
+                field="--html",
+                expected="a new file",
+                observed=f"the same file as {p}",
+                hint="write the page somewhere else, e.g. --html sample.html",
+            )
+
+
+def _q(value: str) -> str:
+    return '"' + escape(value) + '"'
+
+
+def _category(cat: str | None) -> str:
+    from ftmanifest.data.sample import NO_CATEGORY
+
+    return NO_CATEGORY if cat is None else escape(cat)
+
+
+def _header(payload: dict[str, Any]) -> list[str]:
+    tok = payload["tokenizer"]
+    lines = []
+    if not payload["rendered"]:
+        lines.append(
+            "NOT RENDERED: the pinned tokenizer is not available offline ("
+            f"{escape(str(tok['reason']))}); the records' raw fields follow, NOT what the "
+            "model sees"
+        )
+    else:
+        how = (
+            "its chat template" if tok["chat_template"] else "no chat template (prompt+completion)"
+        )
+        lines.append(
+            f"rendered as preflight formats it: tokenizer {escape(str(tok['folder']))} with "
+            f"{how}, cut at seq_len {payload['seq_len']} ({payload['seq_len_from']}), loss on "
+            f"{escape(payload['loss_on'])}"
+        )
+    lines.append(
+        f"{payload['per_category']} per category, seed {payload['seed']} "
+        f"({escape(payload['seed_from'])})"
+    )
+    return lines
+
+
+def _cut(r: dict[str, Any], seq_len: int) -> str | None:
+    if not r["truncated"]:
+        return None
+    lost = r["completion_tokens"] - max(0, r["kept_tokens"] - r["prompt_tokens"])
+    if r["target_lost"]:
+        what = "the target is cut off entirely"
+    elif r["target_cut"]:
+        what = f"the target loses {lost} of its {r['completion_tokens']} tokens"
+    else:
+        what = "the target is whole"
+    return f"TRUNCATED at seq_len {seq_len}: {r['token_count']} tokens; {what}"
+
+
+def text(payload: dict[str, Any]) -> str:
+    from ftmanifest.cli.preflight import _marked
+
+    lines = _header(payload)
+    for sp in payload["splits"]:
+        lines += ["", f"== {escape(sp['name'])} ({sp['role']}): {sp['records']} records, "
+                  f"{len(sp['categories'])} categories =="]  # fmt: skip
+        for c in sp["categories"]:
+            shown = len(c["examples"])
+            lines.append(f"-- {_category(c['category'])}: {c['records']} records, {shown} shown --")
+            for ex in c["examples"]:
+                t = ex["target"]
+                lines.append(f"  record {ex['record']} (line {ex['line']})")
+                r = ex["rendered"]
+                if ex["error"]:
+                    lines.append(f"    CANNOT FORMAT: {escape(ex['error'])}")
+                if r is not None:
+                    lines.append(f"    input:    {_q(r['prompt_text'])}")
+                    lines.append(f"    output:   {_q(r['completion_text'])}")
+                    lines.append(f"    expected: {_q(t['text'])}  ({escape(t['field'] or '-')})")
+                    lines.append(f"    loss on {r['loss_tokens']} of {r['kept_tokens']} tokens: "
+                                 f"{_q(r['loss_text'])}")  # fmt: skip
+                    lines.append(f"    tokens:   {_marked(r)}")
+                    cut = _cut(r, payload["seq_len"])
+                    if cut:
+                        lines.append(f"    {cut}")
+                else:
+                    for name, value in ex["raw"]:
+                        lines.append(f"    {escape(name)}: {_q(value)}")
+                    lines.append(f"    expected: {_q(t['text'])}  ({escape(t['field'] or '-')})")
+    if payload["skipped"]:
+        lines += ["", "not shown (image folders): " + ", ".join(map(escape, payload["skipped"]))]
+    if payload["rendered"]:
+        lines += ["", "tokens: [x] carries loss, <x> special token, | the prompt ends"]
+    if not payload["ok"]:
+        lines.append("REFUSED: a chosen record cannot be formatted as training formats it")
+    return "\n".join(lines) + "\n"
+
+
+_STYLE = (
+    "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;width:100%}"
+    "td,th{border:1px solid #ccc;padding:4px;vertical-align:top;text-align:left}"
+    "pre{white-space:pre-wrap;margin:0}.tok{font-family:monospace;padding:1px 2px;margin:1px;"
+    "border-radius:3px;display:inline-block}.prompt{background:#eef}"
+    ".loss{background:#cfc;font-weight:bold}.special{color:#a00}.nl{color:#999}.warn{color:#a00;"
+    "font-weight:bold}"
+)
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+
+
+def _h(value: object) -> str:
+    return html.escape(escape(str(value)), quote=True)
+
+
+def _pre(value: str) -> str:
+    """``value`` in a <pre>, each line break shown as ``\\n`` before it breaks the line."""
+    lines = value.split("\n")
+    return "<pre>" + '<span class="nl">\\n</span>\n'.join(_h(x) for x in lines) + "</pre>"
+
+
+def _tokens_html(r: dict[str, Any]) -> str:
+    spans = []
+    for t in r["tokens"]:
+        cls = " ".join(c for c, on in (("loss", t["loss"]), ("special", t["special"]),
+                                       ("prompt", t["prompt"])) if on)  # fmt: skip
+        spans.append(f'<span class="tok {cls}" title="id {_h(t["id"])}">{_h(t["token"])}</span>')
+    return " ".join(spans)
+
+
+def _example_html(ex: dict[str, Any], seq_len: int) -> str:
+    t = ex["target"]
+    expected = f"{_pre(t['text'])}<small>{_h(t['field'] or '-')}</small>"
+    head = f"<h4>record {ex['record']} (line {ex['line']})</h4>"
+    if ex["error"]:
+        head += f'<p class="warn">cannot format: {_h(ex["error"])}</p>'
+    r = ex["rendered"]
+    if r is None:
+        raw = "".join(f"<b>{_h(k)}</b>{_pre(v)}" for k, v in ex["raw"])
+        return (f"{head}<table><tr><th>raw fields (not rendered)</th><th>expected</th></tr>"
+                f"<tr><td>{raw}</td><td>{expected}</td></tr></table>")  # fmt: skip
+    cut = _cut(r, seq_len)
+    raw = "".join(f"<b>{_h(k)}</b>{_pre(v)}" for k, v in ex["raw"])
+    return (
+        f"{head}<table><tr><th>input</th><th>output</th><th>expected</th></tr>"
+        f"<tr><td>{_pre(r['prompt_text'])}</td><td>{_pre(r['completion_text'])}"
+        f"</td><td>{expected}</td></tr></table><p>{r['loss_tokens']} of "
+        f"{r['kept_tokens']} tokens carry loss</p><p>{_tokens_html(r)}</p>"
+        + (f'<p class="warn">{_h(cut)}</p>' if cut else "")
+        + f"<details><summary>the record's fields</summary>{raw}</details>"
+    )
+
+
+def page(payload: dict[str, Any]) -> str:
+    """One self-contained page: no script, no external resource, everything escaped."""
+    body = [f"<p{'' if payload['rendered'] else ' class=warn'}>{_h(line)}</p>"
+            for line in _header(payload)]  # fmt: skip
+    if payload["rendered"]:
+        body.append(
+            '<p><span class="tok loss">green</span> carries loss, <span class="tok prompt">'
+            'blue</span> prompt, <span class="tok special">red</span> special token</p>'
+        )
+    for sp in payload["splits"]:
+        body.append(f"<h2>{_h(sp['name'])} ({_h(sp['role'])}): {sp['records']} records</h2>")
+        for c in sp["categories"]:
+            body.append(f"<section><h3>{_h(_category(c['category']))}: {c['records']} records"
+                        f"</h3>")  # fmt: skip
+            body += [_example_html(ex, payload["seq_len"]) for ex in c["examples"]]
+            body.append("</section>")
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">'
+        f"<title>data sample: {_h(Path(payload['manifest']).name)}</title>"
+        f"<style>{_STYLE}</style></head><body><h1>data sample</h1>"
+        + "".join(body)
+        + "</body></html>\n"
+    )
