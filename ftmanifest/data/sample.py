@@ -117,11 +117,15 @@ def target_of(value: Any, key: str | None = None, label: str | None = None) -> t
     return "", ""
 
 
-def rank(seed: int, split: str, number: int) -> bytes:
+def _key(seed: int) -> bytes:
+    return hashlib.sha256(f"ftmanifest data sample {seed}".encode()).digest()
+
+
+def rank(seed: int, split: str, number: int, *, key: bytes | None = None) -> int:
     """The record's place in the seeded order (lower is chosen first)."""
-    key = hashlib.sha256(f"ftmanifest data sample {seed}".encode()).digest()
     data = f"{split}\x00{number}".encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(data, key=key, digest_size=16).digest()
+    digest = hashlib.blake2b(data, key=key or _key(seed), digest_size=16).digest()
+    return int.from_bytes(digest, "big")
 
 
 def choose(
@@ -131,7 +135,8 @@ def choose(
     out = []
     for split in splits:
         sample = SplitSample(split.name, split.role)
-        heaps: dict[str | None, list[tuple[bytes, int, Pick]]] = {}
+        heaps: dict[str | None, list[tuple[int, int, Pick]]] = {}
+        key = _key(seed)
         for rec in iter_records(split.path, split.format):
             sample.records += 1
             cat = label_of(rec.value, label)
@@ -147,8 +152,8 @@ def choose(
                 )
             sample.counts[cat] = sample.counts.get(cat, 0) + 1
             heap = heaps.setdefault(cat, [])
-            # a max-heap of the kept ranks, by inverting the bytes
-            item = (bytes(255 - b for b in rank(seed, split.name, rec.number)), -rec.number)
+            # the kept ranks as a max-heap (negated): its top is the first to give way
+            item = (-rank(seed, split.name, rec.number, key=key), -rec.number)
             if len(heap) < per_category:
                 pick = Pick(split.name, rec.number, rec.line, cat, rec.value)
                 heapq.heappush(heap, (*item, pick))
