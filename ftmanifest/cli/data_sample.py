@@ -169,9 +169,20 @@ def sample_payload(loaded: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _refuse_input(out: Path, loaded: Any, payload: dict[str, Any]) -> None:
-    """``--html`` must not replace the manifest or a data file it read."""
+    """``--html`` must not replace the manifest or a data file it read, nor add a
+    file to the pinned model's folder (that would be drift of the model)."""
     base = Path(loaded.path).parent
     inputs = [Path(loaded.path)] + [base / d.path for d in loaded.manifest.data]
+    model = payload["tokenizer"]["folder"]
+    if model is not None and Path(model).resolve() in out.resolve().parents:
+        raise UsageError(
+            "--html would write into the pinned model's folder",
+            path=str(out),
+            field="--html",
+            expected="a path outside the model's folder",
+            observed=f"inside {model}",
+            hint="write the page somewhere else, e.g. --html sample.html",
+        )
     for p in inputs:
         try:
             same = os.path.samefile(out, p)

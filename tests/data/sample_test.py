@@ -335,6 +335,24 @@ def test_html_never_overwrites_an_input(
         code, _, err = sample(capsys, str(m), "--per-category", "1", "--html", str(target))
         assert code == 2 and "overwrite an input" in err
     assert (tmp_path / "train.jsonl").read_bytes() == before
+    code, _, err = sample(capsys, str(m), "--per-category", "1", "--html",
+                          str(tmp_path / "model" / "sample.html"))  # fmt: skip
+    assert code == 2 and "model's folder" in err
+    assert not (tmp_path / "model" / "sample.html").exists()
+
+
+def test_a_chat_template_that_raises_is_exit_1_naming_the_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from transformers import AutoTokenizer
+
+    build_tok(tmp_path / "tok")
+    tok = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    tok.chat_template = "{{ raise_exception('roles must alternate user/assistant') }}"
+    tok.save_pretrained(str(tmp_path / "tok"))
+    m = project(tmp_path, tmp_path / "tok")
+    code, out, _ = sample(capsys, str(m), "--per-category", "1", "--split", "eval")
+    assert code == 1 and "CANNOT FORMAT" in out and "roles must alternate" in out
 
 
 def test_control_characters_in_a_record_are_made_visible(
