@@ -28,12 +28,26 @@ from ftmanifest.errors import FtManifestError, UsageError
 from ftmanifest.safe_text import escape
 
 MAX_PER_CATEGORY = 1000
+SAMPLE_EPILOG = """\
+Which records: per split and category (data_checks.label; default label, else
+category; records without one under "(no category)"), the N lowest keyed hashes
+of (seed, split, record number): the same seed shows the same records, and other
+splits or categories do not change them.  How: preflight's formatting with the pinned
+tokenizer (model.path or the hub cache, never downloaded; each tokenizer file
+pinned in model.files must match): the chat template or prompt+completion, cut
+at training.seq_len, [x] the tokens that carry loss (training.loss_on).  The
+expected output beside it: data_checks.target, else completion, else the last
+assistant message, else the label.
+Exit codes: 0 shown (also when the tokenizer is not here: the first line says
+so and raw fields follow); 1 a chosen record cannot be formatted; 2 bad input.
+"""
 
 
 def add_sample_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument
 
-    q = actions.add_parser("sample", help="a few records of every category, as the model sees them")
+    q = actions.add_parser("sample", help="a few records of every category, as the model sees them",
+                           epilog=SAMPLE_EPILOG)  # fmt: skip
     q.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
     q.add_argument("--per-category", type=int, required=True, metavar="N",
                    help="records shown per category and split")  # fmt: skip
