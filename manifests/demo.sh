@@ -358,13 +358,18 @@ sed 's/^  max_steps: 3$/  max_steps: 200000/' "$OUT/tiny/manifest.yaml" > "$OUT/
 expect 1 ftmanifest plan "$OUT/tiny/long.yaml" --days 3 --tokens-per-second 50
 rm "$OUT/tiny/long.yaml"
 
-step "20. data check: leakage between splits; a test record copied into train is refused; --write-clean drops it"
-expect 0 ftmanifest data check "$OUT/tiny/manifest.yaml" --examples 1
+step "20. data check: leakage between splits, categories, lengths, counts and digests; a test record copied into train is refused; --write-clean drops it, lock pins the clean copy"
+# step 12 edited tiny's training data: data check refuses it as verify does
+expect 1 ftmanifest data check "$OUT/tiny/manifest.yaml" --examples 1
 cp -r "$OUT/tiny" "$OUT/leaky"
+expect 0 ftmanifest lock "$OUT/leaky/manifest.yaml"
+expect 0 ftmanifest data check "$OUT/leaky/manifest.yaml" --examples 1
 head -1 "$OUT/leaky/data/test.jsonl" >> "$OUT/leaky/data/train.jsonl"
 expect 1 ftmanifest data check "$OUT/leaky/manifest.yaml" --examples 1 \
   --write-clean "$OUT/leaky/train-clean.jsonl"
 mv "$OUT/leaky/train-clean.jsonl" "$OUT/leaky/data/train.jsonl"
+expect 1 ftmanifest data check "$OUT/leaky/manifest.yaml" --examples 0  # not the pinned digest
+expect 0 ftmanifest lock "$OUT/leaky/manifest.yaml"
 expect 0 ftmanifest data check "$OUT/leaky/manifest.yaml" --examples 0
 
 step "summary"
