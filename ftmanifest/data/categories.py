@@ -74,7 +74,7 @@ def minimum(manifest: Any, split: str) -> tuple[int, str]:
         return fixed, "data_checks.min_per_category"
     drops = [g.max_drop for g in _guards(manifest, split)]
     if not drops:
-        return DEFAULT_MINIMUM, "default (no per_category guard)"
+        return DEFAULT_MINIMUM, "the default without a per_category guard"
     d = min(drops)
     n = MAX_MINIMUM if d <= 0 else min(MAX_MINIMUM, math.ceil(Z95**2 * 0.5 / d**2))
     return n, f"per_category guard max_drop {d:g}: 1.92/max_drop^2"

@@ -136,6 +136,8 @@ def _header(image: Any, data: bytes) -> tuple[int, int, str, str]:
             raise
         except (image.DecompressionBombError, image.DecompressionBombWarning) as exc:
             raise _Bad("data.image-bomb", str(exc)[:200]) from None
+        except image.UnidentifiedImageError:
+            raise _Bad("data.image-unreadable", "not an image format Pillow knows") from None
         except Exception as exc:  # Pillow raises many types on a bad file; all mean unreadable
             why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise _Bad("data.image-unreadable", f"not a readable image: {why}") from None
@@ -177,7 +179,7 @@ def check_images(splits: Sequence[Any], tolerance: Any) -> ImageReport:
         ]
         return ImageReport([ImageSplit(s.name, s.role, str(s.path)) for s in splits], missing, {})
     findings: list[Finding] = []
-    first: dict[str, tuple[Any, str, str]] = {}  # digest -> (split, class, relative path)
+    first: dict[bytes, tuple[Any, str, str]] = {}  # sha256 -> (split, class, relative path)
     shared: Counter[tuple[str, str]] = Counter()
     examples: dict[tuple[str, str], list[str]] = {}
     out = []
@@ -237,7 +239,7 @@ def check_images(splits: Sequence[Any], tolerance: Any) -> ImageReport:
             stats.heights.add(height)
             stats.modes[mode] += 1
             stats.formats[fmt] += 1
-            digest = "sha256:" + hashlib.sha256(data).hexdigest()
+            digest = hashlib.sha256(data).digest()  # 32 bytes per image kept, not the hex
             seen = first.get(digest)
             if seen is None:
                 first[digest] = (split, cls, rel)
