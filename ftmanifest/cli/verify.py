@@ -2,7 +2,11 @@
 signature drifted from the manifest.
 
 Layer: edge.  Exit 0 clean, 1 drift (one row per difference), 2 an unusable
-manifest or usage.
+manifest or usage.  ``--distributed`` (under torchrun) verifies every rank
+and compares the ranks (``ftmanifest.distributed.verify``): rank 0 prints the
+report with a per-rank table on stdout; every other rank prints one line on
+stderr (so the job's stdout stays one report, and one JSON document with
+``--format json``); all ranks exit with the same code.
 """
 
 from __future__ import annotations
@@ -24,6 +28,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "verify", help="compare a manifest with this machine, model, data, signature"
     )
     add_arguments(p)
+    p.add_argument(
+        "--distributed",
+        action="store_true",
+        help="under torchrun: verify every rank and refuse when ranks differ (rank 0 reports)",
+    )
+    p.add_argument(
+        "--rank-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="with --distributed: seconds to wait for every rank to join and answer (default 300)",
+    )
     p.set_defaults(func=run)
 
 
@@ -79,10 +95,32 @@ def accepted_fields(args: argparse.Namespace) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    warn_test_override()
+    if getattr(args, "distributed", False):
+        return run_distributed(args)
+    if getattr(args, "rank_timeout", None) is not None:
+        raise UsageError(
+            "--rank-timeout needs --distributed",
+            field="--rank-timeout",
+            hint="ftmanifest verify M --distributed --rank-timeout S (under torchrun)",
+        )
     report, code = report_and_print(args)
     if report.accepted:
         record_acceptances(report, "verified" if report.ok else "refused", ledger=args.ledger)
     return code
+
+
+def warn_test_override() -> None:
+    """Loud, on every run: a test-only package override is in force here."""
+    from ftmanifest.probe.packages import TEST_VERSIONS, forced_versions
+
+    forced = forced_versions()
+    if forced:
+        sys.stderr.write(
+            f"warning: TEST OVERRIDE ACTIVE ({TEST_VERSIONS}, FTMANIFEST_TESTING=1): "
+            f"{escape(', '.join(sorted(forced)))} reported with forced versions that match "
+            "no pin; this verify does not judge what is installed\n"
+        )
 
 
 def record_acceptances(report: VerifyReport, status: str, **extra: Any) -> None:
@@ -108,6 +146,16 @@ def record_acceptances(report: VerifyReport, status: str, **extra: Any) -> None:
     sys.stderr.write(f"recorded:  {len(report.accepted)} acceptance(s) in {escape(str(path))}\n")
 
 
+def print_header(report: VerifyReport) -> None:
+    """The manifest, signature and ledger lines that open a verify report."""
+    out = sys.stdout
+    out.write(f"manifest:  {escape(str(report.manifest_path))} ({report.manifest_digest})\n")
+    if report.signature is not None:
+        out.write(f"signature: {trusted_line(report.signature)}\n")
+    if report.ledger is not None:
+        out.write(f"ledger:    {escape(ledger_line(report.ledger))}\n")
+
+
 def trusted_line(sig: Any) -> str:
     """``trusted (1 key(s): alice@example.org; threshold 1)`` for a signature report."""
     names = sorted({escape(p) for s in sig.signatures if s.status == "valid" for p in s.principals})
@@ -127,11 +175,11 @@ def ledger_line(history: dict[str, Any]) -> str:
     return text
 
 
-def report_and_print(args: argparse.Namespace) -> tuple[VerifyReport, int]:
-    from ftmanifest.output import findings_table, to_json
+def verify_only(args: argparse.Namespace) -> VerifyReport:
+    """The verify this process runs (every rank runs it under --distributed)."""
     from ftmanifest.verify import verify_manifest
 
-    report = verify_manifest(
+    return verify_manifest(
         args.manifest,
         signature=not args.no_signature,
         trust_path=args.trust,
@@ -143,15 +191,17 @@ def report_and_print(args: argparse.Namespace) -> tuple[VerifyReport, int]:
         scan=not args.no_scan,
         ledger=getattr(args, "ledger", None),
     )
+
+
+def report_and_print(args: argparse.Namespace) -> tuple[VerifyReport, int]:
+    from ftmanifest.output import findings_table, to_json
+
+    report = verify_only(args)
     if args.format == "json":
         sys.stdout.write(to_json(report.to_dict()))
         return report, EXIT_OK if report.ok else EXIT_REFUSED
     out = sys.stdout
-    out.write(f"manifest:  {escape(str(report.manifest_path))} ({report.manifest_digest})\n")
-    if report.signature is not None:
-        out.write(f"signature: {trusted_line(report.signature)}\n")
-    if report.ledger is not None:
-        out.write(f"ledger:    {escape(ledger_line(report.ledger))}\n")
+    print_header(report)
     for warning in report.warnings:
         sys.stderr.write(f"warning: {escape(warning)}\n")
     if report.findings:
@@ -168,3 +218,135 @@ def report_and_print(args: argparse.Namespace) -> tuple[VerifyReport, int]:
         verdict = "OK: warnings only"
     out.write(f"\n{verdict}\n" if report.findings else f"{verdict}\n")
     return report, EXIT_OK if report.ok else EXIT_REFUSED
+
+
+def run_distributed(args: argparse.Namespace) -> int:
+    """``verify --distributed``: join the job, agree on the manifest, verify, judge."""
+    from ftmanifest.distributed import verify as ranks
+    from ftmanifest.distributed.comm import DEFAULT_TIMEOUT, job_from_env, joined
+    from ftmanifest.distributed.fingerprint import of_error, of_report, strategy_from_env
+
+    job = job_from_env()
+    if job is None:
+        raise UsageError(
+            "--distributed runs under a launcher, and none set WORLD_SIZE here",
+            field="--distributed",
+            expected="RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from torchrun (or srun, kubectl)",
+            observed="no WORLD_SIZE in the environment",
+            hint=f"torchrun --nproc-per-node N -m ftmanifest verify {args.manifest} "
+            "--distributed, or drop --distributed",
+        )
+    timeout = DEFAULT_TIMEOUT if args.rank_timeout is None else args.rank_timeout
+    if not 0 < timeout < 86400:
+        raise UsageError(
+            "--rank-timeout is out of range",
+            field="--rank-timeout",
+            expected="seconds, more than 0 and less than a day",
+            observed=str(timeout),
+        )
+    accept = accepted_fields(args)
+    strategy = strategy_from_env(job.world_size)
+    mine: list[VerifyReport] = []
+
+    def build() -> tuple[dict[str, Any], Any]:
+        mine.append(verify_only(args))
+        return of_report(job, mine[0], strategy), mine[0].loaded.manifest
+
+    with joined(job, timeout) as comm:
+        verdict = ranks.agree_on_manifest(comm, args.manifest)
+        if verdict is None:
+            verdict, _ = ranks.gather_verdict(
+                comm, build, lambda exc: of_error(job, exc, strategy), accept
+            )
+    report = mine[0] if mine else None
+    if job.rank != 0:
+        sys.stderr.write(rank_line(job.rank, verdict) + "\n")
+        return verdict.exit_code
+    print_job(args, verdict, report, strategy)
+    if report is not None and (report.accepted or verdict.accepted):
+        report.accepted += verdict.accepted
+        record_acceptances(report, "verified" if verdict.ok else "refused", ledger=args.ledger)
+    return verdict.exit_code
+
+
+def _word(code: int) -> str:
+    return (
+        "OK" if code == EXIT_OK else "REFUSED" if code == EXIT_REFUSED else f"ERROR (exit {code})"
+    )
+
+
+def rank_line(rank: int, verdict: Any) -> str:
+    """What a rank other than 0 prints: its verdict, and whether it is the one named."""
+    host = next((fp["host"] for fp in verdict.prints if fp["rank"] == rank), "?")
+    head = f"rank {rank} ({escape(str(host))}): {_word(verdict.exit_code)}"
+    named = verdict.named()
+    if verdict.ok:
+        return f"{head}, all {len(verdict.prints)} ranks agree with each other and the manifest"
+    if rank in named:
+        fields = ", ".join(escape(f) for f in dict.fromkeys(named[rank]))
+        return f"{head}; this rank: {fields} (rank 0 prints the table)"
+    others = ", ".join(map(str, named)) or "the job"
+    return f"{head} because of rank(s) {others} (rank 0 prints the table)"
+
+
+def print_job(args: argparse.Namespace, verdict: Any, report: Any, strategy: str) -> None:
+    """Rank 0's report: the usual header, the job, and one row per (rank, field)."""
+    from ftmanifest.output import table, to_json
+
+    if args.format == "json":
+        payload = {
+            "manifest": str(args.manifest),
+            "digest": report.manifest_digest if report is not None else None,
+            **verdict.to_dict(),
+        }
+        sys.stdout.write(to_json(payload))
+        return
+    out = sys.stdout
+    if report is not None:
+        print_header(report)
+    out.write(
+        f"job:       {len(verdict.prints)} rank(s) on {verdict.nodes} node(s) "
+        f"({escape(', '.join(verdict.hosts))}); strategy {escape(strategy)}\n"
+    )
+    for line in rank_warnings(verdict.prints):
+        sys.stderr.write(f"warning: {escape(line)}\n")
+    if verdict.rows:
+        rows = [
+            (r.extra["rank"], r.extra["host"], r.field or r.rule, r.expected, r.observed)
+            for r in verdict.rows
+        ]
+        notes = [[("fix", r.hint if r.rule != "distributed.rank-differs" else None)]
+                 for r in verdict.rows]  # fmt: skip
+        out.write(f"drift:     {len(rows)} row(s) across the ranks\n\n")
+        out.write(table(rows, ("rank", "host", "field", "expected", "observed"), notes=notes))
+    accepted = (report.accepted if report is not None else []) + verdict.accepted
+    for a in accepted:
+        out.write(
+            f"accepted:  {escape(str(a.finding.field))}: expected "
+            f"{escape(str(a.finding.expected))}, observed {escape(str(a.finding.observed))} "
+            f"(reason: {escape(a.reason)})\n"
+        )
+    named = ", ".join(map(str, verdict.named()))
+    text = {
+        EXIT_OK: f"OK: {len(verdict.prints)} ranks agree with each other and the manifest",
+        EXIT_REFUSED: f"REFUSED: rank(s) {named or '-'} differ or drifted; fix the rows above, "
+        "or --accept FIELD",
+    }.get(verdict.exit_code, f"{_word(verdict.exit_code)}: rank(s) {named} could not verify")
+    out.write(f"\n{text}\n" if verdict.rows else f"{text}\n")
+
+
+def rank_warnings(prints: list[dict[str, Any]]) -> list[str]:
+    """Warnings every rank gave once; a warning only some ranks gave, with their ranks."""
+    seen: dict[str, list[int]] = {}
+    for fp in prints:
+        for w in fp.get("warnings") or []:
+            seen.setdefault(str(w), []).append(fp["rank"])
+        if fp.get("test_override"):
+            forced = ", ".join(fp["test_override"])
+            seen.setdefault(f"TEST OVERRIDE ACTIVE: forced versions of {forced}", []).append(
+                fp["rank"]
+            )
+    every = len(prints)
+    return [
+        w if len(r) == every else f"rank(s) {','.join(map(str, r))}: {w}" for w, r in seen.items()
+    ]

@@ -156,9 +156,9 @@ def joined(job: Job, timeout: float = DEFAULT_TIMEOUT) -> Iterator[Comm]:
                 timeout=deadline,
             )
             group = None
-        elif dist.get_backend() == "gloo":
-            group = None
         else:
+            # a group of our own even beside a gloo one: its collectives keep the
+            # script's timeout (the Trainer's ddp_timeout, 30 min), ours keep ours
             group = dist.new_group(backend="gloo", timeout=deadline)
     except (RuntimeError, OSError, ValueError) as exc:
         raise _timeout(job, timeout, "joining", exc) from None
@@ -167,3 +167,5 @@ def joined(job: Job, timeout: float = DEFAULT_TIMEOUT) -> Iterator[Comm]:
     finally:
         if owned and dist.is_initialized():
             dist.destroy_process_group()
+        elif group is not None and dist.is_initialized():
+            dist.destroy_process_group(group)

@@ -2,11 +2,21 @@
 
 Layer: probe (edge).  Names are normalised as PEP 503 says (lowercase, each
 run of '-', '_' and '.' becomes one '-'); versions are kept exactly as found.
+
+Tests only: with ``FTMANIFEST_TESTING=1``, ``FTMANIFEST_TEST_PACKAGE_VERSIONS=
+name=version,...`` makes one process look as if it had other versions (a
+drifted rank of a torchrun job, without a second venv).  It can only make a
+process look *different*, never clean: the reported version is the requested
+one plus a random marker drawn per process (``2.0 (test override 3f9a0c1d)``),
+not a PEP 440 version, so it equals no pin a manifest could hold and no other
+process's value; an overridden package is always a drift row.  ``verify`` and
+the Trainer guard print a warning while it is active.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING
 
@@ -31,9 +41,29 @@ def collect(dists: Iterable[tuple[str | None, str | None]]) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
+TEST_VERSIONS = "FTMANIFEST_TEST_PACKAGE_VERSIONS"
+
+
 def installed_distributions() -> dict[str, str]:
     """{normalised name: version} of every distribution importlib.metadata sees."""
-    return collect((d.metadata["Name"], d.version) for d in metadata.distributions())
+    found = collect((d.metadata["Name"], d.version) for d in metadata.distributions())
+    forced = forced_versions()
+    return dict(sorted({**found, **forced}.items())) if forced else found
+
+
+def forced_versions(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The test override (module doc), marked so that it never matches; {} unless testing."""
+    import secrets
+
+    env = os.environ if environ is None else environ
+    if env.get("FTMANIFEST_TESTING") != "1" or not env.get(TEST_VERSIONS):
+        return {}
+    marker = secrets.token_hex(4)
+    pairs = (item.partition("=") for item in env[TEST_VERSIONS].split(",") if item.strip())
+    return {
+        normalize_name(name.strip()): f"{version.strip()} (test override {marker})"
+        for name, _, version in pairs
+    }
 
 
 def probe(ctx: ProbeContext) -> dict[str, str]:

@@ -1,0 +1,286 @@
+"""``verify --distributed``: every rank verifies itself, every rank reaches one verdict.
+
+Layer: distributed (orchestration over ``verify`` and ``comm``; ``judge`` is
+pure).  Two gathers: first the manifest's digest (ranks holding different
+manifests are refused before anything is hashed), then each rank's
+fingerprint (``fingerprint.of_report``).  Every rank judges the same gathered
+list with the same code, so all ranks print the same verdict and exit with
+the same code.  A rank whose verify raised still sends its error, so the
+others do not wait for the deadline.
+
+The rows, one per (rank, field):
+
+- *differs*: a field on which ranks disagree (environment, ftmanifest
+  version, the digest of a file read).  Expected is the value most ranks
+  have; a tie goes to the lowest rank's value, so in a job of two, rank 1 is
+  named when it differs from rank 0.  Every rank with another value is a row.
+- *drift*: a rank's own verify rows against the manifest; the same row on
+  every rank is shown once, as rank ``all``.
+- *error*: a rank whose verify could not run (exit 2 on every rank; 3 for a bug).
+- *job*: ``distributed.world_size``, ``nodes`` (distinct node ranks) and
+  ``strategy`` against the job (rank ``job``); these can be accepted on
+  purpose like any drift row.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
+from ftmanifest.findings import Finding
+
+if TYPE_CHECKING:
+    from ftmanifest.distributed.comm import Comm
+    from ftmanifest.manifest.model import Manifest
+    from ftmanifest.verify import Acceptance
+
+ABSENT = "(absent)"
+
+
+@dataclass
+class JobVerdict:
+    """What every rank concludes from the gathered fingerprints."""
+
+    rows: list[Finding]
+    prints: list[dict[str, Any]]
+    exit_code: int
+    accepted: list[Acceptance] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == EXIT_OK
+
+    @property
+    def nodes(self) -> int:
+        return len({fp["node_rank"] for fp in self.prints})
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({str(fp["host"]) for fp in self.prints})
+
+    def named(self) -> dict[int, list[str]]:
+        """{rank: fields} of the ranks a row names (``all`` names every rank)."""
+        out: dict[int, list[str]] = {}
+        for row in self.rows:
+            for rank in row.extra.get("ranks", ()):
+                out.setdefault(rank, []).append(row.field or row.rule)
+        return dict(sorted(out.items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "exit_code": self.exit_code,
+            "world_size": len(self.prints),
+            "nodes": self.nodes,
+            "hosts": self.hosts,
+            "rows": [_row_dict(r) for r in self.rows],
+            "accepted": [{**_row_dict(a.finding), "reason": a.reason} for a in self.accepted],
+            "ranks": self.prints,
+        }
+
+
+def _row_dict(row: Finding) -> dict[str, Any]:
+    out = row.to_dict()
+    out.pop("extra", None)
+    return {"rank": row.extra.get("rank"), "host": row.extra.get("host"), **out}
+
+
+def _row(rule: str, rank: str, ranks: Sequence[int], host: str, **fields: Any) -> Finding:
+    return Finding(
+        kind="drift",
+        rule=rule,
+        extra={"rank": rank, "ranks": list(ranks), "host": host},
+        **fields,
+    )
+
+
+def judge_manifests(answers: Sequence[Mapping[str, Any]]) -> JobVerdict | None:
+    """None when every rank loaded the same manifest; else the refusal naming ranks."""
+    prints = [dict(a) for a in answers]
+    digests = [a.get("manifest_digest") for a in answers]
+    errors = [a for a in answers if a.get("error")]
+    if not errors and len(set(digests)) == 1:
+        return None
+    rows = [_error_row(a) for a in errors]
+    rows += _differs([a for a in answers if not a.get("error")], "manifest", digests_only=True)
+    code = max([EXIT_REFUSED, *(int(a["error"]["exit_code"]) for a in errors)])
+    return JobVerdict(rows, prints, code)
+
+
+def _error_row(fp: Mapping[str, Any]) -> Finding:
+    err = fp["error"]
+    return _row(
+        "distributed.rank-error",
+        str(fp["rank"]),
+        [fp["rank"]],
+        str(fp["host"]),
+        message=f"rank {fp['rank']} could not verify: {err['message']}",
+        field=err.get("field") or "verify",
+        expected="a manifest this rank can judge",
+        observed=err["message"],
+        hint=err.get("hint"),
+    )
+
+
+def _expected(values: Mapping[int, str]) -> str:
+    """The value most ranks have; a tie goes to the lowest rank's."""
+    counts = Counter(values.values())
+    top = max(counts.values())
+    return next(v for _, v in sorted(values.items()) if counts[v] == top)
+
+
+def _differs(
+    prints: Sequence[Mapping[str, Any]], what: str = "", *, digests_only: bool = False
+) -> list[Finding]:
+    from ftmanifest.distributed.fingerprint import flatten
+
+    if digests_only:
+        flat = {fp["rank"]: {"manifest": str(fp.get("manifest_digest"))} for fp in prints}
+    else:
+        flat = {fp["rank"]: flatten(fp) for fp in prints}
+    hosts = {fp["rank"]: str(fp["host"]) for fp in prints}
+    keys = sorted({k for f in flat.values() for k in f})
+    rows = []
+    for key in keys:
+        values = {rank: f.get(key, ABSENT) for rank, f in flat.items()}
+        if len(set(values.values())) < 2:
+            continue
+        want = _expected(values)
+        agree = ",".join(str(r) for r, v in values.items() if v == want)
+        for rank, value in sorted(values.items()):
+            if value != want:
+                rows.append(
+                    _row(
+                        "distributed.rank-differs",
+                        str(rank),
+                        [rank],
+                        hosts[rank],
+                        message=f"rank {rank} differs from rank(s) {agree} on {key}",
+                        field=key,
+                        expected=f"{want} (as rank {agree})",
+                        observed=value,
+                        hint="make every rank's environment and files the same "
+                        "(the same image, venv, checkout and data)",
+                    )
+                )
+    return rows
+
+
+def _drift(prints: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    """Each rank's own rows against the manifest; a row every rank has is shown once."""
+    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for fp in prints:
+        for f in fp.get("findings") or []:
+            key = (f.get("field") or f.get("rule"), f.get("expected"), f.get("observed"))
+            groups.setdefault(key, []).append({**f, "_rank": fp["rank"], "_host": fp["host"]})
+    rows = []
+    everyone = len(prints) > 1
+    for (name, expected, observed), hits in groups.items():
+        ranks = [h["_rank"] for h in hits]
+        shown = "all" if everyone and len(hits) == len(prints) else ",".join(map(str, ranks))
+        hosts = sorted({str(h["_host"]) for h in hits})
+        rows.append(
+            _row(
+                "distributed.drift",
+                shown,
+                ranks,
+                ",".join(hosts),
+                message=str(hits[0].get("message") or "drift"),
+                field=name,
+                expected=f"{expected} (manifest)",
+                observed=observed,
+                hint=hits[0].get("hint"),
+            )
+        )
+    return rows
+
+
+def job_rows(manifest: Manifest, prints: Sequence[Mapping[str, Any]]) -> list[Finding]:
+    """``distributed.world_size``, ``nodes`` and ``strategy`` against the job."""
+    want = manifest.distributed
+    nodes = len({fp["node_rank"] for fp in prints})
+    strategies = {fp["rank"]: str(fp.get("strategy")) for fp in prints}
+    seen: list[tuple[str, Any, Any, str]] = [
+        ("world_size", want.world_size, len(prints), "WORLD_SIZE"),
+        ("nodes", want.nodes, nodes, "node ranks (GROUP_RANK)"),
+        ("strategy", want.strategy, _expected(strategies) if strategies else "?", "launch"),
+    ]
+    rows = []
+    for name, expected, observed, source in seen:
+        if str(expected) == str(observed):
+            continue
+        hint = f"start the job as the manifest says, or change distributed.{name}"
+        if name == "strategy":
+            hint += (
+                " (outside the Trainer, FSDP and DeepSpeed are seen through accelerate's "
+                "ACCELERATE_USE_FSDP / ACCELERATE_USE_DEEPSPEED variables)"
+            )
+        rows.append(
+            Finding.at(
+                ("distributed", name),
+                kind="drift",
+                rule="distributed.job",
+                message=f"the job's {name} ({source}) differs from the manifest",
+                expected=str(expected),
+                observed=str(observed),
+                hint=hint,
+                extra={"rank": "job", "ranks": [], "host": ""},
+            )
+        )
+    return rows
+
+
+def judge(
+    prints: Sequence[Mapping[str, Any]],
+    manifest: Manifest | None,
+    accept: Mapping[str, str] | None = None,
+) -> JobVerdict:
+    """The verdict every rank computes from the same gathered fingerprints."""
+    from ftmanifest.verify import apply_acceptances
+
+    errors = [fp for fp in prints if fp.get("error")]
+    usable = [fp for fp in prints if not fp.get("error")]
+    rows = [_error_row(fp) for fp in errors] + _differs(usable) + _drift(usable)
+    accepted: list[Acceptance] = []
+    if manifest is not None:
+        rows_job, accepted, _ = apply_acceptances(job_rows(manifest, prints), accept or {})
+        rows += rows_job
+    code = EXIT_REFUSED if rows else EXIT_OK
+    if errors:
+        code = max([code, *(int(fp["error"]["exit_code"]) for fp in errors)])
+    return JobVerdict(rows, [dict(fp) for fp in prints], code, accepted)
+
+
+def gather_verdict(
+    comm: Comm,
+    build: Callable[[], tuple[dict[str, Any], Manifest | None]],
+    on_error: Callable[[BaseException], dict[str, Any]],
+    accept: Mapping[str, str] | None = None,
+) -> tuple[JobVerdict, BaseException | None]:
+    """Build this rank's fingerprint (``build``; ``on_error`` when it raises), gather
+    every rank's, and judge.  Returns the verdict and this rank's own error, if any."""
+    own_error: BaseException | None = None
+    manifest = None
+    try:
+        fp, manifest = build()
+    except Exception as exc:  # every rank must answer, whatever went wrong here
+        own_error = exc
+        fp = on_error(exc)
+    prints = comm.all_gather(fp, "the ranks' fingerprints")
+    return judge(prints, manifest, accept), own_error
+
+
+def agree_on_manifest(comm: Comm, path: Path) -> JobVerdict | None:
+    """Gather every rank's manifest digest; None when all hold the same manifest."""
+    from ftmanifest.distributed.fingerprint import base, of_error
+    from ftmanifest.manifest import load_manifest
+
+    try:
+        answer = {**base(comm.job), "manifest_digest": load_manifest(path).digest(), "error": None}
+    except Exception as exc:  # answer anyway, so the others do not wait
+        answer = of_error(comm.job, exc)
+    return judge_manifests(comm.all_gather(answer, "the manifests' digests"))

@@ -1,0 +1,117 @@
+"""Which rank this is, and the gather with a deadline, on a real torchrun job."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ftmanifest.distributed.comm import Job, job_from_env
+from ftmanifest.errors import EXIT_INPUT, UsageError
+from tests.distributed.launch import torchrun
+
+TORCHRUN_ENV = {
+    "RANK": "3",
+    "WORLD_SIZE": "8",
+    "LOCAL_RANK": "1",
+    "LOCAL_WORLD_SIZE": "2",
+    "GROUP_RANK": "1",
+    "MASTER_ADDR": "node0",
+    "MASTER_PORT": "29500",
+}
+
+
+def test_no_launcher_means_no_job() -> None:
+    assert job_from_env({}) is None
+    assert job_from_env({"RANK": "0", "MASTER_ADDR": "x", "MASTER_PORT": "1"}) is None
+
+
+def test_reads_what_torchrun_sets() -> None:
+    assert job_from_env(TORCHRUN_ENV) == Job(
+        rank=3, world_size=8, local_rank=1, local_world_size=2, node_rank=1, master="node0:29500"
+    )
+
+
+def test_a_launcher_that_sets_only_the_essentials() -> None:
+    """srun/kubectl setups often leave out LOCAL_* and GROUP_RANK: one node is assumed."""
+    env = {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"}
+    job = job_from_env(env)
+    assert job is not None
+    assert (job.local_rank, job.local_world_size, job.node_rank) == (0, 2, 0)
+    assert not job.is_main and job_from_env({**env, "RANK": "0"}).is_main  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"RANK": "one"}, "RANK"),
+        ({"WORLD_SIZE": "2.0"}, "WORLD_SIZE"),
+        ({"LOCAL_RANK": ""}, "LOCAL_RANK"),
+        ({"GROUP_RANK": "0x1"}, "GROUP_RANK"),
+        ({"RANK": "8"}, "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT"),
+        ({"RANK": "-1"}, "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT"),
+        ({"WORLD_SIZE": "0", "RANK": "0"}, "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT"),
+        ({"MASTER_PORT": None}, "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT"),
+        ({"RANK": None}, "RANK"),
+    ],
+)
+def test_variables_that_describe_no_job_are_usage_errors(
+    changes: dict[str, str | None], field: str
+) -> None:
+    env = {k: v for k, v in {**TORCHRUN_ENV, **changes}.items() if v is not None}
+    with pytest.raises(UsageError) as caught:
+        job_from_env(env)
+    assert caught.value.exit_code == EXIT_INPUT
+    assert caught.value.field == field
+    assert "torchrun" in (caught.value.hint or "")
+
+
+GATHER = """\
+import json, os, sys, time
+from ftmanifest.distributed.comm import job_from_env, joined
+from ftmanifest.errors import FtManifestError
+
+job = job_from_env()
+time.sleep(float(os.environ.get(f"FTM_SLEEP_{job.rank}", "0")))
+started = time.monotonic()
+try:
+    with joined(job, float(os.environ["FTM_TIMEOUT"])) as comm:
+        got = comm.all_gather({"rank": job.rank, "pid": os.getpid()}, "test objects")
+    result = {"got": got}
+except FtManifestError as exc:
+    result = {"error": exc.message, "exit_code": exc.exit_code, "reason": exc.reason}
+result["elapsed"] = time.monotonic() - started
+with open(f"{os.environ['FTM_OUT']}/gather-{job.rank}.json", "w") as f:
+    json.dump(result, f)
+sys.exit(result.get("exit_code", 0))
+"""
+
+
+def _gathered(folder: Path, rank: int) -> dict[str, object]:
+    path = folder / f"gather-{rank}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def test_every_rank_gets_every_rank_object_in_rank_order(tmp_path: Path) -> None:
+    job = torchrun(tmp_path, GATHER, env={"FTM_TIMEOUT": "60"})
+    assert job.rc == 0, job.log
+    results = [_gathered(tmp_path, r) for r in (0, 1)]
+    for result in results:
+        got = result["got"]
+        assert isinstance(got, list)
+        assert [g["rank"] for g in got] == [0, 1]
+        assert len({g["pid"] for g in got}) == 2  # two processes, not one object twice
+    assert results[0]["got"] == results[1]["got"]
+
+
+def test_a_rank_that_never_joins_is_a_timeout_refusal_not_a_hang(tmp_path: Path) -> None:
+    """Rank 1 sleeps far past the deadline; rank 0 refuses (exit 1) within it."""
+    job = torchrun(tmp_path, GATHER, env={"FTM_TIMEOUT": "3", "FTM_SLEEP_1": "300"}, timeout=90)
+    zero = _gathered(tmp_path, 0)
+    assert zero.get("exit_code") == 1, job.log
+    assert zero["reason"] == "rank-timeout"
+    assert "rank 0 of 2: not every rank answered while joining within 3 s" in str(zero["error"])
+    assert 2.5 <= float(zero["elapsed"]) < 3 + 15  # the deadline, not the sleep
+    assert _gathered(tmp_path, 1) == {}  # rank 1 never got that far: torchrun stopped it
+    assert job.rc != 0 and job.elapsed < 60
