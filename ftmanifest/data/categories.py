@@ -42,6 +42,7 @@ MAX_MINIMUM = 100_000
 Z95 = 1.96
 SHOWN = 10  # categories named in one finding
 EVAL_KINDS = ("eval", "test")
+OTHER = "(other categories)"  # where a split's counts go past its cap of distinct categories
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,21 @@ def category_findings(splits: Sequence[Categories], manifest: Any) -> list[Findi
         return []
     out: list[Finding] = []
     train = {k for c in splits if c.kind == "train" for k, n in c.counts.items() if n}
+    train.discard(OTHER)
     for c in splits:
+        if c.counts.get(OTHER):
+            out.append(
+                _finding(
+                    c,
+                    "data.too-many-categories",
+                    "warning",
+                    f"{c.split}: more distinct categories than are counted one by one; "
+                    f"{c.counts[OTHER]} records counted together as {OTHER}",
+                    f"at most {len(c.counts) - 1} categories",
+                    "more",
+                    "check data_checks.label: it may name a free-text field, not a category",
+                )
+            )
         if c.unlabelled and c.counts:
             out.append(
                 _finding(
@@ -125,7 +140,7 @@ def category_findings(splits: Sequence[Categories], manifest: Any) -> list[Findi
             )
         if c.kind not in EVAL_KINDS:
             continue
-        have = {k for k, n in c.counts.items() if n}
+        have = {k for k, n in c.counts.items() if n and k != OTHER}
         guards = _guards(manifest, c.split)
         named = {k for g in guards if isinstance(g.categories, list) for k in g.categories}
         missing = sorted((train | named) - have)

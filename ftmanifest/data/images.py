@@ -90,16 +90,27 @@ def _error(split: Any, rule: str, rel: str, message: str, hint: str) -> Finding:
     )
 
 
-def _walk(root: Path, rel: str = "") -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """Every entry under ``root`` (relative path, entry), links not followed, sorted."""
-    with os.scandir(root / rel if rel else root) as it:
-        entries = sorted(it, key=lambda e: e.name)
-    for e in entries:
-        path = f"{rel}/{e.name}" if rel else e.name
-        if e.is_dir(follow_symlinks=False):
-            yield from _walk(root, path)
-        else:
-            yield path, e
+def _walk(root: Path) -> Iterator[tuple[str, os.DirEntry[str] | OSError]]:
+    """Every entry under ``root`` (relative path, entry), in sorted order, links not
+    followed; a folder that cannot be listed comes as (its path, the error).  A stack,
+    not recursion: a folder nested thousands deep cannot exhaust Python's stack."""
+    stack: list[str] = [""]
+    while stack:
+        rel = stack.pop()
+        try:
+            with os.scandir(root / rel if rel else root) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            yield rel, exc
+            continue
+        folders = []
+        for e in entries:
+            path = f"{rel}/{e.name}" if rel else e.name
+            if e.is_dir(follow_symlinks=False):
+                folders.append(path)
+            else:
+                yield path, e
+        stack.extend(reversed(folders))
 
 
 def _read(path: Path) -> bytes:
@@ -200,6 +211,12 @@ def check_images(splits: Sequence[Any], tolerance: Any) -> ImageReport:
             continue
         for rel, entry in _walk(root):
             cls = rel.split("/", 1)[0] if "/" in rel else None
+            if isinstance(entry, OSError):
+                result.bad += 1
+                why = f"cannot list the folder: {entry.strerror or entry}"
+                fix = "make it readable, or remove it"
+                findings.append(_error(split, "data.image-unreadable", rel or ".", why, fix))
+                continue
             if entry.is_symlink():
                 findings.append(
                     _error(

@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.data.categories import OTHER
 from ftmanifest.data.text import record_text
 from ftmanifest.findings import Finding
 from ftmanifest.recordio import iter_records
 
 MAX_CATEGORIES = 10_000
 MAX_LABEL = 200  # characters of a non-string label's JSON text
-OTHER = "(other categories)"
 WORST = 5
 _EXACT = 1024
 

@@ -211,3 +211,17 @@ def test_an_image_entry_that_is_not_a_folder_is_unusable_input(tmp_path: Path) -
     result = run_cli("data", "check", str(manifest))
     assert result.returncode == 2 and "is not a folder" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_deeply_nested_folders_do_not_exhaust_the_stack(tmp_path: Path) -> None:
+    folders(tmp_path)
+    deep = tmp_path / "train/cat" / "/".join(["d"] * 700)
+    save(deep / "deep.png", (8, 8), "RGB", 11)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(400)  # a walk that recursed per folder level would fail here
+    try:
+        report = check_images(splits(tmp_path), LeakTolerance())
+    finally:
+        sys.setrecursionlimit(limit)
+    assert report.findings == []
+    assert next(s for s in report.splits if s.name == "train").classes["cat"].files == 4

@@ -243,3 +243,31 @@ def test_the_label_key_comes_from_the_manifest(tmp_path: Path, label: str) -> No
         "min_per_category: 0", f"min_per_category: 0, label: {label}"))  # fmt: skip
     rc, payload = check(manifest)
     assert payload["categories"]["train"]["counts"] == {"x" if label == "topic" else "y": 1}
+
+
+def test_a_guard_on_one_split_makes_only_that_split_an_error(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "train.jsonl", records(["a"] * 5 + ["b"] * 5))
+    write_jsonl(tmp_path / "eval.jsonl", records(["a"] * 5, start=10))
+    write_jsonl(tmp_path / "test.jsonl", records(["a"] * 5, start=20))
+    manifest = tmp_path / "exp.yaml"
+    text = MANIFEST.format(guard=GUARD.replace("max_drop", "split: eval, max_drop"),
+                           seq_len=64, minimum=0)  # fmt: skip
+    manifest.write_text(text + "  - {name: test, role: test, path: test.jsonl}\n")
+    rc, payload = check(manifest)
+    severity = {f["extra"]["split"]: f["severity"] for f in rules(payload, "data.category-missing")}
+    assert rc == 1 and severity == {"eval": "error", "test": "warning"}
+
+
+def test_distinct_categories_are_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ftmanifest.data import stats as stats_mod
+    from ftmanifest.data.categories import OTHER, Categories, category_findings
+
+    monkeypatch.setattr(stats_mod, "MAX_CATEGORIES", 3)
+    path = tmp_path / "train.jsonl"
+    write_jsonl(path, records([f"free text {i}" for i in range(10)] + ["free text 0"]))
+    stats = collect(Split("train", "train", path, "jsonl"))
+    assert len(stats.categories) == 4 and stats.categories[OTHER] == 7
+    assert stats.categories["free text 0"] == 2
+    manifest = load_manifest(project(tmp_path, ["a"], ["a"], guard=False)).manifest
+    found = category_findings([Categories("train", "train", str(path), stats.categories)], manifest)
+    assert [f.rule for f in found] == ["data.too-many-categories"]
