@@ -15,7 +15,9 @@ The rows, one per (rank, field):
   have; a tie goes to the lowest rank's value, so in a job of two, rank 1 is
   named when it differs from rank 0.  Every rank with another value is a row.
 - *drift*: a rank's own verify rows against the manifest; the same row on
-  every rank is shown once, as rank ``all``.
+  every rank is shown once, as rank ``all``.  A rank's drift row on a field
+  stands in for its *differs* row there (it says more: the manifest's value
+  and the fix).
 - *error*: a rank whose verify could not run (exit 2 on every rank; 3 for a bug).
 - *job*: ``distributed.world_size``, ``nodes`` (distinct node ranks) and
   ``strategy`` against the job (rank ``job``); these can be accepted on
@@ -244,7 +246,11 @@ def judge(
 
     errors = [fp for fp in prints if fp.get("error")]
     usable = [fp for fp in prints if not fp.get("error")]
-    rows = [_error_row(fp) for fp in errors] + _differs(usable) + _drift(usable)
+    drift = _drift(usable)
+    # a rank's drift row on a field already says it differs there (with the fix)
+    covered = {(rank, row.field) for row in drift for rank in row.extra["ranks"]}
+    differs = [r for r in _differs(usable) if (r.extra["ranks"][0], r.field) not in covered]
+    rows = [_error_row(fp) for fp in errors] + differs + drift
     accepted: list[Acceptance] = []
     if manifest is not None:
         rows_job, accepted, _ = apply_acceptances(job_rows(manifest, prints), accept or {})

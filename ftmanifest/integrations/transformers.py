@@ -30,6 +30,15 @@ reads the revision from the manifest, so it is never typed twice:
 
 A model that cannot be traced (built from a config in memory) is refused
 unless ``FtManifestCallback(..., trace_model=False)``, which the run record notes.
+
+Under DDP/FSDP (torchrun's variables set, or a process group the Trainer
+initialised, with more than one process) every rank verifies itself and the
+ranks gather their fingerprints before the first step, with a deadline
+(``rank_timeout``, seconds): one drifted or different rank, or one that does
+not answer, stops the job on every rank with ``RanksRefusedError`` (a
+``DriftRefusedError``) naming it.  The manifest's ``distributed`` section is
+checked against the job: world size, nodes, and the strategy the
+``TrainingArguments`` configure (``fsdp``; ``deepspeed``'s ZeRO stage; else DDP).
 """
 
 from __future__ import annotations
@@ -48,12 +57,20 @@ from ftmanifest.findings import Finding
 from ftmanifest.fsutil import atomic_write_text
 from ftmanifest.integrations import model_origin
 from ftmanifest.integrations.pinned import compare_weights, load_pinned
+from ftmanifest.safe_text import escape
 from ftmanifest.verify import DriftError, VerifyReport, apply_acceptances, verify_manifest
 
 if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
 
-__all__ = ["FtManifestCallback", "DriftRefusedError", "DriftError", "RUN_RECORD", "load_pinned"]
+__all__ = [
+    "FtManifestCallback",
+    "DriftRefusedError",
+    "RanksRefusedError",
+    "DriftError",
+    "RUN_RECORD",
+    "load_pinned",
+]
 
 RUN_RECORD = "ftmanifest-run.json"
 RECORD_FORMAT = runrecord.RECORD_FORMAT
@@ -73,6 +90,50 @@ class DriftRefusedError(DriftError):
         )
 
 
+class RanksRefusedError(DriftRefusedError):
+    """A DDP/FSDP run refused on every rank: the rows name the rank(s) (``extra["rank"]``)."""
+
+    def __init__(self, report: VerifyReport) -> None:
+        super().__init__(report)
+        named = sorted({str(f.extra.get("rank")) for f in report.findings})
+        self.message = (
+            f"training refused before the first step on every rank: rank(s) "
+            f"{', '.join(named)}: "
+            + ", ".join(dict.fromkeys(f.field or f.rule for f in report.findings))
+        )
+        self.args = (self.message,)
+
+    def __str__(self) -> str:
+        rows = (
+            f"\n  rank {escape(str(f.extra.get('rank')))} ({escape(str(f.extra.get('host')))}) "
+            f"{escape(f.field or f.rule)}: expected {escape(str(f.expected))}, "
+            f"observed {escape(str(f.observed))}"
+            for f in self.findings
+        )
+        return escape(self.message) + "".join(rows)
+
+
+def _job(args: TrainingArguments) -> Any:
+    """This process's place in a job of more than one process, or None."""
+    from ftmanifest.distributed.comm import Job, job_from_env
+
+    job = job_from_env()
+    if job is not None:
+        return job if job.world_size > 1 else None
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return None
+    return Job(
+        rank=dist.get_rank(),
+        world_size=dist.get_world_size(),
+        local_rank=max(int(getattr(args, "local_rank", 0) or 0), 0),
+        local_world_size=dist.get_world_size(),
+        node_rank=0,
+        master="(initialised by the script)",
+    )
+
+
 class FtManifestCallback(TrainerCallback):
     """Verify ``manifest`` when training begins; stop with ``DriftRefusedError`` on drift.
 
@@ -80,6 +141,8 @@ class FtManifestCallback(TrainerCallback):
     (``signature``, ``trust_path``, ``accept`` = {field: reason}, ...), plus
     ``trace_model``: False trains a model that cannot be traced to the pinned
     snapshot without refusing (the run record says it was not traced).
+    ``rank_timeout``: under DDP/FSDP, seconds every rank waits for the others'
+    fingerprints before refusing (module doc).
 
     When the manifest exports an adapter, every adapter the Trainer saves (each
     ``checkpoint-N`` with an ``adapter_config.json``, the last one included) is
@@ -104,8 +167,10 @@ class FtManifestCallback(TrainerCallback):
         record_name: str = RUN_RECORD,
         trace_model: bool = True,
         bind_key: Any = None,
+        rank_timeout: float = 300.0,
     ) -> None:
         self.manifest = Path(manifest)
+        self.rank_timeout = rank_timeout
         self.options: dict[str, Any] = {
             "signature": signature,
             "trust_path": trust_path,
@@ -127,13 +192,12 @@ class FtManifestCallback(TrainerCallback):
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
         started = runrecord.now()
-        options = {k: v for k, v in self.options.items() if k != "accept"}
-        report = verify_manifest(self.manifest, **options)
-        # One acceptance pass over the verify rows and the model's, so an
-        # acceptance covers either and the unused ones are warned about once.
-        found = report.findings + self._trace(kw.get("model"), state, report)
-        report.findings, report.accepted, unused = apply_acceptances(found, self.options["accept"])
-        report.warnings += unused
+        job = _job(args)
+        if job is None:
+            report = self._verify(kw.get("model"), state)
+            refusal: DriftRefusedError = DriftRefusedError(report)
+        else:
+            report, refusal = self._verify_ranks(job, args, state, kw.get("model"))
         self.report = report
         record = self._record(report, args, state, started)
         if state.is_world_process_zero and args.output_dir:
@@ -144,7 +208,52 @@ class FtManifestCallback(TrainerCallback):
             self._append(record)
         if not report.ok:
             control.should_training_stop = True  # belt and braces; the raise stops it
-            raise DriftRefusedError(report)
+            raise refusal
+
+    def _verify(self, model: Any, state: TrainerState) -> VerifyReport:
+        """This process's verify, the model's origin rows included."""
+        options = {k: v for k, v in self.options.items() if k != "accept"}
+        report = verify_manifest(self.manifest, **options)
+        from ftmanifest.probe.packages import TEST_VERSIONS, forced_versions
+
+        if forced_versions():  # loud: this run judges forced package versions (tests only)
+            report.warnings.append(f"TEST OVERRIDE ACTIVE: {TEST_VERSIONS} forces versions")
+            warnings.warn(report.warnings[-1], stacklevel=2)
+        # One acceptance pass over the verify rows and the model's, so an
+        # acceptance covers either and the unused ones are warned about once.
+        found = report.findings + self._trace(model, state, report)
+        report.findings, report.accepted, unused = apply_acceptances(found, self.options["accept"])
+        report.warnings += unused
+        return report
+
+    def _verify_ranks(
+        self, job: Any, args: TrainingArguments, state: TrainerState, model: Any
+    ) -> tuple[VerifyReport, DriftRefusedError]:
+        """Every rank verifies, then all gather and judge (``ftmanifest.distributed``)."""
+        from ftmanifest.distributed import verify as ranks
+        from ftmanifest.distributed.comm import joined
+        from ftmanifest.distributed.fingerprint import of_error, of_report, strategy_from_args
+
+        strategy = strategy_from_args(args, job.world_size)
+        mine: list[VerifyReport] = []
+
+        def build() -> tuple[dict[str, Any], Any]:
+            mine.append(self._verify(model, state))
+            return of_report(job, mine[0], strategy), mine[0].loaded.manifest
+
+        with joined(job, self.rank_timeout) as comm:
+            verdict = ranks.agree_on_manifest(comm, self.manifest)
+            if verdict is None:
+                verdict, _ = ranks.gather_verdict(
+                    comm, build, lambda exc: of_error(job, exc, strategy), self.options["accept"]
+                )
+        report = mine[0] if mine else VerifyReport(self.manifest, "", [])
+        report.findings = list(verdict.rows)
+        report.accepted += verdict.accepted
+        for fp in verdict.prints:
+            if fp.get("test_override") and fp["rank"] != job.rank:
+                report.warnings.append(f"rank {fp['rank']}: TEST OVERRIDE ACTIVE")
+        return report, RanksRefusedError(report)
 
     def _trace(self, model: Any, state: TrainerState, report: VerifyReport) -> list[Finding]:
         """Rows refusing ``model`` when it is not the pinned snapshot's (``model_origin``)."""
