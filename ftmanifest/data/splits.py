@@ -57,7 +57,8 @@ def splits_of(
                 loc=("data", i, "path"),
                 expected="one data file per split",
                 observed="a folder",
-                hint="point the entry at one file (JSONL, CSV, ...) per split",
+                hint="point the entry at one file (JSONL, CSV, ...) per split, or declare "
+                "format: images for a folder with one sub-folder per class",
             )
         split = Split(entry.name, entry.role, path, entry.format, entry.sealed, tuple(fields))
         out.append(split)

@@ -196,6 +196,13 @@ def test_histogram_is_exact_small_and_close_large() -> None:
     assert len(big.buckets) < 512 * 15  # bounded: at most 512 buckets per doubling
 
 
+@cache
+def loaded_tokenizer() -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(tokenizer_folder()), local_files_only=True)
+
+
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=20),
@@ -214,11 +221,7 @@ RECORD = st.one_of(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=st.lists(RECORD, max_size=8), tokens=st.booleans())
 def test_statistics_never_crash_on_arbitrary_json_records(rows: list[Any], tokens: bool) -> None:
-    tokenizer = None
-    if tokens:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_folder()), local_files_only=True)
+    tokenizer = loaded_tokenizer() if tokens else None
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "train.jsonl"
         write_jsonl(path, rows)
