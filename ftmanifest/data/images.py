@@ -7,7 +7,7 @@ a class folder (at any depth) is one image of that class.
 Fail closed, each an **error** finding naming the file: a symlink (never
 followed), a special file (FIFO, device, socket), a file over
 ``MAX_FILE_BYTES``, a file outside any class folder, a file Pillow cannot
-identify or ``verify``, an image over ``MAX_PIXELS`` (a decompression bomb:
+identify as one of ``FORMATS`` or ``verify``, an image over ``MAX_PIXELS`` (a decompression bomb:
 judged from the header, never decoded); and the whole entry when Pillow is
 not installed ("cannot judge images").  Only headers are parsed (``Image.open``
 reads size and mode from the header; ``verify`` checks the file's structure
@@ -41,6 +41,9 @@ from ftmanifest.findings import Finding
 MAX_FILE_BYTES = 64 << 20
 MAX_PIXELS = 89_478_485  # Pillow's own default MAX_IMAGE_PIXELS (about 0.25 GiB of RGBA / 3)
 EXAMPLES = 5  # duplicate pairs named per split pair
+FORMATS = ("PNG", "JPEG", "GIF", "BMP", "TIFF", "WEBP", "PPM")  # JPEG opens MPO too
+"""What training code reads (torchvision's ImageFolder extensions); any other format
+Pillow could parse (EPS, which loads through Ghostscript; PSD; ICO...) is not tried."""
 _FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 _FLAGS |= getattr(os, "O_CLOEXEC", 0)
 
@@ -132,12 +135,13 @@ def _read(path: Path) -> bytes:
     return data
 
 
-def _header(image: Any, data: bytes) -> tuple[int, int, str, str]:
+def _header(image: Any, data: bytes, formats: tuple[str, ...]) -> tuple[int, int, str, str]:
     """(width, height, mode, format) from the header, the structure verified."""
     with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a hostile file's warnings are not ours to print
         warnings.simplefilter("error", image.DecompressionBombWarning)
         try:
-            with image.open(io.BytesIO(data)) as im:
+            with image.open(io.BytesIO(data), formats=formats) as im:
                 width, height = im.size
                 mode, fmt = im.mode, im.format or "?"
                 if width * height > MAX_PIXELS:
@@ -148,7 +152,8 @@ def _header(image: Any, data: bytes) -> tuple[int, int, str, str]:
         except (image.DecompressionBombError, image.DecompressionBombWarning) as exc:
             raise _Bad("data.image-bomb", str(exc)[:200]) from None
         except image.UnidentifiedImageError:
-            raise _Bad("data.image-unreadable", "not an image format Pillow knows") from None
+            why = "not an image in a format read here (" + ", ".join(FORMATS) + ")"
+            raise _Bad("data.image-unreadable", why) from None
         except Exception as exc:  # Pillow raises many types on a bad file; all mean unreadable
             why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise _Bad("data.image-unreadable", f"not a readable image: {why}") from None
@@ -189,6 +194,8 @@ def check_images(splits: Sequence[Any], tolerance: Any) -> ImageReport:
             for s in splits
         ]
         return ImageReport([ImageSplit(s.name, s.role, str(s.path)) for s in splits], missing, {})
+    Image.init()
+    formats = tuple(f for f in FORMATS if f in Image.OPEN)  # WEBP, TIFF: only when built in
     findings: list[Finding] = []
     first: dict[bytes, tuple[Any, str, str]] = {}  # sha256 -> (split, class, relative path)
     shared: Counter[tuple[str, str]] = Counter()
@@ -241,7 +248,7 @@ def check_images(splits: Sequence[Any], tolerance: Any) -> ImageReport:
                 continue
             try:
                 data = _read(root / rel)
-                width, height, mode, fmt = _header(Image, data)
+                width, height, mode, fmt = _header(Image, data, formats)
             except _Bad as bad:
                 result.bad += 1
                 findings.append(

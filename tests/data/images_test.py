@@ -96,13 +96,15 @@ def test_unreadable_truncated_and_non_image_files_are_errors(tmp_path: Path) -> 
     whole = (tmp_path / "train/cat/a.png").read_bytes()
     (tmp_path / "train/dog/cut.png").write_bytes(whole[: len(whole) // 2])
     (tmp_path / "train/dog/empty.png").write_bytes(b"")
+    save(tmp_path / "train/dog/icon.png", (16, 16), "RGB", 12, "ICO")  # Pillow reads ICO; we don't
     report = check_images(splits(tmp_path), LeakTolerance())
     bad = by_rule(report.findings, "data.image-unreadable")
     named = sorted(Path(f.path).name for f in bad)
-    assert named == ["cut.png", "empty.png", "notes.txt"]
+    assert named == ["cut.png", "empty.png", "icon.png", "notes.txt"]
     assert all(f.severity == "error" for f in bad)
+    assert "format read here (PNG, JPEG" in next(f for f in bad if "icon" in f.path).message
     train = next(s for s in report.splits if s.name == "train")
-    assert train.bad == 3 and train.classes["dog"].files == 2
+    assert train.bad == 4 and train.classes["dog"].files == 2
 
 
 def test_symlinks_are_not_followed(tmp_path: Path) -> None:
