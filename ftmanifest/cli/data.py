@@ -70,6 +70,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     q.add_argument("--jobs", type=int, default=None, metavar="N",
                    help="processes that read and sign records (default: every core, one "
                    "for inputs under 8 MiB; 0: every core); the same result for any N")  # fmt: skip
+    q.add_argument("--distributed", action="store_true",
+                   help="under torchrun: the ranks share the records of each split, rank 0 "
+                   "judges and reports, every rank exits with its code")  # fmt: skip
+    q.add_argument("--rank-timeout", type=float, default=None, metavar="S",
+                   help="with --distributed: seconds to wait for a rank (default 300)")  # fmt: skip
     q.add_argument("--examples", type=int, default=5, metavar="N",
                    help="worst examples shown per split pair")  # fmt: skip
     q.add_argument("--write-clean", type=Path, metavar="OUT",
@@ -86,10 +91,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.data.leakage import check_leakage
-    from ftmanifest.data.splits import splits_of
-    from ftmanifest.manifest import load_manifest
-
     if args.threshold is not None and not 0 < args.threshold <= 1 or args.examples < 0:
         raise UsageError(
             "--threshold must be in (0, 1] and --examples >= 0",
@@ -106,6 +107,23 @@ def run(args: argparse.Namespace) -> int:
             observed=str(args.jobs),
             hint="e.g. --jobs 2",
         )
+    if getattr(args, "distributed", False):
+        return _run_distributed(args)
+    if getattr(args, "rank_timeout", None) is not None:
+        raise UsageError(
+            "--rank-timeout needs --distributed",
+            field="--rank-timeout",
+            hint="ftmanifest data check M --distributed --rank-timeout S (under torchrun)",
+        )
+    return _check(args)
+
+
+def _check(args: argparse.Namespace, signer: Any = None) -> int:
+    """The check (every rank's share of the signing comes through ``signer``)."""
+    from ftmanifest.data.leakage import check_leakage
+    from ftmanifest.data.splits import splits_of
+    from ftmanifest.manifest import load_manifest
+
     loaded = load_manifest(args.manifest)
     checks = loaded.manifest.data_checks
     source = "--threshold" if args.threshold is not None else "data_checks.near_threshold"
@@ -132,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
 
     jobs = default_jobs([s.path for s in splits]) if args.jobs is None else args.jobs or cores()
     report = check_leakage(splits, threshold=threshold, examples=args.examples,
-                           tolerance=checks.tolerance, jobs=jobs)  # fmt: skip
+                           tolerance=checks.tolerance, jobs=jobs, signer=signer)  # fmt: skip
     report.threshold_source = source
     clean = None
     if args.write_clean is not None:
@@ -152,6 +170,58 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(_text(report, clean) + _summary_text(summary))
     return 0 if report.ok and summary.ok else 1
+
+
+def _run_distributed(args: argparse.Namespace) -> int:
+    """``--distributed``: every rank signs its share of the records; rank 0 checks."""
+    from ftmanifest.data import parallel
+    from ftmanifest.distributed.comm import DEFAULT_TIMEOUT, job_from_env, joined
+
+    job = job_from_env()
+    if job is None:
+        raise UsageError(
+            "--distributed runs under a launcher, and none set WORLD_SIZE here",
+            field="--distributed",
+            expected="RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from torchrun (or srun, kubectl)",
+            observed="no WORLD_SIZE in the environment",
+            hint=f"torchrun --nproc-per-node N -m ftmanifest data check {args.manifest} "
+            "--distributed, or drop --distributed",
+        )
+    timeout = DEFAULT_TIMEOUT if args.rank_timeout is None else args.rank_timeout
+    if not 0 < timeout < 86400:
+        raise UsageError(
+            "--rank-timeout is out of range",
+            field="--rank-timeout",
+            expected="seconds, more than 0 and less than a day",
+            observed=str(timeout),
+        )
+    share = max(1, parallel.cores() // max(1, job.local_world_size))
+    jobs = share if args.jobs is None else args.jobs or parallel.cores()
+    with joined(job, timeout) as comm, parallel.Workers(jobs) as workers:
+        signer = parallel.RankSigner(comm, workers)
+        if job.rank == 0:
+            code, error = parallel.run_ranks(comm, lambda: _check(args, signer))
+        else:
+            code, error = parallel.run_ranks(comm, lambda: _serve(args, comm, signer))
+    if job.rank == 0:
+        if error is not None:
+            raise error
+        return code
+    own = f"; this rank: {escape(str(error))}" if error is not None else ""
+    sys.stderr.write(f"rank {job.rank}: signed its share of the records, exit {code} as rank 0 "
+                     f"(rank 0 prints the report){own}\n")  # fmt: skip
+    return code
+
+
+def _serve(args: argparse.Namespace, comm: Any, signer: Any) -> None:
+    """A rank other than 0: the same splits as rank 0, its share of each signed."""
+    from ftmanifest.data.parallel import serve
+    from ftmanifest.data.splits import splits_of
+    from ftmanifest.manifest import load_manifest
+
+    loaded = load_manifest(args.manifest)
+    fields = args.field or list(loaded.manifest.data_checks.text_fields)
+    serve(comm, splits_of(loaded, allow_outside=args.allow_outside, fields=fields), signer)
 
 
 def _payload(report: Any, clean: dict[str, Any] | None) -> dict[str, Any]:

@@ -189,10 +189,13 @@ def check_leakage(
     examples: int = 5,
     tolerance: LeakTolerance | None = None,
     jobs: int = 1,
+    signer: Any = None,
 ) -> LeakageReport:
     """Read every split once to find candidates, then the candidates' records again.
 
-    ``jobs`` processes sign the records (1: this one); the report is the same for any."""
+    ``jobs`` processes sign the records (1: this one); the report is the same for any.
+    ``signer``: what yields each split's signatures in file order instead
+    (``parallel.RankSigner``: the ranks of a torchrun job)."""
     from rensa import RMinHashLSH
 
     bands = bands_for(threshold)
@@ -210,12 +213,13 @@ def check_leakage(
     candidates: set[tuple[str, int, str, int]] = set()
     leaking: dict[str, set[int]] = {s.name: set() for s in splits if s.kind == "train"}
     counts: dict[str, int] = {}
-    with Workers(jobs) as workers:
+    with Workers(jobs if signer is None else 1) as workers:
+        source = workers if signer is None else signer
         for split in order:
             seen: dict[bytes, tuple[int, int]] = {}
             index = RMinHashLSH(threshold=threshold, num_perm=NUM_PERM, num_bands=bands)
             n = 0
-            for number, line, h, m in workers.signatures(split.path, split.format, split.fields):
+            for number, line, h, m in source.signatures(split.path, split.format, split.fields):
                 n += 1
                 if h is None:  # no text
                     continue

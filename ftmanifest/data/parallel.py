@@ -299,3 +299,135 @@ def selected_texts(
         texts = _texts(_Lines(chunk.path, kind, chunk.fields, chunk.first, raws))
         for (n, _i), (line, text) in zip(keep, texts, strict=True):
             yield n, line, text
+
+
+# --- across the ranks of a torchrun job (issue 18: data check --distributed) ------------
+
+Payload = tuple[Any, ...]
+"""What a rank hands the others at each gather: ("round", [(chunk index, signatures)],
+ended, None), ("error", exception) when its share could not be read, or ("final", exit
+code, exception or None) once it has stopped."""
+
+
+class RankQuit(Exception):  # noqa: N818 - a signal between ranks, not an error to report
+    """Rank 0 stopped (its exit code in ``code``): every other rank exits with it."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class RankSigner:
+    """Signs this rank's share of each split and, on rank 0, yields every record's
+    signature in file order.
+
+    Each rank reads the same chunks of the split (the same file, cut at the same lines)
+    and signs the chunks whose index modulo the world size is its rank, with its own
+    ``Workers``; the ranks gather ``batch`` chunks each per round, so rank 0 holds at
+    most a round of signatures.  Only rank 0 keeps the index and judges; the result is
+    the one a single process finds.  A rank whose share fails to read (or that stopped)
+    makes every rank raise the same error at that round."""
+
+    def __init__(self, comm: Any, workers: Workers, batch: int = IN_FLIGHT) -> None:
+        self.comm = comm
+        self.workers = workers
+        self.batch = max(1, batch)
+
+    def signatures(
+        self, path: Path, fmt: str | None, fields: Sequence[str] = ()
+    ) -> Iterator[Signature]:
+        import itertools
+
+        from ftmanifest.errors import FtManifestError
+        from ftmanifest.records import format_of
+
+        size, rank = self.comm.world_size, self.comm.rank
+        kind = format_of(path, fmt)
+        lines = kind in LINE_KINDS
+        chunks: Iterator[_Lines | _Texts] = (
+            _line_chunks(path, kind, tuple(fields))
+            if lines
+            else _text_chunks(path, fmt, tuple(fields))
+        )
+        numbered = enumerate(chunks)
+        number = 0
+        while True:
+            mine: Payload
+            try:
+                window = list(itertools.islice(numbered, size * self.batch))
+                share = [(i, job) for i, job in window if i % size == rank]
+                signed = self.workers._run(job for _i, job in share)
+                out = [(i, sigs) for (i, _job), (_j, sigs) in zip(share, signed, strict=True)]
+                mine = ("round", out, len(window) < size * self.batch, None)
+            except FtManifestError as exc:
+                mine = ("error", exc)
+            got = self.comm.all_gather(mine, "record signatures")
+            _raise_for(got, rank)
+            if rank == 0:
+                merged = sorted((i, sigs) for p in got for i, sigs in p[1])
+                for _i, sigs in merged:
+                    for n, line, h, m in sigs:
+                        number = number + 1 if lines else n
+                        yield number, line, h, m
+            if all(p[2] for p in got):
+                return
+
+
+def _raise_for(got: list[Payload], rank: int) -> None:
+    """Stop this rank as the gathered payloads say: rank 0 stopped, or a rank failed."""
+    from ftmanifest.errors import FtManifestError
+
+    if rank != 0 and got[0][0] == "final":
+        raise RankQuit(got[0][1])
+    for who, p in enumerate(got):
+        if p[0] == "round":
+            continue
+        exc = p[1] if p[0] == "error" else p[2]
+        if isinstance(exc, FtManifestError):
+            raise exc
+        raise FtManifestError(f"rank {who} stopped while the ranks signed records")
+
+
+def serve(comm: Any, splits: Sequence[Any], signer: RankSigner) -> None:
+    """A rank other than 0: sign its share of every split, in the order rank 0 reads them."""
+    from ftmanifest.data.leakage import ROLE_ORDER
+
+    for split in sorted(splits, key=lambda s: ROLE_ORDER[s.role]):
+        for _sig in signer.signatures(split.path, split.format, split.fields):
+            pass
+
+
+def run_ranks(comm: Any, work: Any) -> tuple[int, BaseException | None]:
+    """Run ``work()`` (rank 0: the whole check, returning its exit code; others: their
+    share, returning None), then agree on rank 0's exit code on every rank.
+
+    Returns (the job's exit code, this rank's own error or None).  A rank that failed
+    keeps answering the gathers until rank 0 has stopped, so no rank waits for ever."""
+    from ftmanifest.errors import EXIT_BUG, FtManifestError
+
+    code: int | None = None
+    error: BaseException | None = None
+    try:
+        code = work()
+    except RankQuit as quit_:
+        return quit_.code, None
+    except FtManifestError as exc:
+        code, error = exc.exit_code, exc
+    except Exception as exc:  # a bug: still tell the other ranks, then re-raise
+        code, error = EXIT_BUG, exc
+    if comm.rank == 0:
+        comm.all_gather(("final", code, _portable(error)), "the verdict")
+        return (code if code is not None else EXIT_BUG), error
+    while True:
+        got = comm.all_gather(("final", code, _portable(error)), "the verdict")
+        if got[0][0] == "final":
+            return got[0][1], error
+
+
+def _portable(error: BaseException | None) -> BaseException | None:
+    """The error as the other ranks can unpickle it (ours are; others become a message)."""
+    from ftmanifest.errors import FtManifestError
+
+    if error is None or isinstance(error, FtManifestError):
+        return error
+    return FtManifestError(f"{type(error).__name__}: {error}")

@@ -131,3 +131,80 @@ def test_small_inputs_stay_in_one_process_and_jobs_is_checked(tmp_path: Path) ->
     result = run_cli("data", "check", str(tmp_path / "exp.yaml"), "--jobs", "-1")
     assert result.returncode == 2 and "--jobs" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# --- data check --distributed on a real two-rank torchrun job (gloo, CPU) ------------
+
+KEYS = ("ok", "threshold", "threshold_source", "records", "pairs", "leaking_train_records")
+
+
+def _project(folder: Path, filler: int = 24_000) -> Path:
+    """``_data`` with ``filler`` unrelated training records after it: about 7 MiB, so
+    7 chunks of 1 MiB, more than one round of 3 chunks per rank."""
+    folder.mkdir(parents=True)
+    _data(folder)
+    rng = random.Random(99)
+    words = [f"w{i}" for i in range(5000)]
+    filled = [json.dumps({"text": " ".join(rng.choices(words, k=45))}) for _ in range(filler)]
+    if filler:  # leaks far from the start: their numbers depend on the chunks' order
+        filled[filler // 2] = (folder / "eval.jsonl").read_text().splitlines()[2]
+        filled.append(filled[filler // 3])
+    with open(folder / "train.jsonl", "a", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in filled))
+    return folder / "exp.yaml"
+
+
+def test_distributed_check_equals_the_single_process_run(tmp_path: Path) -> None:
+    from tests.distributed.launch import verify_job
+
+    manifest = _project(tmp_path / "project")
+    alone = run_cli("data", "check", str(manifest), "--format", "json", "--jobs", "1")
+    assert alone.returncode == 1, alone.stderr
+    assert (manifest.parent / "train.jsonl").stat().st_size > 6 * parallel.CHUNK_BYTES
+    argv = ["data", "check", str(manifest), "--format", "json", "--distributed",
+            "--rank-timeout", "60"]  # fmt: skip
+    job = verify_job(tmp_path / "job", argv)
+    assert job.codes() == {0: 1, 1: 1}, job.log + job.ranks[0].err + job.ranks[1].err
+    ranked = json.loads(job.ranks[0].out)
+    single = json.loads(alone.stdout)
+    assert {k: ranked[k] for k in KEYS} == {k: single[k] for k in KEYS}
+    far = [e["b"]["line"] for p in single["pairs"] for e in p["examples"] if p["b"] == "train"]
+    assert max(far) > 12_000  # the planted leaks past the first chunks were found
+    assert "rank 1: signed its share" in job.ranks[1].err and job.ranks[1].out == ""
+
+
+def test_distributed_a_rank_whose_copy_is_broken_stops_every_rank(tmp_path: Path) -> None:
+    """Each rank reads its own copy of the project; rank 1's has a broken line in the
+    second chunk, which rank 1 signs: every rank exits 2, rank 0 with the reader's own
+    error (naming rank 1's file and line)."""
+    from tests.distributed.launch import verify_job
+
+    _project(tmp_path / "p0")
+    broken = _project(tmp_path / "p1").parent / "train.jsonl"
+    lines = broken.read_bytes().split(b"\n")
+    at = next(i for i, n in enumerate(_offsets(lines)) if n > parallel.CHUNK_BYTES + 5000)
+    lines[at] = b'{"text": "cut'
+    broken.write_bytes(b"\n".join(lines))
+    argv = ["data", "check", str(tmp_path / "p{rank}" / "exp.yaml"), "--distributed",
+            "--rank-timeout", "60"]  # fmt: skip
+    job = verify_job(tmp_path / "job", argv)
+    assert job.codes() == {0: 2, 1: 2}, job.log + job.ranks[0].err + job.ranks[1].err
+    assert f"p1/train.jsonl:{at + 1}" in job.ranks[0].err, job.ranks[0].err
+    assert "Traceback" not in job.ranks[0].err
+    assert "exit 2 as rank 0" in job.ranks[1].err
+
+
+def _offsets(lines: list[bytes]) -> list[int]:
+    out, at = [], 0
+    for line in lines:
+        out.append(at)
+        at += len(line) + 1
+    return out
+
+
+def test_distributed_needs_a_launcher(tmp_path: Path) -> None:
+    manifest = _project(tmp_path / "project", filler=0)
+    result = run_cli("data", "check", str(manifest), "--distributed")
+    assert result.returncode == 2 and "WORLD_SIZE" in result.stderr
+    result = run_cli("data", "check", str(manifest), "--rank-timeout", "5")
+    assert result.returncode == 2 and "--rank-timeout needs --distributed" in result.stderr
