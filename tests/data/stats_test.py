@@ -274,3 +274,19 @@ def test_distinct_categories_are_capped(tmp_path: Path, monkeypatch: pytest.Monk
     manifest = load_manifest(project(tmp_path, ["a"], ["a"], guard=False)).manifest
     found = category_findings([Categories("train", "train", str(path), stats.categories)], manifest)
     assert [f.rule for f in found] == ["data.too-many-categories"]
+
+
+def test_categories_a_guard_names_must_be_in_its_split(tmp_path: Path) -> None:
+    guard = GUARD.replace("max_drop", "categories: [a, zzz], max_drop")
+    manifest = project(tmp_path, ["a"] * 5, ["a"] * 5, guard=True, minimum=0)
+    manifest.write_text(manifest.read_text().replace(GUARD, guard))
+    rc, payload = check(manifest)
+    (missing,) = rules(payload, "data.category-missing")
+    assert rc == 1 and missing["severity"] == "error" and "'zzz'" in missing["message"]
+
+
+def test_labels_cannot_write_to_the_terminal(tmp_path: Path) -> None:
+    hostile = "\x1b[2J\x1b]0;owned\x07"
+    manifest = project(tmp_path, [hostile] * 3, ["b"] * 3, guard=False, minimum=0)
+    out = run_cli("data", "check", str(manifest)).stdout
+    assert "\x1b" not in out and "\x07" not in out and "\\x1b[2J" in out
