@@ -251,6 +251,7 @@ def _payload(report: Any, clean: dict[str, Any] | None) -> dict[str, Any]:
     leaking = {k: len(v) for k, v in report.leaking.items()}
     return {"ok": report.ok, "threshold": report.threshold,
             "threshold_source": report.threshold_source, "records": report.records,
+            "records_without_text": report.without_text,
             "pairs": pairs, "leaking_train_records": leaking, "clean": clean}  # fmt: skip
 
 
@@ -276,6 +277,9 @@ def _text(report: Any, clean: dict[str, Any] | None) -> str:
     sizes = ", ".join(f"{escape(k)} {v}" for k, v in report.records.items())
     out += f"\nrecords: {sizes}; near duplicates: Jaccard >= {report.threshold:g}"
     out += f" ({report.threshold_source})\n"
+    if any(report.without_text.values()):
+        empty = ", ".join(f"{escape(k)} {v}" for k, v in report.without_text.items() if v)
+        out += f"records without text (not compared): {empty}\n"
     if clean is not None:
         out += f"clean copy: {escape(clean['path'])} ({clean['dropped']} records dropped)\n"
         out += f"  digest: {clean['digest']}  (the training entry's new digest)\n"

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from ftmanifest.data.parallel import NUM_PERM, Workers, selected_texts
 from ftmanifest.data.text import jaccard, normalise, shingles
+from ftmanifest.errors import InputError
 from ftmanifest.manifest.data import LeakTolerance, PairTolerance
 
 BANDS = (8, 16, 32, 64)
@@ -109,6 +110,7 @@ class LeakageReport:
     leaking: dict[str, set[int]]  # train split -> its records duplicated in eval or test
     excerpts: dict[tuple[str, int], str]  # (split, record) -> original text, cut short
     threshold_source: str = "threshold"  # where the threshold came from, for the report
+    without_text: dict[str, int] = field(default_factory=dict)  # split -> records with no text
 
     @property
     def ok(self) -> bool:
@@ -213,15 +215,17 @@ def check_leakage(
     candidates: set[tuple[str, int, str, int]] = set()
     leaking: dict[str, set[int]] = {s.name: set() for s in splits if s.kind == "train"}
     counts: dict[str, int] = {}
+    without: dict[str, int] = {}
     with Workers(jobs if signer is None else 1) as workers:
         source = workers if signer is None else signer
         for split in order:
             seen: dict[bytes, tuple[int, int]] = {}
             index = RMinHashLSH(threshold=threshold, num_perm=NUM_PERM, num_bands=bands)
-            n = 0
+            n = empty = 0
             for number, line, h, m in source.signatures(split.path, split.format, split.fields):
                 n += 1
                 if h is None:  # no text
+                    empty += 1
                     continue
                 repeat = h in seen
                 near_to = []  # splits this record is not an exact duplicate of
@@ -246,7 +250,10 @@ def check_leakage(
                         candidates.add((other, key, split.name, number))
                 if store:
                     index.insert(number, m)
+            if n and empty == n:
+                raise _no_text(split, n)
             counts[split.name] = n
+            without[split.name] = empty
             exact[split.name] = seen
             if split.name in indexed:
                 lsh[split.name] = index
@@ -261,7 +268,21 @@ def check_leakage(
         found.sort(key=lambda m: (-m.similarity, m.kind != "exact", m.b.record))
         pair.examples = found[:examples]
     report = LeakageReport(threshold, counts, list(results.values()), leaking, excerpts)
+    report.without_text = without
     return judge(report, splits, tolerance)
+
+
+def _no_text(split: Split, n: int) -> InputError:
+    fields = ", ".join(split.fields) if split.fields else "the default text fields"
+    return InputError(
+        f"data entry {split.name!r}: none of its {n} records has text in {fields}",
+        path=str(split.path),
+        field="data_checks.text_fields",
+        expected="keys or columns that hold each record's text",
+        observed=f"{n} records, every one without text there",
+        hint="name the text keys in data_checks.text_fields (or --field); the defaults are "
+        "messages[].content, prompt+completion, text, else every string",
+    )
 
 
 def _verify(

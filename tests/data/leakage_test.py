@@ -369,7 +369,21 @@ def test_threshold_and_fields_come_from_the_manifest(project: dict[str, object])
     result = run_cli("data", "check", str(manifest), "--threshold", "0.8")
     assert result.returncode == 1 and "Jaccard >= 0.8 (--threshold)" in result.stdout
     manifest.write_text(manifest.read_text() + "  text_fields: [nothing_here]\n")
-    result = run_cli("data", "check", str(manifest), "--format", "json")
-    payload = json.loads(result.stdout)
-    assert all(p["exact"] + p["near"] == 0 for p in payload["pairs"])
-    assert result.returncode == 0
+    result = run_cli("data", "check", str(manifest))
+    assert result.returncode == 2, result.stdout  # nothing to compare is not "no leakage"
+    assert "none of its 2 records has text in nothing_here" in result.stderr
+    assert "data_checks.text_fields" in result.stderr and "Traceback" not in result.stderr
+    result = run_cli("data", "check", str(manifest), "--field", "messages", "--threshold", "0.8")
+    assert result.returncode == 1  # the flag overrides the manifest's fields
+
+
+def test_records_without_text_are_counted(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "train.jsonl", [{"text": "a b c d"}, {"text": ""}, {"id": 3}])
+    write_jsonl(tmp_path / "eval.jsonl", [{"text": "x y z"}])
+    write_jsonl(tmp_path / "test.jsonl", [{"text": "  "}, {"text": "q"}])
+    report = check_leakage(splits(tmp_path))
+    assert report.without_text == {"test": 1, "eval": 0, "train": 2}  # no string at all
+    assert report.records == {"test": 2, "eval": 1, "train": 3}
+    (tmp_path / "exp.yaml").write_text(MANIFEST.format(ext="jsonl", sealed="true"))
+    result = run_cli("data", "check", str(tmp_path / "exp.yaml"))
+    assert "records without text (not compared): test 1, train 2" in result.stdout
