@@ -116,6 +116,56 @@ class Comm:
             raise _timeout(self.job, self.timeout, f"gathering {what}", exc) from None
         return out
 
+    def all_gather_json(self, obj: Any, what: str = "results") -> list[Any]:
+        """Like ``all_gather`` for JSON-able data, which travels as JSON bytes in a
+        tensor and is never unpickled: what another rank sends is data, and cannot
+        run code here.  An answer that is not JSON comes back as ``UNREADABLE``
+        (the caller names that rank); one larger than ``MAX_ANSWER`` is refused."""
+        import json
+
+        import torch
+        import torch.distributed as dist
+
+        data = json.dumps(obj, sort_keys=True, default=str).encode("utf-8")
+        size = self.world_size
+        try:
+            sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(size)]
+            dist.all_gather(sizes, torch.tensor([len(data)], dtype=torch.int64), group=self.group)
+            lengths = [int(t.item()) for t in sizes]
+            if not all(0 <= n <= MAX_ANSWER for n in lengths):  # the same on every rank
+                raise RankAnswerError(
+                    f"a rank sent an answer of {max(lengths)} bytes while gathering {what}",
+                    field="ranks",
+                    expected=f"answers of at most {MAX_ANSWER} bytes",
+                    observed=", ".join(f"rank {r}: {n}" for r, n in enumerate(lengths)),
+                )
+            mine = torch.zeros(max(lengths), dtype=torch.uint8)
+            mine[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            buffers = [torch.zeros(max(lengths), dtype=torch.uint8) for _ in range(size)]
+            dist.all_gather(buffers, mine, group=self.group)
+        except (RuntimeError, OSError) as exc:  # gloo raises RuntimeError on a timeout
+            raise _timeout(self.job, self.timeout, f"gathering {what}", exc) from None
+        out: list[Any] = []
+        for buffer, n in zip(buffers, lengths, strict=True):
+            try:
+                out.append(json.loads(buffer[:n].numpy().tobytes().decode("utf-8")))
+            except (ValueError, UnicodeDecodeError):
+                out.append(UNREADABLE)
+        return out
+
+
+UNREADABLE = object()
+"""What ``all_gather_json`` returns for a rank whose answer is not JSON."""
+MAX_ANSWER = 256 * 1024 * 1024
+"""Bytes one rank may send in one gather (a model of 100,000 files is ~15 MB)."""
+
+
+class RankAnswerError(FtManifestError):
+    """A rank answered with something no rank can use (too large)."""
+
+    exit_code = EXIT_REFUSED
+    reason = "rank-answer"
+
 
 def _timeout(job: Job, timeout: float, doing: str, exc: BaseException) -> RankTimeoutError:
     detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__

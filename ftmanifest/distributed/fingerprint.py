@@ -136,7 +136,7 @@ def flatten(fp: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _leaves(prefix: str, value: Any) -> Iterator[tuple[str, str]]:
-    if isinstance(value, Mapping) and value:
+    if isinstance(value, Mapping):  # an empty one has no leaves: {} is "no variables"
         for key, inner in value.items():
             yield from _leaves(f"{prefix}.{key}", inner)
     elif isinstance(value, str):

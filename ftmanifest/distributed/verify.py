@@ -177,7 +177,10 @@ def _drift(prints: Sequence[Mapping[str, Any]]) -> list[Finding]:
     groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for fp in prints:
         for f in fp.get("findings") or []:
-            key = (f.get("field") or f.get("rule"), f.get("expected"), f.get("observed"))
+            key = tuple(
+                None if v is None else str(v)
+                for v in (f.get("field") or f.get("rule"), f.get("expected"), f.get("observed"))
+            )
             groups.setdefault(key, []).append({**f, "_rank": fp["rank"], "_host": fp["host"]})
     rows = []
     everyone = len(prints) > 1
@@ -276,7 +279,7 @@ def gather_verdict(
     except Exception as exc:  # every rank must answer, whatever went wrong here
         own_error = exc
         fp = on_error(exc)
-    prints = comm.all_gather(fp, "the ranks' fingerprints")
+    prints = sane(comm.all_gather_json(fp, "the ranks' fingerprints"))
     return judge(prints, manifest, accept), own_error
 
 
@@ -289,4 +292,64 @@ def agree_on_manifest(comm: Comm, path: Path) -> JobVerdict | None:
         answer = {**base(comm.job), "manifest_digest": load_manifest(path).digest(), "error": None}
     except Exception as exc:  # answer anyway, so the others do not wait
         answer = of_error(comm.job, exc)
-    return judge_manifests(comm.all_gather(answer, "the manifests' digests"))
+    return judge_manifests(sane(comm.all_gather_json(answer, "the manifests' digests")))
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "rank": (int,),
+    "host": (str,),
+    "node_rank": (int,),
+    "strategy": (str, type(None)),
+    "manifest_digest": (str, type(None)),
+    "environment": (dict, type(None)),
+    "files": (dict,),
+    "findings": (list,),
+    "warnings": (list,),
+    "test_override": (list,),
+    "error": (dict, type(None)),
+}
+_DEFAULTS: dict[str, Any] = {"files": {}, "findings": [], "warnings": [], "test_override": []}
+
+
+def _readable(answer: Any) -> bool:
+    if not isinstance(answer, dict):
+        return False
+    answer = {**_DEFAULTS, **answer}
+    if not all(isinstance(answer.get(k), t) for k, t in _TYPES.items()):
+        return False
+    err = answer["error"]
+    if err is not None and not (
+        isinstance(err.get("message"), str) and err.get("exit_code") in (1, 2, 3)
+    ):
+        return False
+    return all(isinstance(f, dict) for f in answer["findings"]) and all(
+        isinstance(v, str) for v in answer["files"].values()
+    )
+
+
+def sane(answers: Sequence[Any]) -> list[dict[str, Any]]:
+    """The gathered answers, each claiming the rank it came from (its place in the
+    gather, whatever it says); one that is not a fingerprint is an error row."""
+    out = []
+    for rank, answer in enumerate(answers):
+        if _readable(answer):
+            out.append({**_DEFAULTS, **answer, "rank": rank})
+            continue
+        out.append(
+            {
+                **_DEFAULTS,
+                "rank": rank,
+                "host": "?",
+                "node_rank": -1 - rank,
+                "strategy": None,
+                "manifest_digest": None,
+                "environment": None,
+                "error": {
+                    "message": f"rank {rank} sent an answer that is not a fingerprint",
+                    "exit_code": EXIT_REFUSED,
+                    "field": "ranks",
+                    "hint": "run the same ftmanifest version on every rank",
+                },
+            }
+        )
+    return out

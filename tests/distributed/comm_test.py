@@ -69,7 +69,7 @@ def test_variables_that_describe_no_job_are_usage_errors(
 
 GATHER = """\
 import json, os, sys, time
-from ftmanifest.distributed.comm import job_from_env, joined
+from ftmanifest.distributed.comm import UNREADABLE, job_from_env, joined
 from ftmanifest.errors import FtManifestError
 
 job = job_from_env()
@@ -78,7 +78,16 @@ started = time.monotonic()
 try:
     with joined(job, float(os.environ["FTM_TIMEOUT"])) as comm:
         got = comm.all_gather({"rank": job.rank, "pid": os.getpid()}, "test objects")
-    result = {"got": got}
+        as_json = comm.all_gather_json({"rank": job.rank, "text": "é\\n" * (job.rank * 5000)})
+        if job.rank == 1:  # a rank whose answer is not JSON (a hostile or broken peer)
+            import json as json_module
+            json_module.dumps = lambda *a, **k: "{not json"
+        broken = comm.all_gather_json({"rank": job.rank})
+    result = {
+        "got": got,
+        "json": as_json,
+        "unreadable": [b is UNREADABLE for b in broken],
+    }
 except FtManifestError as exc:
     result = {"error": exc.message, "exit_code": exc.exit_code, "reason": exc.reason}
 result["elapsed"] = time.monotonic() - started
@@ -103,6 +112,9 @@ def test_every_rank_gets_every_rank_object_in_rank_order(tmp_path: Path) -> None
         assert [g["rank"] for g in got] == [0, 1]
         assert len({g["pid"] for g in got}) == 2  # two processes, not one object twice
     assert results[0]["got"] == results[1]["got"]
+    for result in results:  # as JSON: answers of different lengths, never unpickled
+        assert result["json"] == [{"rank": 0, "text": ""}, {"rank": 1, "text": "é\n" * 5000}]
+        assert result["unreadable"] == [False, True]
 
 
 def test_a_rank_that_never_joins_is_a_timeout_refusal_not_a_hang(tmp_path: Path) -> None:

@@ -3,17 +3,20 @@ and the verdict every rank computes from the gathered fingerprints."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ftmanifest.cli import main
+from ftmanifest.cli.verify import print_job, rank_line
 from ftmanifest.distributed.fingerprint import strategy_from_args, strategy_from_env
-from ftmanifest.distributed.verify import judge, judge_manifests
+from ftmanifest.distributed.verify import judge, judge_manifests, sane
 from ftmanifest.errors import EXIT_INPUT, EXIT_OK, EXIT_REFUSED
 from ftmanifest.examples.project import build_example
 from ftmanifest.lock import lock_manifest
@@ -317,3 +320,52 @@ def test_the_strategy_is_read_from_accelerate_and_the_training_arguments() -> No
     assert strategy_from_args(args, 2) == "zero2"
     args.fsdp = True
     assert strategy_from_args(args, 2) == "fsdp"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        None,
+        "a string",
+        ["a", "list"],
+        {"rank": 1},  # no host
+        {**_fp(1), "node_rank": "0"},
+        {**_fp(1), "files": {"data[0].digest": ["not", "a", "digest"]}},
+        {**_fp(1), "findings": ["not a row"]},
+        {**_fp(1), "manifest_digest": ["unhashable"]},
+        {**_fp(1), "error": {"message": "x", "exit_code": 0}},  # an error that is no failure
+        {**_fp(1), "error": {"message": "x", "exit_code": "2"}},
+    ],
+)
+def test_an_answer_that_is_not_a_fingerprint_names_its_rank(answer: Any) -> None:
+    prints = sane([_fp(0), answer])
+    verdict = judge(prints, None)
+    assert verdict.exit_code == EXIT_REFUSED
+    assert [(r.extra["rank"], r.observed) for r in verdict.rows] == [
+        ("1", "rank 1 sent an answer that is not a fingerprint")
+    ]
+    assert judge_manifests(prints) is not None
+
+
+def test_a_rank_cannot_claim_to_be_another() -> None:
+    prints = sane([_fp(0), _fp(0, files={"data[0].digest": "sha256:" + "c" * 64})])
+    assert [fp["rank"] for fp in prints] == [0, 1]
+    assert [r.extra["rank"] for r in judge(prints, None).rows] == ["1"]
+
+
+def test_what_ranks_send_is_escaped_on_the_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "250")
+    hostile = "\x1b[2J\rrank 0: OK"
+    env = {"python": "3.11.7", "packages": {"torch": "==2.13.0"}, "env_vars": {"TORCH_X": hostile}}
+    prints = sane([_fp(0), _fp(1, host="evil\x1b]0;x\x07", environment=env)])
+    verdict = judge(prints, None)
+    args = argparse.Namespace(format="text", manifest=Path("m.yaml"))
+    print_job(args, verdict, None, "ddp")
+    sys.stderr.write(rank_line(1, verdict))
+    captured = capsys.readouterr()
+    for text in (captured.out, captured.err):
+        assert "\x1b" not in text and "\r" not in text and "\x07" not in text
+    assert "\\x1b[2J\\rrank 0: OK" in captured.out
+    assert [r.field for r in verdict.rows] == ["environment.env_vars.TORCH_X"]
