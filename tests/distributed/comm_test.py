@@ -77,6 +77,8 @@ time.sleep(float(os.environ.get(f"FTM_SLEEP_{job.rank}", "0")))
 started = time.monotonic()
 try:
     with joined(job, float(os.environ["FTM_TIMEOUT"])) as comm:
+        started = time.monotonic()
+        time.sleep(float(os.environ.get(f"FTM_HANG_{job.rank}", "0")))
         got = comm.all_gather({"rank": job.rank, "pid": os.getpid()}, "test objects")
         as_json = comm.all_gather_json({"rank": job.rank, "text": "é\\n" * (job.rank * 5000)})
         if job.rank == 1:  # a rank whose answer is not JSON (a hostile or broken peer)
@@ -127,3 +129,13 @@ def test_a_rank_that_never_joins_is_a_timeout_refusal_not_a_hang(tmp_path: Path)
     assert 2.5 <= float(zero["elapsed"]) < 3 + 15  # the deadline, not the sleep
     assert _gathered(tmp_path, 1) == {}  # rank 1 never got that far: torchrun stopped it
     assert job.rc != 0 and job.elapsed < 60
+
+
+def test_a_rank_that_joins_then_hangs_is_a_timeout_refusal(tmp_path: Path) -> None:
+    """Rank 1 joins, then stops answering; rank 0's gather gives up at the deadline."""
+    job = torchrun(tmp_path, GATHER, env={"FTM_TIMEOUT": "3", "FTM_HANG_1": "300"}, timeout=90)
+    zero = _gathered(tmp_path, 0)
+    assert zero.get("exit_code") == 1, job.log
+    assert "not every rank answered while gathering test objects within 3 s" in str(zero["error"])
+    assert 2.5 <= float(zero["elapsed"]) < 3 + 15
+    assert job.elapsed < 60
