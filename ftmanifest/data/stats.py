@@ -27,15 +27,15 @@ from __future__ import annotations
 
 import heapq
 import json
-import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ftmanifest.data.categories import OTHER
 from ftmanifest.data.text import record_text
+from ftmanifest.data.tokens import count_tokens
+from ftmanifest.data.tokens import load_tokenizer as load_tokenizer  # data sample's import
 from ftmanifest.findings import Finding
 from ftmanifest.recordio import iter_records
 
@@ -122,18 +122,6 @@ def label_of(value: Any, key: str | None = None) -> str | None:
     return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 3] + "..."
 
 
-def count_tokens(value: Any, tokenizer: Any, fields: Sequence[str] = ()) -> int:
-    """Tokens of one record as a training example (no truncation); its plain text's
-    tokens when preflight's format does not fit it."""
-    from ftmanifest.preflight.recipe import default_format
-
-    try:
-        ex = default_format(value, tokenizer, sys.maxsize, "all")
-        return ex.prompt_len + ex.completion_len
-    except Exception:  # an odd record or template: fall back to its text
-        return len(tokenizer(record_text(value, fields))["input_ids"])
-
-
 def collect(
     split: Any,
     *,
@@ -172,33 +160,6 @@ def collect(
                 heapq.heappushpop(stats.worst, item)
     stats.worst = sorted(((n, -neg) for n, neg in stats.worst), key=lambda t: (-t[0], t[1]))
     return stats
-
-
-def load_tokenizer(loaded: Any, *, allow_outside: bool = False) -> tuple[Any, str]:
-    """(the pinned model's tokenizer, where it came from), or (None, why not).
-
-    Never downloads: ``model.path`` or the hub snapshot already in the cache,
-    loaded with ``local_files_only``.  The tokenizer's files are not hashed
-    against the manifest here (``verify`` does that).
-    """
-    from ftmanifest.adapter.base import pinned_folder
-    from ftmanifest.errors import FtManifestError
-
-    try:
-        folder = pinned_folder(loaded.manifest, Path(loaded.path), allow_outside=allow_outside)
-    except FtManifestError as exc:
-        return None, f"the pinned model is not here ({exc.message})"
-    if not folder.is_dir():
-        return None, f"the pinned model's folder is not here ({folder})"
-    try:
-        from transformers import AutoTokenizer
-    except ImportError:
-        return None, "transformers is not installed (pip install 'ftmanifest[ml]')"
-    try:
-        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True), str(folder)
-    except Exception as exc:  # missing or broken tokenizer files
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return None, f"no tokenizer loads from {folder}: {first[:200]}"
 
 
 def length_findings(

@@ -13,7 +13,8 @@ from typing import Any
 
 from ftmanifest.data.categories import Categories, category_findings, minimum
 from ftmanifest.data.images import ImageReport, check_images
-from ftmanifest.data.stats import SplitStats, collect, length_findings, load_tokenizer
+from ftmanifest.data.stats import SplitStats, collect, length_findings
+from ftmanifest.data.tokens import load_tokenizer
 from ftmanifest.findings import SEVERITY_ORDER, Finding
 
 

@@ -55,9 +55,16 @@ def project(
 
 
 def check(manifest: Path) -> tuple[int, dict[str, Any]]:
-    result = run_cli("data", "check", str(manifest), "--format", "json")
-    assert "Traceback" not in result.stderr, result.stderr
-    return result.returncode, json.loads(result.stdout)
+    """``data check --format json`` in this process (the end-to-end runs use ``run_cli``)."""
+    import contextlib
+    import io
+
+    from ftmanifest.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["data", "check", str(manifest), "--format", "json", "--jobs", "1"])
+    return rc, json.loads(out.getvalue())
 
 
 def rules(payload: dict[str, Any], rule: str) -> list[dict[str, Any]]:
@@ -290,3 +297,31 @@ def test_labels_cannot_write_to_the_terminal(tmp_path: Path) -> None:
     manifest = project(tmp_path, [hostile] * 3, ["b"] * 3, guard=False, minimum=0)
     out = run_cli("data", "check", str(manifest)).stdout
     assert "\x1b" not in out and "\x07" not in out and "\\x1b[2J" in out
+
+
+def test_only_the_pinned_tokenizer_is_used(tmp_path: Path) -> None:
+    import shutil
+
+    from ftmanifest.hashing import hash_file
+
+    shutil.copytree(tokenizer_folder(), tmp_path / "model")
+    manifest = project(tmp_path, ["a"] * 3, ["a"] * 3, guard=False, minimum=0)
+    model = tmp_path / "model"
+    pins = "".join(
+        f"    - {{path: {p.name}, digest: '{hash_file(p).digest}'}}\n"
+        for p in sorted(model.iterdir())
+    )
+    pinned = manifest.read_text().replace("model: {path: model}\n", f"model:\n  path: model\n"
+                                          f"  files:\n{pins}")  # fmt: skip
+    manifest.write_text(pinned)
+    rc, payload = check(manifest)
+    assert payload["tokenizer"]["loaded"] is True, payload["tokenizer"]
+    assert "unchecked" not in payload["tokenizer"]["source"]
+    config = model / "tokenizer_config.json"
+    config.write_text(config.read_text().replace("{", '{"model_max_length": 7, ', 1))
+    rc, payload = check(manifest)
+    assert payload["tokenizer"]["loaded"] is False
+    assert "tokenizer_config.json" in payload["tokenizer"]["source"]
+    assert "differs from its pin" in payload["tokenizer"]["source"]
+    (unjudged,) = rules(payload, "data.length-unjudged")
+    assert "differs from its pin" in unjudged["message"]
