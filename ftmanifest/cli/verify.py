@@ -264,6 +264,7 @@ def run_distributed(args: argparse.Namespace) -> int:
         return verdict.exit_code
     print_job(args, verdict, report, strategy)
     if report is not None and (report.accepted or verdict.accepted):
+        report.findings = list(verdict.rows)  # the record keeps the job's verdict
         report.accepted += verdict.accepted
         record_acceptances(report, "verified" if verdict.ok else "refused", ledger=args.ledger)
     return verdict.exit_code
@@ -308,8 +309,10 @@ def print_job(args: argparse.Namespace, verdict: Any, report: Any, strategy: str
         f"job:       {len(verdict.prints)} rank(s) on {verdict.nodes} node(s) "
         f"({escape(', '.join(verdict.hosts))}); strategy {escape(strategy)}\n"
     )
+    used = {f"--accept {a.finding.field}: no drift on that field" for a in verdict.accepted}
     for line in rank_warnings(verdict.prints):
-        sys.stderr.write(f"warning: {escape(line)}\n")
+        if line not in used:  # each rank saw no such row; the job did
+            sys.stderr.write(f"warning: {escape(line)}\n")
     if verdict.rows:
         rows = [
             (r.extra["rank"], r.extra["host"], r.field or r.rule, r.expected, r.observed)

@@ -5,7 +5,9 @@ torchrun job builds one (``of_report``, or ``of_error`` when its verify could
 not run) and sends it to the others as plain JSON-able data, so a rank running
 another ftmanifest version can still be read and named.  ``flatten`` turns the
 observed environment into ``environment.packages.torch``-style fields, the
-same names drift rows use, so ranks are compared field by field.
+same names drift rows use, so ranks are compared field by field.  ``sane``
+checks what arrived: each answer takes the rank of its place in the gather,
+and one that is not a fingerprint becomes an error naming that rank.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from ftmanifest.errors import EXIT_REFUSED
 
 if TYPE_CHECKING:
     from ftmanifest.distributed.comm import Job
@@ -190,3 +194,63 @@ def _zero(stage: str | None) -> str:
     if stage == "0":
         return "ddp"
     return f"deepspeed (ZeRO stage {stage or 'unknown'})"
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "rank": (int,),
+    "host": (str,),
+    "node_rank": (int,),
+    "strategy": (str, type(None)),
+    "manifest_digest": (str, type(None)),
+    "environment": (dict, type(None)),
+    "files": (dict,),
+    "findings": (list,),
+    "warnings": (list,),
+    "test_override": (list,),
+    "error": (dict, type(None)),
+}
+_DEFAULTS: dict[str, Any] = {"files": {}, "findings": [], "warnings": [], "test_override": []}
+
+
+def _readable(answer: Any) -> bool:
+    if not isinstance(answer, dict):
+        return False
+    answer = {**_DEFAULTS, **answer}
+    if not all(isinstance(answer.get(k), t) for k, t in _TYPES.items()):
+        return False
+    err = answer["error"]
+    if err is not None and not (
+        isinstance(err.get("message"), str) and err.get("exit_code") in (1, 2, 3)
+    ):
+        return False
+    return all(isinstance(f, dict) for f in answer["findings"]) and all(
+        isinstance(v, str) for v in answer["files"].values()
+    )
+
+
+def sane(answers: Sequence[Any]) -> list[dict[str, Any]]:
+    """The gathered answers, each claiming the rank it came from (its place in the
+    gather, whatever it says); one that is not a fingerprint is an error row."""
+    out = []
+    for rank, answer in enumerate(answers):
+        if _readable(answer):
+            out.append({**_DEFAULTS, **answer, "rank": rank})
+            continue
+        out.append(
+            {
+                **_DEFAULTS,
+                "rank": rank,
+                "host": "?",
+                "node_rank": -1 - rank,
+                "strategy": None,
+                "manifest_digest": None,
+                "environment": None,
+                "error": {
+                    "message": f"rank {rank} sent an answer that is not a fingerprint",
+                    "exit_code": EXIT_REFUSED,
+                    "field": "ranks",
+                    "hint": "run the same ftmanifest version on every rank",
+                },
+            }
+        )
+    return out

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ftmanifest.distributed.fingerprint import sane
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
 from ftmanifest.findings import Finding
 
@@ -293,63 +294,3 @@ def agree_on_manifest(comm: Comm, path: Path) -> JobVerdict | None:
     except Exception as exc:  # answer anyway, so the others do not wait
         answer = of_error(comm.job, exc)
     return judge_manifests(sane(comm.all_gather_json(answer, "the manifests' digests")))
-
-
-_TYPES: dict[str, tuple[type, ...]] = {
-    "rank": (int,),
-    "host": (str,),
-    "node_rank": (int,),
-    "strategy": (str, type(None)),
-    "manifest_digest": (str, type(None)),
-    "environment": (dict, type(None)),
-    "files": (dict,),
-    "findings": (list,),
-    "warnings": (list,),
-    "test_override": (list,),
-    "error": (dict, type(None)),
-}
-_DEFAULTS: dict[str, Any] = {"files": {}, "findings": [], "warnings": [], "test_override": []}
-
-
-def _readable(answer: Any) -> bool:
-    if not isinstance(answer, dict):
-        return False
-    answer = {**_DEFAULTS, **answer}
-    if not all(isinstance(answer.get(k), t) for k, t in _TYPES.items()):
-        return False
-    err = answer["error"]
-    if err is not None and not (
-        isinstance(err.get("message"), str) and err.get("exit_code") in (1, 2, 3)
-    ):
-        return False
-    return all(isinstance(f, dict) for f in answer["findings"]) and all(
-        isinstance(v, str) for v in answer["files"].values()
-    )
-
-
-def sane(answers: Sequence[Any]) -> list[dict[str, Any]]:
-    """The gathered answers, each claiming the rank it came from (its place in the
-    gather, whatever it says); one that is not a fingerprint is an error row."""
-    out = []
-    for rank, answer in enumerate(answers):
-        if _readable(answer):
-            out.append({**_DEFAULTS, **answer, "rank": rank})
-            continue
-        out.append(
-            {
-                **_DEFAULTS,
-                "rank": rank,
-                "host": "?",
-                "node_rank": -1 - rank,
-                "strategy": None,
-                "manifest_digest": None,
-                "environment": None,
-                "error": {
-                    "message": f"rank {rank} sent an answer that is not a fingerprint",
-                    "exit_code": EXIT_REFUSED,
-                    "field": "ranks",
-                    "hint": "run the same ftmanifest version on every rank",
-                },
-            }
-        )
-    return out

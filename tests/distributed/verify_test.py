@@ -15,8 +15,8 @@ import pytest
 
 from ftmanifest.cli import main
 from ftmanifest.cli.verify import print_job, rank_line
-from ftmanifest.distributed.fingerprint import strategy_from_args, strategy_from_env
-from ftmanifest.distributed.verify import judge, judge_manifests, sane
+from ftmanifest.distributed.fingerprint import sane, strategy_from_args, strategy_from_env
+from ftmanifest.distributed.verify import judge, judge_manifests
 from ftmanifest.errors import EXIT_INPUT, EXIT_OK, EXIT_REFUSED
 from ftmanifest.examples.project import build_example
 from ftmanifest.lock import lock_manifest
