@@ -4,7 +4,7 @@ Layer: data (edge: hashes the tokenizer's files, loads it with transformers,
 imported inside the functions).  Issue 17.  The tokenizer is used only when
 every tokenizer file in the model's folder has the digest ``model.files``
 pins (hashed through ``hashing.hash_file``, the stat cache's shared path); a
-model whose files are not pinned yet is used as found, and says so.
+model whose files are not pinned yet is used as found.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def unpinned_file(manifest: Any, folder: Path) -> str | None:
             return f"the tokenizer file {name} cannot be read ({exc.message})"
         if want is None or have != want:
             what = "is not pinned in model.files" if want is None else "differs from its pin"
-            return f"the tokenizer file {name} in {folder} {what} (run ftmanifest verify)"
+            return f"the tokenizer file {name} {what} (in {folder}; run ftmanifest verify)"
     return None
 
 
@@ -97,5 +97,4 @@ def load_tokenizer(loaded: Any, *, allow_outside: bool = False) -> tuple[Any, st
     except Exception as exc:  # missing or broken tokenizer files
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return None, f"no tokenizer loads from {folder}: {first[:200]}"
-    pinned = "" if loaded.manifest.model.files else " (model.files not pinned yet: unchecked)"
-    return tokenizer, f"{folder}{pinned}"
+    return tokenizer, str(folder)
