@@ -21,12 +21,19 @@ signed again in the parent, so an unreadable record is the reader's own error,
 naming the file and line, whatever the number of workers.
 
 Workers are forked where the system can (Linux), all at once on the first
-chunk, before the parent has built any index or started a thread (Python
-launches every ``fork`` worker of a pool up front), so they start in
-milliseconds with little memory and need no importable ``__main__`` (``spawn``
-re-runs the caller's script, which breaks a script without a ``__main__``
-guard); elsewhere they are spawned.  ``jobs`` 1 signs in the parent with the
-same code.
+chunk, before the parent has built any index (Python launches every ``fork``
+worker of a pool up front), so they start in milliseconds with little memory
+and need no importable ``__main__`` (``spawn`` re-runs the caller's script,
+which breaks a script without a ``__main__`` guard); elsewhere they are
+spawned.  The workers run only this module's pure code, so a fork beside the
+gloo threads of a torchrun rank is safe.  ``jobs`` 1 signs in the parent with
+the same code; a worker that dies (killed, out of memory) is an error naming
+``--jobs``, not a traceback.
+
+Across the ranks of a torchrun job (``RankSigner``, issue 18), every rank cuts
+each split into the same chunks and signs those whose index modulo the world
+size is its rank; rank 0 gathers a round of chunks at a time and consumes them
+in file order, so its report is the single-process one.
 """
 
 from __future__ import annotations
@@ -199,7 +206,20 @@ class Workers:
     def _result(
         job: _Lines | _Texts, future: Future[list[Any] | None]
     ) -> tuple[_Lines | _Texts, list[Any]]:
-        out = future.result()
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            out = future.result()
+        except BrokenProcessPool as exc:
+            from ftmanifest.errors import FtManifestError
+
+            raise FtManifestError(
+                f"a signing process died while reading the data ({exc})",
+                field="--jobs",
+                expected="worker processes that finish",
+                observed="a worker ended abruptly (killed, or out of memory)",
+                hint="run again, or with --jobs 1 to sign in one process",
+            ) from None
         return job, _sign(job) if out is None else out
 
     def signatures(

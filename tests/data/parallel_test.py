@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -208,3 +209,19 @@ def test_distributed_needs_a_launcher(tmp_path: Path) -> None:
     assert result.returncode == 2 and "WORLD_SIZE" in result.stderr
     result = run_cli("data", "check", str(manifest), "--rank-timeout", "5")
     assert result.returncode == 2 and "--rank-timeout needs --distributed" in result.stderr
+
+
+def test_a_worker_that_dies_is_an_error_not_a_hang(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ftmanifest.errors import FtManifestError
+
+    _data(tmp_path)
+    monkeypatch.setattr(parallel, "_sign_in_worker", _die)  # inherited by the forked workers
+    with pytest.raises(FtManifestError, match="signing process died") as found:
+        check_leakage(_splits(tmp_path), jobs=2)
+    assert found.value.field == "--jobs"
+
+
+def _die(job: object) -> None:
+    os._exit(9)
