@@ -43,7 +43,7 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -616,6 +616,7 @@ def hash_tree(
     symlink_root: StrPath | None = None,
     count: str | None = None,
     settle: bool = False,
+    hasher: Callable[..., dict[Path, FileDigest | FtManifestError]] | None = None,
 ) -> TreeResult:
     """Digest every file under ``root`` and the tree; raises the first error by path.
 
@@ -623,9 +624,10 @@ def hash_tree(
     For a Hugging Face cache snapshot, pass the repository folder
     (``models--org--name``) as ``symlink_root``: snapshot files link to ``../../blobs``.
     ``count``: count every file's records in that format (``TreeResult.records``).
+    ``hasher``: a function with ``hash_files``'s signature (the distributed one).
     """
     listing = list_tree(root, symlink_root=symlink_root)
-    results = hash_files(
+    results = (hasher or hash_files)(
         listing.values(),
         use_cache=use_cache,
         workers=workers,

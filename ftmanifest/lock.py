@@ -21,7 +21,7 @@ from ftmanifest.manifest.edit import apply_json, apply_yaml
 
 if TYPE_CHECKING:
     from ftmanifest.manifest.model import Manifest
-    from ftmanifest.observe import Observed
+    from ftmanifest.observe import Hasher, Observed
 
 # Pinned by `lock` when installed, besides what the manifest already lists.
 DEFAULT_PACKAGES = (
@@ -73,6 +73,7 @@ def updates_for(
     use_cache: bool = True,
     code_dir: Path | None = None,
     allow_outside: bool = False,
+    hasher: Hasher | None = None,
 ) -> tuple[list[Update], list[str]]:
     """The (location, value) pairs that pin the manifest to this machine, and notes."""
     from ftmanifest.manifest import load_manifest
@@ -87,6 +88,7 @@ def updates_for(
         code_dir=code_dir,
         allow_outside=allow_outside,
         settle=True,  # freshly written files wait out the racy window, so they are cached
+        hasher=hasher,
     )
     if seen.model.error is not None:
         raise _in_manifest(seen.model.error, loaded.document, manifest_path)
@@ -202,7 +204,12 @@ def lock_manifest(
     use_cache: bool = True,
     code_dir: Path | None = None,
     allow_outside: bool = False,
+    hasher: Hasher | None = None,
 ) -> LockResult:
+    """Pin the manifest at ``path`` and write it (unless ``dry_run``).
+
+    ``hasher``: hashes the model, data and pinned files (``observe``'s keyword).
+    """
     from ftmanifest.manifest.load import read_document
 
     manifest_path = Path(path)
@@ -215,13 +222,39 @@ def lock_manifest(
             hint="convert the manifest to YAML (comments are kept there)",
         )
     ups, notes = updates_for(
-        manifest_path, use_cache=use_cache, code_dir=code_dir, allow_outside=allow_outside
+        manifest_path,
+        use_cache=use_cache,
+        code_dir=code_dir,
+        allow_outside=allow_outside,
+        hasher=hasher,
     )
     new_text = apply_json(old_text, ups) if suffix == ".json" else apply_yaml(old_text, ups)
     result = LockResult(manifest_path, old_text, new_text, notes)
     if result.changed and not dry_run:
-        from ftmanifest.fsutil import atomic_write_text
-
-        mode = os.stat(manifest_path).st_mode & 0o777
-        atomic_write_text(manifest_path, new_text, mode=mode)
+        write_locked(result)
     return result
+
+
+def write_locked(result: LockResult) -> None:
+    """Replace the manifest with the locked text, atomically, keeping its mode."""
+    from ftmanifest.fsutil import atomic_write_text
+
+    mode = os.stat(result.path).st_mode & 0o777
+    atomic_write_text(result.path, result.new_text, mode=mode)
+
+
+def plan_hashing(manifest_path: Path, hasher: Hasher, *, allow_outside: bool = False) -> None:
+    """Ask ``hasher`` for every file ``lock`` hashes, as ``observe`` would (a dry pass).
+
+    ``lock --distributed`` passes a ``distributed.shard.Planned`` here, hashes
+    what it recorded over the job in one call, then locks with it.
+    """
+    from ftmanifest.manifest import load_manifest
+    from ftmanifest.observe import observe_data, observe_model, observe_pinned
+
+    m = load_manifest(manifest_path).manifest
+    base = manifest_path.parent
+    kw: dict[str, Any] = {"use_cache": False, "allow_outside": allow_outside, "hasher": hasher}
+    observe_model(m, base, **kw)
+    observe_data(m, base, **kw)
+    observe_pinned(m, base, **kw)

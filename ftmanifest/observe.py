@@ -20,9 +20,15 @@ from ftmanifest.location import Loc
 from ftmanifest.manifest.pinned import pinned_files
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ftmanifest.hashing import FileDigest
     from ftmanifest.manifest.environment import Environment
     from ftmanifest.manifest.model import Manifest
     from ftmanifest.progress import ProgressSink
+
+    # a function with ``hashing.hash_files``'s signature (``distributed.shard``'s)
+    Hasher = Callable[..., dict[Path, FileDigest | FtManifestError]]
 
 
 @dataclass
@@ -137,15 +143,17 @@ def hash_path(
     fmt: str | None = None,
     count: bool = False,
     settle: bool = False,
+    hasher: Hasher | None = None,
 ) -> FileState:
     """Digest of a file, or tree digest of a folder, and with ``count`` its records.
 
     Records are counted in the same read as the hash (JSONL, CSV and text;
     JSON and Parquet take a second read) and cached with the digest: a folder
     of shards in a known format counts the records of all shards, any other
-    folder its files.  Errors become state, not exceptions.
+    folder its files.  Errors become state, not exceptions.  ``hasher``: a
+    function with ``hashing.hash_files``'s signature (default: that one).
     """
-    from ftmanifest.hashing import hash_file, hash_tree, list_tree
+    from ftmanifest.hashing import hash_files, hash_tree, list_tree
     from ftmanifest.records import RecordCountError, format_of
 
     state = FileState(str(path))
@@ -153,19 +161,27 @@ def hash_path(
         if path.is_dir():
             kind = folder_format(fmt, list_tree(path, symlink_root=base)) if count else None
             tree = hash_tree(
-                path, use_cache=use_cache, symlink_root=base, count=kind, settle=settle
+                path,
+                use_cache=use_cache,
+                symlink_root=base,
+                count=kind,
+                settle=settle,
+                hasher=hasher,
             )
             state.digest = tree.digest
             state.size = sum(f.size for f in tree.files.values())
             if count:
                 state.records = tree.records if kind else len(tree.files)
         else:
-            found = hash_file(
-                path,
+            result = (hasher or hash_files)(
+                [path],
                 use_cache=use_cache,
                 count=format_of(path, fmt) if count else None,
                 settle=settle,
-            )
+            )[path]
+            if isinstance(result, FtManifestError):
+                raise result
+            found = result
             state.digest, state.size, state.records = found.digest, found.size, found.records
     except RecordCountError as exc:
         if exc.digest is not None:
@@ -185,6 +201,7 @@ def observe_model(
     revision: str | None = None,
     progress: ProgressSink | None = None,
     settle: bool = False,
+    hasher: Hasher | None = None,
 ) -> ModelState:
     """Hash every file of the model snapshot (local folder or hub cache)."""
     from ftmanifest.hashing import hash_files, list_tree, tree_digest
@@ -203,7 +220,9 @@ def observe_model(
     except FtManifestError as exc:
         state.error = exc
         return state
-    results = hash_files(listing.values(), use_cache=use_cache, progress=progress, settle=settle)
+    results = (hasher or hash_files)(
+        listing.values(), use_cache=use_cache, progress=progress, settle=settle
+    )
     for rel, p in listing.items():
         result = results[p]
         if isinstance(result, FtManifestError):
@@ -222,6 +241,7 @@ def observe_data(
     use_cache: bool,
     allow_outside: bool,
     settle: bool = False,
+    hasher: Hasher | None = None,
 ) -> list[FileState]:
     """Digest and record count of every data entry, in the manifest's order.
 
@@ -235,7 +255,13 @@ def observe_data(
             out.append(FileState(entry.path, error=problem))
             continue
         state = hash_path(
-            path, base, use_cache=use_cache, fmt=entry.format, count=True, settle=settle
+            path,
+            base,
+            use_cache=use_cache,
+            fmt=entry.format,
+            count=True,
+            settle=settle,
+            hasher=hasher,
         )
         state.path = entry.path
         out.append(state)
@@ -243,7 +269,13 @@ def observe_data(
 
 
 def observe_pinned(
-    manifest: Manifest, base: Path, *, use_cache: bool, allow_outside: bool, settle: bool = False
+    manifest: Manifest,
+    base: Path,
+    *,
+    use_cache: bool,
+    allow_outside: bool,
+    settle: bool = False,
+    hasher: Hasher | None = None,
 ) -> dict[Loc, FileState]:
     out: dict[Loc, FileState] = {}
     for loc, rel, _digest in pinned_files(manifest):
@@ -251,7 +283,7 @@ def observe_pinned(
         if path is None:
             out[loc] = FileState(rel, error=problem)
             continue
-        state = hash_path(path, base, use_cache=use_cache, settle=settle)
+        state = hash_path(path, base, use_cache=use_cache, settle=settle, hasher=hasher)
         state.path = rel
         out[loc] = state
     return out
@@ -266,11 +298,15 @@ def observe(
     allow_outside: bool = False,
     revision: str | None = None,
     settle: bool = False,
+    hasher: Hasher | None = None,
 ) -> Observed:
     """Everything ``drift.compare`` needs about this machine for ``manifest``.
 
     ``settle`` (``lock``): wait out the stat cache's racy window for freshly
     written files, so that they are cached and the next verify reads nothing.
+    ``hasher`` (model and data files, pinned files): a function with
+    ``hashing.hash_files``'s signature; ``verify --distributed`` passes one that
+    splits the files over the job's ranks (``distributed.shard``).
     """
     from ftmanifest.probe import probe_all
     from ftmanifest.probe.fields import to_environment_fields
@@ -295,6 +331,7 @@ def observe(
             revision=revision,
             progress=bar,
             settle=settle,
+            hasher=hasher,
         )
     try:
         free: int | None = shutil.disk_usage(disk_path).free
@@ -313,9 +350,15 @@ def observe(
             use_cache=use_cache,
             allow_outside=allow_outside,
             settle=settle,
+            hasher=hasher,
         ),
         pinned=observe_pinned(
-            manifest, base, use_cache=use_cache, allow_outside=allow_outside, settle=settle
+            manifest,
+            base,
+            use_cache=use_cache,
+            allow_outside=allow_outside,
+            settle=settle,
+            hasher=hasher,
         ),
         disk_free=free,
         disk_path=str(disk_path),

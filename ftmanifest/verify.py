@@ -20,6 +20,7 @@ from ftmanifest.safe_text import escape
 
 if TYPE_CHECKING:
     from ftmanifest.manifest.environment import Environment
+    from ftmanifest.observe import Hasher
 
 UNACCEPTABLE = ("signature",)
 # Whole sections: an acceptance names one row, never one of these.
@@ -215,8 +216,12 @@ def verify_manifest(
     allow_outside: bool = False,
     scan: bool = True,
     ledger: Path | str | None = None,
+    hasher: Hasher | None = None,
 ) -> VerifyReport:
-    """Compare the manifest at ``path`` with everything here; never raises on drift."""
+    """Compare the manifest at ``path`` with everything here; never raises on drift.
+
+    ``hasher``: hashes the model, data and pinned files (``observe``'s keyword).
+    """
     from ftmanifest.drift import compare
     from ftmanifest.manifest import load_manifest
     from ftmanifest.observe import observe
@@ -232,6 +237,7 @@ def verify_manifest(
         use_cache=use_cache,
         code_dir=code_dir,
         allow_outside=allow_outside,
+        hasher=hasher,
     )
     findings = compare(loaded.manifest, seen)
     model_drift = any(f.loc and f.loc[0] == "model" for f in findings)

@@ -2,7 +2,11 @@
 
 Layer: edge.  Comments are kept (YAML); ``--dry-run`` prints the diff instead
 of writing.  Exit 0 written (or nothing to change), 1 with --dry-run and
---check when the file would change, 2 unusable input.
+--check when the file would change, 2 unusable input.  ``--distributed``
+(under torchrun): every rank hashes its share of the files
+(``distributed.shard``), rank 0 alone writes the same bytes a plain ``lock``
+would, and every rank exits with the job's code (the worst rank's); nothing is
+written unless every rank got that far.
 """
 
 from __future__ import annotations
@@ -10,6 +14,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ftmanifest.errors import FtManifestError
+    from ftmanifest.lock import LockResult
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,12 +46,28 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="allow data/model paths outside the manifest's folder",
     )
+    p.add_argument(
+        "--distributed",
+        action="store_true",
+        help="under torchrun: the ranks split the hashing, rank 0 writes, all exit alike",
+    )
+    p.add_argument(
+        "--rank-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="with --distributed: seconds to wait for every rank to join and answer (default 300)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ftmanifest.distributed.shard import no_rank_timeout
     from ftmanifest.lock import lock_manifest
 
+    if args.distributed:
+        return run_distributed(args)
+    no_rank_timeout(args, f"lock {args.manifest}")
     result = lock_manifest(
         args.manifest,
         dry_run=args.dry_run,
@@ -50,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
         code_dir=args.code,
         allow_outside=args.allow_outside,
     )
+    return report(args, result)
+
+
+def report(args: argparse.Namespace, result: LockResult) -> int:
+    """Print what ``lock`` did (or would do, with --dry-run); the exit code."""
     for note in result.notes:
         sys.stderr.write(f"note: {note}\n")
     if args.dry_run:
@@ -68,3 +98,68 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stderr.write(f"{args.manifest}: already locked, nothing to change\n")
     return 0
+
+
+def run_distributed(args: argparse.Namespace) -> int:
+    """Every rank hashes its share; rank 0 locks from the gathered digests and writes."""
+    from functools import partial
+
+    from ftmanifest.distributed import shard
+    from ftmanifest.distributed.comm import joined
+    from ftmanifest.errors import FtManifestError
+    from ftmanifest.lock import lock_manifest, plan_hashing, write_locked
+
+    job, timeout = shard.launched(args, f"lock {args.manifest}")
+    failure: FtManifestError | None = None
+    result = None
+    with joined(job, timeout) as comm:
+        planned = shard.Planned()
+        try:
+            plan_hashing(args.manifest, planned, allow_outside=args.allow_outside)
+        except FtManifestError as exc:
+            failure = exc  # this rank still hashes its share of the others' files
+        planned.run(partial(shard.hash_files, comm), use_cache=not args.no_cache, settle=True)
+        if job.is_main and failure is None:
+            try:
+                result = lock_manifest(
+                    args.manifest,
+                    dry_run=True,
+                    use_cache=not args.no_cache,
+                    code_dir=args.code,
+                    allow_outside=args.allow_outside,
+                    hasher=planned,
+                )
+            except FtManifestError as exc:
+                failure = exc
+        stale = bool(result and result.changed and args.dry_run and args.check)
+        own = failure.exit_code if failure else int(stale)
+        code = shard.agree_exit(comm, own)
+        if code == 0 and result is not None and result.changed and not args.dry_run:
+            try:
+                write_locked(result)  # rank 0 only, once every rank got this far
+            except OSError as exc:
+                failure = _unwritable(args, exc)
+            except FtManifestError as exc:
+                failure = exc
+        code = shard.agree_exit(comm, failure.exit_code if failure else code)
+    if failure is not None and failure.exit_code == code:
+        raise failure  # the CLI prints it like any error, with the job's exit code
+    if failure is not None:
+        from ftmanifest.output import error_text
+
+        sys.stderr.write(f"ftmanifest: error: {error_text(failure)}\n")
+    if result is not None and failure is None and code == own:
+        return report(args, result)
+    state = "done" if code == 0 else "refused" if code == 1 else f"failed (exit {code})"
+    sys.stderr.write(f"rank {job.rank} of {job.world_size}: lock {state}\n")
+    return code
+
+
+def _unwritable(args: argparse.Namespace, exc: OSError) -> FtManifestError:
+    from ftmanifest.errors import InputError
+
+    return InputError(
+        f"cannot write {args.manifest}: {exc.strerror or exc}",
+        path=str(args.manifest),
+        hint="check the folder's permissions and free space",
+    )

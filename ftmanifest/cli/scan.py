@@ -3,7 +3,10 @@
 Layer: edge (parsing and printing).  Results are cached by file digest
 (``--no-cache`` scans everything again).  Exit codes: 0 clean, 1 findings outside
 the baseline (a ``not-scanned`` file counts unless ``--allow-not-scanned``),
-2 unusable input or usage.
+2 unusable input or usage.  ``--distributed`` (under torchrun): the ranks
+split the files (``distributed.scan``), rank 0 prints what a single-process
+scan prints, the others one line each, and every rank exits with the job's
+code (the worst rank's); rank 0 alone writes a baseline or redacted copies.
 """
 
 from __future__ import annotations
@@ -12,8 +15,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ftmanifest.safe_text import escape
+
+if TYPE_CHECKING:
+    from ftmanifest.findings import Finding
+    from ftmanifest.scan.engine import ScanOptions, ScanResult
 
 EXIT_OK, EXIT_FINDINGS = 0, 1
 
@@ -46,6 +54,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="worker processes (default: 0, all cores)")  # fmt: skip
     p.add_argument("--no-cache", action="store_true",
                    help="scan every file again; do not read or write the result cache")  # fmt: skip
+    p.add_argument("--distributed", action="store_true",
+                   help="under torchrun: the ranks split the files, rank 0 reports, "
+                   "all exit alike")  # fmt: skip
+    p.add_argument("--rank-timeout", type=float, default=None, metavar="S",
+                   help="with --distributed: seconds to wait for a rank (default 300)")  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -83,9 +96,21 @@ def _fails(kind: str, severity: str, allow_not_scanned: bool) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.output import render_findings
-    from ftmanifest.scan import baseline as bl
+    from ftmanifest.distributed.shard import no_rank_timeout
     from ftmanifest.scan.cache import scan_cached
+
+    opts = _options(args)
+    if args.distributed:
+        return _run_distributed(args, opts)
+    no_rank_timeout(args, "scan PATH")
+    result = scan_cached(args.paths, opts, use_cache=not args.no_cache)
+    findings, summary, code = _judge(args, result)
+    _print(args, findings, summary)
+    return code
+
+
+def _options(args: argparse.Namespace) -> ScanOptions:
+    """The scan's options, every usage error raised here (before any rank joins)."""
     from ftmanifest.scan.engine import ScanOptions
     from ftmanifest.scan.redact import check_target
     from ftmanifest.scan.text.matcher import engine_name
@@ -93,14 +118,21 @@ def run(args: argparse.Namespace) -> int:
     engine_name()  # a bad $FTMANIFEST_SCAN_ENGINE is a usage error now, not in a worker
     if args.redact_to:
         check_target(args.redact_to, args.paths)
-    opts = ScanOptions(
+    return ScanOptions(
         secrets=not args.no_secrets, pii=not args.no_pii, pickles=not args.no_pickles,
         max_bytes=args.max_size, jobs=args.jobs, ner=args.ner,
         phone_regions=_phone_regions(args.phone_regions),
     )  # fmt: skip
-    result = scan_cached(args.paths, opts, use_cache=not args.no_cache)
+
+
+def _judge(
+    args: argparse.Namespace, result: ScanResult, *, write: bool = True
+) -> tuple[list[Finding], dict[str, object], int]:
+    """Baseline and redaction applied: the findings to show, the summary, the exit code."""
+    from ftmanifest.scan import baseline as bl
+
     findings = result.findings
-    if args.write_baseline:
+    if args.write_baseline and write:
         previous = bl.load(args.write_baseline) if args.write_baseline.exists() else {}
         n = bl.write(args.write_baseline, findings, previous)
         where = escape(str(args.write_baseline))
@@ -108,9 +140,18 @@ def run(args: argparse.Namespace) -> int:
     suppressed = 0
     if args.baseline:
         findings, suppressed = bl.apply(findings, bl.load(args.baseline), str(args.baseline))
-    if args.redact_to:
+    if args.redact_to and write:
         _redact(args, result.findings, result.files)
     summary = {**result.summary(), "suppressed": suppressed}
+    if args.write_baseline:
+        return findings, summary, EXIT_OK
+    failing = [f for f in findings if _fails(f.kind, f.severity, args.allow_not_scanned)]
+    return findings, summary, EXIT_FINDINGS if failing else EXIT_OK
+
+
+def _print(args: argparse.Namespace, findings: list[Finding], summary: dict[str, object]) -> None:
+    from ftmanifest.output import render_findings
+
     sys.stdout.write(render_findings(findings, args.format, summary=summary))
     if args.format == "text":
         shown = [f for f in findings if f.severity != "info"]
@@ -118,10 +159,43 @@ def run(args: argparse.Namespace) -> int:
             f"{summary['files']} file(s) scanned, "
             + (f"{len(shown)} finding(s)\n" if shown else "nothing found\n")
         )
-    if args.write_baseline:
-        return EXIT_OK
-    failing = [f for f in findings if _fails(f.kind, f.severity, args.allow_not_scanned)]
-    return EXIT_FINDINGS if failing else EXIT_OK
+
+
+def _run_distributed(args: argparse.Namespace, opts: ScanOptions) -> int:
+    """Every rank scans its share; rank 0 prints the single-process report."""
+    from ftmanifest.distributed import shard
+    from ftmanifest.distributed.comm import joined
+    from ftmanifest.distributed.scan import scan_distributed
+    from ftmanifest.errors import FtManifestError
+
+    job, timeout = shard.launched(args, "scan PATH")
+    failure: FtManifestError | None = None
+    shown: tuple[list[Finding], dict[str, object], int] | None = None
+    with joined(job, timeout) as comm:
+        try:
+            result = scan_distributed(comm, args.paths, opts, use_cache=not args.no_cache)
+            shown = _judge(args, result, write=job.is_main)
+        except FtManifestError as exc:
+            failure = exc  # the others still get this rank's exit code, not a hang
+        own = failure.exit_code if failure is not None else shown[2] if shown else 0
+        code = shard.agree_exit(comm, own)
+    if failure is not None and failure.exit_code == code:
+        raise failure
+    if failure is not None:
+        from ftmanifest.output import error_text
+
+        sys.stderr.write(f"ftmanifest: error: {error_text(failure)}\n")
+    if job.is_main and shown is not None:
+        _print(args, shown[0], shown[1])
+        if code != shown[2]:
+            sys.stderr.write(f"ftmanifest: exit {code}: another rank failed; see its output\n")
+    elif shown is not None:
+        n = sum(1 for f in shown[0] if f.severity != "info")
+        sys.stderr.write(
+            f"rank {job.rank} of {job.world_size}: {shown[1]['files']} file(s), "
+            f"{n} finding(s) here; job exit {code} (rank 0 prints the report)\n"
+        )
+    return code
 
 
 def _redact(args: argparse.Namespace, findings: list, files: list[str]) -> None:

@@ -185,12 +185,26 @@ def scan_cached(
     reads nor writes the cache (nor the stat cache).  ``cache_dir`` defaults to
     ``ftmanifest.statcache.cache_dir()``; ``symlink_root``: see ``walk``.
     """
-    opts = options or ScanOptions()
     files, problems = walk([Path(p) for p in paths], symlink_root=symlink_root)
+    result = scan_files_cached(files, options, use_cache=use_cache, cache_dir=cache_dir)
+    result.findings = sort_findings(result.findings + problems)
+    return result
+
+
+def scan_files_cached(
+    files: list[Path],
+    options: ScanOptions | None = None,
+    *,
+    use_cache: bool = True,
+    cache_dir: Path | None = None,
+) -> ScanResult:
+    """``scan_files`` on files ``walk`` listed, skipping digests already scanned.
+
+    ``scan --distributed`` calls it on each rank's share of the files.
+    """
+    opts = options or ScanOptions()
     if not use_cache:
-        result = scan_files(files, opts)
-        result.findings = sort_findings(result.findings + problems)
-        return result
+        return scan_files(files, opts)
     from ftmanifest.hashing import hash_files
 
     before = {p: _stat_key(p) for p in files}
@@ -206,7 +220,7 @@ def scan_cached(
     finally:
         cache.close()
     result.files = [str(p) for p in files]
-    result.findings = sort_findings(result.findings + problems)
+    result.findings = sort_findings(result.findings)
     return result
 
 

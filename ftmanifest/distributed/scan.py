@@ -1,0 +1,86 @@
+"""``scan --distributed``: the job's files scanned once, split over its ranks.
+
+Layer: distributed (over ``scan`` and ``shard``).  Every rank walks the
+paths itself (what cannot be walked is its own finding), keys each file as
+``shard.file_key`` does and gathers the keys; ``shard.assign`` gives each
+distinct file to one rank that sees it (balanced by size), which scans it
+with its own scan and stat caches.  The findings of each file, and the bytes
+it counts, are gathered, and every rank puts together the result of the
+files *it* listed: rank 0's is the result a single-process scan of the same
+paths gives, finding for finding, in the same order.
+
+Bytes: a file counts its size when it is not empty, not over the size cap
+and was readable (as ``scan.engine`` counts them).  A finding is tied to its
+file by its path; one whose path names no file of the share (none known
+today) is handed to every rank rather than lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ftmanifest.distributed import shard
+from ftmanifest.errors import FtManifestError
+from ftmanifest.findings import Finding, sort_findings
+from ftmanifest.scan.cache import scan_files_cached
+from ftmanifest.scan.engine import ScanOptions, ScanResult
+from ftmanifest.scan.walk import walk
+
+if TYPE_CHECKING:
+    from ftmanifest.distributed.comm import Comm
+    from ftmanifest.distributed.shard import FileKey
+
+
+def _bytes(key: FileKey, found: list[Finding], opts: ScanOptions) -> int:
+    unreadable = any(f.kind == "not-scanned" and "unreadable" in f.message for f in found)
+    return key.size if 0 < key.size <= opts.max_bytes and not unreadable else 0
+
+
+def scan_distributed(
+    comm: Comm,
+    paths: Iterable[Path],
+    options: ScanOptions | None = None,
+    *,
+    use_cache: bool = True,
+    symlink_root: Path | None = None,
+) -> ScanResult:
+    """``scan_cached(paths, options)`` for this rank, each file scanned by one rank."""
+    opts = options or ScanOptions()
+    failure: FtManifestError | None = None
+    try:
+        files, problems = walk([Path(p) for p in paths], symlink_root=symlink_root)
+    except FtManifestError as exc:  # a path missing here: still take part, then say so
+        files, problems, failure = [], [], exc
+    node = shard.node_name(comm.job.node_rank)
+    keys = [shard.file_key(p, node) for p in files]
+    owner = shard.assign(comm.all_gather(keys, "files to scan"))
+    mine: dict[FileKey | Path, Path] = {}  # one entry per file to scan here, in order
+    for p, k in zip(files, keys, strict=True):
+        if k is None:
+            mine[p] = p  # could not be keyed: this rank says why (each time it is listed)
+        elif owner[k] == comm.rank:
+            mine.setdefault(k, p)  # a file listed twice is scanned once, reported twice
+    part = scan_files_cached(list(mine.values()), opts, use_cache=use_cache)
+    by_path: dict[str, list[Finding]] = {}
+    for f in part.findings:
+        by_path.setdefault(f.path or "", []).append(f)
+    local = {str(p) for p, k in zip(files, keys, strict=True) if k is None}
+    done = {k: by_path.pop(str(p), []) for k, p in mine.items() if not isinstance(k, Path)}
+    stray = [f for path, found in by_path.items() if path not in local for f in found]
+    merged: dict[FileKey, list[Finding]] = {}
+    strays: list[Finding] = []
+    for theirs, extra in comm.all_gather((done, stray), "scan findings"):
+        merged.update(theirs)
+        strays += extra
+    findings = [f for path in sorted(local) for f in by_path.get(path, [])] + strays
+    result = ScanResult(files=[str(p) for p in files])
+    for k in keys:
+        if k is not None:
+            findings += merged[k]
+            result.bytes_scanned += _bytes(k, merged[k], opts)
+    if failure is not None:
+        raise failure
+    result.findings = sort_findings(findings + problems)
+    return result

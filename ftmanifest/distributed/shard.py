@@ -1,0 +1,257 @@
+"""Hashing a job's files once, split over its ranks, with every rank getting every digest.
+
+Layer: distributed (over ``hashing`` and ``comm``; ``assign`` is pure).
+
+The unit of work is the file: a SHA-256 is one sequential chain over the
+bytes, so one file's digest cannot be computed from byte ranges hashed on
+several ranks (the largest file is the floor of the job's time).
+
+``hash_files(comm, paths, **kw)`` takes the keywords of
+``ftmanifest.hashing.hash_files`` and returns what it would return here:
+
+1. every rank stats its own paths and gathers one ``FileKey`` per regular
+   file: node, device, inode, size, mtime_ns, ctime_ns, the path as given
+   and the format to count it in;
+2. ``assign`` gives each distinct key to one of the ranks that see it,
+   largest first to the least loaded (ties by path, then rank), so ranks of
+   one node split a shared folder while a node with its own copy reads its
+   own copy: a file that differs on one rank is a different key there, is
+   hashed there, and its digest differs (that is how ``verify`` names it);
+3. each rank hashes its share with ``hashing.hash_files`` and its own stat
+   cache, then the digests (or errors: they pickle) are gathered.
+
+Paths that are missing or not regular files are judged by each rank itself
+(a stat, no read).  Every rank calls ``all_gather`` twice per call, so all
+ranks must make the same calls in the same order: the call's options are
+gathered with the stats and a mismatch is a refusal on every rank, never a
+hang.  ``Planned`` lets a caller that hashes in several calls (``lock``)
+gather once: record the paths, hash them in one call, then serve.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ftmanifest import hashing
+from ftmanifest.errors import FtManifestError, RefusedError, UsageError
+
+if TYPE_CHECKING:
+    from ftmanifest.distributed.comm import Comm, Job
+    from ftmanifest.hashing import CountSpec, FileDigest, StrPath
+
+FILE_COST = 1 << 16  # what opening and stating one file costs, in bytes of reading
+
+
+class FileKey(NamedTuple):
+    """One physical file as one rank sees it; equal keys are hashed once."""
+
+    node: str  # "<node rank>/<host name>": ranks on one node share a key
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    path: str  # as given: errors and findings name it, so it must match too
+    fmt: str | None  # the record format counted with the digest, or None
+
+
+class RankMismatchError(RefusedError):
+    """The ranks asked for different hashing at the same step of the job."""
+
+    reason = "rank-mismatch"
+
+
+def node_name(node_rank: int) -> str:
+    """Which node this is, for ``FileKey.node``: the launcher's rank and the host name."""
+    return f"{node_rank}/{socket.gethostname()}"
+
+
+def file_key(path: StrPath, node: str, fmt: str | None = None) -> FileKey | None:
+    """The key of a regular file, or None (missing, unreadable, not a file)."""
+    name = os.fspath(Path(path))
+    try:
+        st = os.stat(name)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return FileKey(
+        node, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, name, fmt
+    )
+
+
+def _order(key: FileKey) -> tuple[Any, ...]:
+    return (
+        -key.size,
+        key.path,
+        key.node,
+        key.dev,
+        key.ino,
+        key.mtime_ns,
+        key.ctime_ns,
+        key.fmt or "",
+    )
+
+
+def assign(views: Sequence[Iterable[FileKey | None]]) -> dict[FileKey, int]:
+    """The rank that reads each distinct key: one that sees it, balanced by size (pure).
+
+    ``views[r]``: the keys rank ``r`` needs (None entries are ignored).
+    Greedy longest-processing-time: keys from largest to smallest (ties by
+    path, then the rest of the key), each to the least loaded rank among
+    those that see it (ties to the lowest rank).  Deterministic: every rank
+    computes the same answer from the same gathered views.
+    """
+    seen_by: dict[FileKey, list[int]] = {}
+    for rank, keys in enumerate(views):
+        for key in keys:
+            if key is not None:
+                ranks = seen_by.setdefault(key, [])
+                if not ranks or ranks[-1] != rank:
+                    ranks.append(rank)
+    load = [0] * len(views)
+    owner: dict[FileKey, int] = {}
+    for key in sorted(seen_by, key=_order):
+        rank = min(seen_by[key], key=lambda r: (load[r], r))
+        owner[key] = rank
+        load[rank] += key.size + FILE_COST
+    return owner
+
+
+def _formats(paths: Sequence[Path], count: CountSpec) -> list[str | None]:
+    if count is None:
+        return [None] * len(paths)
+    if isinstance(count, str):
+        return [count] * len(paths)
+    wanted = {Path(p): fmt for p, fmt in count.items()}
+    return [wanted.get(p) for p in paths]
+
+
+def hash_files(
+    comm: Comm,
+    paths: Iterable[StrPath],
+    *,
+    use_cache: bool = True,
+    workers: int | None = None,
+    progress: Any = None,
+    cache: Any = None,
+    count: CountSpec = None,
+    settle: bool = False,
+) -> dict[Path, FileDigest | FtManifestError]:
+    """``hashing.hash_files`` over the job: the same answer, each file read by one rank."""
+    order = list(dict.fromkeys(p if isinstance(p, Path) else Path(p) for p in paths))
+    node = node_name(comm.job.node_rank)
+    keys = [file_key(p, node, fmt) for p, fmt in zip(order, _formats(order, count), strict=True)]
+    call = (use_cache, settle, count is not None)
+    views = comm.all_gather((call, keys), "file stats")
+    calls = {view[0] for view in views}
+    if len(calls) > 1:
+        raise RankMismatchError(
+            "the ranks asked for different hashing at the same step",
+            field="ranks",
+            expected="every rank hashing with the same options, in the same order",
+            observed=", ".join(f"rank {r}: {view[0]}" for r, view in enumerate(views)),
+            hint="run the same command with the same manifest on every rank",
+        )
+    owner = assign([view[1] for view in views])
+    mine = [p for p, k in zip(order, keys, strict=True) if k is None or owner[k] == comm.rank]
+    kw = {"use_cache": use_cache, "workers": workers, "progress": progress, "cache": cache}
+    local = hashing.hash_files(mine, count=count, settle=settle, **kw)
+    done = {k: local[p] for p, k in zip(order, keys, strict=True) if k and owner[k] == comm.rank}
+    merged: dict[FileKey, FileDigest | FtManifestError] = {}
+    for part in comm.all_gather(done, "digests"):
+        merged.update(part)
+    return {p: local[p] if k is None else merged[k] for p, k in zip(order, keys, strict=True)}
+
+
+Hasher = Callable[..., "dict[Path, FileDigest | FtManifestError]"]
+
+
+class Planned:
+    """A hasher that first only records what is asked, then serves one job-wide result.
+
+    Call the code that hashes (``observe``) once with the ``Planned`` as its
+    hasher: every call is answered with a placeholder error and remembered.
+    ``run(hasher)`` hashes every recorded path in one call; after it, the
+    ``Planned`` answers each call from that result, so several calls cost the
+    ranks one pair of gathers, and ranks that make a different number of
+    calls (one rank's folder is missing) cannot hang the job.  A path asked
+    for in two formats is hashed again here for the second.
+    """
+
+    def __init__(self) -> None:
+        self.wanted: dict[Path, str | None] = {}
+        self.table: dict[Path, FileDigest | FtManifestError] | None = None
+
+    def __call__(
+        self, paths: Iterable[StrPath], **kw: Any
+    ) -> dict[Path, FileDigest | FtManifestError]:
+        order = list(dict.fromkeys(p if isinstance(p, Path) else Path(p) for p in paths))
+        fmts = dict(zip(order, _formats(order, kw.pop("count", None)), strict=True))
+        if self.table is None:
+            for p, fmt in fmts.items():
+                if self.wanted.get(p) is None:
+                    self.wanted[p] = fmt
+            return {p: FtManifestError(f"not hashed yet: {p}", path=str(p)) for p in order}
+        out: dict[Path, FileDigest | FtManifestError] = {}
+        again = [p for p in order if p not in self.table or self.wanted.get(p) != fmts[p]]
+        if again:
+            out.update(hashing.hash_files(again, count={p: fmts[p] for p in again}, **kw))
+        for p in order:
+            if p not in out:
+                out[p] = self.table[p]
+        return {p: out[p] for p in order}
+
+    def run(self, hasher: Hasher, *, use_cache: bool = True, settle: bool = False) -> None:
+        """Hash every recorded path in one call of ``hasher``.
+
+        The options are the caller's, not the recorded calls': every rank must
+        pass the same ones, also a rank that recorded nothing.
+        """
+        count: Mapping[Path, str | None] = dict(self.wanted)
+        self.table = hasher(list(self.wanted), count=count, use_cache=use_cache, settle=settle)
+
+
+def launched(args: Any, example: str) -> tuple[Job, float]:
+    """The job and ``--rank-timeout`` for a ``--distributed`` command; usage errors otherwise."""
+    from ftmanifest.distributed.comm import DEFAULT_TIMEOUT, job_from_env
+
+    job = job_from_env()
+    if job is None:
+        raise UsageError(
+            "--distributed runs under a launcher, and none set WORLD_SIZE here",
+            field="--distributed",
+            expected="RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from torchrun (or srun, kubectl)",
+            observed="no WORLD_SIZE in the environment",
+            hint=f"torchrun --nproc-per-node N -m ftmanifest {example} --distributed, "
+            "or drop --distributed",
+        )
+    timeout = DEFAULT_TIMEOUT if args.rank_timeout is None else args.rank_timeout
+    if not 0 < timeout < 86400:
+        raise UsageError(
+            "--rank-timeout is out of range",
+            field="--rank-timeout",
+            expected="seconds, more than 0 and less than a day",
+            observed=str(timeout),
+        )
+    return job, timeout
+
+
+def no_rank_timeout(args: Any, example: str) -> None:
+    """``--rank-timeout`` without ``--distributed`` is a usage error."""
+    if getattr(args, "rank_timeout", None) is not None:
+        raise UsageError(
+            "--rank-timeout needs --distributed",
+            field="--rank-timeout",
+            hint=f"ftmanifest {example} --distributed --rank-timeout S (under torchrun)",
+        )
+
+
+def agree_exit(comm: Comm, code: int) -> int:
+    """The job's exit code, the same on every rank: the worst of the ranks' codes."""
+    return max(int(c) for c in comm.all_gather(code, "exit codes"))

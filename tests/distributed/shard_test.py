@@ -1,0 +1,264 @@
+"""Hashing split over ranks (ftmanifest.distributed.shard), without torchrun.
+
+``assign`` is pure and tested alone.  ``hash_files`` runs on threads, one per
+rank, with a comm whose ``all_gather`` pickles every object as gloo does, so
+a result that does not survive pickling fails here too.  The torchrun tests
+(lock_scan_test.py) run the same code over real processes.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ftmanifest import hashing
+from ftmanifest.distributed import shard
+from ftmanifest.distributed.comm import Job
+from ftmanifest.distributed.shard import FILE_COST, FileKey, Planned, assign
+from ftmanifest.errors import FtManifestError
+from ftmanifest.statcache import StatCache
+
+# --- a job of threads ---------------------------------------------------------
+
+
+class _Group:
+    def __init__(self, n: int) -> None:
+        self.slots: list[Any] = [None] * n
+        self.barrier = threading.Barrier(n, timeout=10)
+
+
+class ThreadComm:
+    """``Comm``'s interface over threads; every object crosses a pickle."""
+
+    def __init__(self, group: _Group, rank: int, node_rank: int = 0) -> None:
+        n = len(group.slots)
+        self.group = group
+        self.job = Job(rank, n, rank, n, node_rank, "threads:0")
+
+    @property
+    def rank(self) -> int:
+        return self.job.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.job.world_size
+
+    def all_gather(self, obj: Any, what: str = "results") -> list[Any]:
+        self.group.slots[self.rank] = pickle.loads(pickle.dumps(obj))
+        self.group.barrier.wait()
+        out = list(self.group.slots)
+        self.group.barrier.wait()
+        return out
+
+
+def on_ranks(fns: list[Callable[[ThreadComm], Any]], nodes: list[int] | None = None) -> list[Any]:
+    """Run ``fns[r](comm_r)`` on one thread per rank; each rank's value or exception."""
+    group = _Group(len(fns))
+    out: list[Any] = [None] * len(fns)
+
+    def run(rank: int) -> None:
+        comm = ThreadComm(group, rank, (nodes or [0] * len(fns))[rank])
+        try:
+            out[rank] = fns[rank](comm)
+        except BaseException as exc:
+            out[rank] = exc  # the others time out at their next gather, as gloo's would
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(len(fns))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a rank hung"
+    return out
+
+
+def same(a: dict[Path, Any], b: dict[Path, Any]) -> None:
+    """Equal results: digests equal, errors of one class with one message and fields."""
+    assert list(a) == list(b)
+    for p in a:
+        x, y = a[p], b[p]
+        if isinstance(x, FtManifestError) or isinstance(y, FtManifestError):
+            assert type(x) is type(y), (p, x, y)
+            assert (x.message, x.path, x.observed, x.hint) == (
+                y.message,
+                y.path,
+                y.observed,
+                y.hint,
+            )
+            assert getattr(x, "digest", None) == getattr(y, "digest", None)
+        else:
+            assert x == y, p
+
+
+# --- assign ---------------------------------------------------------------------
+
+
+def key(path: str, size: int, node: str = "0/h", ino: int | None = None) -> FileKey:
+    return FileKey(node, 1, ino if ino is not None else hash(path) & 0xFFFF, size, 5, 6, path, None)
+
+
+def test_assign_splits_a_shared_folder_evenly_and_each_file_once() -> None:
+    keys = [key(f"f{i}", size) for i, size in enumerate([900, 500, 400, 300, 300, 100, 100, 0])]
+    owner = assign([keys, keys])
+    assert set(owner) == set(keys)
+    load = [sum(k.size + FILE_COST for k in keys if owner[k] == r) for r in (0, 1)]
+    assert abs(load[0] - load[1]) <= 900 + FILE_COST  # LPT: within the largest file
+    assert owner[keys[0]] == 0 and owner[keys[1]] == 1  # largest first, ties to rank 0
+
+
+def test_assign_is_the_same_whatever_order_the_ranks_list_files_in() -> None:
+    keys = [key(f"f{i}", random.Random(i).randrange(1000)) for i in range(50)]
+    shuffled = keys[:]
+    random.Random(7).shuffle(shuffled)
+    assert assign([keys, shuffled, keys[::-1]]) == assign([shuffled, keys, keys])
+
+
+def test_a_file_only_one_rank_sees_is_read_by_that_rank() -> None:
+    shared = [key(f"s{i}", 10) for i in range(4)]
+    own_copy = key("data/x", 10_000, node="1/other")  # the other node's own copy
+    owner = assign([[*shared, key("data/x", 10_000)], [*shared, own_copy], []])
+    assert owner[own_copy] == 1
+    assert owner[key("data/x", 10_000)] == 0
+    assert 2 not in owner.values()  # a rank that sees nothing gets nothing
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 10**6), st.sets(st.integers(0, 3), min_size=1)),
+        max_size=40,
+    )
+)
+def test_assign_properties(files: list[tuple[int, int, set[int]]]) -> None:
+    views: list[list[FileKey | None]] = [[None] for _ in range(4)]
+    for i, (ino, size, ranks) in enumerate(files):
+        k = key(f"p{i % 7}", size, ino=ino)
+        for r in sorted(ranks):
+            views[r].append(k)
+    owner = assign(views)
+    seen = {k for view in views for k in view if k is not None}
+    assert set(owner) == seen  # every file exactly once (a dict: at most once)
+    for k, r in owner.items():
+        assert k in views[r]  # never a rank that does not see it
+    assert assign([list(reversed(v)) for v in views]) == owner
+
+
+# --- hash_files -----------------------------------------------------------------
+
+
+@pytest.fixture
+def odd_folder(tmp_path: Path) -> list[Path]:
+    """Files of many sizes, a missing path, a FIFO, a folder, a file that changes as it is read."""
+    rng = random.Random(3)
+    paths = []
+    for i in range(12):
+        p = tmp_path / f"f{i:02}.bin"
+        p.write_bytes(rng.randbytes(rng.choice([0, 10, 5000, 300_000])))
+        paths.append(p)
+    (tmp_path / "rows.json").write_text("[1, 2,", "utf-8")  # counted: malformed
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    return [
+        *paths,
+        tmp_path / "rows.json",
+        tmp_path / "missing.bin",
+        fifo,
+        tmp_path,
+        Path("/proc/version"),  # a regular file whose size says 0 but reads bytes: "changed"
+        paths[3],  # listed twice
+    ]
+
+
+def test_two_ranks_give_exactly_the_single_process_result(odd_folder: list[Path]) -> None:
+    count = {odd_folder[12]: "json"}
+    single = hashing.hash_files(odd_folder, use_cache=False, count=count)
+    assert isinstance(single[Path("/proc/version")], hashing.FileChangedError)
+    assert isinstance(single[odd_folder[12]], FtManifestError)  # the count failed...
+    assert single[odd_folder[12]].digest is not None  # type: ignore[union-attr]  # ...with a digest
+    caches = [StatCache(odd_folder[0].parent / f"cache{r}") for r in (0, 1)]
+
+    def rank(comm: ThreadComm) -> Any:
+        return shard.hash_files(comm, odd_folder, count=count, cache=caches[comm.rank])
+
+    results = on_ranks([rank, rank])
+    for result in results:
+        assert not isinstance(result, BaseException), result
+        same(single, result)
+    # the files were split: each rank looked up (and read) only its share
+    regular = 12 + 2  # the .bin files, rows.json and /proc/version
+    assert caches[0].misses + caches[1].misses == regular
+    assert caches[0].misses >= 4 and caches[1].misses >= 4
+
+
+def test_ranks_on_different_nodes_read_their_own_copies(tmp_path: Path) -> None:
+    for r in (0, 1):
+        (tmp_path / f"node{r}").mkdir()
+        for i in range(5):
+            (tmp_path / f"node{r}" / f"{i}.txt").write_text(f"file {i}\n", "utf-8")
+    (tmp_path / "node1" / "3.txt").write_text("file 3, changed on node 1\n", "utf-8")
+    caches = [StatCache(tmp_path / f"cache{r}") for r in (0, 1)]
+
+    def rank(comm: ThreadComm) -> Any:
+        files = [tmp_path / f"node{comm.rank}" / f"{i}.txt" for i in range(5)]
+        return shard.hash_files(comm, files, cache=caches[comm.rank])
+
+    mine = on_ranks([rank, rank], nodes=[0, 1])
+    for r in (0, 1):
+        files = [tmp_path / f"node{r}" / f"{i}.txt" for i in range(5)]
+        same(hashing.hash_files(files, use_cache=False), mine[r])
+        assert caches[r].misses == 5  # no node reads another node's files
+    digests = [[fd.digest for fd in result.values()] for result in mine]
+    assert [i for i in range(5) if digests[0][i] != digests[1][i]] == [3]
+
+
+def test_the_same_path_on_two_nodes_is_two_files(tmp_path: Path) -> None:
+    """Same path, same inode numbers after an image copy: the node tells them apart."""
+    p = tmp_path / "w.bin"
+    p.write_bytes(b"x" * 1000)
+    caches = [StatCache(tmp_path / f"cache{r}") for r in (0, 1)]
+    on_ranks([lambda c: shard.hash_files(c, [p], cache=caches[c.rank])] * 2, nodes=[0, 1])
+    assert caches[0].misses == caches[1].misses == 1
+
+
+def test_ranks_asking_for_different_hashing_are_refused_on_every_rank(tmp_path: Path) -> None:
+    (tmp_path / "a").write_text("a", "utf-8")
+    results = on_ranks(
+        [
+            lambda c: shard.hash_files(c, [tmp_path / "a"], use_cache=False),
+            lambda c: shard.hash_files(c, [tmp_path / "a"], use_cache=False, count="text"),
+        ]
+    )
+    assert all(isinstance(r, shard.RankMismatchError) for r in results), results
+    assert results[0].exit_code == 1
+
+
+def test_planned_asks_the_job_once_and_serves_each_call(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"a": 1}\n{"a": 2}\n', "utf-8")
+    weights = tmp_path / "w.bin"
+    weights.write_bytes(b"w" * 100)
+    calls: list[list[Path]] = []
+
+    def hasher(paths: Any, **kw: Any) -> Any:
+        calls.append(list(paths))
+        return hashing.hash_files(paths, **kw)
+
+    planned = Planned()
+    assert isinstance(planned([weights]), dict)
+    planned([rows], count="jsonl")
+    planned([rows])  # the same file without a count (a pinned file that is also data)
+    planned.run(hasher, use_cache=False)
+    assert calls == [[weights, rows]]
+    assert planned([rows], count="jsonl")[rows].records == 2  # type: ignore[union-attr]
+    served = planned([rows], use_cache=False)[rows]
+    assert served == hashing.hash_files([rows], use_cache=False)[rows]
+    assert served.records is None  # type: ignore[union-attr]  # asked without: read again
+    assert planned([weights])[weights] == hashing.hash_file(weights, use_cache=False)
