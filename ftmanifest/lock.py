@@ -241,20 +241,3 @@ def write_locked(result: LockResult) -> None:
 
     mode = os.stat(result.path).st_mode & 0o777
     atomic_write_text(result.path, result.new_text, mode=mode)
-
-
-def plan_hashing(manifest_path: Path, hasher: Hasher, *, allow_outside: bool = False) -> None:
-    """Ask ``hasher`` for every file ``lock`` hashes, as ``observe`` would (a dry pass).
-
-    ``lock --distributed`` passes a ``distributed.shard.Planned`` here, hashes
-    what it recorded over the job in one call, then locks with it.
-    """
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.observe import observe_data, observe_model, observe_pinned
-
-    m = load_manifest(manifest_path).manifest
-    base = manifest_path.parent
-    kw: dict[str, Any] = {"use_cache": False, "allow_outside": allow_outside, "hasher": hasher}
-    observe_model(m, base, **kw)
-    observe_data(m, base, **kw)
-    observe_pinned(m, base, **kw)

@@ -102,23 +102,22 @@ def report(args: argparse.Namespace, result: LockResult) -> int:
 
 def run_distributed(args: argparse.Namespace) -> int:
     """Every rank hashes its share; rank 0 locks from the gathered digests and writes."""
-    from functools import partial
-
     from ftmanifest.distributed import shard
     from ftmanifest.distributed.comm import joined
     from ftmanifest.errors import FtManifestError
-    from ftmanifest.lock import lock_manifest, plan_hashing, write_locked
+    from ftmanifest.lock import lock_manifest, write_locked
 
     job, timeout = shard.launched(args, f"lock {args.manifest}")
     failure: FtManifestError | None = None
     result = None
     with joined(job, timeout) as comm:
-        planned = shard.Planned()
-        try:
-            plan_hashing(args.manifest, planned, allow_outside=args.allow_outside)
-        except FtManifestError as exc:
-            failure = exc  # this rank still hashes its share of the others' files
-        planned.run(partial(shard.hash_files, comm), use_cache=not args.no_cache, settle=True)
+        planned, failure = shard.plan_manifest(
+            comm,
+            args.manifest,
+            use_cache=not args.no_cache,
+            settle=True,  # as lock does: fresh files are cached for the next verify
+            allow_outside=args.allow_outside,
+        )
         if job.is_main and failure is None:
             try:
                 result = lock_manifest(

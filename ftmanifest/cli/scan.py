@@ -163,12 +163,16 @@ def _print(args: argparse.Namespace, findings: list[Finding], summary: dict[str,
 
 def _run_distributed(args: argparse.Namespace, opts: ScanOptions) -> int:
     """Every rank scans its share; rank 0 prints the single-process report."""
+    from dataclasses import replace
+
     from ftmanifest.distributed import shard
     from ftmanifest.distributed.comm import joined
     from ftmanifest.distributed.scan import scan_distributed
     from ftmanifest.errors import FtManifestError
 
     job, timeout = shard.launched(args, "scan PATH")
+    if not opts.jobs:  # the node's cores are shared by its ranks
+        opts = replace(opts, jobs=max(1, (os.cpu_count() or 1) // job.local_world_size))
     failure: FtManifestError | None = None
     shown: tuple[list[Finding], dict[str, object], int] | None = None
     with joined(job, timeout) as comm:

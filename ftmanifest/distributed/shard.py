@@ -34,6 +34,7 @@ import os
 import socket
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from ftmanifest.distributed.comm import Comm, Job
     from ftmanifest.hashing import CountSpec, FileDigest, StrPath
 
+_TAG = "ftmanifest.shard/1"  # a gather that is not this step's shows as a mismatch, not a crash
 FILE_COST = 1 << 16  # what opening and stating one file costs, in bytes of reading
 
 
@@ -147,19 +149,21 @@ def hash_files(
     order = list(dict.fromkeys(p if isinstance(p, Path) else Path(p) for p in paths))
     node = node_name(comm.job.node_rank)
     keys = [file_key(p, node, fmt) for p, fmt in zip(order, _formats(order, count), strict=True)]
-    call = (use_cache, settle, count is not None)
+    call = (_TAG, use_cache, settle, count is not None)
     views = comm.all_gather((call, keys), "file stats")
-    calls = {view[0] for view in views}
-    if len(calls) > 1:
+    calls = [view[0] if isinstance(view, tuple) and len(view) == 2 else view for view in views]
+    if any(c != call for c in calls):
         raise RankMismatchError(
             "the ranks asked for different hashing at the same step",
             field="ranks",
-            expected="every rank hashing with the same options, in the same order",
-            observed=", ".join(f"rank {r}: {view[0]}" for r, view in enumerate(views)),
+            expected=f"every rank hashing with the same options, in the same order: {call}",
+            observed=", ".join(f"rank {r}: {str(c)[:80]}" for r, c in enumerate(calls)),
             hint="run the same command with the same manifest on every rank",
         )
     owner = assign([view[1] for view in views])
     mine = [p for p, k in zip(order, keys, strict=True) if k is None or owner[k] == comm.rank]
+    if workers is None:  # the node's CPUs are shared by its ranks
+        workers = max(1, hashing.default_workers(len(mine)) // comm.job.local_world_size)
     kw = {"use_cache": use_cache, "workers": workers, "progress": progress, "cache": cache}
     local = hashing.hash_files(mine, count=count, settle=settle, **kw)
     done = {k: local[p] for p, k in zip(order, keys, strict=True) if k and owner[k] == comm.rank}
@@ -215,6 +219,40 @@ class Planned:
         """
         count: Mapping[Path, str | None] = dict(self.wanted)
         self.table = hasher(list(self.wanted), count=count, use_cache=use_cache, settle=settle)
+
+
+def plan_manifest(
+    comm: Comm,
+    manifest_path: Path,
+    *,
+    use_cache: bool = True,
+    settle: bool = False,
+    allow_outside: bool = False,
+) -> tuple[Planned, FtManifestError | None]:
+    """Every file ``observe`` hashes for the manifest, hashed over the job in one step.
+
+    Pass the ``Planned`` as the ``hasher`` of ``observe``, ``lock_manifest`` or
+    ``verify_manifest`` (with the same ``use_cache`` and ``settle``).  A rank
+    that cannot read the manifest still takes part (it hashes its share of
+    the others' files) and gets its error back instead of raising it, so that
+    the ranks can agree on an exit code before any of them stops.
+    """
+    from ftmanifest.manifest import load_manifest
+    from ftmanifest.observe import observe_data, observe_model, observe_pinned
+
+    planned = Planned()
+    failure: FtManifestError | None = None
+    try:
+        m = load_manifest(manifest_path).manifest
+        base = manifest_path.parent
+        kw: dict[str, Any] = {"use_cache": False, "allow_outside": allow_outside}
+        observe_model(m, base, hasher=planned, **kw)
+        observe_data(m, base, hasher=planned, **kw)
+        observe_pinned(m, base, hasher=planned, **kw)
+    except FtManifestError as exc:
+        failure = exc
+    planned.run(partial(hash_files, comm), use_cache=use_cache, settle=settle)
+    return planned, failure
 
 
 def launched(args: Any, example: str) -> tuple[Job, float]:

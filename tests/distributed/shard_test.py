@@ -262,3 +262,16 @@ def test_planned_asks_the_job_once_and_serves_each_call(tmp_path: Path) -> None:
     assert served == hashing.hash_files([rows], use_cache=False)[rows]
     assert served.records is None  # type: ignore[union-attr]  # asked without: read again
     assert planned([weights])[weights] == hashing.hash_file(weights, use_cache=False)
+
+
+def test_a_rank_at_another_step_is_a_mismatch_not_a_crash(tmp_path: Path) -> None:
+    """One rank skipped a hashing call and is gathering something else (its fingerprint)."""
+    (tmp_path / "a").write_text("a", "utf-8")
+    results = on_ranks(
+        [
+            lambda c: shard.hash_files(c, [tmp_path / "a"], use_cache=False),
+            lambda c: c.all_gather({"rank": 1, "packages": {}}, "fingerprints"),
+        ]
+    )
+    assert isinstance(results[0], shard.RankMismatchError), results
+    assert "rank 1" in (results[0].observed or "")
