@@ -98,12 +98,9 @@ def run(args: argparse.Namespace) -> int:
     warn_test_override()
     if getattr(args, "distributed", False):
         return run_distributed(args)
-    if getattr(args, "rank_timeout", None) is not None:
-        raise UsageError(
-            "--rank-timeout needs --distributed",
-            field="--rank-timeout",
-            hint="ftmanifest verify M --distributed --rank-timeout S (under torchrun)",
-        )
+    from ftmanifest.distributed.shard import no_rank_timeout
+
+    no_rank_timeout(args, "verify M")
     report, code = report_and_print(args)
     if report.accepted:
         record_acceptances(report, "verified" if report.ok else "refused", ledger=args.ledger)
@@ -175,8 +172,9 @@ def ledger_line(history: dict[str, Any]) -> str:
     return text
 
 
-def verify_only(args: argparse.Namespace) -> VerifyReport:
-    """The verify this process runs (every rank runs it under --distributed)."""
+def verify_only(args: argparse.Namespace, hasher: Any = None) -> VerifyReport:
+    """The verify this process runs (every rank runs it under --distributed, with
+    the job's ``hasher``)."""
     from ftmanifest.verify import verify_manifest
 
     return verify_manifest(
@@ -190,6 +188,7 @@ def verify_only(args: argparse.Namespace) -> VerifyReport:
         allow_outside=args.allow_outside,
         scan=not args.no_scan,
         ledger=getattr(args, "ledger", None),
+        hasher=hasher,
     )
 
 
@@ -222,43 +221,24 @@ def report_and_print(args: argparse.Namespace) -> tuple[VerifyReport, int]:
 
 def run_distributed(args: argparse.Namespace) -> int:
     """``verify --distributed``: join the job, agree on the manifest, verify, judge."""
-    from ftmanifest.distributed import verify as ranks
-    from ftmanifest.distributed.comm import DEFAULT_TIMEOUT, job_from_env, joined
-    from ftmanifest.distributed.fingerprint import of_error, of_report, strategy_from_env
+    from ftmanifest.distributed.comm import joined
+    from ftmanifest.distributed.fingerprint import strategy_from_env
+    from ftmanifest.distributed.shard import launched
+    from ftmanifest.distributed.verify import verify_job
 
-    job = job_from_env()
-    if job is None:
-        raise UsageError(
-            "--distributed runs under a launcher, and none set WORLD_SIZE here",
-            field="--distributed",
-            expected="RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from torchrun (or srun, kubectl)",
-            observed="no WORLD_SIZE in the environment",
-            hint=f"torchrun --nproc-per-node N -m ftmanifest verify {args.manifest} "
-            "--distributed, or drop --distributed",
-        )
-    timeout = DEFAULT_TIMEOUT if args.rank_timeout is None else args.rank_timeout
-    if not 0 < timeout < 86400:
-        raise UsageError(
-            "--rank-timeout is out of range",
-            field="--rank-timeout",
-            expected="seconds, more than 0 and less than a day",
-            observed=str(timeout),
-        )
+    job, timeout = launched(args, f"verify {args.manifest}")
     accept = accepted_fields(args)
     strategy = strategy_from_env(job.world_size)
-    mine: list[VerifyReport] = []
-
-    def build() -> tuple[dict[str, Any], Any]:
-        mine.append(verify_only(args))
-        return of_report(job, mine[0], strategy), mine[0].loaded.manifest
-
     with joined(job, timeout) as comm:
-        verdict = ranks.agree_on_manifest(comm, args.manifest)
-        if verdict is None:
-            verdict, _ = ranks.gather_verdict(
-                comm, build, lambda exc: of_error(job, exc, strategy), accept
-            )
-    report = mine[0] if mine else None
+        verdict, report = verify_job(
+            comm,
+            args.manifest,
+            lambda hasher: verify_only(args, hasher),
+            strategy=strategy,
+            accept=accept,
+            use_cache=not args.no_cache,
+            allow_outside=args.allow_outside,
+        )
     if job.rank != 0:
         sys.stderr.write(rank_line(job.rank, verdict) + "\n")
         return verdict.exit_code

@@ -1,9 +1,10 @@
 """``verify --distributed``: every rank verifies itself, every rank reaches one verdict.
 
-Layer: distributed (orchestration over ``verify`` and ``comm``; ``judge`` is
-pure).  Two gathers: first the manifest's digest (ranks holding different
-manifests are refused before anything is hashed), then each rank's
-fingerprint (``fingerprint.of_report``).  Every rank judges the same gathered
+Layer: distributed (orchestration over ``verify``, ``comm`` and ``shard``;
+``judge`` is pure).  ``verify_job`` gathers first the manifest's digest
+(ranks holding different manifests are refused before anything is hashed),
+then hashes the manifest's files once over the job (``shard``), then gathers
+each rank's fingerprint (``fingerprint.of_report``).  Every rank judges the same gathered
 list with the same code, so all ranks print the same verdict and exit with
 the same code.  A rank whose verify raised still sends its error, so the
 others do not wait for the deadline.
@@ -33,13 +34,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.distributed.fingerprint import sane
-from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
+from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, FtManifestError
 from ftmanifest.findings import Finding
 
 if TYPE_CHECKING:
     from ftmanifest.distributed.comm import Comm
     from ftmanifest.manifest.model import Manifest
-    from ftmanifest.verify import Acceptance
+    from ftmanifest.verify import Acceptance, VerifyReport
 
 ABSENT = "(absent)"
 
@@ -294,3 +295,44 @@ def agree_on_manifest(comm: Comm, path: Path) -> JobVerdict | None:
     except Exception as exc:  # answer anyway, so the others do not wait
         answer = of_error(comm.job, exc)
     return judge_manifests(sane(comm.all_gather_json(answer, "the manifests' digests")))
+
+
+def verify_job(
+    comm: Comm,
+    manifest_path: Path,
+    verify: Callable[[Any], VerifyReport],
+    *,
+    strategy: str,
+    accept: Mapping[str, str] | None = None,
+    use_cache: bool = True,
+    allow_outside: bool = False,
+) -> tuple[JobVerdict, VerifyReport | None]:
+    """The whole job's verify: agree on the manifest, hash its files once over the
+    job (``shard.plan_manifest``: each file read by one rank that sees it), run
+    ``verify(hasher)`` here, gather and judge.  Returns the verdict and this
+    rank's report (None when it could not verify)."""
+    from ftmanifest.distributed.fingerprint import of_error, of_report
+    from ftmanifest.distributed.shard import plan_manifest
+    from ftmanifest.manifest import load_manifest
+
+    verdict = agree_on_manifest(comm, manifest_path)
+    if verdict is not None:
+        return verdict, None
+    try:  # the same manifest everywhere: every rank passes the same options
+        if load_manifest(manifest_path).manifest.security.rehash == "always":
+            use_cache = False
+    except FtManifestError:
+        pass  # judged below, as this rank's error
+    planned, failure = plan_manifest(
+        comm, manifest_path, use_cache=use_cache, allow_outside=allow_outside
+    )
+    mine: list[VerifyReport] = []
+
+    def build() -> tuple[dict[str, Any], Manifest | None]:
+        if failure is not None:
+            raise failure
+        mine.append(verify(planned))
+        return of_report(comm.job, mine[0], strategy), mine[0].loaded.manifest
+
+    verdict, _ = gather_verdict(comm, build, lambda exc: of_error(comm.job, exc, strategy), accept)
+    return verdict, (mine[0] if mine else None)

@@ -210,10 +210,10 @@ class FtManifestCallback(TrainerCallback):
             control.should_training_stop = True  # belt and braces; the raise stops it
             raise refusal
 
-    def _verify(self, model: Any, state: TrainerState) -> VerifyReport:
-        """This process's verify, the model's origin rows included."""
+    def _verify(self, model: Any, state: TrainerState, hasher: Any = None) -> VerifyReport:
+        """This process's verify, the model's origin rows included (``hasher``: the job's)."""
         options = {k: v for k, v in self.options.items() if k != "accept"}
-        report = verify_manifest(self.manifest, **options)
+        report = verify_manifest(self.manifest, hasher=hasher, **options)
         from ftmanifest.probe.packages import TEST_VERSIONS, forced_versions
 
         if forced_versions():  # loud: this run judges forced package versions (tests only)
@@ -230,24 +230,21 @@ class FtManifestCallback(TrainerCallback):
         self, job: Any, args: TrainingArguments, state: TrainerState, model: Any
     ) -> tuple[VerifyReport, DriftRefusedError]:
         """Every rank verifies, then all gather and judge (``ftmanifest.distributed``)."""
-        from ftmanifest.distributed import verify as ranks
         from ftmanifest.distributed.comm import joined
-        from ftmanifest.distributed.fingerprint import of_error, of_report, strategy_from_args
-
-        strategy = strategy_from_args(args, job.world_size)
-        mine: list[VerifyReport] = []
-
-        def build() -> tuple[dict[str, Any], Any]:
-            mine.append(self._verify(model, state))
-            return of_report(job, mine[0], strategy), mine[0].loaded.manifest
+        from ftmanifest.distributed.fingerprint import strategy_from_args
+        from ftmanifest.distributed.verify import verify_job
 
         with joined(job, self.rank_timeout) as comm:
-            verdict = ranks.agree_on_manifest(comm, self.manifest)
-            if verdict is None:
-                verdict, _ = ranks.gather_verdict(
-                    comm, build, lambda exc: of_error(job, exc, strategy), self.options["accept"]
-                )
-        report = mine[0] if mine else VerifyReport(self.manifest, "", [])
+            verdict, mine = verify_job(
+                comm,
+                self.manifest,
+                lambda hasher: self._verify(model, state, hasher),
+                strategy=strategy_from_args(args, job.world_size),
+                accept=self.options["accept"],
+                use_cache=bool(self.options["use_cache"]),
+                allow_outside=bool(self.options["allow_outside"]),
+            )
+        report = mine or VerifyReport(self.manifest, "", [])
         report.findings = list(verdict.rows)
         report.accepted += verdict.accepted
         for fp in verdict.prints:
