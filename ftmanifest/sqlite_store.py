@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
+import time
 from pathlib import Path
 
 
@@ -42,7 +43,7 @@ def open_store(
         str(path), timeout=timeout, isolation_level=None, check_same_thread=not threads
     )
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
+        _wal(conn, timeout)
         conn.execute("PRAGMA synchronous=NORMAL")
         for schema in schemas:
             conn.execute(schema)
@@ -50,3 +51,21 @@ def open_store(
         conn.close()
         raise
     return conn
+
+
+def _wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Switch to WAL, waiting for a process that is switching the same new file.
+
+    SQLite answers "database is locked" at once, without its busy timeout,
+    when two connections convert a fresh file together (two ranks of a
+    torchrun job starting on one host): retry until ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.distributed import shard
 from ftmanifest.errors import FtManifestError
@@ -55,8 +55,9 @@ def scan_distributed(
         files, problems, failure = [], [], exc
     node = shard.node_name(comm.job.node_rank)
     keys = [shard.file_key(p, node) for p in files]
-    owner = shard.assign(comm.all_gather(keys, "files to scan"))
-    mine: dict[FileKey | Path, Path] = {}  # one entry per file to scan here, in order
+    views = comm.all_gather([tuple(k) if k else None for k in keys], "files to scan")
+    owner = shard.assign(views)
+    mine: dict[tuple[Any, ...] | Path, Path] = {}  # one entry per file to scan here, in order
     for p, k in zip(files, keys, strict=True):
         if k is None:
             mine[p] = p  # could not be keyed: this rank says why (each time it is listed)
@@ -67,12 +68,12 @@ def scan_distributed(
     for f in part.findings:
         by_path.setdefault(f.path or "", []).append(f)
     local = {str(p) for p, k in zip(files, keys, strict=True) if k is None}
-    done = {k: by_path.pop(str(p), []) for k, p in mine.items() if not isinstance(k, Path)}
+    done = [by_path.pop(str(mine[k]), []) for k in shard.owned(views, owner, comm.rank)]
     stray = [f for path, found in by_path.items() if path not in local for f in found]
-    merged: dict[FileKey, list[Finding]] = {}
+    merged: dict[tuple[Any, ...], list[Finding]] = {}
     strays: list[Finding] = []
-    for theirs, extra in comm.all_gather((done, stray), "scan findings"):
-        merged.update(theirs)
+    for rank, (theirs, extra) in enumerate(comm.all_gather((done, stray), "scan findings")):
+        merged.update(zip(shard.owned(views, owner, rank), theirs, strict=True))
         strays += extra
     findings = [f for path in sorted(local) for f in by_path.get(path, [])] + strays
     result = ScanResult(files=[str(p) for p in files])

@@ -87,29 +87,24 @@ def file_key(path: StrPath, node: str, fmt: str | None = None) -> FileKey | None
     )
 
 
-def _order(key: FileKey) -> tuple[Any, ...]:
-    return (
-        -key.size,
-        key.path,
-        key.node,
-        key.dev,
-        key.ino,
-        key.mtime_ns,
-        key.ctime_ns,
-        key.fmt or "",
-    )
+_SIZE, _PATH = FileKey._fields.index("size"), FileKey._fields.index("path")
 
 
-def assign(views: Sequence[Iterable[FileKey | None]]) -> dict[FileKey, int]:
+def _order(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (-key[_SIZE], key[_PATH], *(v if v is not None else "" for v in key))
+
+
+def assign(views: Sequence[Iterable[tuple[Any, ...] | None]]) -> dict[tuple[Any, ...], int]:
     """The rank that reads each distinct key: one that sees it, balanced by size (pure).
 
-    ``views[r]``: the keys rank ``r`` needs (None entries are ignored).
+    ``views[r]``: the keys rank ``r`` needs (None entries are ignored); a
+    ``FileKey`` or the plain tuple of its fields (what crosses the wire).
     Greedy longest-processing-time: keys from largest to smallest (ties by
     path, then the rest of the key), each to the least loaded rank among
     those that see it (ties to the lowest rank).  Deterministic: every rank
     computes the same answer from the same gathered views.
     """
-    seen_by: dict[FileKey, list[int]] = {}
+    seen_by: dict[tuple[Any, ...], list[int]] = {}
     for rank, keys in enumerate(views):
         for key in keys:
             if key is not None:
@@ -117,12 +112,21 @@ def assign(views: Sequence[Iterable[FileKey | None]]) -> dict[FileKey, int]:
                 if not ranks or ranks[-1] != rank:
                     ranks.append(rank)
     load = [0] * len(views)
-    owner: dict[FileKey, int] = {}
+    owner: dict[tuple[Any, ...], int] = {}
     for key in sorted(seen_by, key=_order):
         rank = min(seen_by[key], key=lambda r: (load[r], r))
         owner[key] = rank
-        load[rank] += key.size + FILE_COST
+        load[rank] += key[_SIZE] + FILE_COST
     return owner
+
+
+def owned(
+    views: Sequence[Sequence[tuple[Any, ...] | None]],
+    owner: Mapping[tuple[Any, ...], int],
+    rank: int,
+) -> list[tuple[Any, ...]]:
+    """The keys ``rank`` reads, once each, in its own order (its answers come in that order)."""
+    return list(dict.fromkeys(k for k in views[rank] if k and owner[k] == rank))
 
 
 def _formats(paths: Sequence[Path], count: CountSpec) -> list[str | None]:
@@ -150,7 +154,8 @@ def hash_files(
     node = node_name(comm.job.node_rank)
     keys = [file_key(p, node, fmt) for p, fmt in zip(order, _formats(order, count), strict=True)]
     call = (_TAG, use_cache, settle, count is not None)
-    views = comm.all_gather((call, keys), "file stats")
+    # plain tuples and digests: pickling 20,000 NamedTuples and dataclasses costs 10x more
+    views = comm.all_gather((call, [tuple(k) if k else None for k in keys]), "file stats")
     calls = [view[0] if isinstance(view, tuple) and len(view) == 2 else view for view in views]
     if any(c != call for c in calls):
         raise RankMismatchError(
@@ -160,17 +165,31 @@ def hash_files(
             observed=", ".join(f"rank {r}: {str(c)[:80]}" for r, c in enumerate(calls)),
             hint="run the same command with the same manifest on every rank",
         )
-    owner = assign([view[1] for view in views])
+    listed = [view[1] for view in views]
+    owner = assign(listed)
     mine = [p for p, k in zip(order, keys, strict=True) if k is None or owner[k] == comm.rank]
     if workers is None:  # the node's CPUs are shared by its ranks
         workers = max(1, hashing.default_workers(len(mine)) // comm.job.local_world_size)
     kw = {"use_cache": use_cache, "workers": workers, "progress": progress, "cache": cache}
     local = hashing.hash_files(mine, count=count, settle=settle, **kw)
-    done = {k: local[p] for p, k in zip(order, keys, strict=True) if k and owner[k] == comm.rank}
-    merged: dict[FileKey, FileDigest | FtManifestError] = {}
-    for part in comm.all_gather(done, "digests"):
-        merged.update(part)
+    path_of: dict[tuple[Any, ...], Path] = {k: p for p, k in zip(order, keys, strict=True) if k}
+    done = [_pack(local[path_of[k]]) for k in owned(listed, owner, comm.rank)]
+    merged: dict[tuple[Any, ...], FileDigest | FtManifestError] = {}
+    for rank, part in enumerate(comm.all_gather(done, "digests")):
+        merged.update(zip(owned(listed, owner, rank), map(_unpack, part), strict=True))
     return {p: local[p] if k is None else merged[k] for p, k in zip(order, keys, strict=True)}
+
+
+def _pack(result: FileDigest | FtManifestError) -> Any:
+    if isinstance(result, FtManifestError):
+        return result  # errors pickle whole (message, fields, a count error's digest)
+    return (result.digest, result.size, result.records)
+
+
+def _unpack(packed: Any) -> FileDigest | FtManifestError:
+    if isinstance(packed, FtManifestError):
+        return packed
+    return hashing.FileDigest(*packed)
 
 
 Hasher = Callable[..., "dict[Path, FileDigest | FtManifestError]"]

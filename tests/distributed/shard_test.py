@@ -275,3 +275,38 @@ def test_a_rank_at_another_step_is_a_mismatch_not_a_crash(tmp_path: Path) -> Non
     )
     assert isinstance(results[0], shard.RankMismatchError), results
     assert "rank 1" in (results[0].observed or "")
+
+
+OPEN_AT = """\
+import sys, time
+from ftmanifest.statcache import StatCache
+while time.time() < float(sys.argv[2]):
+    pass
+print(StatCache(sys.argv[1]).enabled)
+"""
+
+
+def test_two_ranks_opening_one_new_cache_at_once_both_use_it(tmp_path: Path) -> None:
+    """Two ranks of one host share the default cache folder, and start together.
+
+    SQLite refuses the second switch to WAL at once ("database is locked",
+    no busy wait): without a retry one rank hashed without its cache.
+    """
+    import subprocess
+    import sys
+    import time
+
+    for i in range(4):
+        folder = tmp_path / f"cache{i}"
+        at = str(time.time() + 0.6)
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", OPEN_AT, str(folder), at],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        outs = [p.communicate(timeout=30) for p in procs]
+        assert [o.strip() for o, _ in outs] == ["True", "True"], outs
