@@ -235,6 +235,7 @@ def _payload(report: Any, clean: dict[str, Any] | None) -> dict[str, Any]:
             "b": p.b,
             "exact": p.exact,
             "near": p.near,
+            "near_complete": p.complete,
             "tolerance": {"field": f"data_checks.tolerance.{p.tolerance}", **p.allowed},
             "refused": [
                 {"field": r.field, "kind": r.kind, "count": r.count, "allowed": r.allowed}
@@ -270,7 +271,7 @@ def _text(report: Any, clean: dict[str, Any] | None) -> str:
     for p in report.pairs:
         pair = f"{p.b} (itself)" if p.a == p.b else f"{p.b} vs {p.a}"
         verdict = "REFUSED" if p.refused else ("warning" if p.exact + p.near else "ok")
-        rows.append((escape(pair), p.exact, p.near, verdict))
+        rows.append((escape(pair), p.exact, p.near if p.complete else f"{p.near}+", verdict))
         notes.append([(f"{m.kind} {m.similarity:.2f}", f"{_shown(report, m.a)}  <->  "
                        f"{_shown(report, m.b)}") for m in p.examples])  # fmt: skip
     out = table(rows, ("split pair", "exact", "near", "result"), notes=notes, nowrap=(1, 2, 3))
@@ -290,8 +291,12 @@ def _text(report: Any, clean: dict[str, Any] | None) -> str:
         pair = f"within {p.a}" if p.a == p.b else f"{p.b} vs {p.a}"
         train_side |= bool(p.breaches) and p.a != p.b and "train" in p.tolerance
         for r in p.breaches:
-            out += (f"REFUSED: {escape(pair)}: {r.count} {r.kind} duplicate(s), {r.allowed} "
+            count = f"at least {r.count}" if r.floor else str(r.count)
+            out += (f"REFUSED: {escape(pair)}: {count} {r.kind} duplicate(s), {r.allowed} "
                     f"allowed by {r.field}\n")  # fmt: skip
+            if r.floor:
+                out += ("  the near search stopped at its bound of candidate pairs (records "
+                        "alike, e.g. one template); it cannot show the pair within\n")  # fmt: skip
     fix = (
         "drop the training records that repeat eval or test (--write-clean OUT) and re-lock"
         if train_side

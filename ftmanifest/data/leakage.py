@@ -23,6 +23,7 @@ keeps at most ``MAX_CANDIDATES`` LSH candidates per other split.
 
 from __future__ import annotations
 
+from array import array
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,13 +31,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ftmanifest.data.parallel import NUM_PERM, Workers, selected_texts
-from ftmanifest.data.text import jaccard, normalise, shingles
+from ftmanifest.data.text import normalise, shingle_list
 from ftmanifest.errors import InputError
 from ftmanifest.manifest.data import LeakTolerance, PairTolerance
 
 BANDS = (8, 16, 32, 64)
 MIN_CANDIDATE_P = 0.9
-MAX_CANDIDATES = 50
+MAX_CANDIDATES = 50  # LSH candidates kept per record and other split
+MAX_PAIRS = 200_000  # candidate pairs kept per split pair; past it that pair's search stops
 EXCERPT = 400
 ROLE_ORDER = {"test": 0, "eval": 1, "baseline-eval": 1, "train": 2}
 Kind = Literal["exact", "near"]
@@ -85,6 +87,7 @@ class Breach:
     kind: Kind
     count: int
     allowed: int
+    floor: bool = False  # the near search stopped (MAX_PAIRS): count is a lower bound
 
 
 @dataclass
@@ -97,6 +100,7 @@ class PairResult:
     near: int = 0
     refused: bool = False  # set by ``judge``
     examples: list[Match] = field(default_factory=list)
+    complete: bool = True  # False: the near search stopped at MAX_PAIRS (near is a floor)
     tolerance: str = ""  # set by ``judge``: the data_checks.tolerance entry that applies
     allowed: dict[str, int | None] = field(default_factory=dict)  # kind -> allowed (None: any)
     breaches: list[Breach] = field(default_factory=list)
@@ -144,7 +148,9 @@ def judge(
     """Refuse the pairs that hold more duplicates than ``tolerance`` allows (default: the
     manifest's defaults, no exact duplicate between train and test, no duplicate of any
     kind of a sealed split in another split).  A pair with a sealed split is bound by its
-    own entry and by ``sealed``; the tighter allowance applies."""
+    own entry and by ``sealed``; the tighter allowance applies.  A pair whose near search
+    stopped at ``MAX_PAIRS`` cannot be shown to be within a bound: refused when its near
+    duplicates are bounded, a warning (a floor) when they are not."""
     tolerance = tolerance or LeakTolerance()
     by_name = {s.name: s for s in splits}
     for p in report.pairs:
@@ -165,9 +171,10 @@ def judge(
                 continue
             name, allowed = min(bounds, key=lambda item: item[1])
             p.allowed[kind] = allowed
-            if count > allowed:
+            floor = kind == "near" and not p.complete  # cannot show it is within: refuse
+            if count > allowed or floor:
                 where = f"data_checks.tolerance.{name}.{kind}"
-                p.breaches.append(Breach(where, kind, count, allowed))
+                p.breaches.append(Breach(where, kind, count, allowed, floor))
         p.refused = bool(p.breaches)
     return report
 
@@ -213,6 +220,8 @@ def check_leakage(
     results = {(a.name, b.name): PairResult(a.name, b.name) for a, b in pairs}
     exact_matches: dict[tuple[str, str], list[Match]] = defaultdict(list)
     candidates: set[tuple[str, int, str, int]] = set()
+    kept: dict[tuple[str, str], int] = defaultdict(int)  # candidate pairs per split pair
+    stopped: set[tuple[str, str]] = set()  # split pairs whose near search hit MAX_PAIRS
     leaking: dict[str, set[int]] = {s.name: set() for s in splits if s.kind == "train"}
     counts: dict[str, int] = {}
     without: dict[str, int] = {}
@@ -245,9 +254,18 @@ def check_leakage(
                     seen[h] = (number, line)
                 store = split.name in indexed and not repeat  # a repeat's first copy stands in
                 for other in near_to:
+                    key = (other, split.name)
+                    if key in stopped:
+                        continue
                     found = (index if other == split.name else lsh[other]).query(m)
-                    for key in sorted(found)[:MAX_CANDIDATES]:
-                        candidates.add((other, key, split.name, number))
+                    if not found:
+                        continue
+                    chosen = sorted(found)[:MAX_CANDIDATES]
+                    if kept[key] + len(chosen) > MAX_PAIRS:
+                        stopped.add(key)  # templated data: bounded, and reported as a floor
+                        continue
+                    kept[key] += len(chosen)
+                    candidates.update((other, k, split.name, number) for k in chosen)
                 if store:
                     index.insert(number, m)
             if n and empty == n:
@@ -257,16 +275,14 @@ def check_leakage(
             exact[split.name] = seen
             if split.name in indexed:
                 lsh[split.name] = index
-    near, excerpts = _verify(splits, candidates, exact_matches, threshold)
-    by_name = {s.name: s for s in splits}
-    for match in near:
-        results[(match.a.split, match.b.split)].near += 1
-        if by_name[match.b.split].kind == "train" and match.a.split != match.b.split:
-            leaking[match.b.split].add(match.b.record)
+    near, best = _verify(splits, candidates, threshold, examples, leaking)
+    del candidates
     for key, pair in results.items():
-        found = exact_matches[key] + [m for m in near if (m.a.split, m.b.split) == key]
-        found.sort(key=lambda m: (-m.similarity, m.kind != "exact", m.b.record))
-        pair.examples = found[:examples]
+        pair.near = near.get(key, 0)
+        pair.complete = key not in stopped
+        found = exact_matches[key] + best.get(key, [])
+        pair.examples = sorted(found, key=_rank)[:examples]
+    excerpts = _excerpts(splits, [m for p in results.values() for m in p.examples])
     report = LeakageReport(threshold, counts, list(results.values()), leaking, excerpts)
     report.without_text = without
     return judge(report, splits, tolerance)
@@ -285,36 +301,86 @@ def _no_text(split: Split, n: int) -> InputError:
     )
 
 
+def _rank(m: Match) -> tuple[float, bool, int, int]:
+    """Examples first: most similar, exact before near, earliest later record."""
+    return (-m.similarity, m.kind != "exact", m.b.record, m.a.record)
+
+
+def _hashed(raw: str) -> array[int]:
+    """A record's shingles as sorted distinct 64-bit hashes: a tenth of a set of strings
+    in memory.  Jaccard on them equals Jaccard on the shingles unless two shingles'
+    hashes collide (about 78**2 / 2**64 for two 80-word records)."""
+    return array("q", sorted({hash(s) for s in shingle_list(normalise(raw))}))
+
+
+def _jaccard_hashed(a: array[int], b: array[int]) -> float:
+    if not a and not b:
+        return 1.0
+    inter = len(set(a).intersection(b))
+    return inter / (len(a) + len(b) - inter)
+
+
 def _verify(
     splits: Sequence[Split],
     candidates: set[tuple[str, int, str, int]],
-    exact_matches: dict[tuple[str, str], list[Match]],
     threshold: float,
-) -> tuple[list[Match], dict[tuple[str, int], str]]:
-    """Second pass: shingle sets of the candidates' records, exact Jaccard, excerpts."""
+    examples: int,
+    leaking: dict[str, set[int]],
+) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], list[Match]]]:
+    """Second pass: the candidates' shingles, exact Jaccard; near duplicates counted per
+    split pair (train records that repeat eval or test added to ``leaking``), and the
+    ``examples`` most similar kept per pair."""
+    import heapq
+
     wanted: dict[str, set[int]] = defaultdict(set)
     for a, ra, b, rb in candidates:
         wanted[a].add(ra)
         wanted[b].add(rb)
-    for matches in exact_matches.values():
-        for m in matches:
-            wanted[m.a.split].add(m.a.record)
-            wanted[m.b.split].add(m.b.record)
-    sets: dict[tuple[str, int], frozenset[str]] = {}
+    sets: dict[tuple[str, int], array[int]] = {}
     lines: dict[tuple[str, int], int] = {}
-    excerpts: dict[tuple[str, int], str] = {}
     for split in splits:
-        need = wanted.get(split.name)
+        need = wanted.pop(split.name, None)
         if not need:
             continue
         for number, line, raw in selected_texts(split.path, split.format, split.fields, need):
-            sets[(split.name, number)] = frozenset(shingles(normalise(raw)))
+            sets[(split.name, number)] = _hashed(raw)
             lines[(split.name, number)] = line
-            excerpts[(split.name, number)] = raw[:EXCERPT]
-    near = []
+    kinds = {s.name: s.kind for s in splits}
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    heaps: dict[tuple[str, str], list[tuple[tuple[float, int, int], Match]]] = defaultdict(list)
     for a, ra, b, rb in sorted(candidates):
-        similarity = jaccard(sets[(a, ra)], sets[(b, rb)])
-        if similarity >= threshold:
-            ref_a, ref_b = Ref(a, ra, lines[(a, ra)]), Ref(b, rb, lines[(b, rb)])
-            near.append(Match("near", ref_a, ref_b, similarity))
-    return near, excerpts
+        similarity = _jaccard_hashed(sets[(a, ra)], sets[(b, rb)])
+        if similarity < threshold:
+            continue
+        counts[(a, b)] += 1
+        if kinds[b] == "train" and a != b:
+            leaking[b].add(rb)
+        if examples:
+            heap = heaps[(a, b)]
+            order = (similarity, -rb, -ra)  # the heap's smallest is the least worth showing
+            if len(heap) < examples or order > heap[0][0]:
+                m = Match(
+                    "near", Ref(a, ra, lines[(a, ra)]), Ref(b, rb, lines[(b, rb)]), similarity
+                )
+                if len(heap) < examples:
+                    heapq.heappush(heap, (order, m))
+                else:
+                    heapq.heapreplace(heap, (order, m))
+    best = {k: [m for _o, m in h] for k, h in heaps.items()}
+    return dict(counts), best
+
+
+def _excerpts(splits: Sequence[Split], shown: Sequence[Match]) -> dict[tuple[str, int], str]:
+    """The original text, cut short, of the records the examples show (a third, light
+    pass: only those lines are parsed)."""
+    wanted: dict[str, set[int]] = defaultdict(set)
+    for m in shown:
+        wanted[m.a.split].add(m.a.record)
+        wanted[m.b.split].add(m.b.record)
+    out: dict[tuple[str, int], str] = {}
+    for split in splits:
+        need = wanted.get(split.name)
+        if need:
+            for number, _line, raw in selected_texts(split.path, split.format, split.fields, need):
+                out[(split.name, number)] = raw[:EXCERPT]
+    return out

@@ -387,3 +387,34 @@ def test_records_without_text_are_counted(tmp_path: Path) -> None:
     (tmp_path / "exp.yaml").write_text(MANIFEST.format(ext="jsonl", sealed="true"))
     result = run_cli("data", "check", str(tmp_path / "exp.yaml"))
     assert "records without text (not compared): test 1, train 2" in result.stdout
+
+
+def test_templated_records_bound_the_near_search_and_say_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records from one template are all near duplicates of each other: n**2 pairs.  The
+    search keeps at most MAX_PAIRS candidate pairs per split pair; past it the count is a
+    floor, a warning when the tolerance leaves near open, a refusal when it bounds it."""
+    from ftmanifest.data import leakage
+    from ftmanifest.manifest.data import LeakTolerance, PairTolerance
+
+    monkeypatch.setattr(leakage, "MAX_PAIRS", 40)
+    rng = random.Random(4)
+    template = sentence(rng, 75)
+    write_jsonl(tmp_path / "train.jsonl", [{"text": template + " " + sentence(rng, 3)}
+                                           for _ in range(30)])  # fmt: skip
+    write_jsonl(tmp_path / "eval.jsonl", [{"text": sentence(rng)}])
+    write_jsonl(tmp_path / "test.jsonl", [{"text": sentence(rng)}])
+    report = check_leakage(splits(tmp_path))
+    within = pair(report, "train", "train")
+    assert not within.complete and 0 < within.near <= 40
+    assert report.ok and not within.breaches  # near open by default: a warning
+    bounded = LeakTolerance(within_train=PairTolerance(near=10_000))
+    report = check_leakage(splits(tmp_path), tolerance=bounded)
+    (breach,) = pair(report, "train", "train").breaches
+    assert breach.floor and breach.field == "data_checks.tolerance.within_train.near"
+    assert not report.ok
+    monkeypatch.setattr(leakage, "MAX_PAIRS", 10_000)
+    report = check_leakage(splits(tmp_path), tolerance=bounded)
+    full = pair(report, "train", "train")
+    assert full.complete and full.near == 30 * 29 // 2 and report.ok
