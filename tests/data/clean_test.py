@@ -145,3 +145,22 @@ def test_an_output_folder_is_a_clean_error(tmp_path: Path) -> None:
 
     with pytest.raises(WriteError, match="directory"):
         write_clean(src, None, set(), tmp_path / "out")
+
+
+def test_an_output_that_links_to_the_input_is_refused(tmp_path: Path) -> None:
+    from ftmanifest.errors import UsageError
+
+    src = tmp_path / "train.jsonl"
+    src.write_bytes(b'{"text": "one"}\n{"text": "two"}\n')
+    link = tmp_path / "clean.jsonl"
+    link.symlink_to(src)
+    with pytest.raises(UsageError, match="training file itself"):
+        write_clean(src, None, {1}, link)
+    assert src.read_bytes() == b'{"text": "one"}\n{"text": "two"}\n'
+    other = tmp_path / "elsewhere.jsonl"
+    other.write_bytes(b"keep me\n")
+    link.unlink()
+    link.symlink_to(other)
+    write_clean(src, None, {1}, link)  # the link is replaced, never written through
+    assert other.read_bytes() == b"keep me\n"
+    assert not link.is_symlink() and link.read_bytes() == b'{"text": "two"}\n'
