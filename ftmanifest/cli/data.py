@@ -215,7 +215,7 @@ def _run_distributed(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace, comm: Any, signer: Any) -> None:
     """A rank other than 0: the same splits as rank 0, its share of each signed."""
-    from ftmanifest.data.parallel import serve
+    from ftmanifest.data.leakage import serve
     from ftmanifest.data.splits import splits_of
     from ftmanifest.manifest import load_manifest
 

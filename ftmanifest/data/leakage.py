@@ -384,3 +384,10 @@ def _excerpts(splits: Sequence[Split], shown: Sequence[Match]) -> dict[tuple[str
             for number, _line, raw in selected_texts(split.path, split.format, split.fields, need):
                 out[(split.name, number)] = raw[:EXCERPT]
     return out
+
+
+def serve(comm: Any, splits: Sequence[Any], signer: Any) -> None:
+    """A rank other than 0: sign its share of every split, in the order rank 0 reads them."""
+    for split in sorted(splits, key=lambda s: ROLE_ORDER[s.role]):
+        for _sig in signer.signatures(split.path, split.format, split.fields):
+            pass

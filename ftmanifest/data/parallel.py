@@ -408,15 +408,6 @@ def _raise_for(got: list[Payload], rank: int) -> None:
         raise FtManifestError(f"rank {who} stopped while the ranks signed records")
 
 
-def serve(comm: Any, splits: Sequence[Any], signer: RankSigner) -> None:
-    """A rank other than 0: sign its share of every split, in the order rank 0 reads them."""
-    from ftmanifest.data.leakage import ROLE_ORDER
-
-    for split in sorted(splits, key=lambda s: ROLE_ORDER[s.role]):
-        for _sig in signer.signatures(split.path, split.format, split.fields):
-            pass
-
-
 def run_ranks(comm: Any, work: Any) -> tuple[int, BaseException | None]:
     """Run ``work()`` (rank 0: the whole check, returning its exit code; others: their
     share, returning None), then agree on rank 0's exit code on every rank.
