@@ -207,6 +207,31 @@ def hash_files(
     return results
 
 
+def from_cache(
+    paths: Iterable[StrPath], *, cache: StatCache, count: CountSpec = None
+) -> dict[Path, FileDigest]:
+    """What ``hash_files`` would take from ``cache`` for ``paths``, reading no file.
+
+    The paths it leaves out (missing, not regular, not cached, cached without
+    the count asked for) are the ones ``hash_files`` would read or report.
+    ``distributed.shard`` asks this first, so that a second verify over the
+    job sends only what no rank's cache knows.
+    """
+    order = [Path(p) for p in paths]
+    results: dict[Path, FileDigest | FtManifestError] = {}
+    formats = _formats(order, count)
+    jobs = []
+    for p in order:
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            jobs.append(_Job(p, os.path.abspath(p), st, formats.get(p)))
+    _from_cache(jobs, results, cache)
+    return {p: r for p, r in results.items() if isinstance(r, FileDigest)}
+
+
 def _formats(paths: Iterable[Path], count: CountSpec) -> dict[Path, str]:
     """The format to count each path in, for the formats that have a count here."""
     if count is None:

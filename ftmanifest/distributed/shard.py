@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ftmanifest import hashing
 from ftmanifest.errors import FtManifestError, RefusedError, UsageError
+from ftmanifest.statcache import StatCache
 
 if TYPE_CHECKING:
     from ftmanifest.distributed.comm import Comm, Job
@@ -75,7 +76,7 @@ def node_name(node_rank: int) -> str:
 
 def file_key(path: StrPath, node: str, fmt: str | None = None) -> FileKey | None:
     """The key of a regular file, or None (missing, unreadable, not a file)."""
-    name = os.fspath(Path(path))
+    name = os.fspath(path)  # callers pass the Path they key results by
     try:
         st = os.stat(name)
     except OSError:
@@ -150,7 +151,32 @@ def hash_files(
     settle: bool = False,
 ) -> dict[Path, FileDigest | FtManifestError]:
     """``hashing.hash_files`` over the job: the same answer, each file read by one rank."""
-    order = list(dict.fromkeys(p if isinstance(p, Path) else Path(p) for p in paths))
+    requested = list(dict.fromkeys(p if isinstance(p, Path) else Path(p) for p in paths))
+    own_cache = use_cache and cache is None
+    active = (StatCache() if cache is None else cache) if use_cache else None
+    try:
+        # what this rank's cache knows costs a stat here; only the rest crosses the job
+        known = hashing.from_cache(requested, cache=active, count=count) if active else {}
+        rest = _hash_rest(
+            comm, [p for p in requested if p not in known], count, settle, active, workers, progress
+        )
+    finally:
+        if active is not None and own_cache:
+            active.close()
+    return {p: known[p] if p in known else rest[p] for p in requested}
+
+
+def _hash_rest(
+    comm: Comm,
+    order: list[Path],
+    count: CountSpec,
+    settle: bool,
+    cache: StatCache | None,
+    workers: int | None,
+    progress: Any,
+) -> dict[Path, FileDigest | FtManifestError]:
+    """The files no cache knew: keyed, gathered, assigned, hashed, gathered back."""
+    use_cache = cache is not None
     node = node_name(comm.job.node_rank)
     keys = [file_key(p, node, fmt) for p, fmt in zip(order, _formats(order, count), strict=True)]
     call = (_TAG, use_cache, settle, count is not None)

@@ -43,6 +43,7 @@ class ThreadComm:
         n = len(group.slots)
         self.group = group
         self.job = Job(rank, n, rank, n, node_rank, "threads:0")
+        self.sent: list[Any] = []  # what this rank gathered, in order
 
     @property
     def rank(self) -> int:
@@ -53,6 +54,7 @@ class ThreadComm:
         return self.job.world_size
 
     def all_gather(self, obj: Any, what: str = "results") -> list[Any]:
+        self.sent.append(obj)
         self.group.slots[self.rank] = pickle.loads(pickle.dumps(obj))
         self.group.barrier.wait()
         out = list(self.group.slots)
@@ -192,10 +194,11 @@ def test_two_ranks_give_exactly_the_single_process_result(odd_folder: list[Path]
     for result in results:
         assert not isinstance(result, BaseException), result
         same(single, result)
-    # the files were split: each rank looked up (and read) only its share
+    # the files were split: after asking its cache for every file (all new), each
+    # rank looked up again, then read, only its share
     regular = 12 + 2  # the .bin files, rows.json and /proc/version
-    assert caches[0].misses + caches[1].misses == regular
-    assert caches[0].misses >= 4 and caches[1].misses >= 4
+    shares = [c.misses - regular for c in caches]
+    assert sum(shares) == regular and min(shares) >= 4, shares
 
 
 def test_ranks_on_different_nodes_read_their_own_copies(tmp_path: Path) -> None:
@@ -214,7 +217,7 @@ def test_ranks_on_different_nodes_read_their_own_copies(tmp_path: Path) -> None:
     for r in (0, 1):
         files = [tmp_path / f"node{r}" / f"{i}.txt" for i in range(5)]
         same(hashing.hash_files(files, use_cache=False), mine[r])
-        assert caches[r].misses == 5  # no node reads another node's files
+        assert caches[r].misses == 5 + 5  # no node reads another node's files
     digests = [[fd.digest for fd in result.values()] for result in mine]
     assert [i for i in range(5) if digests[0][i] != digests[1][i]] == [3]
 
@@ -225,7 +228,7 @@ def test_the_same_path_on_two_nodes_is_two_files(tmp_path: Path) -> None:
     p.write_bytes(b"x" * 1000)
     caches = [StatCache(tmp_path / f"cache{r}") for r in (0, 1)]
     on_ranks([lambda c: shard.hash_files(c, [p], cache=caches[c.rank])] * 2, nodes=[0, 1])
-    assert caches[0].misses == caches[1].misses == 1
+    assert caches[0].misses == caches[1].misses == 1 + 1
 
 
 def test_ranks_asking_for_different_hashing_are_refused_on_every_rank(tmp_path: Path) -> None:
@@ -310,3 +313,46 @@ def test_two_ranks_opening_one_new_cache_at_once_both_use_it(tmp_path: Path) -> 
         ]
         outs = [p.communicate(timeout=30) for p in procs]
         assert [o.strip() for o, _ in outs] == ["True", "True"], outs
+
+
+def test_what_a_ranks_cache_knows_never_crosses_the_job(tmp_path: Path) -> None:
+    """A second verify: each rank's cache answers for its own files; only misses are sent."""
+    from tests.conftest import settle
+
+    files = []
+    for i in range(6):
+        files.append(tmp_path / f"{i}.txt")
+        files[-1].write_text(f"file {i}\n" * (i + 1), "utf-8")
+    settle(*files)  # not racy: hashed files are cached
+    caches = [StatCache(tmp_path / f"cache{r}") for r in (0, 1)]
+    comms: list[Any] = [None, None]
+
+    def rank(comm: ThreadComm) -> Any:
+        comms[comm.rank] = comm
+        return shard.hash_files(comm, files, cache=caches[comm.rank])
+
+    first = on_ranks([rank, rank])
+    mine0 = {str(p) for p, r in zip(files, _owner(files), strict=True) if r == 0}
+    for c in caches:
+        c.flush()
+    hashing.hash_files(files[:2], cache=caches[1])  # rank 1 now also knows 0 and 1
+    caches[1].flush()
+    (tmp_path / "0.txt").write_text("changed\n", "utf-8")  # and rank 0's entry is stale
+    second = on_ranks([rank, rank])
+    expected = hashing.hash_files(files, use_cache=False)
+    for result in second:
+        same(expected, result)
+    assert first[0][files[1]] == second[0][files[1]]
+    sent = [[k[6] for k in c.sent[-2][1] if k] for c in comms]  # the keys of the second run
+    # each rank sends what the other read in the first run and the changed file,
+    # less what it has hashed itself since (rank 1: files 0 and 1)
+    changed = {str(files[0])}
+    assert set(sent[0]) == ({str(p) for p in files} - mine0) | changed
+    assert set(sent[1]) == (mine0 - {str(files[1])}) | changed
+
+
+def _owner(files: list[Path]) -> list[int]:
+    node = shard.node_name(0)
+    keys = [shard.file_key(p, node) for p in files]
+    owner = assign([keys, keys])
+    return [owner[k] for k in keys]  # type: ignore[index]
