@@ -182,11 +182,12 @@ def _run_text(files: list[tuple[Path, int]], opts: ScanOptions, jobs: int) -> li
     else:
         outs = [_scan_range(str(p), s, e, opts) for p, s, e in tasks]
     findings: list[Finding] = []
-    lines_before: dict[Path, int] = {}
-    for (path, _, _), (found, newlines) in zip(tasks, outs, strict=True):
-        base = lines_before.get(path, 0)
+    base = 0  # lines before this range in its file: ranges of one file follow each other
+    for (_, start, _), (found, newlines) in zip(tasks, outs, strict=True):
+        if start == 0:
+            base = 0  # a new file (or the same file listed again: its lines count from 1)
         findings += [
             f._replace(line=f.line + base) if base and f.line is not None else f for f in found
         ]
-        lines_before[path] = base + newlines
+        base += newlines
     return findings

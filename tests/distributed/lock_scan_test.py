@@ -151,3 +151,40 @@ def test_scan_distributed_prints_exactly_what_scan_prints(
     assert "rank 1 of 2" in result.ranks[1].err and "job exit 1" in result.ranks[1].err
     cache = tmp_path / "jobcache" / "scancache-v1.sqlite3"
     assert cache.exists()  # the ranks stored their results in the cache they share
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "says"),
+    [
+        (["scan", "{data}", "--distributed"], {}, "none set WORLD_SIZE"),
+        (["lock", "{data}/m.yaml", "--distributed"], {}, "none set WORLD_SIZE"),
+        (["scan", "{data}", "--rank-timeout", "5"], {}, "--rank-timeout needs --distributed"),
+        (["lock", "{data}/m.yaml", "--rank-timeout", "5"], {}, "needs --distributed"),
+        (
+            ["scan", "{data}", "--distributed", "--rank-timeout", "0"],
+            {"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "localhost", "MASTER_PORT": "1"},
+            "--rank-timeout is out of range",
+        ),
+        (
+            ["lock", "{data}/m.yaml", "--distributed"],
+            {"WORLD_SIZE": "2", "RANK": "5", "MASTER_ADDR": "localhost", "MASTER_PORT": "1"},
+            "do not describe a job",
+        ),
+    ],
+)
+def test_bad_distributed_usage_is_exit_2_before_joining(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    env: dict[str, str],
+    says: str,
+) -> None:
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "m.yaml").write_text("ftmanifest: 1\n")
+    assert main([a.replace("{data}", str(tmp_path)) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err

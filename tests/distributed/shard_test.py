@@ -356,3 +356,57 @@ def _owner(files: list[Path]) -> list[int]:
     keys = [shard.file_key(p, node) for p in files]
     owner = assign([keys, keys])
     return [owner[k] for k in keys]  # type: ignore[index]
+
+
+# --- scan over ranks (ftmanifest.distributed.scan) ---------------------------
+
+
+def _scan_folder(root: Path, extra: str = "") -> None:
+    ghp = "ghp_SulEETldq8b8Vw2zbJYAxyL1aCcTlN99mhWp"
+    for i in range(10):
+        (root / f"d{i % 3}").mkdir(parents=True, exist_ok=True)
+        text = "".join(f"row {n}\n" for n in range(i * 7))
+        if i in (2, 7):
+            text += f"token {ghp}\nmail jane.doe@example.org\n"
+        (root / f"d{i % 3}" / f"{i}.txt").write_text(text + extra if i == 4 else text, "utf-8")
+    (root / "d0" / "blob.dat").write_bytes(bytes(range(256)))
+    os.mkfifo(root / "d1" / "pipe")
+
+
+@pytest.mark.parametrize("nodes", [[0, 0], [0, 1]])
+def test_scan_over_ranks_is_each_ranks_single_process_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodes: list[int]
+) -> None:
+    """Same folder (split), or each node its own copy with one more secret on rank 1."""
+    from ftmanifest.distributed.scan import scan_distributed
+    from ftmanifest.scan.cache import scan_cached
+
+    monkeypatch.setenv("FTMANIFEST_CACHE_DIR", str(tmp_path / "cache"))
+    _scan_folder(tmp_path / "a")
+    _scan_folder(tmp_path / "b", extra="token ghp_SulEETldq8b8Vw2zbJYAxyL1aCcTlN99mhWp\n")
+    roots = [tmp_path / "a", tmp_path / ("a" if nodes == [0, 0] else "b")]
+    # a folder named twice: its files are listed (and reported) twice
+    paths = [[r, r / "d1"] for r in roots]
+
+    def rank(comm: ThreadComm) -> Any:
+        return scan_distributed(comm, paths[comm.rank], use_cache=comm.rank == 0)
+
+    results = on_ranks([rank, rank], nodes=nodes)
+    for r, result in enumerate(results):
+        assert not isinstance(result, BaseException), result
+        single = scan_cached(paths[r], use_cache=False)
+        assert result.findings == single.findings
+        assert result.files == single.files
+        assert result.bytes_scanned == single.bytes_scanned
+    where = [Path(f.path or "").name for f in results[1].findings]
+    assert ("4.txt" in where) == (nodes == [0, 1]), where  # rank 1's own copy differs
+
+
+def test_a_file_listed_twice_has_the_same_line_numbers_both_times(tmp_path: Path) -> None:
+    """The engine stitched ranges by path: the second listing counted on from the first."""
+    from ftmanifest.scan.engine import scan_paths
+
+    _scan_folder(tmp_path)
+    found = scan_paths([tmp_path / "d1", tmp_path / "d1"]).findings
+    lines = [f.line for f in found if f.rule == "secret.github-pat"]
+    assert lines == [50, 50], lines
