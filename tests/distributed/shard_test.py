@@ -410,3 +410,15 @@ def test_a_file_listed_twice_has_the_same_line_numbers_both_times(tmp_path: Path
     found = scan_paths([tmp_path / "d1", tmp_path / "d1"]).findings
     lines = [f.line for f in found if f.rule == "secret.github-pat"]
     assert lines == [50, 50], lines
+
+
+def test_a_rank_whose_path_is_missing_still_takes_part_in_the_scan(tmp_path: Path) -> None:
+    from ftmanifest.distributed.scan import scan_distributed
+    from ftmanifest.errors import InputNotFoundError
+
+    _scan_folder(tmp_path / "a")
+    paths = [[tmp_path / "a"], [tmp_path / "missing"]]
+    results = on_ranks([lambda c: scan_distributed(c, paths[c.rank], use_cache=False)] * 2)
+    assert isinstance(results[1], InputNotFoundError), results[1]
+    assert not isinstance(results[0], BaseException), results[0]  # rank 0 scanned it all
+    assert len(results[0].files) == 11
