@@ -9,9 +9,13 @@ several ranks (the largest file is the floor of the job's time).
 ``hash_files(comm, paths, **kw)`` takes the keywords of
 ``ftmanifest.hashing.hash_files`` and returns what it would return here:
 
-1. every rank stats its own paths and gathers one ``FileKey`` per regular
-   file: node, device, inode, size, mtime_ns, ctime_ns, the path as given
-   and the format to count it in;
+0. every rank first takes what its own stat cache knows of its own paths
+   (``hashing.from_cache``: a stat and an indexed lookup); only the rest
+   crosses the job, so a second verify costs each rank a stat per file;
+1. every rank stats the rest of its paths and gathers one ``FileKey`` per
+   regular file: node, device, inode, size, mtime_ns, ctime_ns, the path as
+   given and the format to count it in (sent as plain tuples: pickling
+   NamedTuples and dataclasses cost ten times more);
 2. ``assign`` gives each distinct key to one of the ranks that see it,
    largest first to the least loaded (ties by path, then rank), so ranks of
    one node split a shared folder while a node with its own copy reads its
@@ -24,8 +28,14 @@ Paths that are missing or not regular files are judged by each rank itself
 (a stat, no read).  Every rank calls ``all_gather`` twice per call, so all
 ranks must make the same calls in the same order: the call's options are
 gathered with the stats and a mismatch is a refusal on every rank, never a
-hang.  ``Planned`` lets a caller that hashes in several calls (``lock``)
-gather once: record the paths, hash them in one call, then serve.
+hang.  ``Planned`` lets a caller that hashes in several calls (``lock``,
+``verify``) gather once: record the paths, hash them in one call, then
+serve; ``plan_manifest`` does that for a manifest's files.
+
+Every rank receives every rank's keys: the exchange grows with ranks x
+files not yet cached (about 80 bytes a file).  Two ranks of one host share
+the default cache folder; ``sqlite_store`` retries the WAL switch that two
+processes creating the file together would otherwise lose.
 """
 
 from __future__ import annotations
