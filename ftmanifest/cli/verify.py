@@ -266,7 +266,9 @@ def rank_line(rank: int, verdict: Any) -> str:
     if rank in named:
         fields = ", ".join(escape(f) for f in dict.fromkeys(named[rank]))
         return f"{head}; this rank: {fields} (rank 0 prints the table)"
-    others = ", ".join(map(str, named)) or "the job"
+    if not named:
+        return f"{head}: the job differs from the manifest (rank 0 prints the table)"
+    others = ", ".join(map(str, named))
     return f"{head} because of rank(s) {others} (rank 0 prints the table)"
 
 
@@ -312,8 +314,11 @@ def print_job(args: argparse.Namespace, verdict: Any, report: Any, strategy: str
     named = ", ".join(map(str, verdict.named()))
     text = {
         EXIT_OK: f"OK: {len(verdict.prints)} ranks agree with each other and the manifest",
-        EXIT_REFUSED: f"REFUSED: rank(s) {named or '-'} differ or drifted; fix the rows above, "
-        "or --accept FIELD",
+        EXIT_REFUSED: (
+            f"REFUSED: rank(s) {named} differ or drifted; fix the rows above, or --accept FIELD"
+            if named
+            else "REFUSED: the job differs from the manifest; fix the rows above, or --accept FIELD"
+        ),
     }.get(verdict.exit_code, f"{_word(verdict.exit_code)}: rank(s) {named} could not verify")
     out.write(f"\n{text}\n" if verdict.rows else f"{text}\n")
 
