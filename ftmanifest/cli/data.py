@@ -109,12 +109,9 @@ def run(args: argparse.Namespace) -> int:
         )
     if getattr(args, "distributed", False):
         return _run_distributed(args)
-    if getattr(args, "rank_timeout", None) is not None:
-        raise UsageError(
-            "--rank-timeout needs --distributed",
-            field="--rank-timeout",
-            hint="ftmanifest data check M --distributed --rank-timeout S (under torchrun)",
-        )
+    from ftmanifest.distributed.shard import no_rank_timeout
+
+    no_rank_timeout(args, "data check M")
     return _check(args)
 
 
@@ -175,26 +172,10 @@ def _check(args: argparse.Namespace, signer: Any = None) -> int:
 def _run_distributed(args: argparse.Namespace) -> int:
     """``--distributed``: every rank signs its share of the records; rank 0 checks."""
     from ftmanifest.data import parallel
-    from ftmanifest.distributed.comm import DEFAULT_TIMEOUT, job_from_env, joined
+    from ftmanifest.distributed.comm import joined
+    from ftmanifest.distributed.shard import launched
 
-    job = job_from_env()
-    if job is None:
-        raise UsageError(
-            "--distributed runs under a launcher, and none set WORLD_SIZE here",
-            field="--distributed",
-            expected="RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT from torchrun (or srun, kubectl)",
-            observed="no WORLD_SIZE in the environment",
-            hint=f"torchrun --nproc-per-node N -m ftmanifest data check {args.manifest} "
-            "--distributed, or drop --distributed",
-        )
-    timeout = DEFAULT_TIMEOUT if args.rank_timeout is None else args.rank_timeout
-    if not 0 < timeout < 86400:
-        raise UsageError(
-            "--rank-timeout is out of range",
-            field="--rank-timeout",
-            expected="seconds, more than 0 and less than a day",
-            observed=str(timeout),
-        )
+    job, timeout = launched(args, f"data check {args.manifest}")
     share = max(1, parallel.cores() // max(1, job.local_world_size))
     jobs = share if args.jobs is None else args.jobs or parallel.cores()
     with joined(job, timeout) as comm, parallel.Workers(jobs) as workers:
