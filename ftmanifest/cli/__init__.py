@@ -188,6 +188,18 @@ def add_format_argument(parser: argparse.ArgumentParser, *, sarif: bool = False)
     parser.add_argument("--format", choices=choices, default="text", help="output format")
 
 
+def add_distributed_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--distributed`` (``what`` the ranks do) and ``--rank-timeout`` (issue 18)."""
+    parser.add_argument("--distributed", action="store_true", help=f"under torchrun: {what}")
+    parser.add_argument(
+        "--rank-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="with --distributed: seconds to wait for every rank to join and answer (default 300)",
+    )
+
+
 def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
     """``run M -- CMD ...``: CMD is not ours to parse.  Any other command keeps
     its ``--`` for argparse (``lint a.yaml -- -odd-name.yaml``)."""

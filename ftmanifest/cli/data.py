@@ -50,7 +50,7 @@ Exit 1 when any of these is an error, as for refused leakage.
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import add_format_argument
+    from ftmanifest.cli import add_distributed_arguments, add_format_argument
 
     p = sub.add_parser("data", help="check the manifest's data splits for leakage")
     actions = p.add_subparsers(
@@ -70,11 +70,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     q.add_argument("--jobs", type=int, default=None, metavar="N",
                    help="processes that read and sign records (default: every core, one "
                    "for inputs under 8 MiB; 0: every core); the same result for any N")  # fmt: skip
-    q.add_argument("--distributed", action="store_true",
-                   help="under torchrun: the ranks share the records of each split, rank 0 "
-                   "judges and reports, every rank exits with its code")  # fmt: skip
-    q.add_argument("--rank-timeout", type=float, default=None, metavar="S",
-                   help="with --distributed: seconds to wait for a rank (default 300)")  # fmt: skip
+    add_distributed_arguments(
+        q,
+        "the ranks share the records of each split, rank 0 judges and reports, every rank "
+        "exits with its code",
+    )
     q.add_argument("--examples", type=int, default=5, metavar="N",
                    help="worst examples shown per split pair")  # fmt: skip
     q.add_argument("--write-clean", type=Path, metavar="OUT",

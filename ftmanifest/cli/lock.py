@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ftmanifest.cli import add_distributed_arguments
+
     p = sub.add_parser("lock", help="fill in or refresh a manifest's pins from this machine")
     p.add_argument(
         "manifest", type=Path, metavar="MANIFEST", help="the YAML or JSON manifest to rewrite"
@@ -46,18 +48,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="allow data/model paths outside the manifest's folder",
     )
-    p.add_argument(
-        "--distributed",
-        action="store_true",
-        help="under torchrun: the ranks split the hashing, rank 0 writes, all exit alike",
-    )
-    p.add_argument(
-        "--rank-timeout",
-        type=float,
-        default=None,
-        metavar="S",
-        help="with --distributed: seconds to wait for every rank to join and answer (default 300)",
-    )
+    add_distributed_arguments(p, "the ranks split the hashing, rank 0 writes, all exit alike")
     p.set_defaults(func=run)
 
 

@@ -27,7 +27,7 @@ EXIT_OK, EXIT_FINDINGS = 0, 1
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    from ftmanifest.cli import add_format_argument
+    from ftmanifest.cli import add_distributed_arguments, add_format_argument
 
     p = subparsers.add_parser("scan", help="scan data and artifacts for secrets, PII, pickles")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or folders to scan")
@@ -54,11 +54,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="worker processes (default: 0, all cores)")  # fmt: skip
     p.add_argument("--no-cache", action="store_true",
                    help="scan every file again; do not read or write the result cache")  # fmt: skip
-    p.add_argument("--distributed", action="store_true",
-                   help="under torchrun: the ranks split the files, rank 0 reports, "
-                   "all exit alike")  # fmt: skip
-    p.add_argument("--rank-timeout", type=float, default=None, metavar="S",
-                   help="with --distributed: seconds to wait for a rank (default 300)")  # fmt: skip
+    add_distributed_arguments(p, "the ranks split the files, rank 0 reports, all exit alike")
     p.set_defaults(func=run)
 
 

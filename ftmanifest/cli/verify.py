@@ -27,19 +27,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser(
         "verify", help="compare a manifest with this machine, model, data, signature"
     )
+    from ftmanifest.cli import add_distributed_arguments
+
     add_arguments(p)
-    p.add_argument(
-        "--distributed",
-        action="store_true",
-        help="under torchrun: verify every rank and refuse when ranks differ (rank 0 reports)",
-    )
-    p.add_argument(
-        "--rank-timeout",
-        type=float,
-        default=None,
-        metavar="S",
-        help="with --distributed: seconds to wait for every rank to join and answer (default 300)",
-    )
+    add_distributed_arguments(p, "verify every rank and refuse when ranks differ (rank 0 reports)")
     p.set_defaults(func=run)
 
 
