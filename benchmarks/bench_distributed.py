@@ -69,11 +69,11 @@ hashing.hash_files = spy
 job = job_from_env()
 with joined(job, 300) as comm:
     cache = StatCache() if use_cache else None
-    comm.all_gather(None, "start")
+    comm.all_gather_json(None, "start")
     start = time.perf_counter()
     result = shard.hash_files(comm, files, use_cache=use_cache, cache=cache)
     took = time.perf_counter() - start
-    comm.all_gather(None, "end")
+    comm.all_gather_json(None, "end")
     if cache is not None:
         cache.close()
 out = {

@@ -33,7 +33,10 @@ the same code; a worker that dies (killed, out of memory) is an error naming
 Across the ranks of a torchrun job (``RankSigner``, issue 18), every rank cuts
 each split into the same chunks and signs those whose index modulo the world
 size is its rank; rank 0 gathers a round of chunks at a time and consumes them
-in file order, so its report is the single-process one.
+in file order, so its report is the single-process one.  The signatures cross
+as bytes of one fixed layout (``sigpack``), checked on receipt, never as
+pickles: a rank cannot run code on another, and a payload that does not fit
+is a refusal naming the rank that sent it.
 """
 
 from __future__ import annotations
@@ -324,9 +327,9 @@ def selected_texts(
 # --- across the ranks of a torchrun job (issue 18: data check --distributed) ------------
 
 Payload = tuple[Any, ...]
-"""What a rank hands the others at each gather: ("round", [(chunk index, signatures)],
-ended, None), ("error", exception) when its share could not be read, or ("final", exit
-code, exception or None) once it has stopped."""
+"""What a rank hands the others at each gather, as ``sigpack`` bytes: ("round",
+[(chunk index, signatures)], ended), ("error", exception) when its share could not be
+read, or ("final", exit code, exception or None) once it has stopped."""
 
 
 class RankQuit(Exception):  # noqa: N818 - a signal between ranks, not an error to report
@@ -335,6 +338,23 @@ class RankQuit(Exception):  # noqa: N818 - a signal between ranks, not an error 
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
+
+
+def _gather(comm: Any, mine: bytes, what: str, full: bool, ranks: int | None = None) -> list[Any]:
+    """Every rank's payload (of the first ``ranks``), parsed and checked, never unpickled;
+    one that does not fit is a refusal naming its rank."""
+    from ftmanifest.data import sigpack
+    from ftmanifest.distributed.comm import bad_answer
+    from ftmanifest.distributed.wire import Malformed
+
+    raws = comm.all_gather_bytes(mine, what)
+    out = []
+    for who, raw in enumerate(raws[:ranks]):
+        try:
+            out.append(sigpack.unpack(raw, full))
+        except Malformed as exc:
+            raise bad_answer(who, what, "record signatures of this version", str(exc)) from None
+    return out
 
 
 class RankSigner:
@@ -346,7 +366,8 @@ class RankSigner:
     ``Workers``; the ranks gather ``batch`` chunks each per round, so rank 0 holds at
     most a round of signatures.  Only rank 0 keeps the index and judges; the result is
     the one a single process finds.  A rank whose share fails to read (or that stopped)
-    makes every rank raise the same error at that round."""
+    makes every rank raise the same error at that round; a rank whose payload does not
+    fit (a chunk that is not its own, a size that does not add up) is refused by name."""
 
     def __init__(self, comm: Any, workers: Workers, batch: int = IN_FLIGHT) -> None:
         self.comm = comm
@@ -358,6 +379,7 @@ class RankSigner:
     ) -> Iterator[Signature]:
         import itertools
 
+        from ftmanifest.data import sigpack
         from ftmanifest.errors import FtManifestError
         from ftmanifest.records import format_of
 
@@ -370,27 +392,46 @@ class RankSigner:
             else _text_chunks(path, fmt, tuple(fields))
         )
         numbered = enumerate(chunks)
-        number = 0
+        number = start = 0
+        width = size * self.batch
         while True:
-            mine: Payload
             try:
-                window = list(itertools.islice(numbered, size * self.batch))
+                window = list(itertools.islice(numbered, width))
                 share = [(i, job) for i, job in window if i % size == rank]
                 signed = self.workers._run(job for _i, job in share)
                 out = [(i, sigs) for (i, _job), (_j, sigs) in zip(share, signed, strict=True)]
-                mine = ("round", out, len(window) < size * self.batch, None)
+                mine = sigpack.pack_round(out, len(window) < width)
             except FtManifestError as exc:
-                mine = ("error", exc)
-            got = self.comm.all_gather(mine, "record signatures")
+                mine = sigpack.pack_error(exc)
+            got = _gather(self.comm, mine, "record signatures", full=rank == 0)
             _raise_for(got, rank)
             if rank == 0:
-                merged = sorted((i, sigs) for p in got for i, sigs in p[1])
+                merged = sorted(_own_chunks(got, start, width, size))
                 for _i, sigs in merged:
                     for n, line, h, m in sigs:
                         number = number + 1 if lines else n
                         yield number, line, h, m
             if all(p[2] for p in got):
                 return
+            start += width
+
+
+def _own_chunks(got: list[Payload], start: int, width: int, size: int) -> list[Any]:
+    """Every rank's chunks of this round, each checked to be that rank's to sign."""
+    from ftmanifest.distributed.comm import bad_answer
+
+    out = []
+    for who, p in enumerate(got):
+        for i, sigs in p[1]:
+            if not (start <= i < start + width and i % size == who):
+                raise bad_answer(
+                    who,
+                    "record signatures",
+                    f"chunks of {start}-{start + width - 1} that are rank {who}'s to sign",
+                    f"chunk {i}",
+                )
+            out.append((i, sigs))
+    return out
 
 
 def _raise_for(got: list[Payload], rank: int) -> None:
@@ -414,6 +455,7 @@ def run_ranks(comm: Any, work: Any) -> tuple[int, BaseException | None]:
 
     Returns (the job's exit code, this rank's own error or None).  A rank that failed
     keeps answering the gathers until rank 0 has stopped, so no rank waits for ever."""
+    from ftmanifest.data import sigpack
     from ftmanifest.errors import EXIT_BUG, FtManifestError
 
     code: int | None = None
@@ -426,19 +468,11 @@ def run_ranks(comm: Any, work: Any) -> tuple[int, BaseException | None]:
         code, error = exc.exit_code, exc
     except Exception as exc:  # a bug: still tell the other ranks, then re-raise
         code, error = EXIT_BUG, exc
+    final = sigpack.pack_final(code, error)
     if comm.rank == 0:
-        comm.all_gather(("final", code, _portable(error)), "the verdict")
+        comm.all_gather_bytes(final, "the verdict")
         return (code if code is not None else EXIT_BUG), error
-    while True:
-        got = comm.all_gather(("final", code, _portable(error)), "the verdict")
-        if got[0][0] == "final":
-            return got[0][1], error
-
-
-def _portable(error: BaseException | None) -> BaseException | None:
-    """The error as the other ranks can unpickle it (ours are; others become a message)."""
-    from ftmanifest.errors import FtManifestError
-
-    if error is None or isinstance(error, FtManifestError):
-        return error
-    return FtManifestError(f"{type(error).__name__}: {error}")
+    while True:  # only rank 0's answer matters here
+        (first,) = _gather(comm, final, "the verdict", full=False, ranks=1)
+        if first[0] == "final":
+            return (first[1] if first[1] is not None else EXIT_BUG), error

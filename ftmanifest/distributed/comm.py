@@ -3,11 +3,17 @@
 Layer: distributed (edge).  ``job_from_env`` reads the variables ``torchrun``
 sets (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``,
 ``GROUP_RANK``, ``MASTER_ADDR``/``MASTER_PORT``); ``joined`` joins the job's
-process group over gloo (small host objects: fingerprints, digests,
-findings), or, when the training script already initialised one (the Trainer
+process group over gloo (host data: fingerprints, digests, findings, record
+signatures), or, when the training script already initialised one (the Trainer
 guard, NCCL on GPUs), makes a gloo group beside it.  Every collective carries
 the deadline: a rank that never joins or stops answering makes the others
 raise ``RankTimeoutError`` (exit 1, a refusal), never wait for ever.
+
+Nothing that crosses between ranks is pickled (issue 18): ``Comm`` gathers
+bytes (sizes first, then padded uint8 tensors, each answer capped at
+``MAX_ANSWER``), parsed as JSON or a caller's fixed binary layout, and the
+callers validate every field; an answer that does not fit is a refusal
+naming the rank (``bad_answer``), never a crash, a hang or code run here.
 """
 
 from __future__ import annotations
@@ -90,7 +96,13 @@ def job_from_env(environ: Mapping[str, str] | None = None) -> Job | None:
 
 
 class Comm:
-    """One joined group: ``all_gather`` hands every rank the list of every rank's object."""
+    """One joined group: every rank hands in data and gets every rank's, in rank order.
+
+    Only bytes cross: ``all_gather_json`` (small structured answers) and
+    ``all_gather_bytes`` (bulk data in a caller's fixed binary layout).  Nothing
+    received is unpickled, so what another rank (or anything that reaches the
+    unauthenticated rendezvous port) sends is data to validate, never code.
+    """
 
     def __init__(self, job: Job, group: Any, timeout: float) -> None:
         self.job = job
@@ -105,53 +117,59 @@ class Comm:
     def world_size(self) -> int:
         return self.job.world_size
 
-    def all_gather(self, obj: Any, what: str = "results") -> list[Any]:
-        """Every rank's ``obj`` in rank order, on every rank; a silent rank raises."""
-        import torch.distributed as dist
-
-        out: list[Any] = [None] * self.job.world_size
-        try:
-            dist.all_gather_object(out, obj, group=self.group)
-        except (RuntimeError, OSError) as exc:  # gloo raises RuntimeError on a timeout
-            raise _timeout(self.job, self.timeout, f"gathering {what}", exc) from None
-        return out
-
     def all_gather_json(self, obj: Any, what: str = "results") -> list[Any]:
-        """Like ``all_gather`` for JSON-able data, which travels as JSON bytes in a
-        tensor and is never unpickled: what another rank sends is data, and cannot
-        run code here.  An answer that is not JSON comes back as ``UNREADABLE``
-        (the caller names that rank); one larger than ``MAX_ANSWER`` is refused."""
+        """Every rank's JSON-able ``obj`` in rank order, on every rank, as parsed JSON.
+
+        An answer that is not JSON (or nests too deep to parse) comes back as
+        ``UNREADABLE``: the caller names that rank."""
         import json
 
+        data = json.dumps(obj, sort_keys=True, default=str).encode("utf-8")
+        out: list[Any] = []
+        for raw in self.all_gather_bytes(data, what):
+            try:
+                out.append(json.loads(raw.decode("utf-8")))
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                out.append(UNREADABLE)
+        return out
+
+    def all_gather_bytes(self, data: bytes, what: str = "results") -> list[bytes]:
+        """Every rank's ``data`` in rank order, on every rank; the caller parses it.
+
+        Sizes are gathered first, then the payloads padded to the largest; an
+        answer over ``MAX_ANSWER`` bytes is refused on every rank before any
+        payload is sent, and a silent rank raises ``RankTimeoutError``."""
+        try:
+            lengths = self._sizes(len(data))
+            if not all(0 <= n <= MAX_ANSWER for n in lengths):  # the same on every rank
+                raise _too_large(what, lengths)
+            raws = self._payloads(data, max(1, *lengths))
+        except (RuntimeError, OSError) as exc:  # gloo raises RuntimeError on a timeout
+            raise _timeout(self.job, self.timeout, f"gathering {what}", exc) from None
+        if len(raws) != self.world_size:
+            raise RankAnswerError(f"the gather of {what} returned {len(raws)} answers")
+        return [raw[:n] for raw, n in zip(raws, lengths, strict=True)]
+
+    # the transport: the one place that touches torch.distributed (tests replace it)
+
+    def _sizes(self, n: int) -> list[int]:
         import torch
         import torch.distributed as dist
 
-        data = json.dumps(obj, sort_keys=True, default=str).encode("utf-8")
-        size = self.world_size
-        try:
-            sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(size)]
-            dist.all_gather(sizes, torch.tensor([len(data)], dtype=torch.int64), group=self.group)
-            lengths = [int(t.item()) for t in sizes]
-            if not all(0 <= n <= MAX_ANSWER for n in lengths):  # the same on every rank
-                raise RankAnswerError(
-                    f"a rank sent an answer of {max(lengths)} bytes while gathering {what}",
-                    field="ranks",
-                    expected=f"answers of at most {MAX_ANSWER} bytes",
-                    observed=", ".join(f"rank {r}: {n}" for r, n in enumerate(lengths)),
-                )
-            mine = torch.zeros(max(lengths), dtype=torch.uint8)
+        sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(self.world_size)]
+        dist.all_gather(sizes, torch.tensor([n], dtype=torch.int64), group=self.group)
+        return [int(t.item()) for t in sizes]
+
+    def _payloads(self, data: bytes, width: int) -> list[bytes]:
+        import torch
+        import torch.distributed as dist
+
+        mine = torch.zeros(width, dtype=torch.uint8)
+        if data:
             mine[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-            buffers = [torch.zeros(max(lengths), dtype=torch.uint8) for _ in range(size)]
-            dist.all_gather(buffers, mine, group=self.group)
-        except (RuntimeError, OSError) as exc:  # gloo raises RuntimeError on a timeout
-            raise _timeout(self.job, self.timeout, f"gathering {what}", exc) from None
-        out: list[Any] = []
-        for buffer, n in zip(buffers, lengths, strict=True):
-            try:
-                out.append(json.loads(buffer[:n].numpy().tobytes().decode("utf-8")))
-            except (ValueError, UnicodeDecodeError):
-                out.append(UNREADABLE)
-        return out
+        buffers = [torch.zeros(width, dtype=torch.uint8) for _ in range(self.world_size)]
+        dist.all_gather(buffers, mine, group=self.group)
+        return [b.numpy().tobytes() for b in buffers]
 
 
 UNREADABLE = object()
@@ -161,10 +179,32 @@ MAX_ANSWER = 256 * 1024 * 1024
 
 
 class RankAnswerError(FtManifestError):
-    """A rank answered with something no rank can use (too large)."""
+    """A rank answered with something no rank can use (too large, malformed)."""
 
     exit_code = EXIT_REFUSED
     reason = "rank-answer"
+
+
+def bad_answer(rank: int, what: str, expected: str, observed: str = "") -> RankAnswerError:
+    """The refusal for rank ``rank``'s answer while gathering ``what``: it is not ``expected``."""
+    return RankAnswerError(
+        f"rank {rank} sent an answer that is not {expected} while the ranks gathered {what}",
+        field="ranks",
+        expected=expected,
+        observed=f"rank {rank}: {observed[:200]}" if observed else f"rank {rank}",
+        hint="run the same ftmanifest version on every rank; a rank that sends something "
+        "else is broken or not one of yours",
+    )
+
+
+def _too_large(what: str, lengths: list[int]) -> RankAnswerError:
+    over = [r for r, n in enumerate(lengths) if not 0 <= n <= MAX_ANSWER]
+    return RankAnswerError(
+        f"rank {over[0]} sent an answer of {lengths[over[0]]} bytes while gathering {what}",
+        field="ranks",
+        expected=f"answers of at most {MAX_ANSWER} bytes",
+        observed=", ".join(f"rank {r}: {n}" for r, n in enumerate(lengths)),
+    )
 
 
 def _timeout(job: Job, timeout: float, doing: str, exc: BaseException) -> RankTimeoutError:

@@ -13,6 +13,10 @@ Bytes: a file counts its size when it is not empty, not over the size cap
 and was readable (as ``scan.engine`` counts them).  A finding is tied to its
 file by its path; one whose path names no file of the share (none known
 today) is handed to every rank rather than lost.
+
+Keys and findings cross as JSON, never as pickles (issue 18): every field
+is checked on receipt (``shard.keys_from_wire``, ``wire.finding_from_wire``)
+and an answer that does not fit is a refusal naming the rank.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ftmanifest.distributed import shard
+from ftmanifest.distributed import shard, wire
 from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.scan.cache import scan_files_cached
@@ -36,6 +40,17 @@ if TYPE_CHECKING:
 def _bytes(key: FileKey, found: list[Finding], opts: ScanOptions) -> int:
     unreadable = any(f.kind == "not-scanned" and "unreadable" in f.message for f in found)
     return key.size if 0 < key.size <= opts.max_bytes and not unreadable else 0
+
+
+def _findings_from_wire(value: Any, files: int) -> tuple[list[list[Finding]], list[Finding]]:
+    """A rank's findings: one list per file of its share, and the strays; each checked."""
+    if not isinstance(value, dict) or set(value) != {"done", "stray"}:
+        raise wire.Malformed("scan findings that are not {done, stray}")
+    done = [
+        list(map(wire.finding_from_wire, wire.list_of(f)))
+        for f in wire.list_of(value["done"], files)
+    ]
+    return done, list(map(wire.finding_from_wire, wire.list_of(value["stray"])))
 
 
 def scan_distributed(
@@ -55,7 +70,11 @@ def scan_distributed(
         files, problems, failure = [], [], exc
     node = shard.node_name(comm.job.node_rank)
     keys = [shard.file_key(p, node) for p in files]
-    views = comm.all_gather([tuple(k) if k else None for k in keys], "files to scan")
+    sent = [list(k) if k else None for k in keys]
+    views = [
+        shard.received(shard.keys_from_wire, view, rank, "files to scan")
+        for rank, view in enumerate(comm.all_gather_json(sent, "files to scan"))
+    ]
     owner = shard.assign(views)
     mine: dict[tuple[Any, ...] | Path, Path] = {}  # one entry per file to scan here, in order
     for p, k in zip(files, keys, strict=True):
@@ -72,8 +91,14 @@ def scan_distributed(
     stray = [f for path, found in by_path.items() if path not in local for f in found]
     merged: dict[tuple[Any, ...], list[Finding]] = {}
     strays: list[Finding] = []
-    for rank, (theirs, extra) in enumerate(comm.all_gather((done, stray), "scan findings")):
-        merged.update(zip(shard.owned(views, owner, rank), theirs, strict=True))
+    answer = {
+        "done": [[wire.finding_to_wire(f) for f in found] for found in done],
+        "stray": [wire.finding_to_wire(f) for f in stray],
+    }
+    for rank, got in enumerate(comm.all_gather_json(answer, "scan findings")):
+        share = shard.owned(views, owner, rank)
+        theirs, extra = shard.received(_findings_from_wire, got, rank, "scan findings", len(share))
+        merged.update(zip(share, theirs, strict=True))
         strays += extra
     findings = [f for path in sorted(local) for f in by_path.get(path, [])] + strays
     result = ScanResult(files=[str(p) for p in files])

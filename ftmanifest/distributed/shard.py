@@ -14,18 +14,23 @@ several ranks (the largest file is the floor of the job's time).
    crosses the job, so a second verify costs each rank a stat per file;
 1. every rank stats the rest of its paths and gathers one ``FileKey`` per
    regular file: node, device, inode, size, mtime_ns, ctime_ns, the path as
-   given and the format to count it in (sent as plain tuples: pickling
-   NamedTuples and dataclasses cost ten times more);
+   given and the format to count it in (sent as JSON lists, each field's
+   type checked on receipt: ``keys_from_wire``);
 2. ``assign`` gives each distinct key to one of the ranks that see it,
    largest first to the least loaded (ties by path, then rank), so ranks of
    one node split a shared folder while a node with its own copy reads its
    own copy: a file that differs on one rank is a different key there, is
    hashed there, and its digest differs (that is how ``verify`` names it);
 3. each rank hashes its share with ``hashing.hash_files`` and its own stat
-   cache, then the digests (or errors: they pickle) are gathered.
+   cache, then the digests (or errors, as their fields) are gathered as JSON.
+
+Nothing crosses as a pickle (issue 18): digests are rebuilt from checked
+fields and errors only as allow-listed classes (``wire``); an answer that
+does not fit (a wrong type, length or count) is a refusal naming the rank
+that sent it, on every rank.
 
 Paths that are missing or not regular files are judged by each rank itself
-(a stat, no read).  Every rank calls ``all_gather`` twice per call, so all
+(a stat, no read).  Every rank calls ``all_gather_json`` twice per call, so all
 ranks must make the same calls in the same order: the call's options are
 gathered with the stats and a mismatch is a refusal on every rank, never a
 hang.  ``Planned`` lets a caller that hashes in several calls (``lock``,
@@ -33,7 +38,7 @@ hang.  ``Planned`` lets a caller that hashes in several calls (``lock``,
 serve; ``plan_manifest`` does that for a manifest's files.
 
 Every rank receives every rank's keys: the exchange grows with ranks x
-files not yet cached (about 80 bytes a file).  Two ranks of one host share
+files not yet cached (about 100 bytes of JSON a file).  Two ranks of one host share
 the default cache folder; ``sqlite_store`` retries the WAL switch that two
 processes creating the file together would otherwise lose.
 """
@@ -49,6 +54,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ftmanifest import hashing
+from ftmanifest.distributed import wire
+from ftmanifest.distributed.comm import UNREADABLE, bad_answer
+from ftmanifest.distributed.wire import Malformed
 from ftmanifest.errors import FtManifestError, RefusedError, UsageError
 from ftmanifest.statcache import StatCache
 
@@ -56,7 +64,7 @@ if TYPE_CHECKING:
     from ftmanifest.distributed.comm import Comm, Job
     from ftmanifest.hashing import CountSpec, FileDigest, StrPath
 
-_TAG = "ftmanifest.shard/1"  # a gather that is not this step's shows as a mismatch, not a crash
+_TAG = "ftmanifest.shard/2"  # a gather that is not this step's shows as a mismatch, not a crash
 FILE_COST = 1 << 16  # what opening and stating one file costs, in bytes of reading
 
 
@@ -189,19 +197,22 @@ def _hash_rest(
     use_cache = cache is not None
     node = node_name(comm.job.node_rank)
     keys = [file_key(p, node, fmt) for p, fmt in zip(order, _formats(order, count), strict=True)]
-    call = (_TAG, use_cache, settle, count is not None)
-    # plain tuples and digests: pickling 20,000 NamedTuples and dataclasses costs 10x more
-    views = comm.all_gather((call, [tuple(k) if k else None for k in keys]), "file stats")
-    calls = [view[0] if isinstance(view, tuple) and len(view) == 2 else view for view in views]
+    call = [_TAG, use_cache, settle, count is not None]
+    sent = {"call": call, "keys": [list(k) if k else None for k in keys]}
+    views = comm.all_gather_json(sent, "file stats")
+    for rank, view in enumerate(views):
+        if view is UNREADABLE:
+            raise bad_answer(rank, "file stats", "JSON", "bytes that do not parse as JSON")
+    calls = [view.get("call") if isinstance(view, dict) else view for view in views]
     if any(c != call for c in calls):
         raise RankMismatchError(
             "the ranks asked for different hashing at the same step",
             field="ranks",
             expected=f"every rank hashing with the same options, in the same order: {call}",
-            observed=", ".join(f"rank {r}: {str(c)[:80]}" for r, c in enumerate(calls)),
+            observed=", ".join(f"rank {r}: {_brief(c)}" for r, c in enumerate(calls)),
             hint="run the same command with the same manifest on every rank",
         )
-    listed = [view[1] for view in views]
+    listed = [received(keys_from_wire, v.get("keys"), r, "file stats") for r, v in enumerate(views)]
     owner = assign(listed)
     mine = [p for p, k in zip(order, keys, strict=True) if k is None or owner[k] == comm.rank]
     if workers is None:  # the node's CPUs are shared by its ranks
@@ -211,21 +222,55 @@ def _hash_rest(
     path_of: dict[tuple[Any, ...], Path] = {k: p for p, k in zip(order, keys, strict=True) if k}
     done = [_pack(local[path_of[k]]) for k in owned(listed, owner, comm.rank)]
     merged: dict[tuple[Any, ...], FileDigest | FtManifestError] = {}
-    for rank, part in enumerate(comm.all_gather(done, "digests")):
-        merged.update(zip(owned(listed, owner, rank), map(_unpack, part), strict=True))
+    for rank, part in enumerate(comm.all_gather_json(done, "digests")):
+        theirs = owned(listed, owner, rank)
+        results = received(_unpack_all, part, rank, "digests", len(theirs))
+        merged.update(zip(theirs, results, strict=True))
     return {p: local[p] if k is None else merged[k] for p, k in zip(order, keys, strict=True)}
+
+
+def _brief(value: Any) -> str:
+    return "an answer that is not JSON" if value is UNREADABLE else str(value)[:80]
+
+
+def received(decode: Callable[..., Any], value: Any, rank: int, what: str, *args: Any) -> Any:
+    """``decode(value, *args)``, or the refusal naming ``rank`` when its answer does not fit."""
+    try:
+        return decode(value, *args)
+    except Malformed as exc:
+        raise bad_answer(rank, what, f"{what} of this version", str(exc)) from None
+
+
+def keys_from_wire(value: Any) -> list[tuple[Any, ...] | None]:
+    """A rank's ``FileKey`` fields (or None), each checked: what ``assign`` may trust."""
+    out: list[tuple[Any, ...] | None] = []
+    for item in wire.list_of(value):
+        if item is None:
+            out.append(None)
+            continue
+        node, dev, ino, size, mtime, ctime, path, fmt = wire.list_of(item, len(FileKey._fields))
+        numbers = (dev, ino, size, mtime, ctime)
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
+            raise Malformed("a file key whose device, inode, size or times are not numbers")
+        if size < 0 or not isinstance(node, str) or not isinstance(path, str):
+            raise Malformed("a file key with a negative size, or a node or path that is not text")
+        if not isinstance(fmt, (str, type(None))):
+            raise Malformed("a file key whose format is not text")
+        out.append((node, dev, ino, size, mtime, ctime, path, fmt))
+    return out
 
 
 def _pack(result: FileDigest | FtManifestError) -> Any:
     if isinstance(result, FtManifestError):
-        return result  # errors pickle whole (message, fields, a count error's digest)
-    return (result.digest, result.size, result.records)
+        return wire.error_to_wire(result)  # a dict (a count error carries its digest)
+    return wire.digest_to_wire(result)  # a list
 
 
-def _unpack(packed: Any) -> FileDigest | FtManifestError:
-    if isinstance(packed, FtManifestError):
-        return packed
-    return hashing.FileDigest(*packed)
+def _unpack_all(part: Any, length: int) -> list[FileDigest | FtManifestError]:
+    return [
+        wire.error_from_wire(v) if isinstance(v, dict) else wire.digest_from_wire(v)
+        for v in wire.list_of(part, length)
+    ]
 
 
 Hasher = Callable[..., "dict[Path, FileDigest | FtManifestError]"]
@@ -347,4 +392,8 @@ def no_rank_timeout(args: Any, example: str) -> None:
 
 def agree_exit(comm: Comm, code: int) -> int:
     """The job's exit code, the same on every rank: the worst of the ranks' codes."""
-    return max(int(c) for c in comm.all_gather(code, "exit codes"))
+    codes = comm.all_gather_json(code, "exit codes")
+    for rank, c in enumerate(codes):
+        if not isinstance(c, int) or isinstance(c, bool) or not 0 <= c <= 255:
+            raise bad_answer(rank, "exit codes", "an exit code (0-255)", _brief(c))
+    return max(codes)

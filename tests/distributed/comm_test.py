@@ -1,4 +1,5 @@
-"""Which rank this is, and the gather with a deadline, on a real torchrun job."""
+"""Which rank this is, and the gather with a deadline, on a real torchrun job; a rank
+that sends a crafted pickle runs nothing on the others and is refused by name."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ try:
     with joined(job, float(os.environ["FTM_TIMEOUT"])) as comm:
         started = time.monotonic()
         time.sleep(float(os.environ.get(f"FTM_HANG_{job.rank}", "0")))
-        got = comm.all_gather({"rank": job.rank, "pid": os.getpid()}, "test objects")
+        got = comm.all_gather_json({"rank": job.rank, "pid": os.getpid()}, "test objects")
         as_json = comm.all_gather_json({"rank": job.rank, "text": "é\\n" * (job.rank * 5000)})
         if job.rank == 1:  # a rank whose answer is not JSON (a hostile or broken peer)
             import json as json_module
@@ -139,3 +140,71 @@ def test_a_rank_that_joins_then_hangs_is_a_timeout_refusal(tmp_path: Path) -> No
     assert "not every rank answered while gathering test objects within 3 s" in str(zero["error"])
     assert 2.5 <= float(zero["elapsed"]) < 3 + 15
     assert job.elapsed < 60
+
+
+ATTACK = """\
+import json, os, pickle, sys
+from pathlib import Path
+from ftmanifest.data import parallel
+from ftmanifest.distributed import shard
+from ftmanifest.distributed.comm import job_from_env, joined
+from ftmanifest.errors import FtManifestError
+
+class Boom:
+    def __reduce__(self):
+        return (os.mkdir, (os.environ["FTM_MARKER"],))
+
+job = job_from_env()
+out = Path(os.environ["FTM_OUT"])
+steps = {
+    "exit codes": lambda c: shard.agree_exit(c, 0),
+    "file stats": lambda c: shard.hash_files(c, [out / "ftm_rank_main.py"], use_cache=False),
+    "record signatures": lambda c: list(
+        parallel.RankSigner(c, parallel.Workers(1)).signatures(out / "rows.jsonl", None)
+    ),
+}
+result = {}
+with joined(job, 60.0) as comm:
+    for name, step in steps.items():
+        if job.rank == 1:  # a hostile peer: raw pickle bytes instead of the step's answer
+            comm.all_gather_bytes(pickle.dumps(Boom()), name)
+            continue
+        try:
+            step(comm)
+            result[name] = "accepted"
+        except FtManifestError as exc:
+            result[name] = {"message": exc.message, "exit_code": exc.exit_code}
+(out / f"attack-{job.rank}.json").write_text(json.dumps(result))
+"""
+
+
+def test_a_rank_sending_a_crafted_pickle_runs_nothing_and_is_refused(tmp_path: Path) -> None:
+    """Rank 1 answers three gathers with pickle bytes that would create a folder when
+    unpickled: rank 0 refuses each naming rank 1 (exit 1), and the folder never appears."""
+    import os
+    import pickle
+
+    marker = tmp_path / "pwned"
+    probe = tmp_path / "probe"
+
+    class Boom:
+        def __reduce__(self) -> tuple[object, ...]:
+            return (os.mkdir, (str(probe),))
+
+    pickle.loads(pickle.dumps(Boom()))  # what all_gather_object would have done
+    assert probe.is_dir()
+    rows = "".join(json.dumps({"text": f"row {i} of the data"}) + "\n" for i in range(50))
+    (tmp_path / "rows.jsonl").write_text(rows, "utf-8")
+    job = torchrun(tmp_path, ATTACK, env={"FTM_MARKER": str(marker)}, timeout=120)
+    assert job.rc == 0, job.log
+    result = _gathered_attack(tmp_path)
+    assert set(result) == {"exit codes", "file stats", "record signatures"}, job.log
+    for name, refusal in result.items():
+        assert refusal["exit_code"] == 1, (name, refusal)
+        assert refusal["message"].startswith("rank 1 sent an answer that is not"), refusal
+        assert name in refusal["message"]
+    assert not marker.exists()
+
+
+def _gathered_attack(folder: Path) -> dict[str, dict[str, object]]:
+    return json.loads((folder / "attack-0.json").read_text())  # type: ignore[no-any-return]

@@ -1,18 +1,15 @@
 """Hashing split over ranks (ftmanifest.distributed.shard), without torchrun.
 
 ``assign`` is pure and tested alone.  ``hash_files`` runs on threads, one per
-rank, with a comm whose ``all_gather`` pickles every object as gloo does, so
-a result that does not survive pickling fails here too.  The torchrun tests
+rank, over ``Comm``'s own JSON gather (tests/distributed/threads.py), so a
+result that does not survive the wire fails here too.  The torchrun tests
 (lock_scan_test.py) run the same code over real processes.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 import random
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,65 +19,10 @@ from hypothesis import strategies as st
 
 from ftmanifest import hashing
 from ftmanifest.distributed import shard
-from ftmanifest.distributed.comm import Job
 from ftmanifest.distributed.shard import FILE_COST, FileKey, Planned, assign
 from ftmanifest.errors import FtManifestError
 from ftmanifest.statcache import StatCache
-
-# --- a job of threads ---------------------------------------------------------
-
-
-class _Group:
-    def __init__(self, n: int) -> None:
-        self.slots: list[Any] = [None] * n
-        self.barrier = threading.Barrier(n, timeout=10)
-
-
-class ThreadComm:
-    """``Comm``'s interface over threads; every object crosses a pickle."""
-
-    def __init__(self, group: _Group, rank: int, node_rank: int = 0) -> None:
-        n = len(group.slots)
-        self.group = group
-        self.job = Job(rank, n, rank, n, node_rank, "threads:0")
-        self.sent: list[Any] = []  # what this rank gathered, in order
-
-    @property
-    def rank(self) -> int:
-        return self.job.rank
-
-    @property
-    def world_size(self) -> int:
-        return self.job.world_size
-
-    def all_gather(self, obj: Any, what: str = "results") -> list[Any]:
-        self.sent.append(obj)
-        self.group.slots[self.rank] = pickle.loads(pickle.dumps(obj))
-        self.group.barrier.wait()
-        out = list(self.group.slots)
-        self.group.barrier.wait()
-        return out
-
-
-def on_ranks(fns: list[Callable[[ThreadComm], Any]], nodes: list[int] | None = None) -> list[Any]:
-    """Run ``fns[r](comm_r)`` on one thread per rank; each rank's value or exception."""
-    group = _Group(len(fns))
-    out: list[Any] = [None] * len(fns)
-
-    def run(rank: int) -> None:
-        comm = ThreadComm(group, rank, (nodes or [0] * len(fns))[rank])
-        try:
-            out[rank] = fns[rank](comm)
-        except BaseException as exc:
-            out[rank] = exc  # the others time out at their next gather, as gloo's would
-
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(len(fns))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not any(t.is_alive() for t in threads), "a rank hung"
-    return out
+from tests.distributed.threads import ThreadComm, on_ranks
 
 
 def same(a: dict[Path, Any], b: dict[Path, Any]) -> None:
@@ -273,7 +215,7 @@ def test_a_rank_at_another_step_is_a_mismatch_not_a_crash(tmp_path: Path) -> Non
     results = on_ranks(
         [
             lambda c: shard.hash_files(c, [tmp_path / "a"], use_cache=False),
-            lambda c: c.all_gather({"rank": 1, "packages": {}}, "fingerprints"),
+            lambda c: c.all_gather_json({"rank": 1, "packages": {}}, "fingerprints"),
         ]
     )
     assert isinstance(results[0], shard.RankMismatchError), results
@@ -283,6 +225,7 @@ def test_a_rank_at_another_step_is_a_mismatch_not_a_crash(tmp_path: Path) -> Non
 OPEN_AT = """\
 import sys, time
 from ftmanifest.statcache import StatCache
+from tests.distributed.threads import ThreadComm, on_ranks
 while time.time() < float(sys.argv[2]):
     pass
 print(StatCache(sys.argv[1]).enabled)
@@ -343,7 +286,7 @@ def test_what_a_ranks_cache_knows_never_crosses_the_job(tmp_path: Path) -> None:
     for result in second:
         same(expected, result)
     assert first[0][files[1]] == second[0][files[1]]
-    sent = [[k[6] for k in c.sent[-2][1] if k] for c in comms]  # the keys of the second run
+    sent = [[k[6] for k in c.sent[-2]["keys"] if k] for c in comms]  # the keys of the second run
     # each rank sends what the other read in the first run and the changed file,
     # less what it has hashed itself since (rank 1: files 0 and 1)
     changed = {str(files[0])}
