@@ -400,12 +400,15 @@ class RankSigner:
                 share = [(i, job) for i, job in window if i % size == rank]
                 signed = self.workers._run(job for _i, job in share)
                 out = [(i, sigs) for (i, _job), (_j, sigs) in zip(share, signed, strict=True)]
-                mine = sigpack.pack_round(out, len(window) < width)
+                # rank 0 keeps its own signatures: the others read only the header
+                sent = [(i, []) for i, _sigs in out] if rank == 0 else out
+                mine = sigpack.pack_round(sent, len(window) < width)
             except FtManifestError as exc:
                 mine = sigpack.pack_error(exc)
             got = _gather(self.comm, mine, "record signatures", full=rank == 0)
             _raise_for(got, rank)
             if rank == 0:
+                got[0] = ("round", out, got[0][2])
                 merged = sorted(_own_chunks(got, start, width, size))
                 for _i, sigs in merged:
                     for n, line, h, m in sigs:

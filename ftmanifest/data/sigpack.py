@@ -17,14 +17,16 @@ caller refuses naming the rank.  One payload, little-endian:
 A MinHash crosses as its ``NUM_PERM`` values: rensa has no constructor from
 values, so the receiver writes rensa's own state (the header of a fresh
 ``RMinHash``, then the values as 5-byte LEB128 varints) from values it has
-checked, and ``__setstate__`` reads it; ``pack_round`` reads the values out
-of the same state (``__getstate__``, a few times faster than ``digest()``).
-``_prefix`` checks once that this rensa reads and writes that layout and
-stops with an internal error if not.
+checked, and ``__setstate__`` reads it; ``pack_round`` takes the values
+from ``digest()``.  ``_prefix`` checks once that this rensa reads that
+layout back and stops with an internal error if not.  Rank 0 keeps its own
+signatures and sends only its chunk table (record counts 0).
 """
 
 from __future__ import annotations
 
+import array
+import itertools
 import json
 import struct
 from functools import lru_cache
@@ -106,30 +108,10 @@ def minhash_values(minhashes: list[Any]) -> Any:
     """The ``NUM_PERM`` values of each MinHash, as a (n, NUM_PERM) uint32 array."""
     import numpy as np
 
-    prefix = _prefix()
-    states = [bytes(m.__getstate__()) for m in minhashes]
-    if not all(s.startswith(prefix) for s in states):
-        raise _unknown_rensa("a MinHash's state has another header")
-    body = np.frombuffer(b"".join(s[len(prefix) :] for s in states), dtype=np.uint8)
-    ends = np.flatnonzero(body < 0x80)  # the last byte of each varint
-    bounds = np.cumsum([len(s) - len(prefix) for s in states])
-    if len(ends) != len(states) * NUM_PERM or not np.array_equal(
-        ends[NUM_PERM - 1 :: NUM_PERM] + 1, bounds
-    ):
-        raise _unknown_rensa(f"a MinHash's state does not hold {NUM_PERM} values")
-    if not len(ends):
-        return np.zeros((0, NUM_PERM), dtype=np.uint32)
-    starts = np.concatenate(([0], ends[:-1] + 1))
-    lengths = ends - starts + 1
-    if lengths.max() > 5:
-        raise _unknown_rensa("a value of more than 32 bits")
-    # each byte's 7 bits, shifted by its place in its varint, summed per varint
-    place = np.arange(len(body)) - np.repeat(starts, lengths)
-    bits = (body & 0x7F).astype(np.uint64) << (place.astype(np.uint64) * np.uint64(7))
-    values = np.add.reduceat(bits, starts)
-    if values.max() > 0xFFFFFFFF:
-        raise _unknown_rensa("a value of more than 32 bits")
-    return values.astype(np.uint32).reshape(len(states), NUM_PERM)
+    values = array.array("I", itertools.chain.from_iterable(m.digest() for m in minhashes))
+    if values.itemsize != 4 or len(values) != len(minhashes) * NUM_PERM:
+        raise _unknown_rensa(f"a MinHash of other than {NUM_PERM} 32-bit values")
+    return np.frombuffer(values, dtype=np.uint32).reshape(len(minhashes), NUM_PERM)
 
 
 def minhashes(values: Any) -> list[Any]:

@@ -38,7 +38,7 @@ hang.  ``Planned`` lets a caller that hashes in several calls (``lock``,
 serve; ``plan_manifest`` does that for a manifest's files.
 
 Every rank receives every rank's keys: the exchange grows with ranks x
-files not yet cached (about 100 bytes of JSON a file).  Two ranks of one host share
+files not yet cached (about 130 bytes of JSON a file).  Two ranks of one host share
 the default cache folder; ``sqlite_store`` retries the WAL switch that two
 processes creating the file together would otherwise lose.
 """
