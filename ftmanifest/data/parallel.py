@@ -409,7 +409,7 @@ class RankSigner:
             _raise_for(got, rank)
             if rank == 0:
                 got[0] = ("round", out, got[0][2])
-                merged = sorted(_own_chunks(got, start, width, size))
+                merged = sorted(_own_chunks(got, start, len(window), size))
                 for _i, sigs in merged:
                     for n, line, h, m in sigs:
                         number = number + 1 if lines else n
@@ -419,21 +419,23 @@ class RankSigner:
             start += width
 
 
-def _own_chunks(got: list[Payload], start: int, width: int, size: int) -> list[Any]:
-    """Every rank's chunks of this round, each checked to be that rank's to sign."""
+def _own_chunks(got: list[Payload], start: int, count: int, size: int) -> list[Any]:
+    """Every rank's chunks of this round, each rank's exactly the ones rank 0 expects of
+    it (of chunks ``start`` to ``start + count - 1``, those its rank modulo ``size``)."""
     from ftmanifest.distributed.comm import bad_answer
 
     out = []
     for who, p in enumerate(got):
-        for i, sigs in p[1]:
-            if not (start <= i < start + width and i % size == who):
-                raise bad_answer(
-                    who,
-                    "record signatures",
-                    f"chunks of {start}-{start + width - 1} that are rank {who}'s to sign",
-                    f"chunk {i}",
-                )
-            out.append((i, sigs))
+        expected = [i for i in range(start, start + count) if i % size == who]
+        sent = sorted(i for i, _sigs in p[1])
+        if sent != expected:
+            raise bad_answer(
+                who,
+                "record signatures",
+                f"its chunks of this round ({expected[:5]}{'...' if len(expected) > 5 else ''})",
+                f"chunks {sent[:5]}{'...' if len(sent) > 5 else ''}",
+            )
+        out += p[1]
     return out
 
 

@@ -306,12 +306,24 @@ def test_payloads_that_do_not_fit_are_malformed(tmp_path: Path) -> None:
             pytest.fail(name)
 
 
-def test_a_chunk_that_is_not_the_ranks_own_is_refused_by_name(tmp_path: Path) -> None:
-    """Rank 1 sends a well-formed round holding chunk 0 (rank 0's)."""
+@pytest.mark.parametrize(
+    ("chunks", "observed"),
+    [
+        ([(0, [])], "chunks [0]"),  # rank 0's chunk
+        ([(1, []), (3, []), (5, []), (7, [])], "chunks [1, 3, 5, 7]"),  # one past the round
+        ([(1, []), (5, [])], "chunks [1, 5]"),  # one left out: its records would be lost
+    ],
+)
+def test_chunks_that_are_not_the_ranks_own_are_refused_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunks: list[Any], observed: str
+) -> None:
+    """Rank 1 sends a well-formed round, but not of its chunks 1, 3 and 5 of round one."""
+    monkeypatch.setattr(parallel, "CHUNK_RECORDS", 16)  # 200 records: 13 chunks
     path = _data(tmp_path)
-    forged = sigpack.pack_round([(0, [])], ended=True)
+    forged = sigpack.pack_round(chunks, ended=True)
     results = on_ranks([_sign(path), lambda c: c.all_gather_bytes(forged, "signatures")])
     _refused_by_name(results[0])
+    assert results[0].observed == f"rank 1: {observed}"
 
 
 def test_two_thread_ranks_sign_exactly_what_one_process_signs(
