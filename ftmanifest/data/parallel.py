@@ -51,10 +51,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ftmanifest.data.text import normalise, record_text, shingle_list
+from ftmanifest.data.text import NUM_PERM, SEED, normalise, record_text, shingle_list
 
-NUM_PERM = 128
-SEED = 42
 CHUNK_BYTES = 1 << 20
 CHUNK_RECORDS = 4096
 IN_FLIGHT = 3  # chunks per worker read ahead of the one being consumed

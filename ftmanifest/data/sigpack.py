@@ -32,7 +32,7 @@ import struct
 from functools import lru_cache
 from typing import Any
 
-from ftmanifest.data.parallel import NUM_PERM, SEED
+from ftmanifest.data.text import NUM_PERM, SEED
 from ftmanifest.distributed import wire
 from ftmanifest.distributed.wire import Malformed
 from ftmanifest.errors import FtManifestError

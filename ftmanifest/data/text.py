@@ -26,6 +26,10 @@ DEFAULT_FIELDS: tuple[tuple[str, ...], ...] = (("messages",), ("prompt", "comple
 """Tried in order: the first group with a key present in a record is its text."""
 
 SHINGLE_WORDS = 3
+NUM_PERM = 128
+"""MinHash permutations per record (the signature's length)."""
+SEED = 42
+"""The MinHash seed: every process must sign with the same one."""
 _SPACE = re.compile(r"\s+")
 _SEP = "\n"  # between fields (normalised to one space like any whitespace)
 
