@@ -18,8 +18,12 @@ expect() {
   local want=$1; shift
   printf '$ %s\n' "$*"
   "$@" 2>&1 | tee "$LOG"
-  local got=${PIPESTATUS[0]}
-  if grep -q "Traceback (most recent call last)" "$LOG"; then
+  judge "$want" "${PIPESTATUS[0]}" "$LOG"
+}
+# judge WANT GOT LOG...: the verdict on one command from its exit code and its output.
+judge() {
+  local want=$1 got=$2; shift 2
+  if cat "$@" | grep -q "Traceback (most recent call last)"; then
     printf '   -> exit %s with a traceback: DEMO FAILED\n' "$got"
     FAILED=1
   elif [ "$got" -eq "$want" ]; then
@@ -379,46 +383,30 @@ expect 0 ftmanifest data sample "$OUT/leaky/manifest.yaml" --split eval --per-ca
 step "22. torchrun: lock, verify, scan and data check over the ranks of a 2-process job; one rank with a different environment variable stops the whole job, naming the rank"
 # torchrun's launcher prints its own Python traceback when a rank exits non-zero (a
 # refusal, here), so each rank's output goes to a log folder and is shown from there.
-# dist CODE ARGS...: run `ftmanifest ARGS` on 2 ranks; show rank 0's output and every
+# dist CODE ARGS...: run `torchrun ... ARGS` on 2 ranks; show rank 0's output and every
 # rank's stderr; check the job's exit code; a traceback in a rank fails the step.
 dist() {
   local want=$1; shift
   local logs="$OUT/torchrun-logs"
   rm -rf "$logs"
-  printf '$ torchrun --standalone --nproc-per-node 2 -m ftmanifest %s\n' "$*"
-  torchrun --standalone --nproc-per-node 2 --log-dir "$logs" --redirects 3 \
-    -m ftmanifest "$@" 2>/dev/null >/dev/null
+  printf '$ torchrun --standalone --nproc-per-node 2 %s\n' "$*"
+  torchrun --standalone --nproc-per-node 2 --log-dir "$logs" --redirects 3 "$@" >/dev/null 2>&1
   local got=$?
   cat "$logs"/*/attempt_0/0/stdout.log "$logs"/*/attempt_0/*/stderr.log
-  if cat "$logs"/*/attempt_0/*/std*.log | grep -q "Traceback (most recent call last)"; then
-    printf '   -> exit %s with a traceback: DEMO FAILED\n' "$got"
-    FAILED=1
-  elif [ "$got" -eq "$want" ]; then
-    printf '   -> exit %s (as expected)\n' "$got"
-  else
-    printf '   -> exit %s, expected %s: DEMO FAILED\n' "$got" "$want"
-    FAILED=1
-  fi
+  judge "$want" "$got" "$logs"/*/attempt_0/*/std*.log
 }
 cp -r "$OUT/leaky" "$OUT/ddp"
 printf 'distributed:\n  strategy: ddp\n  world_size: 2\n  nodes: 1\n' >> "$OUT/ddp/manifest.yaml"
 ( cd "$OUT/ddp" && $GIT add -A && $GIT commit -qm "two ranks" )
 export TOKENIZERS_PARALLELISM=false
-dist 0 lock "$OUT/ddp/manifest.yaml" --distributed
+dist 0 -m ftmanifest lock "$OUT/ddp/manifest.yaml" --distributed
 expect 0 ftmanifest sign "$OUT/ddp/manifest.yaml" --key "$OUT/keys/alice" --replace
-dist 0 verify "$OUT/ddp/manifest.yaml" --distributed
-dist 0 scan "$OUT/ddp/data" --distributed
-dist 0 data check "$OUT/ddp/manifest.yaml" --distributed --examples 0
+dist 0 -m ftmanifest verify "$OUT/ddp/manifest.yaml" --distributed
+dist 0 -m ftmanifest scan "$OUT/ddp/data" --distributed
+dist 0 -m ftmanifest data check "$OUT/ddp/manifest.yaml" --distributed --examples 0
 # rank 1 alone runs with another value of a pinned variable: every rank refuses
-printf '$ torchrun ... (rank 1 with TOKENIZERS_PARALLELISM=true) verify --distributed\n'
-rm -rf "$OUT/torchrun-logs"
-torchrun --standalone --nproc-per-node 2 --log-dir "$OUT/torchrun-logs" --redirects 3 \
-  --no-python bash -c '[ "$LOCAL_RANK" = 1 ] && export TOKENIZERS_PARALLELISM=true
-    exec ftmanifest verify "$0" --distributed' "$OUT/ddp/manifest.yaml" >/dev/null 2>&1
-got=$?
-cat "$OUT"/torchrun-logs/*/attempt_0/0/stdout.log "$OUT"/torchrun-logs/*/attempt_0/*/stderr.log
-if [ "$got" -eq 1 ]; then echo "   -> exit 1 (as expected)"; else
-  echo "   -> exit $got, expected 1: DEMO FAILED"; FAILED=1; fi
+dist 1 --no-python bash -c '[ "$LOCAL_RANK" = 1 ] && export TOKENIZERS_PARALLELISM=true
+  exec ftmanifest verify "$0" --distributed' "$OUT/ddp/manifest.yaml"
 unset TOKENIZERS_PARALLELISM
 
 step "summary"
