@@ -11,10 +11,8 @@ from typing import Any
 
 import pytest
 
-from ftmanifest.examples.project import build_example
-from ftmanifest.lock import lock_manifest
 from ftmanifest.probe.packages import installed_distributions
-from tests.distributed.launch import torchrun
+from tests.distributed.launch import torchrun, two_rank_example
 
 TRAIN = """\
 import json, os
@@ -61,13 +59,7 @@ except DriftRefusedError as exc:
 
 @pytest.fixture(scope="module")
 def locked(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    manifest = build_example(tmp_path_factory.mktemp("example"), arch="llama", seed=0)
-    text = manifest.read_text("utf-8")
-    manifest.write_text(
-        text + "\ndistributed:\n  strategy: ddp\n  world_size: 2\n  nodes: 1\n", "utf-8"
-    )
-    lock_manifest(manifest)
-    return manifest
+    return two_rank_example(tmp_path_factory.mktemp("example"))
 
 
 def _train(locked: Path, tmp_path: Path, ranks: dict[str, Any]) -> dict[int, dict[str, Any]]:

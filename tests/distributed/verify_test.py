@@ -18,25 +18,16 @@ from ftmanifest.cli.verify import print_job, rank_line
 from ftmanifest.distributed.fingerprint import sane, strategy_from_args, strategy_from_env
 from ftmanifest.distributed.verify import judge, judge_manifests
 from ftmanifest.errors import EXIT_INPUT, EXIT_OK, EXIT_REFUSED
-from ftmanifest.examples.project import build_example
-from ftmanifest.lock import lock_manifest
 from ftmanifest.manifest import load_manifest
 from ftmanifest.probe.packages import forced_versions, installed_distributions
-from tests.distributed.launch import JobResult, torchrun, verify_job
+from tests.distributed.launch import JobResult, torchrun, two_rank_example, verify_job
 
 WIDE = {"COLUMNS": "250"}  # table rows on one line each
 
 
 @pytest.fixture(scope="module")
 def locked(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny example for a job of two ranks on one node, locked to this machine."""
-    manifest = build_example(tmp_path_factory.mktemp("example"), arch="llama", seed=0)
-    text = manifest.read_text("utf-8")
-    manifest.write_text(
-        text + "\ndistributed:\n  strategy: ddp\n  world_size: 2\n  nodes: 1\n", "utf-8"
-    )
-    lock_manifest(manifest)
-    return manifest
+    return two_rank_example(tmp_path_factory.mktemp("example"))
 
 
 def _copy(locked: Path, folder: Path) -> Path:
