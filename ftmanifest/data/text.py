@@ -15,6 +15,7 @@ only in width forms, case or spacing compare equal.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -34,17 +35,29 @@ _SPACE = re.compile(r"\s+")
 _SEP = "\n"  # between fields (normalised to one space like any whitespace)
 
 
-def normalise(text: str) -> str:
-    """NFKC, casefold, whitespace runs collapsed to one space, ends stripped.
+@functools.cache
+def _invisible() -> re.Pattern[str]:
+    """Every format character (Unicode category Cf: zero-width spaces and joiners,
+    soft hyphens, bidi controls, the BOM, tags), built once per process."""
+    chars = "".join(chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf")
+    return re.compile("[" + re.escape(chars) + "]+")
 
+
+def normalise(text: str) -> str:
+    """NFKC, casefold, format characters dropped, whitespace runs collapsed to one
+    space, ends stripped.
+
+    Format characters (zero-width spaces, soft hyphens, bidi controls) change no
+    glyph, so a copy with them sprinkled between letters is still the same text.
     Idempotent: ``normalise(normalise(t)) == normalise(t)``.  Casefolding can
-    leave text NFKC would change again (and the reverse), so both steps repeat
-    until the text no longer changes (at most a few rounds).
+    leave text NFKC would change again (and the reverse; so can dropping a
+    joiner), so the steps repeat until the text no longer changes.
     """
+    invisible = _invisible()
     previous = None
     while text != previous:
         previous = text
-        text = unicodedata.normalize("NFKC", text).casefold()
+        text = invisible.sub("", unicodedata.normalize("NFKC", text).casefold())
     return _SPACE.sub(" ", text).strip()
 
 

@@ -128,6 +128,21 @@ def test_exact_train_test_duplicate_refuses_even_unsealed(tmp_path: Path) -> Non
     assert pair(report, "train", "test").exact == 1 and not report.ok
 
 
+def test_invisible_characters_do_not_hide_a_copy(tmp_path: Path) -> None:
+    """A test record copied into train with zero-width spaces, a soft hyphen and a
+    bidi mark inside its words is the same text to a reader: an exact duplicate."""
+    text = "the refund for order 1234 has not arrived after two weeks"
+    hidden = (
+        "the re\u200bfund for or\u00adder 1234 has\u200d not arr\u2060ived after two\u200e weeks"
+    )
+    write_jsonl(tmp_path / "train.jsonl", [{"text": hidden}, {"text": "other"}])
+    write_jsonl(tmp_path / "eval.jsonl", [{"text": "unrelated"}])
+    write_jsonl(tmp_path / "test.jsonl", [{"text": text}])
+    report = check_leakage(splits(tmp_path, sealed=False))
+    assert pair(report, "train", "test").exact == 1 and not report.ok
+    assert normalise("a\ufeffb\u200c c") == "ab c"
+
+
 def test_pairs_below_the_threshold_stay_apart(tmp_path: Path) -> None:
     rng = random.Random(3)
     base = [sentence(rng) for _ in range(50)]
