@@ -24,8 +24,6 @@ def splits_of(
     loaded: Any, *, allow_outside: bool = False, fields: Sequence[str] = ()
 ) -> list[Split]:
     """One ``Split`` per text data entry whose role is train, eval, baseline-eval or test."""
-    from ftmanifest.observe import resolve_inside
-
     base = Path(loaded.path).parent
     out = []
     for i, entry in enumerate(loaded.manifest.data):
@@ -40,26 +38,7 @@ def splits_of(
                 observed=entry.format,
                 hint="declare the entry's format (images: a folder with one sub-folder per class)",
             )
-        path = resolve_inside(base, entry.path, ("data", i, "path"), allow_outside)
-        if not path.exists():
-            raise InputNotFoundError(
-                f"data entry {entry.name!r}: file not found: {entry.path}",
-                path=str(path),
-                loc=("data", i, "path"),
-                expected="the split's data file",
-                observed="nothing there",
-                hint="fix the entry's path, or restore the file",
-            )
-        if path.is_dir():
-            raise InputError(
-                f"data entry {entry.name!r} is a folder",
-                path=str(path),
-                loc=("data", i, "path"),
-                expected="one data file per split",
-                observed="a folder",
-                hint="point the entry at one file (JSONL, CSV, ...) per split, or declare "
-                "format: images for a folder with one sub-folder per class",
-            )
+        path = _located(base, i, entry, allow_outside, folder=False)
         split = Split(entry.name, entry.role, path, entry.format, entry.sealed, tuple(fields))
         out.append(split)
     _distinct(loaded)
@@ -69,35 +48,56 @@ def splits_of(
 def image_splits_of(loaded: Any, *, allow_outside: bool = False) -> list[Split]:
     """One ``Split`` per ``format: images`` entry whose role is train, eval,
     baseline-eval or test (its path a folder; a missing one refused)."""
-    from ftmanifest.observe import resolve_inside
-
     base = Path(loaded.path).parent
     out = []
     for i, entry in enumerate(loaded.manifest.data):
         if entry.role not in ROLE_ORDER or entry.format != IMAGES:
             continue
-        path = resolve_inside(base, entry.path, ("data", i, "path"), allow_outside)
-        if not path.exists():
-            raise InputNotFoundError(
-                f"data entry {entry.name!r}: folder not found: {entry.path}",
-                path=str(path),
-                loc=("data", i, "path"),
-                expected="the split's image folder (one sub-folder per class)",
-                observed="nothing there",
-                hint="fix the entry's path, or restore the folder",
-            )
-        if not path.is_dir():
-            raise InputError(
-                f"data entry {entry.name!r} (format: images) is not a folder",
-                path=str(path),
-                loc=("data", i, "path"),
-                expected="a folder with one sub-folder per class",
-                observed="a file",
-                hint="point the entry at the split's image folder, or fix its format",
-            )
+        path = _located(base, i, entry, allow_outside, folder=True)
         out.append(Split(entry.name, entry.role, path, IMAGES, entry.sealed))
     _distinct(loaded)
     return out
+
+
+def _located(base: Path, i: int, entry: Any, allow_outside: bool, *, folder: bool) -> Path:
+    """The entry's path inside the manifest's folder: a file, or (``folder``) an
+    image folder with one sub-folder per class; anything else refused."""
+    from ftmanifest.observe import resolve_inside
+
+    loc = ("data", i, "path")
+    path = resolve_inside(base, entry.path, loc, allow_outside)
+    kind = "folder" if folder else "file"
+    if not path.exists():
+        raise InputNotFoundError(
+            f"data entry {entry.name!r}: {kind} not found: {entry.path}",
+            path=str(path),
+            loc=loc,
+            expected="the split's image folder (one sub-folder per class)"
+            if folder
+            else "the split's data file",
+            observed="nothing there",
+            hint=f"fix the entry's path, or restore the {kind}",
+        )
+    if folder and not path.is_dir():
+        raise InputError(
+            f"data entry {entry.name!r} (format: images) is not a folder",
+            path=str(path),
+            loc=loc,
+            expected="a folder with one sub-folder per class",
+            observed="a file",
+            hint="point the entry at the split's image folder, or fix its format",
+        )
+    if not folder and path.is_dir():
+        raise InputError(
+            f"data entry {entry.name!r} is a folder",
+            path=str(path),
+            loc=loc,
+            expected="one data file per split",
+            observed="a folder",
+            hint="point the entry at one file (JSONL, CSV, ...) per split, or declare "
+            "format: images for a folder with one sub-folder per class",
+        )
+    return path
 
 
 def _distinct(loaded: Any) -> None:
