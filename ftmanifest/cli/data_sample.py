@@ -188,15 +188,19 @@ def _refuse_input(out: Path, loaded: Any, payload: dict[str, Any]) -> None:
     base = Path(loaded.path).parent
     inputs = [Path(loaded.path)] + [base / d.path for d in loaded.manifest.data]
     model = payload["tokenizer"]["folder"]
-    if model is not None and Path(model).resolve() in out.resolve().parents:
-        raise UsageError(
-            "--html would write into the pinned model's folder",
-            path=str(out),
-            field="--html",
-            expected="a path outside the model's folder",
-            observed=f"inside {model}",
-            hint="write the page somewhere else, e.g. --html sample.html",
-        )
+    pinned = [("the pinned model's folder", Path(model))] if model is not None else []
+    pinned += [(f"the pinned data folder {d.name!r}", base / d.path) for d in loaded.manifest.data]
+    parents = out.resolve().parents
+    for what, folder in pinned:
+        if folder.is_dir() and folder.resolve() in parents:
+            raise UsageError(
+                f"--html would write into {what} (a new file there is drift)",
+                path=str(out),
+                field="--html",
+                expected="a path outside every pinned folder",
+                observed=f"inside {folder}",
+                hint="write the page somewhere else, e.g. --html sample.html",
+            )
     for p in inputs:
         try:
             same = os.path.samefile(out, p)

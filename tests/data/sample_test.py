@@ -341,6 +341,21 @@ def test_html_never_overwrites_an_input(
     assert not (tmp_path / "model" / "sample.html").exists()
 
 
+def test_html_never_adds_a_file_to_a_pinned_data_folder(
+    tmp_path: Path, tok_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A page written into a data entry that is a folder would change its tree digest."""
+    m = project(tmp_path, tok_dir)
+    (tmp_path / "raw" / "part").mkdir(parents=True)
+    (tmp_path / "raw" / "part" / "a.txt").write_text("x\n")
+    text = m.read_text().replace("training:", "  - {name: raw, role: other, path: raw}\ntraining:")
+    m.write_text(text)
+    target = tmp_path / "raw" / "part" / "sample.html"
+    code, _, err = sample(capsys, str(m), "--per-category", "1", "--html", str(target))
+    assert code == 2 and "pinned" in err and "raw" in err
+    assert not target.exists()
+
+
 def test_a_chat_template_that_raises_is_exit_1_naming_the_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
