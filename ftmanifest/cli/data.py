@@ -140,8 +140,10 @@ def _check(args: argparse.Namespace, signer: Any = None) -> int:
     before = None
     if args.write_clean is not None:
         from ftmanifest.data.clean import fingerprint, refuse_input
+        from ftmanifest.data.splits import refuse_into_pinned
 
         refuse_input(train[0].path, args.write_clean)
+        refuse_into_pinned(args.write_clean, loaded, "--write-clean")
         before = fingerprint(train[0].path)
     from ftmanifest.data.parallel import cores, default_jobs
 

@@ -185,22 +185,12 @@ def sample_payload(loaded: Any, args: argparse.Namespace) -> dict[str, Any]:
 def _refuse_input(out: Path, loaded: Any, payload: dict[str, Any]) -> None:
     """``--html`` must not replace the manifest or a data file it read, nor add a
     file to the pinned model's folder (that would be drift of the model)."""
+    from ftmanifest.data.splits import refuse_into_pinned
+
     base = Path(loaded.path).parent
     inputs = [Path(loaded.path)] + [base / d.path for d in loaded.manifest.data]
     model = payload["tokenizer"]["folder"]
-    pinned = [("the pinned model's folder", Path(model))] if model is not None else []
-    pinned += [(f"the pinned data folder {d.name!r}", base / d.path) for d in loaded.manifest.data]
-    parents = out.resolve().parents
-    for what, folder in pinned:
-        if folder.is_dir() and folder.resolve() in parents:
-            raise UsageError(
-                f"--html would write into {what} (a new file there is drift)",
-                path=str(out),
-                field="--html",
-                expected="a path outside every pinned folder",
-                observed=f"inside {folder}",
-                hint="write the page somewhere else, e.g. --html sample.html",
-            )
+    refuse_into_pinned(out, loaded, "--html", model)
     for p in inputs:
         try:
             same = os.path.samefile(out, p)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.data.leakage import ROLE_ORDER, Split
-from ftmanifest.errors import InputError, InputNotFoundError
+from ftmanifest.errors import InputError, InputNotFoundError, UsageError
 
 TEXT_FORMATS = frozenset({"jsonl", "json", "csv", "tsv", "parquet", "text"})
 IMAGES = "images"
@@ -112,3 +112,25 @@ def _distinct(loaded: Any) -> None:
             observed=twice[0],
             hint="rename one of them",
         )
+
+
+def refuse_into_pinned(out: Path, loaded: Any, flag: str, model: str | Path | None = None) -> None:
+    """Refuse an output (``flag``) inside a pinned folder: the model's (``model``, else
+    the manifest's local ``model.path``) or a data entry that is a folder.  A new
+    file there changes that folder's tree digest: the run would then drift."""
+    base = Path(loaded.path).parent
+    if model is None and loaded.manifest.model.path:
+        model = base / loaded.manifest.model.path
+    pinned = [("the pinned model's folder", Path(model))] if model is not None else []
+    pinned += [(f"the pinned data folder {d.name!r}", base / d.path) for d in loaded.manifest.data]
+    parents = Path(out).resolve().parents
+    for what, folder in pinned:
+        if folder.is_dir() and folder.resolve() in parents:
+            raise UsageError(
+                f"{flag} would write into {what} (a new file there is drift)",
+                path=str(out),
+                field=flag,
+                expected="a path outside every pinned folder",
+                observed=f"inside {folder}",
+                hint=f"write it somewhere else, e.g. {flag} {Path(out).name}",
+            )

@@ -204,6 +204,16 @@ def test_write_clean_refuses_the_input(project: dict[str, object]) -> None:
         write_clean(root / "train.jsonl", "jsonl", {1}, root / "train.jsonl")
 
 
+def test_write_clean_refuses_a_pinned_folder(project: dict[str, object]) -> None:
+    """A clean copy written into the model's folder would change its tree digest."""
+    root: Path = project["root"]  # type: ignore[assignment]
+    (root / "model").mkdir()
+    out = root / "model" / "train-clean.jsonl"
+    result = run_cli("data", "check", str(project["manifest"]), "--write-clean", str(out))
+    assert result.returncode == 2 and "pinned model's folder" in result.stderr
+    assert "Traceback" not in result.stderr and not out.exists()
+
+
 def test_csv_columns_are_the_text_and_rows_are_cleaned_whole(tmp_path: Path) -> None:
     rng = random.Random(9)
     texts = [sentence(rng) for _ in range(5)]
