@@ -222,6 +222,11 @@ class Security(Strict):
     backup_recipients: list[NonEmpty] = Field(
         default_factory=list, description="age recipients (age1...) backups are encrypted to."
     )
+    require_traced_data: bool = Field(
+        default=False,
+        description="The Trainer guard refuses a dataset it cannot trace to pinned files "
+        "(a plain torch Dataset, a generator); false records it as a warning.",
+    )
     rehash: Literal["on-stat-change", "always"] = Field(
         default="on-stat-change",
         description="When verify, run and the Trainer guard re-read pinned files: "

@@ -55,6 +55,11 @@ class ModelSource(Strict):
     tree_digest: Digest | None = Field(
         default=None, description="Digest over the sorted file list and file digests."
     )
+    attn_implementation: NonEmpty | None = Field(
+        default=None,
+        description="Attention kernel the model computes with (eager, sdpa, flash_attention_2, "
+        "flex_attention...), when pinned; the Trainer guard compares the loaded model's.",
+    )
     license: str | None = Field(default=None, description="License identifier of the weights.")
     terms_accepted: bool = Field(
         default=False, description="The download terms were read and accepted."

@@ -12,6 +12,7 @@ from pydantic import Field
 
 from ftmanifest.manifest.types import NonEmpty, NonNegativeInt, PositiveInt, Strict
 
+LayerRange = Annotated[list[NonNegativeInt], Field(min_length=2, max_length=2)]
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
 
 
@@ -50,7 +51,32 @@ class LoraMethod(Strict):
     alpha: float = Field(gt=0, description="LoRA alpha (scaling numerator).")
     dropout: float = Field(default=0.0, ge=0, lt=1, description="Dropout on the LoRA input.")
     target_modules: list[NonEmpty] | str | None = Field(
-        default=None, description="Explicit module names the adapter wraps."
+        default=None,
+        description="Modules the adapter wraps: names (a module matches when its name is the "
+        "entry or ends with '.' + entry), 'all-linear', or a regular expression matched "
+        "against the whole module name, as peft reads it.",
+    )
+    exclude_modules: list[NonEmpty] | str | None = Field(
+        default=None, description="Modules never wrapped: names or a regular expression."
+    )
+    rank_pattern: dict[NonEmpty, PositiveInt] = Field(
+        default_factory=dict,
+        description="Rank per module name or regular expression, overriding r (peft's).",
+    )
+    alpha_pattern: dict[NonEmpty, float] = Field(
+        default_factory=dict,
+        description="Alpha per module name or regular expression, overriding alpha (peft's).",
+    )
+    init: bool | NonEmpty = Field(
+        default=True,
+        description="peft's init_lora_weights: true (B = 0), 'gaussian', 'olora', 'pissa', "
+        "'eva', 'loftq'... (OLoRA and PiSSA rewrite the base weights).",
+    )
+    layer_replication: list[LayerRange] | None = Field(
+        default=None, description="peft's layer_replication: [start, end) ranges of layers."
+    )
+    fan_in_fan_out: bool = Field(
+        default=False, description="The wrapped layers store weights as (fan_in, fan_out)."
     )
     modules_to_save: list[NonEmpty] = Field(
         default_factory=list, description="Extra modules trained in full and saved."
@@ -86,6 +112,10 @@ class Optimizer(Strict):
     state_precision: Literal["fp32", "bf16", "8bit"] = Field(
         default="fp32", description="Precision of optimizer state."
     )
+    betas: Annotated[list[float], Field(min_length=2, max_length=2)] | None = Field(
+        default=None, description="Adam betas (beta1, beta2), when pinned."
+    )
+    eps: float | None = Field(default=None, gt=0, description="Adam epsilon, when pinned.")
 
 
 class Packing(Strict):
@@ -94,6 +124,29 @@ class Packing(Strict):
     enabled: bool = Field(default=False, description="Examples are packed.")
     mask_policy: Literal["block-diagonal", "none"] | None = Field(
         default=None, description="block-diagonal keeps packed examples from attending each other."
+    )
+
+
+ObjectiveKind = Literal["trainer", "sft", "dpo", "orpo", "kto", "cpo", "reward", "grpo", "rloo"]
+
+
+class Objective(Strict):
+    """What the loss optimises: the model's own loss, SFT, or a preference/RL objective."""
+
+    kind: ObjectiveKind = Field(
+        description="trainer (transformers.Trainer, the model's own loss), sft, dpo, orpo, kto, "
+        "cpo, reward, grpo, rloo (TRL's trainers)."
+    )
+    beta: float | None = Field(
+        default=None, ge=0, description="The objective's beta (DPO, ORPO, KTO, CPO, GRPO)."
+    )
+    loss_type: str | list[NonEmpty] | None = Field(
+        default=None, description="TRL's loss_type (e.g. sigmoid, ipo, nll, dapo)."
+    )
+    params: dict[NonEmpty, Any] = Field(
+        default_factory=dict,
+        description="Other parameters of the objective, by the TRL config's field names "
+        "(e.g. label_smoothing, desirable_weight); each is compared with the trainer's.",
     )
 
 
@@ -112,6 +165,14 @@ class Training(Strict):
         default=None, description="Which positions carry loss."
     )
     precision: Precision | None = Field(default=None, description="Compute precision.")
+    objective: Objective | None = Field(
+        default=None,
+        description="The training objective; absent means supervised next-token loss "
+        "(transformers.Trainer or TRL's SFTTrainer).",
+    )
+    max_grad_norm: float | None = Field(
+        default=None, ge=0, description="Gradient clipping norm, when pinned (0: no clipping)."
+    )
     activation_checkpointing: bool = Field(
         default=False, description="Recompute activations in the backward pass."
     )
