@@ -32,6 +32,19 @@ CLF = ROOT / "manifests" / "docroute-lora-r16.yaml"
 EXTRACT = ROOT / "manifests" / "invoice-extract-lora-r8.yaml"
 
 
+@pytest.fixture(autouse=True)
+def _torch_determinism_restored() -> Any:
+    """A Trainer with full_determinism (the example manifest's) switches torch's
+    deterministic mode on for the whole process; each test gets the mode it found."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        yield
+        return
+    mode = torch.are_deterministic_algorithms_enabled()
+    yield
+    torch.use_deterministic_algorithms(mode)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Keep every test (and the CLI subprocesses it starts) out of the user's caches."""
     import tempfile

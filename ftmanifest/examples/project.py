@@ -85,6 +85,12 @@ training:
   loss_on: completion
   precision: fp32
   max_steps: 3
+  optimizer:
+    name: adamw_torch
+    lr: 0.01
+    weight_decay: 0.0
+    schedule: linear
+    warmup_steps: 0
 """
 
 LOCKED_PACKAGES = ("torch", "transformers", "tokenizers", "safetensors", "numpy", "ftmanifest")

@@ -102,11 +102,18 @@ def read_texts(path: Path) -> list[str]:
 
 
 def lm_examples(
-    path: Path, tokenizer: PreTrainedTokenizerFast, *, seq_len: int = 32
+    path: Path,
+    tokenizer: PreTrainedTokenizerFast,
+    *,
+    seq_len: int = 32,
+    loss_on: Literal["completion", "all"] = "completion",
 ) -> list[dict[str, list[int]]]:
     """Causal-LM rows ``document label`` from a chat JSONL file, padded to ``seq_len``.
 
-    Loss is on every real token (padding is -100), enough for a smoke run.
+    ``loss_on="completion"`` (the example manifest's ``training.loss_on``)
+    puts loss on the label and the end token only: the document's positions
+    are labelled -100, as the Trainer guard checks on the first batch; ``all``
+    on every real token.  Padding is always -100.
     """
     rows: list[dict[str, list[int]]] = []
     pad = tokenizer.pad_token_id
@@ -114,13 +121,19 @@ def lm_examples(
         if not line.strip():
             continue
         record = json.loads(line)
-        text = f"{record['messages'][1]['content']} {record['label']}"
-        ids = tokenizer(text, truncation=True, max_length=seq_len)["input_ids"]
+        document = record["messages"][1]["content"]
+        ids = tokenizer(f"{document} {record['label']}", truncation=True, max_length=seq_len)[
+            "input_ids"
+        ]
         n = len(ids)
+        labels = list(ids)
+        if loss_on == "completion":  # the prompt is the document, without its end token
+            prompt = len(tokenizer(document)["input_ids"]) - 1
+            labels = [-100] * min(prompt, n) + ids[prompt:]
         rows.append({
             "input_ids": ids + [pad] * (seq_len - n),
             "attention_mask": [1] * n + [0] * (seq_len - n),
-            "labels": ids + [-100] * (seq_len - n),
+            "labels": labels + [-100] * (seq_len - n),
         })  # fmt: skip
     return rows
 

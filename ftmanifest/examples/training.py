@@ -17,30 +17,44 @@ def tiny_trainer(
     out: Path,
     callbacks: list[Any],
     *,
-    max_steps: int = 3,
+    manifest: Path | None = None,
     model: Any = None,
     tokenizer: Any = None,
+    args: Any = None,
+    **overrides: Any,
 ) -> Any:
     """A real ``transformers.Trainer`` for the example in ``folder``, on the CPU.
 
-    ``model``/``tokenizer`` default to loading ``folder/model`` (pass the pair
-    ``load_pinned`` returns, or any other model, to train that one instead).
+    The arguments come from the manifest (``training_arguments``; ``manifest``
+    defaults to ``folder/manifest.yaml``), ``overrides`` are passed on to it
+    (a value the manifest pins is refused there); ``args`` replaces them with
+    arguments of the caller's own (what the guard must judge).  ``model``/``tokenizer``
+    default to loading ``folder/model`` (pass the pair ``load_pinned``
+    returns, or any other model, to train that one instead).
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer
 
+    from ftmanifest.integrations.builders import _load, training_arguments
+
+    manifest = manifest or folder / "manifest.yaml"
     tok: Any = tokenizer or AutoTokenizer.from_pretrained(folder / "model")
     if model is None:
         model = AutoModelForCausalLM.from_pretrained(folder / "model")
-    args = TrainingArguments(
-        output_dir=str(out),
-        max_steps=max_steps,
-        per_device_train_batch_size=4,
-        learning_rate=1e-2,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        disable_tqdm=True,
-        logging_strategy="no",
+    options: dict[str, Any] = {
+        "output_dir": str(out),
+        "use_cpu": True,
+        "report_to": [],
+        "save_strategy": "no",
+        "disable_tqdm": True,
+        "logging_strategy": "no",
+        **overrides,
+    }
+    args = args if args is not None else training_arguments(manifest, **options)
+    training = _load(manifest).training
+    data = lm_examples(
+        folder / "data" / "train.jsonl",
+        tok,
+        seq_len=training.seq_len or 24,
+        loss_on=training.loss_on or "completion",
     )
-    data = lm_examples(folder / "data" / "train.jsonl", tok, seq_len=24)
     return Trainer(model=model, args=args, train_dataset=data, callbacks=callbacks)

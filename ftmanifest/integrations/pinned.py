@@ -34,7 +34,10 @@ def load_pinned(
     """``(model, tokenizer)`` from exactly the snapshot ``manifest_path`` pins, offline.
 
     ``model_cls`` defaults to ``AutoModelForCausalLM``; ``kwargs`` go to its
-    ``from_pretrained`` (``dtype=``, ``device_map=``...).  The tokenizer is
+    ``from_pretrained`` (``dtype=``, ``device_map=``...), but none may replace
+    a pinned config field (``rms_norm_eps=``, ``config=``...), another
+    attention kernel than ``model.attn_implementation``, or a dtype
+    ``training.precision`` does not train with (``UsageError`` naming it).  The tokenizer is
     ``None`` when ``tokenizer=False``.  Raises ``SnapshotNotFoundError`` (field,
     expected, observed and the command that fetches it) when the pinned
     snapshot is not here.
@@ -57,6 +60,9 @@ def load_pinned(
         from transformers import AutoModelForCausalLM
 
         model_cls = AutoModelForCausalLM
+    from ftmanifest.integrations.model_config import refuse_overrides
+
+    kwargs = refuse_overrides(kwargs, folder, loaded.manifest)
     # By folder, not repo id: nothing to resolve, and the guard traces this folder.
     model = model_cls.from_pretrained(str(folder), local_files_only=True, **kwargs)
     tok = None

@@ -56,6 +56,12 @@ from ftmanifest.errors import InputError
 from ftmanifest.findings import Finding
 from ftmanifest.fsutil import atomic_write_text
 from ftmanifest.integrations import model_origin
+from ftmanifest.integrations.builders import (
+    dpo_config,
+    lora_config,
+    sft_config,
+    training_arguments,
+)
 from ftmanifest.integrations.pinned import compare_weights, load_pinned
 from ftmanifest.safe_text import escape
 from ftmanifest.verify import DriftError, VerifyReport, apply_acceptances, verify_manifest
@@ -70,6 +76,10 @@ __all__ = [
     "DriftError",
     "RUN_RECORD",
     "load_pinned",
+    "training_arguments",
+    "sft_config",
+    "dpo_config",
+    "lora_config",
 ]
 
 RUN_RECORD = "ftmanifest-run.json"
@@ -111,6 +121,11 @@ class RanksRefusedError(DriftRefusedError):
             for f in self.findings
         )
         return escape(self.message) + "".join(rows)
+
+
+def _class_name(obj: Any) -> str:
+    inner = getattr(obj, "optimizer", None) or getattr(obj, "scheduler", None) or obj
+    return f"{type(inner).__module__}.{type(inner).__qualname__}"
 
 
 def _job(args: TrainingArguments) -> Any:
@@ -187,11 +202,14 @@ class FtManifestCallback(TrainerCallback):
         self.record_path: Path | None = None
         self.bind_key = bind_key
         self.bindings: list[dict[str, Any]] = []
+        self.recipe: dict[str, Any] = {}
+        self._begin: tuple[Any, dict[str, Any]] | None = None
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
         started = runrecord.now()
+        self._begin = (args, kw)
         job = _job(args)
         if job is None:
             report = self._verify(kw.get("model"), state)
@@ -222,6 +240,7 @@ class FtManifestCallback(TrainerCallback):
         # One acceptance pass over the verify rows and the model's, so an
         # acceptance covers either and the unused ones are warned about once.
         found = report.findings + self._trace(model, state, report)
+        found += self._judge_recipe(model, state, report)
         report.findings, report.accepted, unused = apply_acceptances(found, self.options["accept"])
         report.warnings += unused
         return report
@@ -295,6 +314,56 @@ class FtManifestCallback(TrainerCallback):
                 "matches a parameter of the model"
             )
         return model_origin.judge_weights(check, pinned)
+
+    def _judge_recipe(self, model: Any, state: TrainerState, report: VerifyReport) -> list[Finding]:
+        """Rows for what the Trainer will really run: arguments, objects, first batch, config."""
+        from ftmanifest.integrations import recipe, runtime
+        from ftmanifest.manifest import load_manifest
+
+        if self._begin is None or report.loaded is None:
+            return []  # verify already refused the manifest itself
+        args, kw = self._begin
+        manifest = report.loaded.manifest
+        shown = str(self.manifest)
+        data, digest = recipe.effective_arguments(args)
+        check = recipe.judge_arguments(manifest, data, shown)
+        rows = list(check.rows)
+        rows += runtime.judge_runtime(
+            manifest, shown, args=args, model=model, optimizer=kw.get("optimizer"),
+            max_steps=int(state.max_steps or 0),
+        )  # fmt: skip
+        size = manifest.training.micro_batch or int(args.per_device_train_batch_size)
+        batch, why = runtime.first_batch(kw.get("train_dataloader"), size)
+        rows += runtime.judge_batch(manifest, shown, batch, why)
+        if model is not None:
+            rows += self._judge_config(model, load_manifest(self.manifest).manifest, shown)
+        optimizer, scheduler = kw.get("optimizer"), kw.get("lr_scheduler")
+        self.recipe = {
+            "arguments": data,
+            "arguments_digest": digest,
+            "objective": check.objective,
+            "optimizer": None if optimizer is None else _class_name(optimizer),
+            "lr_scheduler": None if scheduler is None else _class_name(scheduler),
+            "not_compared": check.not_compared,
+            "unpinned": check.unpinned,
+            "first_batch": {"judged": batch is not None, "why_not": why},
+        }
+        if check.unpinned:
+            report.warnings.append(
+                "Trainer options that change training and have no manifest field: "
+                + ", ".join(f"{k}={v!r}" for k, v in sorted(check.unpinned.items()))
+            )
+        return rows
+
+    def _judge_config(self, model: Any, manifest: Any, shown: str) -> list[Finding]:
+        from ftmanifest.integrations.model_config import judge_config
+
+        pinned = model_origin.read_pinned(
+            manifest.model, self.manifest, allow_outside=bool(self.options["allow_outside"])
+        )
+        if pinned.folder is None:
+            return []  # a missing snapshot is already a verify row
+        return judge_config(model_origin.unwrap_model(model), pinned.folder, manifest, shown)
 
     def on_save(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -399,6 +468,7 @@ class FtManifestCallback(TrainerCallback):
             start_global_step=state.global_step,
             final_global_step=None,
             model_origin=dict(self.origin),
+            recipe=dict(self.recipe),
             trainer={
                 "seed": args.seed,
                 "data_seed": args.data_seed,

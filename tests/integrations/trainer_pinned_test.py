@@ -44,7 +44,7 @@ from tests.integrations.trainer_guard_test import _weights, example, locked  # n
 from tests.support.hubcache import build_hub_cache
 
 REPO = "org/tiny"
-STEPS = 2
+STEPS = 3  # the example manifest's training.max_steps
 
 
 @dataclass
@@ -283,13 +283,13 @@ def test_an_in_memory_model_is_refused_unless_tracing_is_turned_off(
     tmp_path: Path,
     tok: Any,
 ) -> None:
-    err = _refused(_trainer(LlamaForCausalLM(_small_config()), tok, example, tmp_path / "no"))
+    err = _refused(_trainer(_in_memory(example), tok, example, tmp_path / "no"))
     [row] = err.report.findings
     assert row.rule == ORIGIN_RULE and row.observed and "empty" in row.observed
     assert row.hint and "trace_model=False" in row.hint
 
     out = tmp_path / "ok"
-    trainer = _trainer(LlamaForCausalLM(_small_config()), tok, example, out, trace_model=False)
+    trainer = _trainer(_in_memory(example), tok, example, out, trace_model=False)
     trainer.train()
     assert trainer.state.global_step == STEPS
     record = _record(out)
@@ -311,6 +311,14 @@ def test_the_origin_row_is_accepted_only_with_a_reason_on_record(
     accepted = _record(out)["accepted"]
     assert [(a["field"], a["reason"]) for a in accepted] == [("model.revision", reason)]
     assert hub.b in accepted[0]["observed"]
+
+
+def _in_memory(manifest: Path) -> LlamaForCausalLM:
+    """A model built in memory from the pinned config (as the guard's config check asks):
+    no origin to trace."""
+    config = AutoConfig.from_pretrained(manifest.parent / "model")
+    config._name_or_path = ""
+    return LlamaForCausalLM(config)
 
 
 def _small_config() -> LlamaConfig:
