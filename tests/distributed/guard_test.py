@@ -20,24 +20,25 @@ from pathlib import Path
 
 rank = os.environ["RANK"]
 os.environ.update(json.loads(os.environ["FTM_RANK_SPEC"]).get(rank, {}).get("env", {}))
-from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
+from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer
 
 from ftmanifest.examples.tiny import lm_examples
-from ftmanifest.integrations.transformers import DriftRefusedError, FtManifestCallback
+from ftmanifest.integrations.transformers import (
+    DriftRefusedError, FtManifestCallback, training_arguments,
+)
 
 folder = Path(os.environ["FTM_PROJECT"])
 out = Path(os.environ["FTM_OUT"])
 guard = FtManifestCallback(folder / "manifest.yaml", signature=False, rank_timeout=60)
 tok = AutoTokenizer.from_pretrained(folder / "model")
-args = TrainingArguments(
-    output_dir=str(out / "run"), max_steps=2, per_device_train_batch_size=2,
-    learning_rate=1e-2, use_cpu=True, ddp_backend="gloo", report_to=[],
-    save_strategy="no", disable_tqdm=True, logging_strategy="no",
+args = training_arguments(
+    folder / "manifest.yaml", output_dir=str(out / "run"), use_cpu=True, ddp_backend="gloo",
+    report_to=[], save_strategy="no", disable_tqdm=True, logging_strategy="no",
 )
 trainer = Trainer(
     model=AutoModelForCausalLM.from_pretrained(folder / "model"),
     args=args,
-    train_dataset=lm_examples(folder / "data" / "train.jsonl", tok, seq_len=24),
+    train_dataset=lm_examples(folder / "data" / "train.jsonl", tok, seq_len=32),
     callbacks=[guard],
 )
 import torch.distributed as dist
@@ -79,7 +80,7 @@ def test_a_ddp_run_with_no_drifted_rank_trains(locked: Path, tmp_path: Path) -> 
     results = _train(locked, tmp_path, {})
     for rank in (0, 1):
         assert results[rank]["distributed_by_trainer"] and results[rank]["world"] == 2
-        assert results[rank].get("trained_steps") == 2, results[rank]
+        assert results[rank].get("trained_steps") == 3, results[rank]  # the manifest's
     record = json.loads((tmp_path / "job" / "run" / "ftmanifest-run.json").read_text())
     assert record["status"] == "completed" and record["findings"] == []
     assert record["trainer"]["world_size"] == 2
