@@ -221,6 +221,12 @@ def judge_batch(
 def _judge_labels(loss_on: str, batch: Mapping[str, Any], row: Callable[..., Finding]) -> list:
     loc: Loc = ("training", "loss_on")
     labels = _rows(batch.get("labels"))
+    if labels is None and batch.get("completion_mask") is not None:
+        # TRL's preference collators: 1 where the completion carries loss.
+        ids, keep = _rows(batch["input_ids"]), _rows(batch["completion_mask"])
+        if ids is not None and keep is not None:
+            labels = [[t if k else IGNORE for t, k in zip(a, b, strict=False)]
+                      for a, b in zip(ids, keep, strict=False)]  # fmt: skip
     if labels is None:
         return [row(loc, "the first batch has no labels: which positions carry loss is unknown",
                     loss_on, "no labels in the batch")]  # fmt: skip
