@@ -4,21 +4,23 @@ Layer: pure core (takes tensor shapes and configs, returns findings).  Used by
 ``check-adapter`` on a saved adapter and, without one, to judge a manifest's
 ``method`` against its pinned base (target modules exist, trainable count).
 
-peft's rules, as peft 0.21 applies them (``tuners_utils.check_target_module_exists``):
-a module matches a ``target_modules`` list when its name equals an entry or
-ends with ``.entry``; a string is a regular expression that must match the
-whole name (``all-linear``: every 2-D weight but embeddings and the output
-head, as peft resolves it); ``exclude_modules`` (same rules) and modules named in
-``modules_to_save`` are never wrapped.  Module names come from tensor names
-(``a.b.weight`` is module ``a.b``); a LoRA-wrappable module owns a 2-D
-``weight``.  Shapes: a Linear weight is ``[out, in]``, a GPT-2 ``Conv1D``
-weight ``[in, out]`` (peft's ``fan_in_fan_out``), an Embedding ``[num, dim]``;
-LoRA adds ``lora_A [r, in]`` and ``lora_B [out, r]`` (embeddings:
-``lora_embedding_A [r, num]``, ``lora_embedding_B [dim, r]``), DoRA a
-``lora_magnitude_vector [out]``.  The adapter's keys are peft's
-(``base_model.model.<module>...``); a checkpoint saved without its task head
-prefix (hub ``gpt2``: ``h.0...`` for module ``transformer.h.0...``) is matched
-by dropping the first name component.
+Which modules are wrapped, with which rank, is peft's rule as ``targets``
+resolves it, on the base's module tree read from its headers (``header_tree``:
+module names from tensor names, ``a.b.weight`` is module ``a.b``; a module
+owning a 2-D ``weight`` is an Embedding when named so (``wte``,
+``embed_tokens``...) or when the adapter holds ``lora_embedding_A`` for it, a
+GPT-2 ``Conv1D`` in the Conv1D model types, else a Linear; 3-D and 4-D
+weights are convolutions; the output embedding is ``lm_head`` or alike).
+Headers do not give ``named_modules()`` order: the tree is in name order with
+the output layer last (only peft's final ``fan_in_fan_out`` value could
+depend on it, and the comparisons do not).  Shapes: a Linear weight is
+``[out, in]``, a GPT-2 ``Conv1D`` weight ``[in, out]`` (peft's
+``fan_in_fan_out``), an Embedding ``[num, dim]``; LoRA adds ``lora_A [r, in]``
+and ``lora_B [out, r]`` (embeddings: ``lora_embedding_A [r, num]``,
+``lora_embedding_B [dim, r]``), DoRA a ``lora_magnitude_vector [out]``.  The
+adapter's keys are peft's (``base_model.model.<module>...``); a checkpoint
+saved without its task head prefix (hub ``gpt2``: ``h.0...`` for module
+``transformer.h.0...``) is matched by dropping the first name component.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ftmanifest.adapter import targets as tg
 from ftmanifest.findings import Finding
 
 if TYPE_CHECKING:
@@ -38,7 +41,7 @@ PEFT_PREFIX = "base_model.model."
 CONV1D_MODEL_TYPES = frozenset({"gpt2", "openai-gpt", "imagegpt", "decision_transformer"})
 EMBEDDING_NAMES = frozenset({"wte", "wpe", "embed_tokens", "embed_in", "word_embeddings"})
 OUTPUT_NAMES = frozenset({"lm_head", "embed_out", "output"})
-ALL_LINEAR = "all-linear"  # peft's INCLUDE_LINEAR_LAYERS_SHORTHAND
+ALL_LINEAR = tg.ALL_LINEAR
 _LORA_PARTS = ("lora_A.weight", "lora_B.weight", "lora_B.bias", "lora_embedding_A",
                "lora_embedding_B", "lora_magnitude_vector", "base_layer.weight")  # fmt: skip
 
@@ -59,6 +62,10 @@ class LoraFacts:
     rank_pattern: dict[str, int] = field(default_factory=dict)
     exclude_modules: list[str] | str | None = None
     lora_bias: bool = False
+    alpha_pattern: dict[str, float] = field(default_factory=dict)
+    layer_replication: list[list[int]] | None = None
+    layers_to_transform: list[int] | int | None = None
+    layers_pattern: list[str] | str | None = None
 
     @classmethod
     def from_adapter_config(cls, cfg: Mapping[str, Any]) -> LoraFacts:
@@ -76,6 +83,10 @@ class LoraFacts:
             rank_pattern=dict(cfg.get("rank_pattern") or {}),
             exclude_modules=cfg.get("exclude_modules"),
             lora_bias=bool(cfg.get("lora_bias")),
+            alpha_pattern=dict(cfg.get("alpha_pattern") or {}),
+            layer_replication=cfg.get("layer_replication") or None,
+            layers_to_transform=cfg.get("layers_to_transform"),
+            layers_pattern=cfg.get("layers_pattern"),
         )
 
     @classmethod
@@ -90,34 +101,46 @@ class LoraFacts:
             dropout=float(method.dropout),
             use_rslora=method.use_rslora,
             use_dora=method.use_dora,
+            fan_in_fan_out=method.fan_in_fan_out,
+            rank_pattern=dict(method.rank_pattern),
+            exclude_modules=method.exclude_modules,
+            alpha_pattern=dict(method.alpha_pattern),
+            layer_replication=method.layer_replication,
+        )
+
+    def spec(self) -> tg.Spec:
+        """The facts ``targets.resolve`` reads."""
+        t, ex = self.target_modules, self.exclude_modules
+        return tg.Spec(
+            target_modules=t if t is None or isinstance(t, str) else tuple(sorted(set(t))),
+            exclude_modules=ex if ex is None or isinstance(ex, str) else tuple(sorted(set(ex))),
+            modules_to_save=tuple(sorted(set(self.modules_to_save))),
+            layers_to_transform=self.layers_to_transform,
+            layers_pattern=self.layers_pattern,
+            r=self.r,
+            alpha=self.alpha,
+            rank_pattern=dict(self.rank_pattern),
+            alpha_pattern=dict(self.alpha_pattern),
+            use_rslora=self.use_rslora,
+            fan_in_fan_out=self.fan_in_fan_out,
+            layer_replication=tg._ranges(self.layer_replication),
         )
 
     def rank_of(self, module: str) -> int:
-        for pattern, r in self.rank_pattern.items():  # peft's get_pattern_key
-            if re.match(rf"(.*\.)?({pattern})$", module):
-                return int(r)
-        return self.r
+        """peft's rank for ``module`` (``rank_pattern`` first, else ``r``)."""
+        key = tg.pattern_key(self.rank_pattern, module)
+        return int(self.rank_pattern.get(key, self.r))
 
 
-def _listed(name: str, entries: list[str] | str | None) -> bool:
-    if not entries:
-        return False
-    if isinstance(entries, str) and entries.lower() == ALL_LINEAR:
-        # peft: every Linear/Conv1D but the output embedding; from headers,
-        # every 2-D weight (callers pass only those) but embeddings and heads
-        return name.rpartition(".")[2] not in EMBEDDING_NAMES | OUTPUT_NAMES
-    if isinstance(entries, str):
-        return re.fullmatch(entries, name) is not None
-    return name in entries or any(name.endswith(f".{e}") for e in entries)
-
-
-def wraps(module: str, facts: LoraFacts) -> bool:
-    """Whether peft would put LoRA on a module of this name."""
-    if _listed(module, facts.exclude_modules):
-        return False
-    if any(re.match(rf"(^|.*\.){re.escape(m)}($|\..*)", module) for m in facts.modules_to_save):
-        return False
-    return _listed(module, facts.target_modules)
+def wraps(module: str, facts: LoraFacts, tree: tg.Tree | None = None) -> bool:
+    """Whether peft would put LoRA on a module of this name (``all-linear``
+    needs the ``tree`` it expands on)."""
+    spec = facts.spec()
+    if tg.is_all_linear(spec.target_modules):
+        if tree is None:
+            raise ValueError("all-linear resolves on a module tree: pass tree=")
+        return module in tg.resolve(spec, tree).wrapped
+    return tg.matches(spec, module)
 
 
 def module_weights(shapes: Shapes) -> dict[str, tuple[int, ...]]:
@@ -150,35 +173,123 @@ def finding(rule: str, message: str, severity: Severity = "error", **kw: Any) ->
     return Finding(**kw) if loc is None else Finding.at(loc, **kw)
 
 
-def check_targets(shapes: Shapes, facts: LoraFacts, *, path: str | None = None) -> list[Finding]:
-    """Every target and modules_to_save entry matches a module of the base."""
-    out: list[Finding] = []
-    modules = all_modules(shapes)
+def _natural(name: str) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+def output_name(shapes: Shapes) -> str | None:
+    """The output embedding (``lm_head``...), the outermost one when several."""
+    heads = [m for m in module_weights(shapes) if m.rpartition(".")[2] in OUTPUT_NAMES]
+    return min(heads, key=lambda m: (m.count("."), m)) if heads else None
+
+
+def header_tree(
+    shapes: Shapes,
+    config: Mapping[str, Any] | None = None,
+    embeddings: frozenset[str] | None = None,
+) -> tg.Tree:
+    """The base's module tree as its headers show it (see the module doc);
+    ``embeddings``: modules the adapter's own keys show to be embeddings."""
+    ndim = {n.removesuffix(".weight"): len(s) for n, (_, s) in shapes.items()
+            if n.endswith(".weight")}  # fmt: skip
+    output = output_name(shapes)
+    conv1d = (config or {}).get("model_type") in CONV1D_MODEL_TYPES
+    known = embeddings or frozenset()
+
+    def kind(module: str) -> str:
+        dims = ndim.get(module)
+        if dims == 2:
+            if module in known or module.rpartition(".")[2] in EMBEDDING_NAMES:
+                return tg.EMBEDDING
+            return tg.CONV1D if conv1d and module != output else tg.LINEAR
+        return tg.CONV if dims in (3, 4, 5) else tg.OTHER
+
+    names = sorted(all_modules(shapes), key=_natural)
+    if output is not None:
+        names = [n for n in names if n != output] + [output]
+    return tg.tree(((n, kind(n)) for n in names), output)
+
+
+def replicate_shapes(shapes: Shapes, layer_map: Any) -> dict[str, Any] | None:
+    """``shapes`` with the layers laid out as peft's ``layer_replication`` lays
+    them (each copy the shapes of its source layer); None when peft could not."""
+    if not layer_map:
+        return dict(shapes)
+    pairs = tg.replicated_names(list(shapes), tg._ranges(layer_map) or ())
+    return None if pairs is None else {new: shapes[old] for new, old in pairs}
+
+
+def pattern_findings(errors: Any, *, path: str | None, where: str = "method") -> list[Finding]:
+    """A row for every pattern peft could not compile (``targets.pattern_errors``)."""
+    from ftmanifest.location import format_loc
+
+    return [finding(
+        "pattern-invalid", f"{format_loc((where, *loc))} {pattern!r} is not a regular "
+        f"expression peft can use ({why})", path=path, loc=(where, *loc),
+        expected="a Python regular expression", observed=pattern,
+        hint="fix the pattern (peft compiles it with Python's re), or list the module names",
+    ) for loc, pattern, why in errors]  # fmt: skip
+
+
+def _replication_finding(spec: tg.Spec, path: str | None) -> Finding:
+    return finding(
+        "layer-replication-impossible", "peft cannot replicate this base's layers as "
+        "layer_replication asks", path=path, loc=("method", "layer_replication"),
+        expected="ranges within a layer list at model(.model)*.layers, encoder.layer or h",
+        observed=str([list(p) for p in spec.layer_replication or ()]),
+        hint="name [start, end) ranges of the base's layers, or drop layer_replication",
+    )  # fmt: skip
+
+
+def check_targets(
+    shapes: Shapes,
+    facts: LoraFacts,
+    *,
+    path: str | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> list[Finding]:
+    """Every target and modules_to_save entry matches a module of the base,
+    every matched module is one LoRA can wrap, every pattern compiles."""
+    spec = facts.spec()
+    errors = tg.pattern_errors(spec._asdict())
+    if errors:
+        return pattern_findings(errors, path=path)
+    tree = header_tree(shapes, config)
+    grown = tg.replicate(tree, spec.layer_replication)
+    if grown is None:
+        return [_replication_finding(spec, path)]
+    res = tg.resolve(spec, grown, replicated=True)
+    names = [n for n, _ in grown.modules]
+    unsupported = dict(res.unsupported)
     weights = module_weights(shapes)
-    targets = facts.target_modules
-    all_linear = isinstance(targets, str) and targets.lower() == ALL_LINEAR
-    entries = [targets] if isinstance(targets, str) and not all_linear else []
-    entries += facts.target_modules if isinstance(facts.target_modules, list) else []
-    for entry in entries:
-        pattern = entry if isinstance(facts.target_modules, str) else [entry]
-        hits = [m for m in modules if _listed(m, pattern)]
+    out: list[Finding] = []
+    loc = ("method", "target_modules")
+    some = ", ".join(sorted({m.rpartition(".")[2] for m in weights})[:6])
+    targets = spec.target_modules
+    if isinstance(targets, str):
+        entries: list[tuple[str, list[str]]] = [(targets, [*res.wrapped, *unsupported])]
+    else:
+        entries = [(e, [m for m in names if m == e or m.endswith(f".{e}")])
+                   for e in dict.fromkeys(facts.target_modules or ())]  # fmt: skip
+    for entry, hits in entries:
+        bad = [m for m in hits if m in unsupported]
         if not hits:
             out.append(finding(
                 "target-missing", f"target module {entry!r} matches no module of the base",
-                path=path, loc=("method", "target_modules"), expected="a module of the base",
-                observed=entry, hint="name a module the base has (peft: exact name, a "
-                "'.'-suffix, or a regex over the whole name), e.g. "
-                + ", ".join(sorted({m.rpartition('.')[2] for m in weights})[:6]),
+                path=path, loc=loc, expected="a module of the base", observed=entry,
+                hint="name a module the base has (peft: exact name, a '.'-suffix, a regex "
+                f"over the whole name, or all-linear), e.g. {some}",
             ))  # fmt: skip
-        elif not any(m in weights for m in hits):
+        elif bad:
             out.append(finding(
-                "target-not-wrappable", f"target module {entry!r} names no layer LoRA can wrap",
-                path=path, loc=("method", "target_modules"), expected="a Linear/Conv1D/Embedding",
-                observed=", ".join(sorted(hits)[:3]),
+                "target-not-wrappable", f"target module {entry!r} names a module LoRA cannot "
+                "wrap (peft refuses it)", path=path, loc=loc,
+                expected="Linear/Conv1D/Embedding/Conv layers only",
+                observed=", ".join(f"{m} ({unsupported[m]})" for m in bad[:3]),
                 hint="target the linear layers inside it, e.g. q_proj or c_attn",
             ))  # fmt: skip
     for entry in facts.modules_to_save:
-        if not any(m == entry or m.endswith(entry) for m in modules):
+        if not any(m.endswith(entry) for m in names):
             out.append(finding(
                 "modules-to-save-missing", f"modules_to_save {entry!r} is not a module of the base",
                 path=path, loc=("method", "modules_to_save"), expected="a module of the base",
@@ -193,22 +304,31 @@ def expected_tensors(
     *,
     transposed: bool,
     embeddings: frozenset[str] | None = None,
+    replicated: bool = False,
 ) -> dict[str, tuple[int, ...]]:
     """The tensors a peft LoRA adapter for this base holds, in the base's
     namespace (no ``base_model.model.`` prefix), with their shapes.
 
-    ``embeddings``: modules that are embeddings (from the adapter's own keys);
-    None guesses them by name (``wte``, ``embed_tokens``...).
+    ``embeddings``: modules that are embeddings (from the adapter's own keys),
+    besides those named like one (``wte``, ``embed_tokens``...).
+    ``layer_replication``: the layers as replicated (a base that cannot be
+    replicated expects nothing; ``check_targets`` says why).
     """
     out: dict[str, tuple[int, ...]] = {}
+    spec = facts.spec()
+    grown = replicate_shapes(shapes, spec.layer_replication)
+    if grown is None or tg.pattern_errors(spec._asdict()):
+        return out
+    shapes = grown
+    tree = header_tree(shapes, None, embeddings)
+    res = tg.resolve(spec, tree, replicated=True)
     weights = module_weights(shapes)
-    for module, (d0, d1) in sorted(weights.items()):
-        if not wraps(module, facts):
-            continue
-        r = facts.rank_of(module)
-        leaf = module.rpartition(".")[2]
-        is_emb = module in embeddings if embeddings is not None else leaf in EMBEDDING_NAMES
-        if is_emb:
+    for module in res.wrapped:
+        if module not in weights:
+            continue  # a convolution: peft's LoRA tensors for it are not modelled here
+        d0, d1 = weights[module]
+        r = res.r[module]
+        if res.kinds[module] == tg.EMBEDDING:
             out[f"{module}.lora_embedding_A"] = (r, d0)
             out[f"{module}.lora_embedding_B"] = (d1, r)
             out[f"{module}.base_layer.weight"] = (d0, d1)  # peft saves a targeted embedding
@@ -224,7 +344,7 @@ def expected_tensors(
             out[f"{module}.bias"] = shapes[f"{module}.bias"][1]
     if facts.bias == "all":
         out.update({n: s for n, (_, s) in shapes.items() if n.endswith(".bias")})
-    saved = [m for m in all_modules(shapes) if any(m.endswith(e) for e in facts.modules_to_save)]
+    saved = res.saved
     for name, (_, shape) in shapes.items():
         if any(name.startswith(m + ".") for m in saved):
             out[name] = shape
@@ -275,12 +395,20 @@ def check_adapter_tensors(
     path: str | None = None,
 ) -> list[Finding]:
     """The adapter's tensors are exactly the expected set, each the shape
-    that fits the base weight it wraps."""
+    that fits the base weight it wraps (the base's layers replicated first
+    when ``layer_replication`` asks: ``check_targets`` refuses a base that
+    cannot be)."""
+    grown = replicate_shapes(base, facts.layer_replication)
+    if grown is None:
+        return []
+    base = grown
     names = to_base_names(adapter_shapes, base)
     embeddings = frozenset(
         n.rpartition(".")[0] for n in names.values() if n.endswith(".lora_embedding_A")
     )
-    expected = expected_tensors(base, facts, transposed=transposed, embeddings=embeddings)
+    expected = expected_tensors(
+        base, facts, transposed=transposed, embeddings=embeddings, replicated=True
+    )
     weights = module_weights(base)
     out: list[Finding] = []
     seen: set[str] = set()
@@ -361,7 +489,7 @@ def method_findings(
         return []
     facts = LoraFacts.from_method(method)
     full = with_tied_head(shapes, config)
-    out = check_targets(full, facts, path=path)
+    out = check_targets(full, facts, path=path, config=config)
     if out or method.trainable_params is None or facts.target_modules is None:
         return out
     expected = expected_tensors(full, facts, transposed=is_transposed(config, facts))

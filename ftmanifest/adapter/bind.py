@@ -5,7 +5,9 @@ Refuses (``BindRefusedError``, exit 1, with the findings) when the base here
 drifted from the manifest's pins, when the adapter's LoRA facts are not the
 manifest's method, or when its tensors do not fit the base.  Then writes the
 metadata and config fields first and signs last, so the signed subjects are
-the files as they end up.
+the files as they end up.  LoRA adapters and methods declared under
+``method.kind: peft`` are bound (the latter by their config's digest);
+another method than the manifest's is refused in one sentence naming both.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.adapter import architecture as arch
 from ftmanifest.adapter import base as bases
+from ftmanifest.adapter import targets as tg
 from ftmanifest.adapter.binding import (
     Binding,
     adapter_weight_files,
@@ -26,7 +28,7 @@ from ftmanifest.adapter.binding import (
     write_config_fields,
     write_metadata,
 )
-from ftmanifest.adapter.check import manifest_findings
+from ftmanifest.adapter.check import manifest_findings, structure_findings
 from ftmanifest.adapter.loadable import adapter_stray_findings
 from ftmanifest.adapter.signed import sign_binding
 from ftmanifest.adapter.tensors import tensor_shapes
@@ -65,18 +67,12 @@ def bind_adapter(
     base, findings = bases.from_manifest(
         loaded.manifest, mpath, use_cache=use_cache, allow_outside=allow_outside
     )
-    findings += manifest_findings(loaded, config, None, str(folder))
     findings += adapter_stray_findings(folder) + base.stray_findings()
-    facts = arch.LoraFacts.from_adapter_config(config)
-    shapes = arch.with_tied_head(base.shapes(), base.config())
-    findings += arch.check_targets(shapes, facts, path=str(folder))
-    findings += arch.check_adapter_tensors(
-        tensor_shapes(adapter_weight_files(folder)),
-        shapes,
-        facts,
-        transposed=arch.is_transposed(base.config(), facts),
-        path=str(folder),
+    found, tree = structure_findings(
+        config, tensor_shapes(adapter_weight_files(folder)), base, str(folder)
     )
+    findings += manifest_findings(loaded, config, None, str(folder), tree=tree)
+    findings += found
     errors = [f for f in findings if f.severity == "error"]
     if errors:
         raise BindRefusedError(
@@ -97,7 +93,7 @@ def bind_adapter(
         base_revision=base.revision,
         base_tree_digest=base.tree_digest,
         manifest_digest=loaded.digest(),
-        method=method_facts(config),
+        method=method_facts(config, _wrapped(config, tree)),
         versions=installed_versions(),
         required=tuple(export.bind) if export is not None else (),
         base_config_digest=base.config_digest(),
@@ -108,3 +104,10 @@ def bind_adapter(
     write_config_fields(folder, base.repo, base.revision)
     envelope_path, subjects = sign_binding(folder, binding, key, use_cache=use_cache)
     return BindResult(binding, envelope_path, subjects, tuple(findings))
+
+
+def _wrapped(config: dict[str, Any], tree: tg.Tree) -> list[str] | None:
+    """The modules a LoRA config wraps on the base (None for other methods)."""
+    if str(config.get("peft_type", "")).upper() != "LORA":
+        return None
+    return list(tg.resolve(tg.spec_from_config(config), tree).wrapped)

@@ -26,6 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.adapter.method import config_digest, peft_type_of, plain
 from ftmanifest.adapter.tensors import read_header
 from ftmanifest.errors import InputError, InputNotFoundError
 from ftmanifest.fsutil import atomic_write_bytes, atomic_write_text
@@ -38,7 +39,12 @@ CONFIG_NAME = "adapter_config.json"
 CONFIG_MAX_BYTES = 16 << 20
 VERSIONED = ("peft", "transformers", "torch")
 METHOD_FIELDS = ("kind", "r", "alpha", "dropout", "target_modules", "modules_to_save", "bias",
-                 "use_rslora", "use_dora")  # fmt: skip
+                 "use_rslora", "use_dora", "exclude_modules", "rank_pattern", "alpha_pattern",
+                 "init", "layer_replication", "fan_in_fan_out")  # fmt: skip
+# What a LoRA binding signed before these fields existed meant by their absence: peft's defaults.
+METHOD_DEFAULTS: dict[str, Any] = {"exclude_modules": None, "rank_pattern": {},
+                                   "alpha_pattern": {}, "init": True, "layer_replication": None,
+                                   "fan_in_fan_out": False}  # fmt: skip
 
 
 def installed_versions() -> dict[str, str | None]:
@@ -130,11 +136,19 @@ def _int(value: Any, name: str) -> int:
     return value
 
 
-def method_facts(config: dict[str, Any]) -> dict[str, Any]:
-    """The method fields of ``METHOD_FIELDS`` from a peft ``adapter_config.json``."""
+def method_facts(config: dict[str, Any], wrapped: Any = None) -> dict[str, Any]:
+    """What the binding states about the method, from a peft ``adapter_config.json``:
+    LoRA's ``METHOD_FIELDS`` (``wrapped``: the modules it wraps on the base, as
+    resolved), any other method's ``peft_type``; and the digest of the whole
+    config (``adapter.method.config_digest``) for every method."""
+    digest = config_digest(config)
+    peft_type = peft_type_of(config)
+    if peft_type != "LORA":
+        return {"kind": "peft", "peft_type": peft_type, "config_digest": digest}
     targets = config.get("target_modules")
-    return {
-        "kind": str(config.get("peft_type", "")).lower(),
+    excluded = config.get("exclude_modules")
+    facts = {
+        "kind": "lora",
         "r": config.get("r"),
         "alpha": config.get("lora_alpha"),
         "dropout": config.get("lora_dropout"),
@@ -143,7 +157,25 @@ def method_facts(config: dict[str, Any]) -> dict[str, Any]:
         "bias": config.get("bias"),
         "use_rslora": bool(config.get("use_rslora")),
         "use_dora": bool(config.get("use_dora")),
+        "exclude_modules": sorted(excluded) if isinstance(excluded, (list, set)) else excluded,
+        "rank_pattern": plain(config.get("rank_pattern") or {}),
+        "alpha_pattern": plain(config.get("alpha_pattern") or {}),
+        "init": plain(config.get("init_lora_weights", True)),
+        "layer_replication": plain(config.get("layer_replication") or None),
+        "fan_in_fan_out": bool(config.get("fan_in_fan_out")),
+        "config_digest": digest,
     }
+    if wrapped is not None:
+        facts["wrapped"] = sorted(wrapped)
+    return facts
+
+
+def bound_method(binding: Binding) -> dict[str, Any]:
+    """The method a binding states; a LoRA binding signed before a field of
+    ``METHOD_FIELDS`` existed has peft's default for it."""
+    if binding.method.get("kind") != "lora":
+        return dict(binding.method)
+    return {**METHOD_DEFAULTS, **binding.method}
 
 
 def read_json(path: Path, what: str, hint: str) -> Any:

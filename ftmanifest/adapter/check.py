@@ -11,9 +11,15 @@ raises on a refusal (only on unusable input).  Rules, each its own refusal:
   adapter.files-changed        an adapter file changed, vanished or appeared after binding
   adapter.base-weights-differ  the base's tensor digest is not the bound one
   adapter.manifest-differs     bound under another manifest (error when export.bind asks)
-  adapter.method-differs       r/alpha/targets/... differ from the manifest's method
-  adapter.target-missing / target-not-wrappable / modules-to-save-missing
-  adapter.shape-mismatch / unexpected-tensor / missing-tensor   (``architecture``)
+  adapter.method-differs       the adapter's method is not the manifest's: another method
+                               (one plain sentence naming both), or for LoRA the resolved
+                               wrapped modules, r/alpha per module, dropout, bias, ... and any
+                               setting the manifest cannot state; for a declared PEFT method
+                               (kind: peft) its peft_type and each key of method.config
+                               (``adapter.method``)
+  adapter.target-missing / target-not-wrappable / modules-to-save-missing / pattern-invalid
+  adapter.shape-mismatch / unexpected-tensor / missing-tensor   (``architecture``, LoRA only;
+                               another method's tensors must name modules of the base)
   adapter.base-revision-differs  same weights, another revision: an error when the
                                binding's export.bind lists base_revision, else a warning
   adapter.base-files-differ, adapter.base-drifted, adapter.version-differs  (warnings)
@@ -31,14 +37,14 @@ from typing import Any
 
 from ftmanifest.adapter import architecture as arch
 from ftmanifest.adapter import base as bases
+from ftmanifest.adapter import method as methods
+from ftmanifest.adapter import targets as tg
 from ftmanifest.adapter.architecture import finding
 from ftmanifest.adapter.binding import (
     ENVELOPE_NAME,
-    METHOD_FIELDS,
     Binding,
     adapter_weight_files,
     installed_versions,
-    method_facts,
     read_config,
 )
 from ftmanifest.adapter.loadable import adapter_stray_findings
@@ -124,15 +130,10 @@ def check_adapter(
     report.base_folder = base.folder
     where = str(folder)
     report.findings += adapter_stray_findings(folder) + base.stray_findings()
-    facts = arch.LoraFacts.from_adapter_config(config)
-    shapes = arch.with_tied_head(base.shapes(), base.config())
-    report.findings += arch.check_targets(shapes, facts, path=where)
-    transposed = arch.is_transposed(base.config(), facts)
-    report.findings += arch.check_adapter_tensors(
-        adapter_shapes, shapes, facts, transposed=transposed, path=where
-    )
+    found, tree = structure_findings(config, adapter_shapes, base, where)
+    report.findings += found
     if loaded is not None:
-        report.findings += manifest_findings(loaded, config, report.binding, where)
+        report.findings += manifest_findings(loaded, config, report.binding, where, tree=tree)
     if report.binding is not None:
         report.findings += config_findings(report.binding, base)
         sized = size_findings(report.binding, base)
@@ -248,41 +249,77 @@ def base_findings(b: Binding, base: bases.BaseModel, digest: str, where: str) ->
     return out
 
 
+def structure_findings(
+    config: dict[str, Any], adapter_shapes: arch.Shapes, base: bases.BaseModel, where: str
+) -> tuple[list[Finding], tg.Tree]:
+    """The adapter's tensors against the base, and the base's module tree (as
+    its headers show it) that the method is resolved on.  LoRA: exactly the
+    tensors its config implies, each of the shape that fits; another tuner
+    method: every tensor belongs to a module of the base; prompt learning
+    (no ``base_model.model.`` tensors): nothing to match."""
+    shapes = arch.with_tied_head(base.shapes(), base.config())
+    names = arch.to_base_names(adapter_shapes, shapes)
+    embeddings = frozenset(n.rpartition(".")[0] for n in names.values()
+                           if n.endswith(".lora_embedding_A"))  # fmt: skip
+    tree = arch.header_tree(shapes, base.config(), embeddings)
+    if methods.peft_type_of(config) != "LORA":
+        return tuner_findings(adapter_shapes, shapes, where), tree
+    facts = arch.LoraFacts.from_adapter_config(config)
+    out = arch.check_targets(shapes, facts, path=where, config=base.config())
+    out += arch.check_adapter_tensors(
+        adapter_shapes, shapes, facts,
+        transposed=arch.is_transposed(base.config(), facts), path=where,
+    )  # fmt: skip
+    return out, tree
+
+
+def tuner_findings(adapter_shapes: arch.Shapes, base: arch.Shapes, where: str) -> list[Finding]:
+    """Every ``base_model.model.<module>...`` tensor of a non-LoRA adapter lies
+    in a module of the base (the longest such prefix of its name)."""
+    modules = arch.all_modules(base)
+    out: list[Finding] = []
+    for name in sorted(adapter_shapes):
+        if not name.startswith(arch.PEFT_PREFIX):
+            continue
+        parts = name.removeprefix(arch.PEFT_PREFIX).split(".")[:-1]
+        prefixes = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+        prefixes |= {".".join(parts[1:i]) for i in range(2, len(parts) + 1)}
+        if not prefixes & modules:
+            out.append(finding(
+                "target-missing", f"{name} belongs to {'.'.join(parts)!r}, a module the base "
+                "does not have", path=where, field=name, expected="a module of the base",
+                observed=".".join(parts), hint="the adapter belongs to another architecture; "
+                "check-adapter it against its own base",
+            ))  # fmt: skip
+    return arch.collapse(out)
+
+
 def manifest_findings(
-    loaded: Any, config: dict[str, Any], binding: Binding | None, where: str
+    loaded: Any,
+    config: dict[str, Any],
+    binding: Binding | None,
+    where: str,
+    *,
+    tree: tg.Tree,
 ) -> list[Finding]:
-    """The adapter's LoRA facts are the manifest's method; bound under it."""
+    """The adapter's method is the manifest's (resolved on ``tree``, the base's
+    modules); bound under it."""
     out: list[Finding] = []
     method = loaded.manifest.method
-    observed = method_facts(config)
-    if method is None or method.kind != "lora":
-        kind = method.kind if method is not None else "none"
+    peft_type = methods.peft_type_of(config)
+    if not methods.kind_fits(peft_type, method):
         out.append(finding(
-            "method-differs", "the manifest's method is not LoRA", path=str(loaded.path),
-            loc=("method", "kind"), expected="lora", observed=kind,
-            hint="check-adapter judges LoRA adapters; declare method.kind: lora",
+            "method-differs", methods.kind_sentence("this adapter", peft_type, method),
+            path=where, loc=("method", "kind"), expected=methods.declared(method),
+            observed=f"a {peft_type} adapter", hint=_declare_hint(peft_type, loaded.path),
         ))  # fmt: skip
-        return out
-    expected = {name: getattr(method, name, None) for name in METHOD_FIELDS}
-    expected["kind"] = "lora"
-    for name in METHOD_FIELDS:
-        want, got = expected[name], observed[name]
-        if name == "target_modules" and (want is None or str(want).lower() == "all-linear"):
-            continue  # peft resolves these itself; the tensor checks judge the result
-        if isinstance(want, list):
-            want = sorted(want)
-        if isinstance(want, (int, float)) and isinstance(got, (int, float)):
-            same = float(want) == float(got)
-        else:
-            same = want == got
-        if not same:
-            out.append(finding(
-                "method-differs", f"the adapter's {name} is not the manifest's",
-                path=where, loc=("method", name), expected=_show(want), observed=_show(got),
-                hint="this adapter was trained with another configuration; train it from "
-                "this manifest, or check it against its own",
-            ))  # fmt: skip
-    out += unstated_findings(config, str(loaded.path), where)
+    elif method.kind == "lora":
+        expected = tg.resolve(tg.spec_from_method(method), tree)
+        observed = tg.resolve(tg.spec_from_config(config), tree)
+        diffs = methods.lora_differences(method, config, expected, observed, who="the adapter")
+        out += [_row(d, where) for d in diffs]
+    else:
+        out += [_row(d, where) for d in methods.peft_differences(method, config, who="the adapter")]
     export = loaded.manifest.export
     required = export.bind if export is not None else []
     if binding is not None and binding.manifest_digest != loaded.digest():
@@ -296,26 +333,22 @@ def manifest_findings(
     return out
 
 
-# peft LoRA settings that change what an adapter computes and that a manifest's
-# ``method`` cannot state: any value but peft's default is another method.
-UNSTATED = ("rank_pattern", "alpha_pattern", "layers_to_transform", "layers_pattern",
-            "lora_bias", "target_parameters", "trainable_token_indices", "use_qalora")  # fmt: skip
+def _declare_hint(peft_type: str, manifest: Any) -> str:
+    if peft_type == "LORA":
+        return (f"declare method.kind: lora with the adapter's r, alpha and target_modules in "
+                f"{manifest}, or check it against the manifest it was trained from")
+    return (f"declare it in {manifest}: method: {{kind: peft, peft_type: {peft_type}, config: "
+            "{...}}, or check it against the manifest it was trained from")
 
 
-def unstated_findings(config: dict[str, Any], manifest: str, where: str) -> list[Finding]:
-    return [finding(
-        "method-differs", f"the adapter sets {name}, which the manifest's method cannot state",
-        path=where, loc=("method", name), expected="unset (peft's default)",
-        observed=_show(config[name]), hint=f"train without {name}, or record the method as "
-        f"kind: peft with its full config in {manifest}",
-    ) for name in UNSTATED if config.get(name) not in (None, False, {}, [], "")]  # fmt: skip
-
-
-def _show(value: Any) -> str:
-    """``8`` for 8.0, so a YAML ``alpha: 8`` and peft's ``lora_alpha: 8`` read alike."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
+def _row(d: methods.Difference, where: str) -> Finding:
+    extra = {"extra": d.extra} if d.extra else {}
+    return finding(
+        "method-differs", d.message, path=where, loc=("method", *d.loc), expected=d.expected,
+        observed=d.observed, **extra,
+        hint=d.hint or "this adapter was trained with another configuration; train it from "
+        "this manifest, or check it against its own",
+    )
 
 
 def require_ok(report: AdapterReport) -> AdapterReport:

@@ -133,7 +133,8 @@ def test_an_undeclared_dpo_objective_is_refused(example: Path, tmp_path: Path) -
 def _declare_dpo(manifest: Path, beta: float) -> None:
     text = manifest.read_text("utf-8").replace(
         "  precision: fp32\n",
-        f"  precision: fp32\n  objective:\n    kind: dpo\n    beta: {beta}\n    loss_type: sigmoid\n",
+        "  precision: fp32\n  objective:\n    kind: dpo\n"
+        f"    beta: {beta}\n    loss_type: sigmoid\n",
     )
     manifest.write_text(text, "utf-8")
 
