@@ -150,6 +150,11 @@ step "11b. the guard checks the model it is handed: a copy from another folder i
 cp -r "$OUT/tiny/model" "$OUT/model-copy"
 expect 1 python manifests/train_tiny.py "$OUT/tiny/manifest.yaml" --model-from "$OUT/model-copy"
 
+step "11b2. the guard compares the recipe the Trainer runs: a script's own seed and batch size are refused before step 1; the arguments built from the manifest (training_arguments) train"
+expect 1 python manifests/train_tiny.py "$OUT/tiny/manifest.yaml" \
+  --own-args seed=42,per_device_train_batch_size=8
+expect 0 python manifests/train_tiny.py "$OUT/tiny/manifest.yaml"
+
 step "11c. run supervises the command: shell exit codes, signals passed on, every run recorded"
 expect 127 ftmanifest run "$OUT/tiny/manifest.yaml" -- no-such-command
 expect 143 ftmanifest run "$OUT/tiny/manifest.yaml" -- sh -c 'kill -TERM $$'

@@ -58,3 +58,17 @@ def tiny_trainer(
         loss_on=training.loss_on or "completion",
     )
     return Trainer(model=model, args=args, train_dataset=data, callbacks=callbacks)
+
+
+def own_arguments(manifest: Path, out: Path, **changes: Any) -> Any:
+    """``TrainingArguments`` a script builds itself: the manifest's values with ``changes``
+    (what the guard must catch; the builders would refuse the changes)."""
+    from transformers import TrainingArguments
+
+    from ftmanifest.integrations.builders import training_arguments
+
+    quiet = {"report_to": [], "save_strategy": "no", "disable_tqdm": True, "logging_strategy": "no"}
+    data = training_arguments(manifest, output_dir=str(out), use_cpu=True, **quiet).to_dict()
+    init = {k for k, f in TrainingArguments.__dataclass_fields__.items() if f.init}
+    data = {k: v for k, v in data.items() if k in init and not k.endswith("_token")}
+    return TrainingArguments(**{**data, **changes})

@@ -19,7 +19,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer
 
 from ftmanifest.errors import UsageError
 from ftmanifest.examples.tiny import lm_examples
-from ftmanifest.examples.training import tiny_trainer
+from ftmanifest.examples.training import own_arguments, tiny_trainer
 from ftmanifest.integrations.transformers import (
     RUN_RECORD,
     DriftRefusedError,
@@ -38,13 +38,7 @@ def _trainer(manifest: Path, out: Path, **kw: Any) -> tuple[Trainer, FtManifestC
 
 
 def own_args(manifest: Path, out: Path, **changes: Any) -> Any:
-    """The manifest's arguments with ``changes``, built as a script builds its own."""
-    from transformers import TrainingArguments
-
-    data = training_arguments(manifest, output_dir=str(out), **QUIET).to_dict()
-    init = {k for k, f in TrainingArguments.__dataclass_fields__.items() if f.init}
-    data = {k: v for k, v in data.items() if k in init and not k.endswith("_token")}
-    return TrainingArguments(**{**data, **changes})
+    return own_arguments(manifest, out, **changes)
 
 
 def refused(trainer: Trainer) -> DriftRefusedError:
