@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from ftmanifest.adapter.targets import pattern_errors
 from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.location import Loc, format_loc
 from ftmanifest.manifest.load import Document
@@ -242,17 +243,34 @@ def _sealed_test(data: dict[str, Any]) -> Iterator[Problem]:
 
 
 def _lora_targets(data: dict[str, Any]) -> Iterator[Problem]:
+    """LoRA names its targets (a list, ``all-linear`` or a regex, as peft reads
+    them), and every pattern of the method compiles as peft compiles it."""
     method = _get(data, "method") or {}
-    if method.get("kind") != "lora":
+    kind = method.get("kind")
+    if kind not in ("lora", "peft"):
         return
-    targets = method.get("target_modules")
-    if not isinstance(targets, list) or not targets:
+    if kind == "lora":
+        targets = method.get("target_modules")
+        if not targets or (isinstance(targets, str) and not targets.strip()):
+            yield Problem(
+                ("method", "target_modules"),
+                "LoRA target modules are not declared",
+                "name them: a list such as [q_proj, v_proj], 'all-linear', or a regular "
+                "expression over the whole module name",
+                expected="module names, 'all-linear' or a regex",
+                observed=_show(targets),
+            )
+            return
+    where: Loc = ("method",) if kind == "lora" else ("method", "config")
+    source = method if kind == "lora" else method.get("config") or {}
+    for loc, pattern, why in pattern_errors(source):
         yield Problem(
-            ("method", "target_modules"),
-            "LoRA target modules are not explicit",
-            "list the module names, e.g. [q_proj, v_proj]; not 'all-linear'",
-            expected="a list of module names",
-            observed=_show(targets),
+            (*where, *loc),
+            f"{format_loc((*where, *loc))} '{pattern}' is not a regular expression peft "
+            f"can compile ({why})",
+            "fix the pattern (peft compiles it with Python's re), or list the module names",
+            expected="a valid regular expression",
+            observed=pattern,
         )
 
 
@@ -325,7 +343,7 @@ RULES: dict[str, Rule] = {
         Rule("FTM030", "all seeds set", _seeds),
         Rule("FTM040", "data entries have digest, role, records, license", _data),
         Rule("FTM041", "a sealed test split exists", _sealed_test),
-        Rule("FTM050", "LoRA lists explicit target modules", _lora_targets),
+        Rule("FTM050", "LoRA declares its target modules; its patterns compile", _lora_targets),
         Rule("FTM060", "grad accumulation and loss normalisation declared", _step_sizing),
         Rule("FTM070", "a hypothesis is stated", _hypothesis),
         Rule("FTM071", "guards exist; classification guards are per-category", _guards),

@@ -224,7 +224,7 @@ def pattern_findings(errors: Any, *, path: str | None, where: str = "method") ->
     from ftmanifest.location import format_loc
 
     return [finding(
-        "pattern-invalid", f"{format_loc((where, *loc))} {pattern!r} is not a regular "
+        "pattern-invalid", f"{format_loc((where, *loc))} '{pattern}' is not a regular "
         f"expression peft can use ({why})", path=path, loc=(where, *loc),
         expected="a Python regular expression", observed=pattern,
         hint="fix the pattern (peft compiles it with Python's re), or list the module names",

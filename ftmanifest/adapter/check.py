@@ -335,18 +335,28 @@ def manifest_findings(
 
 def _declare_hint(peft_type: str, manifest: Any) -> str:
     if peft_type == "LORA":
-        return (f"declare method.kind: lora with the adapter's r, alpha and target_modules in "
-                f"{manifest}, or check it against the manifest it was trained from")
-    return (f"declare it in {manifest}: method: {{kind: peft, peft_type: {peft_type}, config: "
-            "{...}}, or check it against the manifest it was trained from")
+        return (
+            f"declare method.kind: lora with the adapter's r, alpha and target_modules in "
+            f"{manifest}, or check it against the manifest it was trained from"
+        )
+    return (
+        f"declare it in {manifest}: method: {{kind: peft, peft_type: {peft_type}, config: "
+        "{...}}, or check it against the manifest it was trained from"
+    )
 
 
 def _row(d: methods.Difference, where: str) -> Finding:
-    extra = {"extra": d.extra} if d.extra else {}
+    extra: dict[str, Any] = {"extra": d.extra} if d.extra else {}
     return finding(
-        "method-differs", d.message, path=where, loc=("method", *d.loc), expected=d.expected,
-        observed=d.observed, **extra,
-        hint=d.hint or "this adapter was trained with another configuration; train it from "
+        "method-differs",
+        d.message,
+        path=where,
+        loc=("method", *d.loc),
+        expected=d.expected,
+        observed=d.observed,
+        **extra,
+        hint=d.hint
+        or "this adapter was trained with another configuration; train it from "
         "this manifest, or check it against its own",
     )
 
