@@ -46,6 +46,7 @@ same user) between its checks and the load are out of reach.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -72,28 +73,14 @@ DIGEST_RULE = "drift.data"  # the same rule verify uses for a data entry's diges
 STAMP = "ftmanifest-stamp.json"
 # format -> (datasets builder, builder options)
 BUILDERS: dict[str, tuple[str, dict[str, str]]] = {
-    "jsonl": ("json", {}),
-    "ndjson": ("json", {}),
-    "json": ("json", {}),
-    "csv": ("csv", {}),
-    "tsv": ("csv", {"sep": "\t"}),
-    "parquet": ("parquet", {}),
-    "text": ("text", {}),
+    "jsonl": ("json", {}), "ndjson": ("json", {}), "json": ("json", {}), "csv": ("csv", {}),
+    "tsv": ("csv", {"sep": "\t"}), "parquet": ("parquet", {}), "text": ("text", {}),
     "txt": ("text", {}),
-}
+}  # fmt: skip
 _CHOSEN_BY_THE_MANIFEST = (
-    "path",
-    "data_dir",
-    "data_files",
-    "split",
-    "cache_dir",
-    "revision",
-    "download_mode",
-    "download_config",
-    "streaming",
-    "keep_in_memory",
-    "storage_options",
-)
+    "path", "data_dir", "data_files", "split", "cache_dir", "revision", "download_mode",
+    "download_config", "streaming", "keep_in_memory", "storage_options",
+)  # fmt: skip
 _MAX_CANDIDATES = 256  # builder folders computed per Arrow folder (about 4 ms each)
 
 
@@ -156,14 +143,15 @@ def trace_dataset(
     try:
         ctx = _Context.open(manifest_path, role, allow_outside)
     except FtManifestError as exc:
-        row = _row(
-            ORIGIN_RULE,
+        row = Finding.at(
             ("data",),
-            str(manifest_path),
-            "the manifest cannot be read, so the dataset cannot be judged",
-            "a valid manifest",
-            exc.message,
-            exc.hint or "fix the manifest",
+            kind="drift",
+            rule=ORIGIN_RULE,
+            message="the manifest cannot be read, so the dataset cannot be judged",
+            path=str(manifest_path),
+            expected="a valid manifest",
+            observed=exc.message,
+            hint=exc.hint or "fix the manifest",
         )
         return DataTrace(False, [row], {"role": role, "traced": False, "reason": exc.message})
     if isinstance(dataset, Mapping) and role == "eval":
@@ -184,6 +172,9 @@ def trace_dataset(
 # --- the manifest's side ------------------------------------------------------
 
 
+_Part = tuple[int, "str | None"]  # an entry, and one file inside it when it is a folder
+
+
 @dataclass(frozen=True)
 class _Staged:
     """An entry's verified private copy, and how ``datasets`` loads it."""
@@ -201,7 +192,7 @@ class _Context:
     manifest: Manifest
     role: str
     allow_outside: bool
-    references: dict[int, Any] = field(default_factory=dict)  # entry -> pa.Table or error
+    references: dict[_Part, Any] = field(default_factory=dict)  # -> pa.Table or the error
 
     @classmethod
     def open(cls, manifest_path: str | Path, role: str, allow_outside: bool) -> _Context:
@@ -300,8 +291,14 @@ class _Context:
             findings=[row],
         )
 
-    def load(self, i: int, kwargs: dict[str, Any]) -> Any:
+    def load(self, i: int, kwargs: dict[str, Any], part: str | None = None) -> Any:
+        """Entry ``i`` (only its file ``part`` when given) from its verified private copy."""
         staged = self.stage(i)
+        if part is not None:
+            files = [
+                f for f in staged.files if f.relative_to(staged.home / "files").as_posix() == part
+            ]
+            staged = dataclasses.replace(staged, files=files)
         loaded = self._load(i, staged, kwargs)
         if not _stamp(loaded, staged.digest):  # its Arrow files changed: built again, once
             shutil.rmtree(Path(loaded.cache_files[0]["filename"]).parent, ignore_errors=True)
@@ -311,6 +308,7 @@ class _Context:
 
     def _load(self, i: int, staged: _Staged, kwargs: dict[str, Any]) -> Any:
         import datasets
+        from datasets.exceptions import DatasetsError
 
         try:
             return datasets.load_dataset(
@@ -320,7 +318,7 @@ class _Context:
                 cache_dir=str(staged.home / "hf"),
                 **{**staged.options, **kwargs},
             )
-        except (ValueError, OSError, TypeError, KeyError) as exc:  # DatasetGenerationError too
+        except (DatasetsError, ValueError, OSError, TypeError, KeyError) as exc:
             raise InputError(
                 f"datasets cannot load data {self.entry(i).name!r}",
                 path=str(self.path),
@@ -330,14 +328,27 @@ class _Context:
                 hint="check the entry's format and the file",
             ) from exc
 
-    def reference(self, i: int) -> Any:
-        """The Arrow table of a default load of entry ``i``'s verified bytes (or the error)."""
-        if i not in self.references:
+    def reference(self, key: _Part) -> Any:
+        """The Arrow table of a default load of an entry's verified bytes (or the error)."""
+        if key not in self.references:
             try:
-                self.references[i] = self.load(i, {}).data.table
+                self.references[key] = self.load(key[0], {}, key[1]).data.table
             except FtManifestError as exc:
-                self.references[i] = exc
-        return self.references[i]
+                self.references[key] = exc
+        return self.references[key]
+
+    def candidates(self) -> list[tuple[_Part, list[str]]]:
+        """Every entry's files as ``load_dataset`` would get them, and each file of a folder."""
+        out: list[tuple[_Part, list[str]]] = []
+        for i in range(len(self.manifest.data)):
+            files, src = self.candidate_files(i), self.source(i)
+            if files is None or src is None:
+                continue
+            out.append(((i, None), files))
+            if src.is_dir() and len(files) > 1:
+                top = os.path.abspath(src)
+                out += [((i, Path(f).relative_to(top).as_posix()), [f]) for f in files]
+        return out
 
     def candidate_files(self, i: int) -> list[str] | None:
         """The absolute paths ``load_dataset(data_files=...)`` would be given for entry ``i``."""
@@ -349,6 +360,41 @@ class _Context:
             return [os.path.abspath(f) for f in _files_of(src, found)]
         except FtManifestError:  # a folder that cannot be listed: not a candidate
             return None
+
+    def row(
+        self,
+        rule: str,
+        loc: Loc,
+        message: str,
+        observed: str,
+        expected: str | None = None,
+        *,
+        hint: str | None = None,
+        severity: str = "error",
+    ) -> Finding:
+        """A drift row about this manifest; expected: the role's entries, fix: load them pinned."""
+        return Finding.at(
+            loc,
+            kind="drift",
+            rule=rule,
+            message=message,
+            path=str(self.path),
+            expected=expected or self.of_role(),
+            observed=observed,
+            hint=hint or self.load_hint(),
+            severity=severity,
+        )
+
+    def entry_record(self, i: int) -> dict[str, Any]:
+        e = self.entry(i)
+        return {"name": e.name, "field": format_loc(("data", i)), "path": e.path,
+                "digest": e.digest, "role": e.role}  # fmt: skip
+
+    def load_hint(self, name: str = "NAME") -> str:
+        return (
+            f"load it with ftmanifest.integrations.datasets.load_pinned_dataset("
+            f"{str(self.path)!r}, {name!r}) (verified, cached by its digest)"
+        )
 
     def of_role(self) -> str:
         mine = [
@@ -488,7 +534,7 @@ def _trace_one(ctx: _Context, dataset: Any) -> DataTrace:
                 "cache": str(folder),
                 "split": split,
                 "proof": proof,
-                "entries": [_entry_record(ctx, j) for j in entries],
+                "entries": [ctx.entry_record(j) for j in entries],
             }
         )
     record["origins"] = origins
@@ -557,10 +603,17 @@ def _judge(
         return stamped
     table, why = _split_table(folder, info, split)
     if table is None:
-        return [], "", [_unreadable_row(ctx, folder, why)]
-    j = _identify(ctx, folder, info).get(split)
-    if j is not None:
-        ref = ctx.reference(j)
+        message = (
+            f"the Arrow files of the {ctx.role} dataset cannot be read, so it cannot be judged"
+        )
+        return (
+            [],
+            "",
+            [ctx.row(ORIGIN_RULE, ("data",), message, why, f"the split files in {folder}")],
+        )
+    key = _identify(ctx, folder, info).get(split)
+    if key is not None:
+        j, ref = key[0], ctx.reference(key)
         if isinstance(ref, FtManifestError):
             return [j], "", [_error_row(ctx, ref)]
         if ref.equals(table):
@@ -597,28 +650,16 @@ def _stamped(
         or getattr(seen[p], "digest", None) != stamp["arrow"].get(p.name)
     ]
     if changed or stamp.get("digest") != digest or stamp.get("split") != split:
-        row = _row(
-            CACHE_RULE,
-            ("data",),
-            str(ctx.path),
-            f"the Arrow cache in {folder} changed since load_pinned_dataset built it",
-            f"the Arrow files stamped for {digest}",
-            ", ".join(changed) or "another stamp",
-            f"delete {folder.parents[3]} and load the entry again with load_pinned_dataset",
-        )
-        return [], "", [row]
+        message = f"the Arrow cache in {folder} changed since load_pinned_dataset built it"
+        observed = ", ".join(changed) or "no stamp, or another digest's"
+        hint = f"load the entry again with load_pinned_dataset (it builds {folder} again)"
+        expected = f"the Arrow files stamped for {digest}"
+        return [], "", [ctx.row(CACHE_RULE, ("data",), message, observed, expected, hint=hint)]
     entries = [i for i, e in enumerate(ctx.manifest.data) if e.digest == digest]
     if not entries:
-        row = _row(
-            ORIGIN_RULE,
-            ("data",),
-            str(ctx.path),
-            f"the {ctx.role} dataset holds bytes ({digest}) that no data entry pins now",
-            ctx.of_role(),
-            f"{digest} (loaded by load_pinned_dataset; re-locked since?)",
-            f"load it again: load_pinned_dataset({str(ctx.path)!r}, NAME)",
-        )
-        return [], "", [row]
+        message = f"the {ctx.role} dataset holds bytes ({digest}) that no data entry pins now"
+        observed = f"{digest} (loaded by load_pinned_dataset; re-locked since?)"
+        return [], "", [ctx.row(ORIGIN_RULE, ("data",), message, observed)]
     return entries, "stamp", []
 
 
@@ -644,29 +685,21 @@ def _same_rows(ctx: _Context, i: int, table: Any) -> bool:
         return False
     if entry.records is not None and found[0] != "text" and entry.records != table.num_rows:
         return False
-    ref = ctx.reference(i)
+    ref = ctx.reference((i, None))
     return not isinstance(ref, FtManifestError) and bool(ref.equals(table))
 
 
-def _identify(ctx: _Context, folder: Path, info: Any) -> dict[str, int]:
-    """split -> entry, when the pinned entries' paths (and mtimes) are cached in ``folder``."""
+def _identify(ctx: _Context, folder: Path, info: Any) -> dict[str, _Part]:
+    """split -> entry (or a file in it) whose paths and mtimes ``datasets`` caches in ``folder``."""
     splits = [str(s) for s in info.splits]
-    entries = [
-        (i, files)
-        for i in range(len(ctx.manifest.data))
-        if (files := ctx.candidate_files(i)) is not None
-    ]
-    if not entries or len(entries) ** len(splits) > _MAX_CANDIDATES:
+    candidates = ctx.candidates()
+    if not candidates or len(candidates) ** len(splits) > _MAX_CANDIDATES:
         return {}
-    combos = itertools.product(entries, repeat=len(splits))
-    found = _first_match(
-        folder,
-        info,
-        (
-            (tuple(i for i, _ in combo), {s: f for s, (_, f) in zip(splits, combo, strict=True)})
-            for combo in combos
-        ),
-    )
+    combos = itertools.product(candidates, repeat=len(splits))
+    found = _first_match(folder, info, (
+        (tuple(key for key, _ in combo), dict(zip(splits, (f for _, f in combo), strict=True)))
+        for combo in combos
+    ))  # fmt: skip
     return dict(zip(splits, found, strict=True)) if found is not None else {}
 
 
@@ -699,6 +732,7 @@ def _first_match(folder: Path, info: Any, candidates: Any) -> Any:
     cache root (it creates lock files there), compared below the root.
     """
     import datasets
+    from datasets.exceptions import DatasetsError
 
     if info.builder_name not in {b for b, _ in BUILDERS.values()} or len(folder.parents) < 4:
         return None
@@ -711,7 +745,7 @@ def _first_match(folder: Path, info: Any, candidates: Any) -> Any:
                 )
                 if Path(built.cache_dir).relative_to(tmp) == want:
                     return key
-            except (OSError, ValueError):  # a file gone since; not this candidate
+            except (DatasetsError, OSError, ValueError):  # a file gone since: not this one
                 continue
     return None
 
@@ -719,151 +753,75 @@ def _first_match(folder: Path, info: Any, candidates: Any) -> Any:
 # --- rows ----------------------------------------------------------------------
 
 
-def _row(
-    rule: str,
-    loc: Loc,
-    path: str,
-    message: str,
-    expected: str,
-    observed: str,
-    hint: str,
-    severity: str = "error",
-) -> Finding:
-    return Finding.at(
-        loc,
-        kind="drift",
-        rule=rule,
-        message=message,
-        path=path,
-        expected=expected,
-        observed=observed,
-        hint=hint,
-        severity=severity,
-    )
-
-
-def _load_hint(ctx: _Context, name: str = "NAME") -> str:
-    return (
-        f"load it with ftmanifest.integrations.datasets.load_pinned_dataset("
-        f"{str(ctx.path)!r}, {name!r}) (verified, cached by its digest)"
-    )
-
-
-def _entry_record(ctx: _Context, i: int) -> dict[str, Any]:
-    e = ctx.entry(i)
-    return {
-        "name": e.name,
-        "field": format_loc(("data", i)),
-        "path": e.path,
-        "digest": e.digest,
-        "role": e.role,
-    }
-
-
 def _role_rows(ctx: _Context, entries: list[int], folder: Path) -> list[Finding]:
     if not entries or any(ctx.entry(i).role == ctx.role for i in entries):
         return []
-    i = entries[0]
-    e = ctx.entry(i)
-    return [
-        _row(
-            ORIGIN_RULE,
-            ("data", i, "role"),
-            str(ctx.path),
-            f"the {ctx.role} dataset was read from data {e.name!r}, "
-            f"an entry of role {e.role or 'none'}",
-            ctx.of_role(),
-            f"{e.path} (role {e.role or 'none'}; Arrow cache {folder})",
-            f"hand the Trainer {ctx.of_role()}: {_load_hint(ctx)}",
-        )
-    ]
+    i, e = entries[0], ctx.entry(entries[0])
+    role = e.role or "none"
+    message = f"the {ctx.role} dataset was read from data {e.name!r}, an entry of role {role}"
+    observed = f"{e.path} (role {role}; Arrow cache {folder})"
+    hint = f"hand the Trainer {ctx.of_role()}: {ctx.load_hint()}"
+    return [ctx.row(ORIGIN_RULE, ("data", i, "role"), message, observed, hint=hint)]
 
 
 def _stale_row(ctx: _Context, i: int, folder: Path, split: str, have: int, want: int) -> Finding:
     e = ctx.entry(i)
-    return _row(
-        CACHE_RULE,
-        ("data", i, "digest"),
-        str(ctx.path),
-        f"the Arrow cache of data {e.name!r} predates its pinned bytes: datasets keys a "
-        "local file's cache by path and mtime, and served rows the pinned file does not hold",
-        f"the rows of {e.path} at {e.digest} ({want} rows)",
-        f"{folder} split {split}: {have} rows, not those of the pinned bytes",
-        _load_hint(ctx, e.name),
+    message = (
+        f"the Arrow cache of data {e.name!r} predates its pinned bytes: datasets keys a local "
+        "file's cache by path and mtime, and served rows the pinned file does not hold"
     )
+    observed = f"{folder} split {split}: {have} rows, not those of the pinned bytes"
+    expected = f"the rows of {e.path} at {e.digest} ({want} rows)"
+    hint = ctx.load_hint(e.name)
+    return ctx.row(CACHE_RULE, ("data", i, "digest"), message, observed, expected, hint=hint)
 
 
 def _unpinned_row(ctx: _Context, folder: Path, split: str, rows: int, named: str | None) -> Finding:
-    if named is not None:
-        observed = f"{named} (Arrow cache {folder})"
-    else:
+    observed = f"{named} (Arrow cache {folder})"
+    if named is None:
         observed = (
-            f"unknown files (Arrow cache {folder}, split {split}, {rows} rows): datasets "
-            "keeps no names of its source files, and these match no pinned entry by "
-            "path and mtime or by content"
+            f"unknown files (Arrow cache {folder}, split {split}, {rows} rows): datasets keeps "
+            "no names of its source files, and these match no pinned entry by path and mtime "
+            "or by content"
         )
-    return _row(
-        ORIGIN_RULE,
-        ("data",),
-        str(ctx.path),
-        f"the {ctx.role} dataset was read from a file the manifest does not pin",
-        ctx.of_role(),
-        observed,
-        f"pin the file as a data entry of role {ctx.role} (then ftmanifest lock "
-        f"{ctx.path}), or {_load_hint(ctx)}",
+    message = f"the {ctx.role} dataset was read from a file the manifest does not pin"
+    hint = (
+        f"pin the file as a data entry of role {ctx.role} (then ftmanifest lock {ctx.path}), "
+        f"or {ctx.load_hint()}"
     )
+    return ctx.row(ORIGIN_RULE, ("data",), message, observed, hint=hint)
 
 
 def _lost_row(ctx: _Context, name: str) -> Finding:
-    return _row(
-        ORIGIN_RULE,
-        ("data",),
-        str(ctx.path),
+    message = (
         f"the {ctx.role} dataset reads an Arrow file outside any datasets builder folder "
-        "(save_to_disk, Dataset.from_file, map(cache_file_name=...)), so its source "
-        "files cannot be known",
-        ctx.of_role(),
-        name,
-        f"{_load_hint(ctx)}, and .map it without cache_file_name",
+        "(save_to_disk, Dataset.from_file, map(cache_file_name=...)): its source is unknown"
     )
-
-
-def _unreadable_row(ctx: _Context, folder: Path, why: str) -> Finding:
-    return _row(
-        ORIGIN_RULE,
-        ("data",),
-        str(ctx.path),
-        f"the Arrow files of the {ctx.role} dataset cannot be read, so it cannot be judged",
-        f"the split files in {folder}",
-        why,
-        _load_hint(ctx),
-    )
+    hint = f"{ctx.load_hint()}, and .map it without cache_file_name"
+    return ctx.row(ORIGIN_RULE, ("data",), message, name, hint=hint)
 
 
 def _error_row(ctx: _Context, exc: FtManifestError) -> Finding:
     if isinstance(exc, DataDigestError):
         return exc.findings[0]
-    return _row(
-        ORIGIN_RULE,
-        exc.loc or ("data",),
-        str(ctx.path),
-        f"the {ctx.role} dataset cannot be proved to hold pinned bytes: {exc.message}",
-        exc.expected or "a readable pinned entry",
-        exc.observed or exc.message,
-        exc.hint or _load_hint(ctx),
+    message = f"the {ctx.role} dataset cannot be proved to hold pinned bytes: {exc.message}"
+    observed = exc.observed or exc.message
+    return ctx.row(
+        ORIGIN_RULE, exc.loc or ("data",), message, observed, exc.expected, hint=exc.hint
     )
 
 
 def _untraced(ctx: _Context, record: dict[str, Any], why: str, rows: list[Finding]) -> DataTrace:
     required = ctx.manifest.security.require_traced_data
-    row = _row(
+    message = f"the {ctx.role} dataset cannot be traced to pinned files: {why}"
+    hint = ctx.load_hint() + ("" if required else "; security.require_traced_data: true refuses it")
+    row = ctx.row(
         UNTRACED_RULE,
         ("security", "require_traced_data"),
-        str(ctx.path),
-        f"the {ctx.role} dataset cannot be traced to pinned files: {why}",
-        "a datasets.Dataset read from pinned data entries",
+        message,
         record["kind"],
-        _load_hint(ctx) + ("" if required else "; security.require_traced_data: true refuses it"),
-        "error" if required else "warning",
+        "a datasets.Dataset read from pinned data entries",
+        hint=hint,
+        severity="error" if required else "warning",
     )
     return DataTrace(False, [*rows, row], {**record, "traced": False, "reason": why})

@@ -20,7 +20,7 @@ import datasets
 import pytest
 import torch
 
-from ftmanifest.errors import EXIT_INPUT, EXIT_REFUSED, UsageError
+from ftmanifest.errors import EXIT_INPUT, EXIT_REFUSED, InputError, UsageError
 from ftmanifest.examples.project import build_example
 from ftmanifest.integrations.datasets import (
     CACHE_RULE,
@@ -74,6 +74,17 @@ def _rewrite_keeping_mtime(path: Path) -> None:
     assert path.stat().st_mtime_ns == st.st_mtime_ns and path.stat().st_size == st.st_size
 
 
+def _repin(manifest: Path, name: str) -> None:
+    """Pin entry ``name``'s bytes as they are now: what ``lock`` writes, without its settle wait."""
+    from ftmanifest.manifest import load_manifest
+    from ftmanifest.observe import hash_path
+
+    (entry,) = [e for e in load_manifest(manifest).manifest.data if e.name == name]
+    digest = hash_path(manifest.parent / entry.path, manifest.parent, use_cache=False).digest
+    assert digest is not None and entry.digest is not None
+    manifest.write_text(manifest.read_text("utf-8").replace(entry.digest, digest))
+
+
 def _rows(trace: DataTrace) -> list[tuple[str, str | None, str]]:
     return [(f.rule, f.field, f.severity) for f in trace.findings]
 
@@ -91,7 +102,7 @@ def test_a_stale_arrow_cache_is_served_by_datasets_and_refused(example: Path, tm
     before = _records(train)
     _plain(train, tmp_path / "hf")  # the cache now holds these bytes
     _rewrite_keeping_mtime(train)
-    lock_manifest(example)  # the manifest pins the new bytes
+    _repin(example, "train")  # the manifest pins the new bytes
     stale = _plain(train, tmp_path / "hf")
     # datasets serves the old rows: its cache is keyed by path and mtime.
     assert stale[0]["messages"] == before[0]["messages"] != _records(train)[0]["messages"]
@@ -176,6 +187,23 @@ def test_a_split_of_one_load_is_traced_to_its_own_file(example: Path, tmp_path: 
     ]
 
 
+def test_a_file_inside_a_pinned_folder_entry_is_traced_to_it(example: Path, tmp_path: Path):
+    shards = example.parent / "data" / "shards"
+    shards.mkdir()
+    lines = (example.parent / "data" / "train.jsonl").read_text("utf-8").splitlines(True)
+    (shards / "part-0.jsonl").write_text("".join(lines[:30]))
+    (shards / "part-1.jsonl").write_text("".join(lines[30:]))
+    text = example.read_text("utf-8")
+    entry = "  - {name: shards, role: train, path: data/shards, format: jsonl, digest: sha256:%s}\n"
+    example.write_text(text.replace("data:\n", "data:\n" + entry % ("0" * 64), 1))
+    _repin(example, "shards")
+    assert len(load_pinned_dataset(example, "shards")) == len(lines)
+    for files in (str(shards / "part-1.jsonl"), str(shards / "*.jsonl")):
+        trace = trace_dataset(_plain(Path(files), tmp_path / "hf"), example, "train")
+        assert _rows(trace) == [] and trace.traced, files
+        assert {"shards"} <= {e["name"] for e in trace.record["origins"][0]["entries"]}
+
+
 # --- derived datasets ------------------------------------------------------------
 
 
@@ -233,7 +261,7 @@ def test_two_pinned_digests_never_share_a_cache(example: Path):
     train = example.parent / "data" / "train.jsonl"
     first = load_pinned_dataset(example, "train")
     _rewrite_keeping_mtime(train)  # same path, same mtime: what fools datasets' own cache
-    lock_manifest(example)
+    _repin(example, "train")
     second = load_pinned_dataset(example, "train")
     assert second.to_list() == _records(train) != first.to_list()
     folders = {Path(c["filename"]).parents[5] for d in (first, second) for c in d.cache_files}
@@ -261,6 +289,15 @@ def test_a_private_copy_that_changed_is_deleted_and_refused(example: Path):
         load_pinned_dataset(example, "train")
     assert not copy.exists()
     assert load_pinned_dataset(example, "train").to_list() == ds.to_list()  # copied again
+
+
+def test_a_pinned_file_datasets_cannot_parse_is_refused_without_a_traceback(example: Path):
+    (example.parent / "data" / "train.jsonl").write_text('{"text": "ok"}\nnot json\n')
+    _repin(example, "train")
+    with pytest.raises(InputError) as info:
+        load_pinned_dataset(example, "train")
+    assert info.value.field == "data[0].format" and info.value.exit_code == EXIT_INPUT
+    assert "DatasetGenerationError" in str(info.value.observed)
 
 
 @pytest.mark.parametrize("key", ["data_files", "cache_dir", "revision", "download_mode", "split"])
