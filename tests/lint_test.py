@@ -193,7 +193,7 @@ def test_a_pattern_peft_cannot_compile_is_named(field: str, value: Any, loc: tup
     (problem,) = RULES["FTM050"].check(data)
     assert problem.loc == loc
     assert problem.observed in (value if isinstance(value, str) else list(value))
-    assert problem.observed in problem.message and problem.hint
+    assert str(problem.observed) in problem.message and problem.hint
 
 
 def test_a_declared_peft_method_has_its_patterns_checked_too() -> None:
