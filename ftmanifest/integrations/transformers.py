@@ -337,6 +337,8 @@ class FtManifestCallback(TrainerCallback):
         rows += runtime.judge_batch(manifest, shown, batch, why)
         if model is not None:
             rows += self._judge_config(model, load_manifest(self.manifest).manifest, shown)
+        traced = self._trace_data(kw.get("train_dataloader"), report)
+        rows += [f for f in traced.findings if f.severity == "error"]
         optimizer, scheduler = kw.get("optimizer"), kw.get("lr_scheduler")
         self.recipe = {
             "arguments": data,
@@ -347,6 +349,7 @@ class FtManifestCallback(TrainerCallback):
             "not_compared": check.not_compared,
             "unpinned": check.unpinned,
             "first_batch": {"judged": batch is not None, "why_not": why},
+            "data": traced.record,
         }
         if check.unpinned:
             report.warnings.append(
@@ -354,6 +357,19 @@ class FtManifestCallback(TrainerCallback):
                 + ", ".join(f"{k}={v!r}" for k, v in sorted(check.unpinned.items()))
             )
         return rows
+
+    def _trace_data(self, dataloader: Any, report: VerifyReport) -> Any:
+        """The training dataset traced to pinned train entries (``integrations.datasets``)."""
+        from ftmanifest.integrations.datasets import trace_dataset
+
+        dataset = getattr(dataloader, "dataset", None)
+        trace = trace_dataset(
+            dataset, self.manifest, "train", allow_outside=bool(self.options["allow_outside"])
+        )
+        report.warnings += [
+            f"{f.field or 'data'}: {f.message}" for f in trace.findings if f.severity != "error"
+        ]
+        return trace
 
     def _judge_config(self, model: Any, manifest: Any, shown: str) -> list[Finding]:
         from ftmanifest.integrations.model_config import judge_config
