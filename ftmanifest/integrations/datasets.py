@@ -262,10 +262,11 @@ class _Context:
         state = hash_path(target, home, use_cache=self.use_cache)
         if state.digest != entry.digest:
             shutil.rmtree(copy, ignore_errors=True)  # a cache that lies is deleted, never read
-        self._check(i, state, f"the private copy in {home} (run again)")
+        again = f"run again: the copy in {home} is made afresh from the verified file"
+        self._check(i, state, "ftmanifest's private copy (now deleted)", again)
         return _Staged(home, entry.digest, _files_of(target, found), *found)
 
-    def _check(self, i: int, state: FileState, what: str) -> None:
+    def _check(self, i: int, state: FileState, what: str, hint: str | None = None) -> None:
         entry = self.entry(i)
         if state.error is None and state.digest == entry.digest:
             return
@@ -278,8 +279,9 @@ class _Context:
             path=str(self.path),
             expected=entry.digest,
             observed=observed,
-            hint=f"restore {entry.path} (a backup, git checkout), or re-lock after "
-            f"review: ftmanifest lock {self.path}",
+            hint=hint
+            or f"restore {entry.path} (a backup, git checkout), or re-lock after review: "
+            f"ftmanifest lock {self.path}",
         )
         raise DataDigestError(
             row.message,
@@ -299,11 +301,16 @@ class _Context:
                 f for f in staged.files if f.relative_to(staged.home / "files").as_posix() == part
             ]
             staged = dataclasses.replace(staged, files=files)
-        loaded = self._load(i, staged, kwargs)
-        if not _stamp(loaded, staged.digest):  # its Arrow files changed: built again, once
-            shutil.rmtree(Path(loaded.cache_files[0]["filename"]).parent, ignore_errors=True)
+        from filelock import FileLock  # a dependency of datasets
+
+        with FileLock(str(staged.home / "load.lock")):  # ranks: one builds and stamps
+            built = {p.parent for p in staged.home.glob("hf/*/*/*/*/dataset_info.json")}
             loaded = self._load(i, staged, kwargs)
-            _stamp(loaded, staged.digest)
+            folder = Path(loaded.cache_files[0]["filename"]).parent
+            if not _stamp(loaded, staged.digest, fresh=folder not in built):
+                shutil.rmtree(folder, ignore_errors=True)  # changed or unstamped: built again
+                loaded = self._load(i, staged, kwargs)
+                _stamp(loaded, staged.digest, fresh=True)
         return loaded
 
     def _load(self, i: int, staged: _Staged, kwargs: dict[str, Any]) -> Any:
@@ -390,7 +397,9 @@ class _Context:
         return {"name": e.name, "field": format_loc(("data", i)), "path": e.path,
                 "digest": e.digest, "role": e.role}  # fmt: skip
 
-    def load_hint(self, name: str = "NAME") -> str:
+    def load_hint(self, name: str | None = None) -> str:
+        mine = [e.name for e in self.manifest.data if e.role == self.role]
+        name = name or (mine[0] if len(mine) == 1 else "NAME")
         return (
             f"load it with ftmanifest.integrations.datasets.load_pinned_dataset("
             f"{str(self.path)!r}, {name!r}) (verified, cached by its digest)"
@@ -468,20 +477,24 @@ def _split_files(folder: Path, info: Any, split: str) -> list[Path]:
     return [Path(n) for n in names]
 
 
-def _stamp(loaded: Any, digest: str) -> bool:
-    """Stamp the Arrow files ``datasets`` built from the pinned copy (False: a stamp disagrees)."""
+def _stamp(loaded: Any, digest: str, *, fresh: bool) -> bool:
+    """Stamp the Arrow files just built from the pinned copy; False: a folder that cannot be
+    trusted (its stamp disagrees, or it was there before without one)."""
     from ftmanifest.fsutil import atomic_write_text
     from ftmanifest.hashing import hash_files
 
     folder = Path(loaded.cache_files[0]["filename"]).parent
-    files = _split_files(folder, _info(folder), "train")
+    info = _info(folder)
+    if info is None or "train" not in info.splits:
+        return True  # not a builder folder: no stamp, and the trace refuses it
+    files = _split_files(folder, info, "train")
     results = hash_files(files)
     arrow = {p.name: r.digest for p, r in results.items() if not isinstance(r, FtManifestError)}
     stamp = {"format": 1, "digest": digest, "split": "train", "arrow": arrow}
     old = _read_json(folder / STAMP)
-    if old is None and len(arrow) == len(files):  # else no stamp: the trace refuses it
+    if old is None and fresh and len(arrow) == len(files):  # else no stamp: the trace refuses
         atomic_write_text(folder / STAMP, json.dumps(stamp, sort_keys=True))
-    return old is None or old == stamp
+    return old == stamp if old is not None else fresh
 
 
 def _read_json(path: Path) -> Any:

@@ -386,3 +386,5 @@ def test_an_arrow_file_changed_after_load_pinned_dataset_built_it_is_refused(exa
     assert _rows(trace_dataset(again, example, "train")) == []
     (arrow.parent / "ftmanifest-stamp.json").unlink()
     assert _rows(trace_dataset(again, example, "train")) == [(CACHE_RULE, "data", "error")]
+    # Unstamped, the folder is not trusted: built again rather than stamped as found.
+    assert _rows(trace_dataset(load_pinned_dataset(example, "train"), example, "train")) == []
