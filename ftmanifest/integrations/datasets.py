@@ -16,7 +16,10 @@ as ``verify`` does), copies it into a private folder named after the pinned
 digest (``<cache>/datasets/{file|tree}-sha256-<hex>/files``), verifies the
 copy, and loads *the copy* with ``cache_dir`` in that same folder: a file
 swapped after hashing is never read, and two digests never share a cache.  It
-writes a stamp beside the Arrow files it built (their digests).
+stamps the Arrow files it has just built (their digests), under a lock per
+digest; a folder found changed or unstamped is built again.  Cost, the first
+time per digest: a copy of the entry (its size on disk, in the 0700 cache),
+a hash of the copy and one parse; afterwards a ``stat`` per file.
 
 ``trace_dataset`` walks the dataset's Arrow table: every block must be
 memory-mapped from a file in a ``datasets`` builder folder (``cache-*.arrow``
@@ -25,7 +28,8 @@ written by ``.map``/``.filter`` sit beside the builder's own split files;
 names of the source files (``info.download_checksums`` stays None:
 ``builder.py`` sets ``_record_checksums = False``), so the source is found by
 recomputing, with ``datasets.load_dataset_builder``, the folder each pinned
-entry would be cached in, and proved by content:
+entry (or one file of a pinned folder) would be cached in, and proved by
+content:
 
 * a folder under ftmanifest's cache: its stamp's Arrow digests must hold
   (a ``stat`` each, through the stat cache);
@@ -808,9 +812,10 @@ def _unpinned_row(ctx: _Context, folder: Path, split: str, rows: int, named: str
 def _lost_row(ctx: _Context, name: str) -> Finding:
     message = (
         f"the {ctx.role} dataset reads an Arrow file outside any datasets builder folder "
-        "(save_to_disk, Dataset.from_file, map(cache_file_name=...)): its source is unknown"
+        "(save_to_disk, Dataset.from_file, map(cache_file_name=...), datasets.disable_caching()"
+        "): its source is unknown"
     )
-    hint = f"{ctx.load_hint()}, and .map it without cache_file_name"
+    hint = f"{ctx.load_hint()}, and .map it with datasets' caching on, no cache_file_name"
     return ctx.row(ORIGIN_RULE, ("data",), message, name, hint=hint)
 
 
