@@ -810,6 +810,9 @@ def _unpinned_row(ctx: _Context, folder: Path, split: str, rows: int, named: str
 
 
 def _lost_row(ctx: _Context, name: str) -> Finding:
+    if not os.path.exists(name):
+        message = f"the {ctx.role} dataset reads an Arrow file that is gone, so it cannot be judged"
+        return ctx.row(ORIGIN_RULE, ("data",), message, f"{name} (not found)")
     message = (
         f"the {ctx.role} dataset reads an Arrow file outside any datasets builder folder "
         "(save_to_disk, Dataset.from_file, map(cache_file_name=...), datasets.disable_caching()"

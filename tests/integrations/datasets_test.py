@@ -357,7 +357,8 @@ def test_an_arrow_cache_that_cannot_be_read_is_an_error(example: Path, tmp_path:
     ds = _plain(example.parent / "data" / "train.jsonl", tmp_path / "hf")
     shutil.rmtree(tmp_path / "hf")
     trace = trace_dataset(ds, example, "train")
-    assert [r[0] for r in _rows(trace)] == [ORIGIN_RULE] and not trace.traced
+    assert _rows(trace) == [(ORIGIN_RULE, "data", "error")] and not trace.traced
+    assert "gone" in trace.findings[0].message
 
 
 def test_a_dataset_saved_to_disk_cannot_be_proved_and_is_refused(example: Path, tmp_path: Path):
