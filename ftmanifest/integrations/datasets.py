@@ -529,7 +529,9 @@ def _trace_one(ctx: _Context, dataset: Any) -> DataTrace:
 
     record: dict[str, Any] = {"role": ctx.role, "kind": _kind(dataset)}
     if not isinstance(dataset, datasets.Dataset):
-        if isinstance(dataset, datasets.IterableDataset):
+        if dataset is None:
+            why, record["kind"] = "no dataset was handed over to trace", "none"
+        elif isinstance(dataset, datasets.IterableDataset):
             why = "a streaming IterableDataset reads its files only as training goes"
         else:
             why = f"a {record['kind']} keeps no record of the files it was read from"

@@ -339,8 +339,9 @@ def _generate() -> Iterator[dict[str, int]]:
         _generate,
         lambda: datasets.Dataset.from_list([{"x": 1}]).to_iterable_dataset(),
         lambda: datasets.Dataset.from_list([{"x": 1}]),
+        lambda: None,
     ],
-    ids=["torch-dataset", "list", "generator", "iterable-dataset", "in-memory-dataset"],
+    ids=["torch-dataset", "list", "generator", "iterable-dataset", "in-memory-dataset", "none"],
 )
 def test_an_untraceable_dataset_warns_and_is_refused_when_required(example: Path, make: Any):
     dataset = make()
