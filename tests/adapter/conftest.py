@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-LORA = {"r": 4, "lora_alpha": 8, "lora_dropout": 0.0}
+LORA: dict[str, Any] = {"r": 4, "lora_alpha": 8, "lora_dropout": 0.0}
 TARGETS = {"gpt2": ["c_attn", "c_proj"], "llama": ["q_proj", "v_proj"]}
 
 

@@ -32,14 +32,14 @@ class _Tokens:
         return {"input_ids": ids, "labels": ids}
 
 
-def _train(project: Path, manifest: Path, out: Path, **callback: Any) -> Any:
+def _train(project: Path, manifest: Path, out: Path, config: Any = None, **callback: Any) -> Any:
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
 
     from ftmanifest.integrations.transformers import FtManifestCallback
 
-    model = AutoModelForCausalLM.from_pretrained(str(project / "base"))
-    model = get_peft_model(model, LoraConfig(**LORA, target_modules=TARGETS["gpt2"]))
+    base = AutoModelForCausalLM.from_pretrained(str(project / "base"))
+    model = get_peft_model(base, config or LoraConfig(**LORA, target_modules=TARGETS["gpt2"]))
     guard = FtManifestCallback(manifest, signature=False, **callback)
     args = TrainingArguments(
         output_dir=str(out),
@@ -101,3 +101,30 @@ def test_without_a_key_nothing_is_signed_and_the_record_says_so(
     assert not list((root / "out").glob("checkpoint-*/ftmanifest-binding.sig.json"))
     record = json.loads((root / "out" / "ftmanifest-run.json").read_text())
     assert [b["bound"] for b in record["adapter_bindings"]] == [False, False]
+
+
+IA3: dict[str, Any] = {
+    "target_modules": ["c_attn", "mlp.c_proj"],
+    "feedforward_modules": ["mlp.c_proj"],
+}
+
+
+def test_a_declared_ia3_run_is_bound_at_every_save(project: tuple[Path, Path], signer: Any) -> None:
+    """The first save of an IA3 run stopped training: bind knew only LoRA."""
+    from peft import IA3Config
+
+    from ftmanifest.lock import lock_manifest
+
+    root, manifest = project
+    body = json.loads(manifest.read_text())
+    body["method"] = {"kind": "peft", "peft_type": "IA3", "config": IA3}
+    manifest.write_text(json.dumps(body, indent=2))
+    git(root, "commit", "-qam", "the method is IA3")
+    lock_manifest(manifest)
+    git(root, "commit", "-qam", "lock")
+    guard = _train(root, manifest, root / "out", IA3Config(**IA3), bind_key=signer)
+    checkpoints = sorted((root / "out").glob("checkpoint-*"))
+    assert [b["bound"] for b in guard.bindings] == [True, True]
+    for checkpoint in checkpoints:
+        rows = check_adapter(checkpoint, manifest_path=manifest).findings
+        assert not [f for f in rows if f.severity == "error"], rows
