@@ -378,6 +378,27 @@ def to_base_names(adapter_shapes: Shapes, base: Shapes) -> dict[str, str]:
     return out
 
 
+def model_namespace(adapter_shapes: Shapes, base: Shapes) -> dict[str, Any]:
+    """``base`` named as the model the adapter was trained on names it: a
+    checkpoint saved without its head's prefix (hub ``gpt2``: ``h.0...`` for
+    ``transformer.h.0...``) gets the one prefix the adapter's names show, so
+    peft's full names (``all-linear`` saves them) resolve on it; top-level
+    output heads (``lm_head``) keep their names."""
+    modules = all_modules(base)
+    top = {n.partition(".")[0] for n in modules}
+    heads: set[str] = set()
+    for name in adapter_shapes:
+        module = _split(name.removeprefix(PEFT_PREFIX))[0]
+        lead, _, rest = module.partition(".")
+        if module not in modules and lead not in top and rest in modules:
+            heads.add(lead)
+    if len(heads) != 1:
+        return dict(base)
+    (lead,) = heads
+    return {n if n.partition(".")[0] in OUTPUT_NAMES else f"{lead}.{n}": s
+            for n, s in base.items()}  # fmt: skip
+
+
 def _split(name: str) -> tuple[str, str]:
     for part in _LORA_PARTS:
         if name.endswith("." + part):

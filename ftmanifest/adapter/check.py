@@ -257,7 +257,7 @@ def structure_findings(
     tensors its config implies, each of the shape that fits; another tuner
     method: every tensor belongs to a module of the base; prompt learning
     (no ``base_model.model.`` tensors): nothing to match."""
-    shapes = arch.with_tied_head(base.shapes(), base.config())
+    shapes = arch.model_namespace(adapter_shapes, arch.with_tied_head(base.shapes(), base.config()))
     names = arch.to_base_names(adapter_shapes, shapes)
     embeddings = frozenset(n.rpartition(".")[0] for n in names.values()
                            if n.endswith(".lora_embedding_A"))  # fmt: skip

@@ -60,7 +60,7 @@ Spec = namedtuple(
     ["target_modules", "exclude_modules", "modules_to_save", "layers_to_transform",
      "layers_pattern", "r", "alpha", "rank_pattern", "alpha_pattern", "use_rslora",
      "fan_in_fan_out", "layer_replication"],
-    defaults=(None, (), None, None, 8, 8.0, {}, {}, False, False, None),
+    defaults=(None, None, (), None, None, 8, 8.0, {}, {}, False, False, None),
 )  # fmt: skip
 Spec.__doc__ = """What decides where an adapter goes and its rank/alpha, by peft's names
 (``alpha`` is ``lora_alpha``)."""

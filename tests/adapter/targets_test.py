@@ -247,3 +247,22 @@ def test_verify_resolves_all_linear_for_the_trainable_count(
     path = write_manifest(tmp_path, "base", "gpt2", target_modules="all-linear",
                           trainable_params=count)  # fmt: skip
     assert manifest_method_findings(load_manifest(path).manifest, path) == []
+
+
+def test_a_base_saved_without_its_head_prefix_resolves_peft_full_names(
+    tmp_path: Path, signer: Any
+) -> None:
+    """Hub gpt2 keeps ``h.0...`` for the model's ``transformer.h.0...``: the full
+    names peft saves for all-linear are resolved in the model's namespace."""
+    from tests.adapter.conftest import train_adapter
+
+    headless = tmp_path / "headless"
+    make_model("gpt2", 0).transformer.save_pretrained(str(headless))
+    adapter = train_adapter(headless, tmp_path / "trained", "gpt2", target_modules="all-linear")
+    project = tmp_path / "p"
+    trust_repo(project, signer)
+    copy_tree(headless, project / "base")
+    copy_tree(adapter, project / "adapter")
+    manifest = write_manifest(project, "base", "gpt2", target_modules="all-linear")
+    bind_adapter(project / "adapter", manifest, signer)
+    assert check_adapter(project / "adapter", manifest_path=manifest).ok
