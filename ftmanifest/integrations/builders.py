@@ -81,17 +81,7 @@ def pinned_arguments(manifest: Any, fields: set[str], *, trl: bool = False) -> d
 def _build(cls: Any, manifest: Any, overrides: dict[str, Any], *, trl: bool) -> Any:
     fields = {f.name for f in dataclasses.fields(cls)}
     pinned = pinned_arguments(manifest, fields, trl=trl)
-    for key, value in overrides.items():
-        name = arg_name(key, fields)
-        if name in pinned and not _equal(pinned[name][0], value):
-            want, loc = pinned[name]
-            raise UsageError(
-                f"{key}= overrides a value the manifest pins",
-                field=format_loc(loc),
-                expected=repr(want),
-                observed=f"{key}={value!r}",
-                hint="drop the keyword, or change the manifest (and re-sign it)",
-            )
+    _refuse_overrides(overrides, pinned, lambda key: arg_name(key, fields))
     kwargs = {name: value for name, (value, _loc) in pinned.items()}
     m = _load(manifest)
     backend = m.environment.backend.kind if m.environment.backend else None
@@ -99,6 +89,22 @@ def _build(cls: Any, manifest: Any, overrides: dict[str, Any], *, trl: bool) -> 
         kwargs["use_cpu"] = True
     kwargs.update(overrides)
     return cls(**kwargs)
+
+
+def _refuse_overrides(
+    overrides: dict[str, Any], pinned: dict[str, tuple[Any, Loc]], name: Any
+) -> None:
+    """``UsageError`` for the first keyword that replaces a pinned value with another."""
+    for key, value in overrides.items():
+        if name(key) in pinned and not _equal(pinned[name(key)][0], value):
+            want, loc = pinned[name(key)]
+            raise UsageError(
+                f"{key}= overrides a value the manifest pins",
+                field=format_loc(loc),
+                expected=repr(want),
+                observed=f"{key}={value!r}",
+                hint="drop the keyword, or change the manifest (and re-sign it)",
+            )
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -168,16 +174,7 @@ def lora_config(manifest: Any, **overrides: Any) -> Any:
         ),
         "fan_in_fan_out": (method.fan_in_fan_out, ("method", "fan_in_fan_out")),
     }
-    for key, value in overrides.items():
-        if key in pinned and not _equal(pinned[key][0], value):
-            want, loc = pinned[key]
-            raise UsageError(
-                f"{key}= overrides a value the manifest pins",
-                field=format_loc(loc),
-                expected=repr(want),
-                observed=f"{key}={value!r}",
-                hint="drop the keyword, or change the manifest (and re-sign it)",
-            )
+    _refuse_overrides(overrides, pinned, lambda key: key)
     kwargs = {k: v for k, (v, _loc) in pinned.items() if v is not None}
     kwargs.setdefault("task_type", "CAUSAL_LM")
     kwargs.update(overrides)

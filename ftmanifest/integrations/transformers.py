@@ -336,6 +336,9 @@ class FtManifestCallback(TrainerCallback):
         batch, why = runtime.first_batch(kw.get("train_dataloader"), size)
         rows += runtime.judge_batch(manifest, shown, batch, why)
         if model is not None:
+            from ftmanifest.integrations.peft_model import judge_peft_model, resolved_peft
+
+            rows += judge_peft_model(model, manifest, shown)
             rows += self._judge_config(model, load_manifest(self.manifest).manifest, shown)
         traced = self._trace_data(kw.get("train_dataloader"), report)
         rows += [f for f in traced.findings if f.severity == "error"]
@@ -350,6 +353,7 @@ class FtManifestCallback(TrainerCallback):
             "unpinned": check.unpinned,
             "first_batch": {"judged": batch is not None, "why_not": why},
             "data": traced.record,
+            "peft": resolved_peft(model) if model is not None else None,
         }
         if check.unpinned:
             report.warnings.append(
