@@ -266,3 +266,28 @@ def test_a_base_saved_without_its_head_prefix_resolves_peft_full_names(
     manifest = write_manifest(project, "base", "gpt2", target_modules="all-linear")
     bind_adapter(project / "adapter", manifest, signer)
     assert check_adapter(project / "adapter", manifest_path=manifest).ok
+
+
+def test_all_linear_in_the_manifest_is_resolved_not_skipped(
+    bound: dict[str, Path], tmp_path: Path
+) -> None:
+    """check-adapter skipped target_modules: all-linear ("peft resolves it"), so an
+    adapter on c_attn and c_proj alone passed a manifest that trains every layer."""
+    project = shutil.copytree(bound["gpt2"], tmp_path / "p")
+    manifest = write_manifest(project, "base", "gpt2", target_modules="all-linear")
+    report = check_adapter(project / "adapter", manifest_path=manifest)
+    (row,) = [f for f in report.findings if f.field == "method.target_modules"]
+    assert row.extra["missing"] == ["transformer.h.0.mlp.c_fc", "transformer.h.1.mlp.c_fc"]
+
+
+def test_a_regex_that_does_not_compile_is_a_row_not_a_crash(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    from ftmanifest.adapter.base import manifest_method_findings
+    from ftmanifest.manifest import load_manifest
+
+    shutil.copytree(models["llama-a"], tmp_path / "base")
+    path = write_manifest(tmp_path, "base", "llama", target_modules=r".*\.(q|v_proj")
+    (row,) = manifest_method_findings(load_manifest(path).manifest, path)
+    assert (row.rule, row.field) == ("adapter.pattern-invalid", "method.target_modules")
+    assert row.observed == r".*\.(q|v_proj" and row.hint
