@@ -37,6 +37,7 @@ from typing import Any
 
 from ftmanifest.adapter import architecture as arch
 from ftmanifest.adapter import base as bases
+from ftmanifest.adapter import headers
 from ftmanifest.adapter import method as methods
 from ftmanifest.adapter import targets as tg
 from ftmanifest.adapter.architecture import finding
@@ -250,18 +251,20 @@ def base_findings(b: Binding, base: bases.BaseModel, digest: str, where: str) ->
 
 
 def structure_findings(
-    config: dict[str, Any], adapter_shapes: arch.Shapes, base: bases.BaseModel, where: str
+    config: dict[str, Any], adapter_shapes: headers.Shapes, base: bases.BaseModel, where: str
 ) -> tuple[list[Finding], tg.Tree]:
     """The adapter's tensors against the base, and the base's module tree (as
     its headers show it) that the method is resolved on.  LoRA: exactly the
     tensors its config implies, each of the shape that fits; another tuner
     method: every tensor belongs to a module of the base; prompt learning
     (no ``base_model.model.`` tensors): nothing to match."""
-    shapes = arch.model_namespace(adapter_shapes, arch.with_tied_head(base.shapes(), base.config()))
-    names = arch.to_base_names(adapter_shapes, shapes)
+    shapes = headers.model_namespace(
+        adapter_shapes, headers.with_tied_head(base.shapes(), base.config())
+    )
+    names = headers.to_base_names(adapter_shapes, shapes)
     embeddings = frozenset(n.rpartition(".")[0] for n in names.values()
                            if n.endswith(".lora_embedding_A"))  # fmt: skip
-    tree = arch.header_tree(shapes, base.config(), embeddings)
+    tree = headers.header_tree(shapes, base.config(), embeddings)
     if methods.peft_type_of(config) != "LORA":
         return tuner_findings(adapter_shapes, shapes, where), tree
     facts = arch.LoraFacts.from_adapter_config(config)
@@ -273,15 +276,17 @@ def structure_findings(
     return out, tree
 
 
-def tuner_findings(adapter_shapes: arch.Shapes, base: arch.Shapes, where: str) -> list[Finding]:
+def tuner_findings(
+    adapter_shapes: headers.Shapes, base: headers.Shapes, where: str
+) -> list[Finding]:
     """Every ``base_model.model.<module>...`` tensor of a non-LoRA adapter lies
     in a module of the base (the longest such prefix of its name)."""
-    modules = arch.all_modules(base)
+    modules = headers.all_modules(base)
     out: list[Finding] = []
     for name in sorted(adapter_shapes):
-        if not name.startswith(arch.PEFT_PREFIX):
+        if not name.startswith(headers.PEFT_PREFIX):
             continue
-        parts = name.removeprefix(arch.PEFT_PREFIX).split(".")[:-1]
+        parts = name.removeprefix(headers.PEFT_PREFIX).split(".")[:-1]
         prefixes = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
         prefixes |= {".".join(parts[1:i]) for i in range(2, len(parts) + 1)}
         if not prefixes & modules:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ftmanifest.adapter import architecture as arch
+from ftmanifest.adapter import headers
 from ftmanifest.adapter.base import manifest_method_findings
 from ftmanifest.adapter.tensors import tensor_shapes, weight_files
 from ftmanifest.manifest import load_manifest
@@ -17,7 +18,7 @@ from tests.adapter.conftest import make_model, write_manifest
 
 def base_shapes(folder: Path) -> dict[str, Any]:
     config = json.loads((folder / "config.json").read_text())
-    return arch.with_tied_head(tensor_shapes(weight_files(folder)), config)
+    return headers.with_tied_head(tensor_shapes(weight_files(folder)), config)
 
 
 @pytest.mark.parametrize(
@@ -43,7 +44,7 @@ def test_trainable_count_and_tensor_set_match_real_peft(
         base_shapes(folder), facts, transposed=arch.is_transposed(config, facts)
     )
     saved = get_peft_model_state_dict(peft_model)
-    assert {arch.PEFT_PREFIX + n: s for n, s in expected.items()} == {
+    assert {headers.PEFT_PREFIX + n: s for n, s in expected.items()} == {
         n: tuple(t.shape) for n, t in saved.items()
     }
     assert arch.trainable_params(expected) == peft_model.get_nb_trainable_parameters()[0]
@@ -110,4 +111,4 @@ def test_all_linear_is_resolved_as_peft_does(models: dict[str, Path], arch_name:
     assert arch.check_targets(shapes, facts) == []
     expected = arch.expected_tensors(shapes, facts, transposed=arch.is_transposed(config, facts))
     saved = get_peft_model_state_dict(peft_model)
-    assert {arch.PEFT_PREFIX + n for n in expected} == set(saved)
+    assert {headers.PEFT_PREFIX + n for n in expected} == set(saved)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ftmanifest.adapter import architecture as arch
+from ftmanifest.adapter import headers
 from ftmanifest.adapter import targets as tg
 from ftmanifest.adapter.bind import BindRefusedError, bind_adapter
 from ftmanifest.adapter.check import check_adapter
@@ -80,8 +80,8 @@ def test_resolve_on_the_headers_is_what_peft_wraps(
 ) -> None:
     folder = models[f"{arch_name}-a"]
     config = json.loads((folder / "config.json").read_text())
-    shapes = arch.with_tied_head(tensor_shapes(weight_files(folder)), config)
-    res = tg.resolve(tg.spec_from_config(lora), arch.header_tree(shapes, config))
+    shapes = headers.with_tied_head(tensor_shapes(weight_files(folder)), config)
+    res = tg.resolve(tg.spec_from_config(lora), headers.header_tree(shapes, config))
     assert sorted(res.wrapped) == sorted(_live(_peft(arch_name, lora)))
 
 
