@@ -224,3 +224,15 @@ def test_a_binding_signed_before_the_new_fields_still_reads(
     facts = bound_method(again.binding)
     assert set(METHOD_FIELDS) <= set(facts)
     assert (facts["rank_pattern"], facts["init"], facts["layer_replication"]) == ({}, True, None)
+
+
+def test_load_bound_loads_a_declared_ia3_adapter(
+    models: dict[str, Path], adapters: dict[str, Path], tmp_path: Path, signer: Any
+) -> None:
+    from ftmanifest.adapter import load_bound
+
+    method = {"kind": "peft", "peft_type": "IA3", "config": IA3}
+    manifest = _project(models, adapters["ia3"], tmp_path, signer, method)
+    bind_adapter(tmp_path / "adapter", manifest, signer)
+    model = load_bound(tmp_path / "adapter", manifest=manifest)
+    assert model.peft_config["default"].peft_type == "IA3"

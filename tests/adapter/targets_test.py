@@ -291,3 +291,15 @@ def test_a_regex_that_does_not_compile_is_a_row_not_a_crash(
     (row,) = manifest_method_findings(load_manifest(path).manifest, path)
     assert (row.rule, row.field) == ("adapter.pattern-invalid", "method.target_modules")
     assert row.observed == r".*\.(q|v_proj" and row.hint
+
+
+def test_load_bound_loads_an_all_linear_adapter_under_a_regex(
+    models: dict[str, Path], all_linear: Path, tmp_path: Path, signer: Any
+) -> None:
+    from ftmanifest.adapter import load_bound
+    from ftmanifest.integrations.peft_model import resolved_peft
+
+    manifest = _project(models, all_linear, tmp_path, signer, target_modules=r".*\.c_\w+")
+    bind_adapter(tmp_path / "adapter", manifest, signer)
+    model = load_bound(tmp_path / "adapter", manifest=manifest)
+    assert sorted(resolved_peft(model)["wrapped"]) == sorted(GPT2_ALL)
