@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ftmanifest.adapter import headers
 from ftmanifest.adapter import targets as tg
@@ -303,3 +305,38 @@ def test_load_bound_loads_an_all_linear_adapter_under_a_regex(
     bind_adapter(tmp_path / "adapter", manifest, signer)
     model = load_bound(tmp_path / "adapter", manifest=manifest)
     assert sorted(resolved_peft(model)["wrapped"]) == sorted(GPT2_ALL)
+
+
+NAME = st.lists(st.sampled_from(["model", "layers", "0", "1", "q_proj", "mlp", "h", "x.y"]),
+                min_size=1, max_size=5).map(".".join)  # fmt: skip
+
+
+@given(
+    key=NAME,
+    targets=st.one_of(st.lists(NAME, max_size=4), st.sampled_from([r".*q_proj", r"model\..*"])),
+    exclude=st.one_of(st.none(), st.lists(NAME, max_size=2), st.just(r".*\.1\..*")),
+    saved=st.lists(st.sampled_from(["mlp", "h", "q_proj", "1"]), max_size=2),
+    layers=st.one_of(st.none(), st.just([1]), st.just(0)),
+)
+@settings(max_examples=400, deadline=None)
+def test_matching_is_peft_check_target_module_exists(
+    key: str, targets: Any, exclude: Any, saved: list[str], layers: Any
+) -> None:
+    """Differential against peft's own function, on random names and specs."""
+    from peft.tuners.tuners_utils import check_target_module_exists
+
+    class Config:
+        target_modules = set(targets) if isinstance(targets, list) else targets
+        exclude_modules = set(exclude) if isinstance(exclude, list) else exclude
+        modules_to_save = saved or None
+        target_parameters = None
+        layers_to_transform = layers if isinstance(targets, list) else None
+        layers_pattern = None
+
+    spec = tg.Spec(
+        target_modules=tuple(targets) if isinstance(targets, list) else targets,
+        exclude_modules=tuple(exclude) if isinstance(exclude, list) else exclude,
+        modules_to_save=tuple(saved),
+        layers_to_transform=Config.layers_to_transform,
+    )
+    assert tg.matches(spec, key) == bool(check_target_module_exists(Config, key))
