@@ -17,7 +17,8 @@ raises on a refusal (only on unusable input).  Rules, each its own refusal:
                                setting the manifest cannot state; for a declared PEFT method
                                (kind: peft) its peft_type and each key of method.config
                                (``adapter.method``)
-  adapter.target-missing / target-not-wrappable / modules-to-save-missing / pattern-invalid
+  adapter.target-missing / target-not-wrappable / modules-to-save-missing / pattern-invalid /
+                               layer-replication-impossible
   adapter.shape-mismatch / unexpected-tensor / missing-tensor   (``architecture``, LoRA only;
                                another method's tensors must name modules of the base)
   adapter.base-revision-differs  same weights, another revision: an error when the
