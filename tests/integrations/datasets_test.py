@@ -21,7 +21,6 @@ import pytest
 import torch
 
 from ftmanifest.errors import EXIT_INPUT, EXIT_REFUSED, InputError, UsageError
-from ftmanifest.examples.project import build_example
 from ftmanifest.integrations.datasets import (
     CACHE_RULE,
     DIGEST_RULE,
@@ -32,26 +31,12 @@ from ftmanifest.integrations.datasets import (
     load_pinned_dataset,
     trace_dataset,
 )
-from ftmanifest.lock import lock_manifest
 from ftmanifest.statcache import cache_dir
 
 datasets.disable_progress_bars()
 
 
-@pytest.fixture(scope="module")
-def locked(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    manifest = build_example(tmp_path_factory.mktemp("example"), arch="llama", seed=0)
-    lock_manifest(manifest)
-    return manifest
-
-
-@pytest.fixture
-def example(locked: Path, tmp_path: Path) -> Iterator[Path]:
-    """A private copy of the locked example (each test may damage its own)."""
-    folder = tmp_path / "ex"
-    shutil.copytree(locked.parent, folder)
-    with torch.random.fork_rng(devices=[]):
-        yield folder / locked.name
+# `locked` and `example`: the Trainer guard's fixtures (tests/integrations/conftest.py).
 
 
 def _plain(path: Path, hf: Path) -> Any:
