@@ -220,6 +220,10 @@ def test_peft_over_the_pinned_model_trains_and_over_another_is_refused(
     def lora() -> LoraConfig:
         return LoraConfig(r=2, target_modules=["q_proj", "v_proj"])
 
+    text = hub.manifest.read_text("utf-8")  # the manifest declares the LoRA that trains
+    lora_method = "method:\n  kind: lora\n  r: 2\n  alpha: 8\n  dropout: 0.0\n"
+    lora_method += "  target_modules: [q_proj, v_proj]\n"
+    hub.manifest.write_text(text.replace("method:\n  kind: full\n", lora_method), "utf-8")
     pinned, _ = load_pinned(hub.manifest, tokenizer=False)
     trainer = _trainer(get_peft_model(pinned, lora()), tok, hub.manifest, tmp_path / "ok")
     trainer.train()
