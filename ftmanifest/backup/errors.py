@@ -11,6 +11,8 @@ from ftmanifest.errors import InputError, RefusedError
 
 
 class BackupRefusedError(RefusedError):
+    """Root of every backup refusal: a backup that does not verify."""
+
     reason = "backup-refused"
 
 
@@ -27,10 +29,14 @@ class DecryptFailedError(BackupRefusedError):
 
 
 class WrongIdentityError(BackupRefusedError):
+    """None of the given identities is a recipient of the backup."""
+
     reason = "wrong-identity"
 
 
 class WrongPassphraseError(BackupRefusedError):
+    """The passphrase does not open a passphrase-encrypted identity (``<id>.key.age``)."""
+
     reason = "wrong-passphrase"
 
 
@@ -65,16 +71,25 @@ class UnsupportedSourceError(BackupRefusedError):
 
 
 class DestinationExistsError(BackupRefusedError, FileExistsError):
+    """Restore's destination exists and ``--force`` was not given."""
+
     reason = "destination-exists"
 
 
 class BackupInputError(InputError):
+    """Root of unusable backup input: a recipient or identity, or too little free space."""
+
     reason = "backup-input"
 
 
 class RecipientError(BackupInputError):
+    """A recipient (or recipients file) that is not, or holds no, age X25519 or ssh-ed25519 key."""
+
     reason = "bad-recipient"
 
 
 class IdentityFileError(BackupInputError):
+    """An identity file that is missing, locked without a passphrase given, or holds no
+    age identity or ssh-ed25519 private key."""
+
     reason = "bad-identity"

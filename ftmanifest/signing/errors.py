@@ -19,42 +19,62 @@ class SignatureRefusedError(RefusedError):
 
 
 class UnsignedError(SignatureRefusedError):
+    """The manifest has no signature envelope beside it (``M.sig.json``)."""
+
     reason = "unsigned"
 
 
 class BadSignatureError(SignatureRefusedError):
+    """The payload, its type or a signature was altered after signing."""
+
     reason = "bad-signature"
 
 
 class WrongPayloadTypeError(SignatureRefusedError):
+    """The envelope's ``payloadType`` is not the in-toto type it was signed as."""
+
     reason = "wrong-payload-type"
 
 
 class UnknownKeyError(SignatureRefusedError):
+    """The signer's key is not in the trust file (or was revoked by deleting its line)."""
+
     reason = "unknown-key"
 
 
 class ExpiredKeyError(SignatureRefusedError):
+    """The signer's key is past its ``valid-before`` date in the trust file."""
+
     reason = "expired-key"
 
 
 class NotYetValidKeyError(SignatureRefusedError):
+    """The signer's key is before its ``valid-after`` date in the trust file."""
+
     reason = "not-yet-valid"
 
 
 class WrongNamespaceError(SignatureRefusedError):
+    """The signer's key is not trusted for the ``ftmanifest`` namespace."""
+
     reason = "wrong-namespace"
 
 
 class ThresholdNotMetError(SignatureRefusedError):
+    """Fewer distinct trusted keys signed than ``--threshold`` asks for."""
+
     reason = "threshold-not-met"
 
 
 class PayloadMismatchError(SignatureRefusedError):
+    """The statement is inconsistent, or was signed for another file name."""
+
     reason = "payload-mismatch"
 
 
 class ManifestChangedError(SignatureRefusedError):
+    """A manifest value differs from what was signed (the error names the fields)."""
+
     reason = "manifest-changed"
 
 
@@ -65,6 +85,8 @@ class StaleEnvelopeError(SignatureRefusedError):
 
 
 class InsecureKeyPermissionsError(SignatureRefusedError):
+    """A private key file is readable by group or others (``chmod 600 KEY``)."""
+
     reason = "insecure-key-permissions"
 
 
@@ -83,10 +105,14 @@ class SigningInputError(InputError):
 
 
 class MalformedEnvelopeError(SigningInputError):
+    """The envelope is not one ftmanifest writes (byte for byte) or accepts."""
+
     reason = "malformed-envelope"
 
 
 class MalformedPayloadError(SigningInputError):
+    """The signed statement cannot be parsed as the statement it should be."""
+
     reason = "malformed-payload"
 
 
@@ -98,22 +124,32 @@ class WrongPredicateTypeError(MalformedPayloadError):
 
 
 class MalformedKeyError(SigningInputError):
+    """A key file cannot be parsed as an OpenSSH key."""
+
     reason = "malformed-key"
 
 
 class UnsupportedKeyError(SigningInputError):
+    """A key of a type other than Ed25519 (RSA, ECDSA...)."""
+
     reason = "unsupported-key"
 
 
 class BadPassphraseError(SigningInputError):
+    """The passphrase does not decrypt the private key."""
+
     reason = "bad-passphrase"
 
 
 class KeyExistsError(SigningInputError, FileExistsError):
+    """``keygen`` would overwrite an existing key file."""
+
     reason = "key-exists"
 
 
 class MalformedTrustFileError(SigningInputError):
+    """A line of the allowed-signers file is malformed, which rejects the whole file."""
+
     reason = "malformed-trust-file"
 
 
@@ -124,10 +160,14 @@ class NotRegularFileError(SigningInputError):
 
 
 class FileTooLargeError(SigningInputError):
+    """An envelope or trust file over 1 MiB, or a key file over 64 KiB."""
+
     reason = "file-too-large"
 
 
 class TooManySignaturesError(SigningInputError):
+    """An envelope with more than 64 signatures."""
+
     reason = "too-many-signatures"
 
 
@@ -138,10 +178,14 @@ class WeakKeyError(SigningInputError):
 
 
 class MalformedKeyIdError(SigningInputError):
+    """A key id that is not ``SHA256:`` and 43 base64 characters."""
+
     reason = "malformed-keyid"
 
 
 class PublicKeyGivenError(SigningInputError):
+    """``--key`` names a public key (``.pub``); signing needs the private key."""
+
     reason = "public-key-given"
 
 
@@ -152,10 +196,14 @@ class WriteFailedError(SigningInputError, OSError):
 
 
 class TrustFileNotFoundError(InputNotFoundError):
+    """No allowed-signers file was given or found."""
+
     reason = "no-trust-file"
 
 
 class KeyNotFoundError(InputNotFoundError):
+    """The key file does not exist."""
+
     reason = "no-key-file"
 
 
