@@ -23,6 +23,7 @@ Nothing here imports transformers; the objects are read by attribute.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -180,9 +181,31 @@ def observed_precision(data: Mapping[str, Any]) -> str:
     return "fp32"
 
 
-def judge_arguments(manifest: Any, data: Mapping[str, Any], manifest_path: str) -> RecipeCheck:
-    """Every difference between the manifest and the effective arguments ``data``."""
+def argument_defaults(args: Any) -> dict[str, Any]:
+    """The declared defaults of ``args``'s dataclass fields (empty for other objects)."""
+    if not dataclasses.is_dataclass(args):
+        return {}
+    out = {}
+    for f in dataclasses.fields(args):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = _plain(f.default) if hasattr(f.default, "value") else f.default
+    return out
+
+
+def judge_arguments(
+    manifest: Any,
+    data: Mapping[str, Any],
+    manifest_path: str,
+    defaults: Mapping[str, Any] | None = None,
+) -> RecipeCheck:
+    """Every difference between the manifest and the effective arguments ``data``.
+
+    A field of the table the manifest leaves unpinned is not compared; when
+    its value is not the arguments' declared default (``defaults``, from
+    ``argument_defaults``) it is recorded in ``unpinned`` with the options
+    that have no manifest field at all."""
     check = RecipeCheck(objective=objective_of(str(data.get("__class__", ""))))
+    left_open: dict[str, Any] = {}
 
     def row(loc: Loc, name: str, expected: Any, observed: Any, message: str = "") -> None:
         check.rows.append(
@@ -201,9 +224,11 @@ def judge_arguments(manifest: Any, data: Mapping[str, Any], manifest_path: str) 
     for loc, name, pinned in FIELDS:
         want = pinned(manifest)
         name = arg_name(name, data)
-        if want is None or name not in data:
+        if name not in data:
             continue
-        if not _same(want, data[name]):
+        if want is None:
+            left_open[name] = data[name]
+        elif not _same(want, data[name]):
             row(loc, name, want, data[name])
     _steps(manifest, data, row)
     _precision(manifest, data, row, check)
@@ -213,6 +238,7 @@ def judge_arguments(manifest: Any, data: Mapping[str, Any], manifest_path: str) 
         if name not in data:
             continue
         if want is None:
+            left_open[name] = data[name]
             if name == "beta" and check.objective in PREFERENCE_WITH_BETA:
                 row(loc, name, "stated in the manifest", data[name],
                     f"the {check.objective} objective's beta is not pinned")  # fmt: skip
@@ -224,6 +250,13 @@ def judge_arguments(manifest: Any, data: Mapping[str, Any], manifest_path: str) 
     check.unpinned = {
         k: data[k] for k, default in UNPINNED_DEFAULTS.items() if k in data and data[k] != default
     }
+    pinned_names = {
+        arg_name(n, data) for loc, n, pin in FIELDS + TRL_FIELDS if pin(manifest) is not None
+    }
+    for name, value in left_open.items():
+        default = (defaults or {}).get(name, value)
+        if name not in pinned_names and not _same(default, value):
+            check.unpinned[name] = value
     return check
 
 
