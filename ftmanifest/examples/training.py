@@ -21,6 +21,7 @@ def tiny_trainer(
     model: Any = None,
     tokenizer: Any = None,
     args: Any = None,
+    eval_dataset: Any = None,
     **overrides: Any,
 ) -> Any:
     """A real ``transformers.Trainer`` for the example in ``folder``, on the CPU.
@@ -28,7 +29,8 @@ def tiny_trainer(
     The arguments come from the manifest (``training_arguments``; ``manifest``
     defaults to ``folder/manifest.yaml``), ``overrides`` are passed on to it
     (a value the manifest pins is refused there); ``args`` replaces them with
-    arguments of the caller's own (what the guard must judge).  ``model``/``tokenizer``
+    arguments of the caller's own (what the guard must judge); ``eval_dataset``
+    is handed to the Trainer as it is.  ``model``/``tokenizer``
     default to loading ``folder/model`` (pass the pair ``load_pinned``
     returns, or any other model, to train that one instead).
     """
@@ -57,7 +59,9 @@ def tiny_trainer(
         seq_len=training.seq_len or 24,
         loss_on=training.loss_on or "completion",
     )
-    return Trainer(model=model, args=args, train_dataset=data, callbacks=callbacks)
+    return Trainer(
+        model=model, args=args, train_dataset=data, eval_dataset=eval_dataset, callbacks=callbacks
+    )
 
 
 def own_arguments(manifest: Path, out: Path, **changes: Any) -> Any:

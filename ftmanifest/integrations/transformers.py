@@ -100,6 +100,19 @@ class DriftRefusedError(DriftError):
         )
 
 
+class EvalRefusedError(DriftError):
+    """An evaluation refused before its first batch: its dataset is not the pinned eval data."""
+
+    def __init__(self, report: VerifyReport) -> None:
+        super().__init__(report)
+        self.message = "evaluation refused before its first batch: " + self.message
+        self.args = (self.message,)
+        self.hint = (
+            "evaluate on the manifest's eval entries: load_pinned_dataset(MANIFEST, NAME), "
+            "or pin the file as an eval entry and re-sign"
+        )
+
+
 class RanksRefusedError(DriftRefusedError):
     """A DDP/FSDP run refused on every rank: the rows name the rank(s) (``extra["rank"]``)."""
 
@@ -204,6 +217,7 @@ class FtManifestCallback(TrainerCallback):
         self.bindings: list[dict[str, Any]] = []
         self.recipe: dict[str, Any] = {}
         self._begin: tuple[Any, dict[str, Any]] | None = None
+        self._eval_loader: Any = None  # the eval dataloader last judged (held: no id reuse)
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -326,7 +340,7 @@ class FtManifestCallback(TrainerCallback):
         manifest = report.loaded.manifest
         shown = str(self.manifest)
         data, digest = recipe.effective_arguments(args)
-        check = recipe.judge_arguments(manifest, data, shown)
+        check = recipe.judge_arguments(manifest, data, shown, recipe.argument_defaults(args))
         rows = list(check.rows)
         rows += runtime.judge_runtime(
             manifest, shown, args=args, model=model, optimizer=kw.get("optimizer"),
@@ -357,7 +371,7 @@ class FtManifestCallback(TrainerCallback):
         }
         if check.unpinned:
             report.warnings.append(
-                "Trainer options that change training and have no manifest field: "
+                "Trainer options that change training and that the manifest does not pin: "
                 + ", ".join(f"{k}={v!r}" for k, v in sorted(check.unpinned.items()))
             )
         return rows
@@ -384,6 +398,52 @@ class FtManifestCallback(TrainerCallback):
         if pinned.folder is None:
             return []  # a missing snapshot is already a verify row
         return judge_config(model_origin.unwrap_model(model), pinned.folder, manifest, shown)
+
+    def on_prediction_step(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
+    ) -> None:
+        """The eval dataset, traced to pinned eval entries at its first batch.
+
+        The Trainer builds the eval dataloader only when it evaluates (after
+        ``on_train_begin``), so each evaluation's dataset is judged here,
+        before a batch of it is scored: an unpinned file refuses the
+        evaluation, and the run with it."""
+        loader = kw.get("eval_dataloader")
+        if loader is None or loader is self._eval_loader:
+            return  # one judgement per dataloader: the Trainer builds one per evaluation
+        self._eval_loader = loader
+        dataset = getattr(loader, "dataset", None)
+        from ftmanifest.integrations.datasets import trace_dataset
+
+        trace = trace_dataset(
+            dataset, self.manifest, "eval", allow_outside=bool(self.options["allow_outside"])
+        )
+        errors = [f for f in trace.findings if f.severity == "error"]
+        rows, accepted, _unused = apply_acceptances(errors, self.options["accept"])
+        if self.record is not None and trace.record not in self.record.setdefault("eval_data", []):
+            self.record["eval_data"].append(trace.record)
+        if rows:
+            base = self.report
+            report = VerifyReport(
+                manifest_path=Path(self.manifest),
+                manifest_digest=base.manifest_digest if base is not None else "",
+                findings=rows,
+                accepted=accepted,
+            )
+            refusal = EvalRefusedError(report)
+            if self.record is not None and state.is_world_process_zero:
+                self.record.update(
+                    status="failed",
+                    reason=refusal.message,
+                    finished_at=runrecord.now(),
+                    final_global_step=state.global_step,
+                )
+                self.record.get("manifest", {}).pop("body", None)
+                if self.record_path is not None:
+                    self._write(self.record)
+                self._append(self.record)
+            control.should_training_stop = True
+            raise refusal
 
     def on_save(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any

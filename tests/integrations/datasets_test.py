@@ -375,3 +375,63 @@ def test_an_arrow_file_changed_after_load_pinned_dataset_built_it_is_refused(exa
     assert _rows(trace_dataset(again, example, "train")) == [(CACHE_RULE, "data", "error")]
     # Unstamped, the folder is not trusted: built again rather than stamped as found.
     assert _rows(trace_dataset(load_pinned_dataset(example, "train"), example, "train")) == []
+
+
+# --- the eval dataset, judged when the Trainer evaluates ------------------------
+
+
+def _scored(ds: Any, tok: Any) -> Any:
+    """``ds`` tokenised for a causal LM (fixed length, loss on every real token)."""
+
+    def encode(row: dict[str, Any]) -> dict[str, Any]:
+        text = row["messages"][1]["content"] + " " + row["label"]
+        ids = tok(text, truncation=True, max_length=24, padding="max_length")
+        pairs = zip(ids["input_ids"], ids["attention_mask"], strict=True)
+        labels = [t if m else -100 for t, m in pairs]
+        return {**ids, "labels": labels}
+
+    return ds.map(encode, remove_columns=ds.column_names)
+
+
+def _evaluating(example: Path, tmp_path: Path, eval_dataset: Any) -> tuple[Any, Any]:
+    from transformers import AutoTokenizer
+
+    from ftmanifest.examples.training import tiny_trainer
+    from ftmanifest.integrations.transformers import FtManifestCallback
+
+    tok = AutoTokenizer.from_pretrained(example.parent / "model")
+    guard = FtManifestCallback(example, signature=False)
+    trainer = tiny_trainer(
+        example.parent, tmp_path / "out", [guard], tokenizer=tok,
+        eval_dataset=_scored(eval_dataset, tok), eval_strategy="steps", eval_steps=1,
+        eval_on_start=True,
+    )  # fmt: skip
+    return trainer, guard
+
+
+def test_the_train_file_as_the_eval_dataset_stops_the_run_before_step_one(
+    example: Path, tmp_path: Path
+):
+    from ftmanifest.integrations.transformers import RUN_RECORD, EvalRefusedError
+
+    trainer, _ = _evaluating(example, tmp_path, load_pinned_dataset(example, "train"))
+    with pytest.raises(EvalRefusedError) as err:
+        trainer.train()
+    assert trainer.state.global_step == 0
+    (row,) = err.value.report.findings
+    assert row.rule == ORIGIN_RULE and "role train" in row.message
+    assert "data[1] 'eval'" in str(row.expected) and "evaluation refused" in err.value.message
+    record = json.loads((tmp_path / "out" / RUN_RECORD).read_text("utf-8"))
+    assert record["status"] == "failed" and "evaluation refused" in record["reason"]
+
+
+def test_the_pinned_eval_entry_evaluates_and_is_recorded(example: Path, tmp_path: Path):
+    from ftmanifest.integrations.transformers import RUN_RECORD
+
+    trainer, _ = _evaluating(example, tmp_path, load_pinned_dataset(example, "eval"))
+    trainer.train()
+    assert trainer.state.global_step == 3
+    record = json.loads((tmp_path / "out" / RUN_RECORD).read_text("utf-8"))
+    assert record["status"] == "completed"
+    (traced,) = record["eval_data"]
+    assert traced["role"] == "eval" and traced["origins"][0]["entries"][0]["name"] == "eval"
