@@ -236,3 +236,24 @@ def test_load_bound_loads_a_declared_ia3_adapter(
     bind_adapter(tmp_path / "adapter", manifest, signer)
     model = load_bound(tmp_path / "adapter", manifest=manifest)
     assert model.peft_config["default"].peft_type == "IA3"
+
+
+def test_bind_prints_the_declared_method_not_lora_fields(
+    models: dict[str, Path], adapters: dict[str, Path], tmp_path: Path, signer: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    from cryptography.hazmat.primitives import serialization
+
+    from ftmanifest.cli import main
+
+    method = {"kind": "peft", "peft_type": "IA3", "config": IA3}
+    manifest = _project(models, adapters["ia3"], tmp_path, signer, method)
+    key = tmp_path / "signer.key"
+    key.write_bytes(signer.private_bytes(serialization.Encoding.PEM,
+                                         serialization.PrivateFormat.OpenSSH,
+                                         serialization.NoEncryption()))  # fmt: skip
+    key.chmod(0o600)
+    assert main(["bind", str(tmp_path / "adapter"), "--manifest", str(manifest),
+                 "--key", str(key)]) == 0  # fmt: skip
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("method:")]
+    assert line.split()[1] == "IA3" and "sha256-peft-config:" in line and "r=" not in line
