@@ -234,3 +234,25 @@ def test_builders_refuse_an_override_of_a_pinned_value(example: Path) -> None:
     assert err.value.expected == "0" and "seed=42" in str(err.value.observed)
     args = training_arguments(example, seed=0, output_dir="elsewhere", logging_steps=7)
     assert args.seed == 0 and args.logging_steps == 7
+
+
+def test_a_lora_of_another_rank_is_refused_before_step_one(example: Path, tmp_path: Path) -> None:
+    """A LoRA r=8 under a manifest of r=4 was noticed only when the first
+    checkpoint was bound, two steps in; the one built by lora_config trains."""
+    from peft import LoraConfig, get_peft_model
+
+    from ftmanifest.integrations.transformers import lora_config
+
+    lora = "method:\n  kind: lora\n  r: 4\n  alpha: 8\n  target_modules: [q_proj, v_proj]\n"
+    example.write_text(example.read_text("utf-8").replace("method:\n  kind: full\n", lora))
+    base = example.parent / "model"
+    built = get_peft_model(AutoModelForCausalLM.from_pretrained(base), lora_config(example))
+    trainer, _ = _trainer(example, tmp_path / "ok", model=built)
+    trainer.train()
+    assert trainer.state.global_step == 3
+    other = LoraConfig(r=8, lora_alpha=8, target_modules=["q_proj", "v_proj"])
+    wider = get_peft_model(AutoModelForCausalLM.from_pretrained(base), other)
+    trainer, _ = _trainer(example, tmp_path / "no", model=wider)
+    err = refused(trainer)
+    row = next(f for f in err.report.findings if f.field == "method.r")
+    assert (row.expected, row.observed) == ("4", "8")
