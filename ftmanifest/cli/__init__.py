@@ -141,7 +141,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         epilog=EPILOG,
     )
     parser.add_argument("--version", action="version", version=f"ftmanifest {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(
+        dest="command",
+        metavar="COMMAND",
+        parser_class=_Parser,
+        help="what to do (`ftmanifest COMMAND --help` describes each, with examples)",
+    )
     sub.required = True
     for name, module in COMMANDS.items():
         if only is not None and name != only:
@@ -149,6 +154,18 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         mod = importlib.import_module(f"ftmanifest.cli.{module}")
         mod.add_parser(sub)
     return parser
+
+
+# Where a trust file is looked for when --trust is not given (signing.locate).
+TRUST_DEFAULT = (
+    "$FTMANIFEST_TRUST_FILE, else .ftmanifest/allowed_signers at the root of the "
+    "repository holding {what}"
+)
+
+
+def trust_help(what: str = "the manifest") -> str:
+    """The help of a ``--trust PATH`` found as ``signing.locate`` finds it."""
+    return f"allowed signers file (default: {TRUST_DEFAULT.format(what=what)})"
 
 
 def add_trust_arguments(parser: argparse.ArgumentParser) -> None:
@@ -160,7 +177,7 @@ def add_trust_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip the signature check (a warning is printed)",
     )
-    parser.add_argument("--trust", type=Path, metavar="PATH", help="allowed signers file")
+    parser.add_argument("--trust", type=Path, metavar="PATH", help=trust_help())
     parser.add_argument(
         "--threshold", type=int, default=1, metavar="N", help="distinct trusted signers required"
     )

@@ -14,12 +14,28 @@ from pathlib import Path
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
 from ftmanifest.safe_text import escape
 
+DESCRIPTION = """\
+The handoff gate for a run folder: the manifest's signature, drift, the
+deliverable, a scan for secrets and undeclared personal data, file
+permissions, data rights and the saved comparison, one row each, and a
+handoff report (JSON, Markdown, HTML).  Exit 0 ready for handoff, 1 any
+error row, 2 an unusable manifest, run folder or usage.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest audit out/ --manifest exp.yaml
+  ftmanifest audit out/ --manifest exp.yaml --fix-perms --limits 'evaluated on English only'
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument, add_trust_arguments
 
     p = sub.add_parser(
         "audit",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
         help="check a run folder before handoff: signature, deliverable, scan, "
         "permissions, rights, comparison",
     )

@@ -17,16 +17,33 @@ from typing import Any
 from ftmanifest.errors import EXIT_OK, UsageError
 from ftmanifest.safe_text import escape
 
+DESCRIPTION = """\
+backup PATH... --to DIR: files -> tar -> age, encrypted to the recipients
+(-r, -R, else the signed manifest's) or a passphrase, with an index and
+metadata signed by --key.
+backup check DIR: verify every backup in DIR (signatures by trusted keys;
+with --read-data -i IDENTITY, decrypt and check every file, writing nothing).
+Exit 0 written / every backup verified (warnings allowed), 1 refused (a file
+changed while read, a link or device among the paths; a backup that does not
+verify), 2 unusable input.  A file named check is backed up as ./check.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest backup out/ --to backups/ --kind run --manifest exp.yaml --key keys/alice
+  ftmanifest backup data/ --to backups/ --kind data --key keys/alice -R team.pub --tag v1
+  ftmanifest backup check backups/ --read-data -i keys/alice
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from ftmanifest.cli import add_format_argument
 
     p = sub.add_parser(
         "backup",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
         help="encrypted, signed backups (age); `backup check DIR` verifies them",
-        description="backup PATHS... --to DIR: files -> tar -> age, signed index and metadata.\n"
-        "backup check DIR [--read-data -i IDENTITY]: verify every backup of DIR.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "paths",

@@ -20,6 +20,8 @@ from ftmanifest.safe_text import escape
 def add_opening_arguments(p: argparse.ArgumentParser, when: str = "") -> None:
     """-i, --trust (and for restore the passphrase options): what opens and
     judges a backup, shared by ``backup check`` and ``restore``."""
+    from ftmanifest.cli import trust_help
+
     p.add_argument(
         "-i",
         "--identity",
@@ -33,8 +35,7 @@ def add_opening_arguments(p: argparse.ArgumentParser, when: str = "") -> None:
         "--trust",
         type=Path,
         metavar="PATH",
-        help="allowed signers file (default: $FTMANIFEST_TRUST_FILE, or found from the "
-        "or as for verify for --manifest)",
+        help=trust_help("the backup (when creating one: --manifest)"),
     )
 
 

@@ -14,11 +14,30 @@ from pathlib import Path
 
 from ftmanifest.safe_text import escape
 
+DESCRIPTION = """\
+Bind a trained peft adapter to the manifest's base model: the base is checked
+against the manifest, the adapter's LoRA settings against the manifest's
+method and its tensors against the base's shapes; then a binding signed with
+--key is written into the adapter folder, for `ftmanifest check-adapter`.
+Exit 0 bound, 1 refused (the base drifted, the adapter is not the manifest's
+method, or its tensors do not fit the base), 2 unusable input or usage.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest bind out/adapter --manifest exp.yaml --key keys/alice
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from ftmanifest.cli import add_format_argument
 
-    p = sub.add_parser("bind", help="bind a trained adapter to the manifest's base model (signed)")
+    p = sub.add_parser(
+        "bind",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="bind a trained adapter to the manifest's base model (signed)",
+    )
     p.add_argument("adapter", type=Path, metavar="ADAPTER_DIR", help="the peft adapter folder")
     p.add_argument("--manifest", type=Path, required=True, metavar="MANIFEST",
                    help="the manifest the adapter was trained from")  # fmt: skip
@@ -71,8 +90,12 @@ def run(args: argparse.Namespace) -> int:
     out.write(f"base:      {escape(base)}\n")
     out.write(f"tensors:   {b.base_tensor_digest} ({b.base_tensors} tensors)\n")
     out.write(f"manifest:  {escape(str(args.manifest))} ({b.manifest_digest})\n")
-    out.write(f"method:    lora r={b.method.get('r')} alpha={b.method.get('alpha')} "
-              f"targets={escape(str(b.method.get('target_modules')))}\n")  # fmt: skip
+    if b.method.get("kind") == "lora":
+        out.write(f"method:    lora r={b.method.get('r')} alpha={b.method.get('alpha')} "
+                  f"targets={escape(str(b.method.get('target_modules')))}\n")  # fmt: skip
+    else:  # another peft method: bound by its config's digest
+        out.write(f"method:    {escape(str(b.method.get('peft_type')))} "
+                  f"config {b.method.get('config_digest')}\n")  # fmt: skip
     out.write(f"signed:    {escape(str(result.envelope_path))} "
               f"({len(result.subjects)} file(s) as subjects)\n")  # fmt: skip
     if result.findings:

@@ -20,11 +20,30 @@ if TYPE_CHECKING:
     from ftmanifest.findings import Finding
 
 
+DESCRIPTION = """\
+Refuse an adapter on any base but its own: verify the adapter's signed
+binding (written by `ftmanifest bind`) by a trusted key, and check that it
+fits the base named by --manifest, --base or --base-repo (the hub cache's
+snapshot, at --revision).  Reads safetensors headers, configs and digests
+only.  Exit 0 the adapter fits and its binding is trusted (warnings allowed),
+1 refused (one row per reason), 2 unusable input or usage.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest check-adapter out/adapter --manifest exp.yaml
+  ftmanifest check-adapter out/adapter --base models/other-base
+"""
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from ftmanifest.cli import add_format_argument
+    from ftmanifest.cli import add_format_argument, trust_help
 
     p = sub.add_parser(
-        "check-adapter", help="check an adapter's signed binding against a base model"
+        "check-adapter",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="check an adapter's signed binding against a base model",
     )
     p.add_argument("adapter", type=Path, metavar="ADAPTER_DIR", help="the peft adapter folder")
     which = p.add_mutually_exclusive_group()
@@ -36,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--revision", metavar="SHA", help="the commit of --base-repo")
     p.add_argument("--trust", type=Path, metavar="PATH",
-                   help="allowed signers file (default: found as for verify)")  # fmt: skip
+                   help=trust_help("--manifest, else the adapter"))  # fmt: skip
     p.add_argument("--no-cache", action="store_true", help="rehash every file")
     p.add_argument("--allow-outside", action="store_true",
                    help="allow a model path outside the manifest's folder")  # fmt: skip

@@ -18,10 +18,31 @@ if TYPE_CHECKING:
     from ftmanifest.results.compare import Comparison
 
 
+DESCRIPTION = """\
+Judge a candidate's results against a baseline's (both from `ftmanifest
+score`) under every guard of the manifest: the guards' verdicts, the
+per-category deltas with their paired bootstrap intervals, and the examples
+that changed verdict.  --out writes the comparison record that
+`ftmanifest audit` re-judges.  Exit 0 every guard passes, 1 a guard refuses
+or the runs are not comparable, 2 unusable input.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest compare exp.yaml --baseline base.results.json --candidate cand.results.json
+  ftmanifest compare exp.yaml --baseline base.json --candidate cand.json --out out/comparison.json
+"""
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument
 
-    p = sub.add_parser("compare", help="check a candidate's results against the manifest's guards")
+    p = sub.add_parser(
+        "compare",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="check a candidate's results against the manifest's guards",
+    )
     p.add_argument("manifest", metavar="MANIFEST", help="the experiment's manifest")
     p.add_argument("--baseline", required=True, metavar="B", help="the baseline's results file")
     p.add_argument("--candidate", required=True, metavar="C", help="the candidate's results file")

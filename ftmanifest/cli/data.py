@@ -49,16 +49,54 @@ Exit 1 when any of these is an error, as for refused leakage.
 """
 
 
+DESCRIPTION = """\
+Look at the manifest's data splits: `data check` finds exact and near
+duplicates between and within splits (leakage) and checks categories,
+lengths, images and counts; `data sample` shows a few records of every
+category as the model sees them.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest data check exp.yaml
+  ftmanifest data sample exp.yaml --per-category 2
+"""
+
+CHECK_DESCRIPTION = """\
+Exact and near duplicates between the manifest's splits (train vs eval, train
+vs test, eval vs test, within train) with their counts and the worst
+examples side by side.  --write-clean OUT writes the training file without
+the records that repeat eval or test and prints its digest for the manifest.
+Exit 0 no leakage over data_checks.tolerance (duplicates it allows are
+warnings), 1 more duplicates than it allows (by default an exact duplicate
+between train and test, or any duplicate of a sealed split), 2 unusable
+input.
+"""
+
+CHECK_EXAMPLES = """\
+examples:
+  ftmanifest data check exp.yaml
+  ftmanifest data check exp.yaml --threshold 0.9 --field prompt --examples 3
+  ftmanifest data check exp.yaml --write-clean data/train-clean.jsonl
+"""
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_distributed_arguments, add_format_argument
 
-    p = sub.add_parser("data", help="check the manifest's data splits for leakage")
+    p = sub.add_parser(
+        "data",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="check the manifest's data splits for leakage, or look at a sample",
+    )
     actions = p.add_subparsers(
         dest="action", metavar="ACTION", parser_class=type(p), help="what to check"
     )
     actions.required = True
     q = actions.add_parser("check", help="exact and near duplicates between and within splits",
-                           epilog=CHECK_EPILOG)  # fmt: skip
+                           description=CHECK_DESCRIPTION,
+                           epilog=CHECK_EPILOG + "\n" + CHECK_EXAMPLES)  # fmt: skip
     q.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
     q.add_argument("--threshold", type=float, default=None, metavar="J",
                    help="Jaccard similarity of 3-word shingles from which two records are "

@@ -43,11 +43,27 @@ so and raw fields follow); 1 a chosen record cannot be formatted; 2 bad input.
 """
 
 
+SAMPLE_DESCRIPTION = """\
+A look at the examples: N seeded records of every category of every train,
+eval, baseline-eval and test split (--split to pick), each as preflight
+formats it with the pinned tokenizer: the text the model reads, its tokens
+with the ones that carry loss marked, the cut at training.seq_len, and the
+expected target beside it.  --html OUT writes the same as one page.
+"""
+
+SAMPLE_EXAMPLES = """\
+examples:
+  ftmanifest data sample exp.yaml --per-category 2
+  ftmanifest data sample exp.yaml --split eval --per-category 1 --html sample.html
+"""
+
+
 def add_sample_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument
 
     q = actions.add_parser("sample", help="a few records of every category, as the model sees them",
-                           epilog=SAMPLE_EPILOG)  # fmt: skip
+                           description=SAMPLE_DESCRIPTION,
+                           epilog=SAMPLE_EPILOG + "\n" + SAMPLE_EXAMPLES)  # fmt: skip
     q.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
     q.add_argument("--per-category", type=int, required=True, metavar="N",
                    help="records shown per category and split")  # fmt: skip

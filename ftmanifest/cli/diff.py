@@ -19,10 +19,27 @@ from ftmanifest.safe_text import escape
 _WIDTH = 48
 
 
+DESCRIPTION = """\
+What changed from manifest A to manifest B, field by field (a variant against
+its parent, or two versions of one experiment).  Exit 0 the manifests say the
+same, 1 they differ (as diff(1)), 2 unusable input.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest diff manifests/docroute-lora-r16.yaml manifests/docroute-lora-r32.yaml
+"""
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from ftmanifest.cli import add_format_argument
 
-    p = sub.add_parser("diff", help="field-by-field difference of two manifests")
+    p = sub.add_parser(
+        "diff",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="field-by-field difference of two manifests",
+    )
     p.add_argument("old", type=Path, metavar="A", help="the parent (or older) manifest")
     p.add_argument("new", type=Path, metavar="B", help="the variant (or newer) manifest")
     add_format_argument(p)

@@ -9,11 +9,29 @@ from __future__ import annotations
 import argparse
 import sys
 
+DESCRIPTION = """\
+Print the sha256 of each manifest's canonical JSON (RFC 8785), the digest that
+signatures and run records name: comments, key order and formatting do not
+change it, any value does.  --canonical prints the canonical JSON itself.
+Exit 0 printed, 2 an unusable manifest.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest digest exp.yaml
+  ftmanifest digest exp.yaml --canonical
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument
 
-    p = sub.add_parser("digest", help="print the digest of a manifest's canonical form")
+    p = sub.add_parser(
+        "digest",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="print the digest of a manifest's canonical form",
+    )
     p.add_argument("manifests", nargs="+", metavar="MANIFEST", help="manifest files")
     p.add_argument(
         "--canonical",

@@ -17,11 +17,30 @@ from typing import Any
 
 from ftmanifest.errors import EXIT_OK, InputError
 
+DESCRIPTION = """\
+The memory of one training step, from the model's config and the manifest's
+method: weights, gradients, optimizer state and activations, with the levers
+that lower it.  Reads no weights and imports no torch.  Exit 0 with the
+breakdown, 2 unusable input (no sequence length, the model folder or its
+config missing, an architecture the estimator does not know).
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest estimate exp.yaml
+  ftmanifest estimate exp.yaml --seq-len 4096 --micro-batch 2 --format json
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument
 
-    p = sub.add_parser("estimate", help="memory of one training step, from the model's config")
+    p = sub.add_parser(
+        "estimate",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="memory of one training step, from the model's config",
+    )
     p.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
     p.add_argument("--seq-len", type=int, metavar="N", help="instead of training.seq_len")
     p.add_argument("--micro-batch", type=int, metavar="N", help="instead of training.micro_batch")

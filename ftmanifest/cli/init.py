@@ -13,9 +13,29 @@ from pathlib import Path
 
 from ftmanifest.errors import InputError
 
+DESCRIPTION = """\
+Write a commented manifest template at PATH.  The template is valid against
+the schema but deliberately incomplete: every value still to choose is marked
+FILL, so `ftmanifest lint` refuses it (exit 1) until each one is filled in,
+and `ftmanifest lock` fills in the digests and versions found here.  An
+existing file is replaced only with --force.  Exit 0 written, 2 a path that
+cannot be written.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest init exp.yaml
+  ftmanifest init exp.yaml --id docroute-lora-r16 --force
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("init", help="write a commented manifest template to fill in")
+    p = sub.add_parser(
+        "init",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="write a commented manifest template to fill in",
+    )
     p.add_argument("path", type=Path, metavar="PATH", help="the manifest file to create")
     p.add_argument(
         "--id",

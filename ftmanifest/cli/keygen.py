@@ -13,8 +13,29 @@ from pathlib import Path
 DEFAULT_KEY = Path("~/.ftmanifest/id_ed25519")
 
 
+DESCRIPTION = """\
+Write an Ed25519 signing key pair in OpenSSH format: the private key at PATH
+(created 0600, encrypted with a passphrase asked on the terminal unless
+--passphrase-env or --no-passphrase), the public key at PATH.pub.  The
+public key line and the matching allowed_signers line are printed: add that
+line to .ftmanifest/allowed_signers to trust the key.  Exit 0 written,
+2 unusable input (the key file exists, a passphrase cannot be read).
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest keygen -f keys/alice --comment alice@example.org
+  ftmanifest keygen -f keys/ci --no-passphrase --comment ci@example.org
+"""
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("keygen", help="create an Ed25519 signing key pair (OpenSSH format)")
+    p = sub.add_parser(
+        "keygen",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="create an Ed25519 signing key pair (OpenSSH format)",
+    )
     p.add_argument(
         "-f",
         dest="path",

@@ -23,11 +23,103 @@ from typing import Any
 from ftmanifest.errors import UsageError
 from ftmanifest.safe_text import escape
 
+DESCRIPTION = """\
+The experiment ledger: the folder of hash-linked records that run, the
+Trainer guard, verify --accept, unseal and score write.  The folder is
+--ledger DIR, else the one of --manifest M's repository, else
+$FTMANIFEST_LEDGER, else .ftmanifest/ledger at the root of the current
+folder's repository.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest ledger list
+  ftmanifest ledger check --manifest exp.yaml
+  ftmanifest ledger show docroute-lora-r16
+"""
+
+LIST_DESCRIPTION = """\
+Every attempt in the ledger with its outcome, abandoned and invalid ones
+included and counted; --experiment or --family narrows the list.  Exit 0,
+2 an unusable ledger.
+"""
+
+LIST_EXAMPLES = """\
+examples:
+  ftmanifest ledger list
+  ftmanifest ledger list --family docroute-lora-r16 --format json
+"""
+
+SHOW_DESCRIPTION = """\
+Every record of one attempt.  ID is an attempt id, a record id prefix, or an
+experiment id (its latest attempt).  Exit 0, 2 no such attempt or an
+unusable ledger.
+"""
+
+SHOW_EXAMPLES = """\
+examples:
+  ftmanifest ledger show docroute-lora-r16
+  ftmanifest ledger show 3f9a1c2b --format json
+"""
+
+CHECK_DESCRIPTION = """\
+Judge the ledger as a whole: every record's hash link and, where a record is
+signed, its signature by a key in the trust file (--trust, default the
+allowed_signers file beside the ledger folder).  Exit 0 intact, 1 an edited,
+removed or reordered record, a bad signature, an unsigned record under
+--require-signed, or a --head that is gone; 2 unusable input.
+"""
+
+CHECK_EXAMPLES = """\
+examples:
+  ftmanifest ledger check
+  ftmanifest ledger check --manifest exp.yaml --require-signed
+"""
+
+PLAN_DESCRIPTION = """\
+Record a planned attempt of a manifest in the ledger (before it runs), with
+an optional reason.  Exit 0 recorded, 2 unusable input.
+"""
+
+PLAN_EXAMPLES = """\
+examples:
+  ftmanifest ledger plan exp.yaml --reason 'the r32 variant, after r16'
+"""
+
+ABANDON_DESCRIPTION = """\
+Mark an attempt abandoned: it was stopped and its results are not to be
+used.  A new record is appended; nothing is edited.  ID is an attempt id, a
+record id prefix, or an experiment id (its latest attempt).  Exit 0 recorded,
+2 no such attempt or no reason.
+"""
+
+ABANDON_EXAMPLES = """\
+examples:
+  ftmanifest ledger abandon docroute-lora-r16 --reason 'out of budget at step 900'
+"""
+
+INVALIDATE_DESCRIPTION = """\
+Mark an attempt invalid: its results must not be used (e.g. its data turned
+out to be wrong).  A new record is appended; nothing is edited.  ID is an
+attempt id, a record id prefix, or an experiment id (its latest attempt).
+Exit 0 recorded, 2 no such attempt or no reason.
+"""
+
+INVALIDATE_EXAMPLES = """\
+examples:
+  ftmanifest ledger invalidate docroute-lora-r16 --reason 'test records leaked into train'
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument
 
-    p = sub.add_parser("ledger", help="list, show, check or mark the attempts in the ledger")
+    p = sub.add_parser(
+        "ledger",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="list, show, check or mark the attempts in the ledger",
+    )
     actions = p.add_subparsers(
         dest="action", metavar="ACTION", parser_class=type(p), help="what to do with the ledger"
     )
@@ -40,15 +132,36 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         )
         add_format_argument(q)
 
-    q = actions.add_parser("list", help="every attempt and its outcome")
+    q = actions.add_parser(
+        "list",
+        description=LIST_DESCRIPTION,
+        epilog=LIST_EXAMPLES,
+        help="every attempt and its outcome",
+    )
     q.add_argument("--experiment", metavar="ID", help="only this experiment")
     q.add_argument("--family", metavar="ID", help="this experiment, its ancestors and variants")
     common(q)
-    q = actions.add_parser("show", help="every record of one attempt")
+    q = actions.add_parser(
+        "show",
+        description=SHOW_DESCRIPTION,
+        epilog=SHOW_EXAMPLES,
+        help="every record of one attempt",
+    )
     q.add_argument("id", metavar="ID", help="attempt id, record id prefix, or experiment id")
     common(q)
-    q = actions.add_parser("check", help="detect edited, removed or reordered records")
-    q.add_argument("--trust", type=Path, metavar="PATH", help="allowed signers for signed records")
+    q = actions.add_parser(
+        "check",
+        description=CHECK_DESCRIPTION,
+        epilog=CHECK_EXAMPLES,
+        help="detect edited, removed or reordered records",
+    )
+    q.add_argument(
+        "--trust",
+        type=Path,
+        metavar="PATH",
+        help="allowed signers for signed records (default: allowed_signers beside the "
+        "ledger folder, when there is one)",
+    )
     q.add_argument("--require-signed", action="store_true", help="every record must be signed")
     q.add_argument(
         "--head",
@@ -58,12 +171,25 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="a record id known to be in the ledger (from a report); refused when gone",
     )
     common(q)
-    q = actions.add_parser("plan", help="record a planned attempt of a manifest")
+    q = actions.add_parser(
+        "plan",
+        description=PLAN_DESCRIPTION,
+        epilog=PLAN_EXAMPLES,
+        help="record a planned attempt of a manifest",
+    )
     q.add_argument("plan_manifest", type=Path, metavar="MANIFEST", help="the manifest")
     q.add_argument("--reason", metavar="TEXT", help="why it is planned (optional)")
     common(q)
-    for name, verb in (("abandon", "abandoned"), ("invalidate", "invalid")):
-        q = actions.add_parser(name, help=f"mark an attempt {verb}, with a reason")
+    for name, verb, description, examples in (
+        ("abandon", "abandoned", ABANDON_DESCRIPTION, ABANDON_EXAMPLES),
+        ("invalidate", "invalid", INVALIDATE_DESCRIPTION, INVALIDATE_EXAMPLES),
+    ):
+        q = actions.add_parser(
+            name,
+            help=f"mark an attempt {verb}, with a reason",
+            description=description,
+            epilog=examples,
+        )
         q.add_argument("id", metavar="ID", help="attempt id, record id prefix, or experiment id")
         q.add_argument("--reason", required=True, metavar="TEXT", help="why")
         common(q)

@@ -9,11 +9,31 @@ from __future__ import annotations
 
 import argparse
 
+DESCRIPTION = """\
+Check manifests against the static pinning rules (FTM001 model revision is a
+commit, FTM002 every model file has a digest, FTM010 packages pinned, FTM030
+seeds set, FTM040 data digests and licenses, ...) without reading the model,
+the data or the network.  One compiler-style line per problem:
+FILE:LINE:COL: RULE message (fix: ...).  Exit 0 clean (warnings only),
+1 problems found, 2 a file unusable (unreadable, malformed, schema-invalid).
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest lint exp.yaml
+  ftmanifest lint manifests/a.yaml manifests/b.yaml --format sarif
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument
 
-    p = sub.add_parser("lint", help="check manifests are fully pinned (no I/O beyond reading)")
+    p = sub.add_parser(
+        "lint",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="check manifests are fully pinned (no I/O beyond reading)",
+    )
     p.add_argument(
         "manifests",
         nargs="+",

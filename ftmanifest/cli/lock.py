@@ -21,10 +21,32 @@ if TYPE_CHECKING:
     from ftmanifest.lock import LockResult
 
 
+DESCRIPTION = """\
+Pin the manifest to this machine, model and data, in place: the model's
+revision as a commit, its files' digests and tree digest, the data's digests
+and record counts, the Python and package versions, the backend and the
+training code's commit.  YAML comments are kept.
+--dry-run prints the diff instead of writing; with --check it exits 1 when
+the file would change (for CI).  Exit 0 written (or nothing to change),
+1 out of date under --dry-run --check, 2 unusable input.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest lock exp.yaml
+  ftmanifest lock exp.yaml --dry-run --check
+"""
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_distributed_arguments
 
-    p = sub.add_parser("lock", help="fill in or refresh a manifest's pins from this machine")
+    p = sub.add_parser(
+        "lock",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="fill in or refresh a manifest's pins from this machine",
+    )
     p.add_argument(
         "manifest", type=Path, metavar="MANIFEST", help="the YAML or JSON manifest to rewrite"
     )

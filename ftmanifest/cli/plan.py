@@ -28,11 +28,30 @@ def _positive(text: str) -> float:
     return value
 
 
+DESCRIPTION = """\
+A rental plan from measured throughput: the sustained tokens/s of the newest
+passing preflight of the manifest's recipe (or --tokens-per-second), the
+data's tokens counted with the pinned tokenizer, and the method's phases with
+their hours.  Exit 0 the plan fits the rental and the budget, 1 it does not
+(by how much is printed), 2 unusable input (no measured throughput: run
+`ftmanifest preflight` first).
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest plan exp.yaml --days 3
+  ftmanifest plan exp.yaml --days 7 --tokens-per-second 5200
+"""
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument
 
     p = sub.add_parser(
-        "plan", help="a rental plan in the method's phases, from measured throughput"
+        "plan",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="a rental plan in the method's phases, from measured throughput",
     )
     p.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
     p.add_argument("--days", type=_positive, required=True, metavar="N",

@@ -19,11 +19,32 @@ from typing import Any
 
 from ftmanifest.safe_text import escape
 
+DESCRIPTION = """\
+Run the method's checks on one full training step of the manifest's model,
+data and recipe before renting GPUs (stack, disk, tokens, step, update,
+overfit, resume, determinism, throughput): one row per check with its
+figures, a few examples formatted token by token (--html writes them as a
+page), and the result recorded in the ledger (unless --no-record).  Exit 0
+every check passed, 1 a check failed, 2 unusable input.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest preflight exp.yaml
+  ftmanifest preflight exp.yaml --only step --device cuda
+  ftmanifest preflight exp.yaml --recipe train.py:recipe --html tokens.html
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument
 
-    p = sub.add_parser("preflight", help="check and size one full training step on this machine")
+    p = sub.add_parser(
+        "preflight",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="check and size one full training step on this machine",
+    )
     p.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
     p.add_argument("--only", action="append", default=[], metavar="NAME",
                    help="run only this check (repeatable): stack, disk, tokens, step, "

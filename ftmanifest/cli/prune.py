@@ -21,10 +21,31 @@ from ftmanifest.safe_text import escape
 _KEEPS = ("last", "hourly", "daily", "weekly", "monthly", "yearly")
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    from ftmanifest.cli import add_format_argument
+DESCRIPTION = """\
+Delete old backups by a retention policy: the signed manifest's
+security.retention.backups (its experiment's backups only), or the --keep-*
+options (every backup of DIR, grouped by experiment and kind).  A dry run
+that prints the plan unless --apply.  Exit 0 planned or pruned, 1 refused
+(an empty policy, or a backup that cannot be verified: listed and kept),
+2 unusable input.
+"""
 
-    p = sub.add_parser("prune", help="delete backups the retention policy does not keep")
+EXAMPLES = """\
+examples:
+  ftmanifest prune backups/ --manifest exp.yaml
+  ftmanifest prune backups/ --keep-last 3 --keep-daily 7 --keep-within 30d --apply
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from ftmanifest.cli import add_format_argument, trust_help
+
+    p = sub.add_parser(
+        "prune",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="delete backups the retention policy does not keep",
+    )
     p.add_argument("folder", type=Path, metavar="DIR", help="the backups folder")
     p.add_argument(
         "--manifest",
@@ -46,7 +67,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="keep every backup within DURATION of the group's newest (e.g. 30d, 1y6m)",
     )
     p.add_argument("--apply", action="store_true", help="delete (default: only show the plan)")
-    p.add_argument("--trust", type=Path, metavar="PATH", help="allowed signers file")
+    p.add_argument("--trust", type=Path, metavar="PATH", help=trust_help("DIR (and --manifest)"))
     add_format_argument(p)
     p.set_defaults(func=run)
 

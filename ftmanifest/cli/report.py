@@ -11,15 +11,27 @@ import argparse
 import sys
 from pathlib import Path
 
+DESCRIPTION = """\
+Render a saved audit (what `ftmanifest audit --format json` printed, or the
+handoff.json it wrote) as handoff.json, handoff.md and one self-contained
+handoff.html (no network, no scripts), and print where they are.  Exit 0
+written, 2 an unusable audit file or folder.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest report audit.json --out handoff/
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument
 
     p = sub.add_parser(
         "report",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
         help="write the handoff report (JSON, Markdown, HTML) from a saved audit",
-        description="Render a saved audit JSON as handoff.json, handoff.md and one "
-        "self-contained handoff.html (no network, no scripts).",
     )
     p.add_argument("audit", metavar="AUDIT.json", help="the JSON that `ftmanifest audit` wrote")
     p.add_argument(

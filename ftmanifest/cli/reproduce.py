@@ -17,11 +17,28 @@ from ftmanifest.safe_text import escape
 HEADER = ("field", "expected", "observed")
 
 
+DESCRIPTION = """\
+What it takes to rerun a signed manifest here: checks the signature, compares
+this machine, model and data with the manifest, writes the exact package pins
+to a requirements file, and lists the commands that close each gap.  Exit 0
+nothing differs (reproducible here), 1 something does, 1 or 2 for a refused
+signature (as for verify), 2 unusable input.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest reproduce exp.yaml
+  ftmanifest reproduce exp.yaml --requirements requirements-exp.txt
+"""
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument, add_observe_arguments, add_trust_arguments
 
     p = sub.add_parser(
         "reproduce",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
         help="check a signed manifest against this machine; write pins, list what to do",
     )
     p.add_argument(

@@ -15,12 +15,30 @@ from pathlib import Path
 from ftmanifest.errors import EXIT_OK, InputNotFoundError
 from ftmanifest.safe_text import escape
 
+DESCRIPTION = """\
+Verify a backup (its signed metadata, by a trusted key; every file's digest)
+and restore it into a new folder DEST.  BACKUP is the <id>.age archive or
+its <id>.meta.json.  Nothing is written to DEST unless every check passes.
+Exit 0 restored, 1 refused, 2 unusable input.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest restore backups/run-20250301T120000Z-3f9a1c2b7d4e.age -i keys/alice --to restored/
+  ftmanifest restore backups/data-20250301T120000Z-9b8c7d6e5f4a.age --passphrase --to restored/
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from ftmanifest.cli import add_format_argument
     from ftmanifest.cli.backup_check import add_opening_arguments
 
-    p = sub.add_parser("restore", help="verify and restore a backup into a new folder")
+    p = sub.add_parser(
+        "restore",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="verify and restore a backup into a new folder",
+    )
     p.add_argument("backup", type=Path, metavar="BACKUP", help="<id>.age or <id>.meta.json")
     p.add_argument(
         "--to",

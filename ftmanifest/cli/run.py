@@ -41,11 +41,30 @@ if TYPE_CHECKING:
 GRACE_ENV = "FTMANIFEST_GRACE"
 
 
+DESCRIPTION = """\
+Verify the manifest as `ftmanifest verify` does, then run CMD (everything
+after --) with FTMANIFEST_MANIFEST, FTMANIFEST_DIGEST and FTMANIFEST_ATTEMPT
+in its environment; on drift nothing runs.  SIGTERM, SIGINT and SIGHUP are
+passed on to CMD's process group, which gets --grace seconds before SIGKILL.
+Every run is one attempt in the ledger.  Exit codes: CMD's own, 128+N when
+signal N ended it, 126/127 CMD not executable / not found; before CMD starts,
+1 drift and 2 unusable input, or N for both with --refused-exit N.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest run exp.yaml -- python train.py --config cfg.yaml
+  ftmanifest run exp.yaml --refused-exit 86 --grace 60 -- torchrun --nproc-per-node 8 train.py
+"""
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import verify
 
     p = sub.add_parser(
         "run",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
         help="verify a manifest, then run the training command",
         usage="ftmanifest run [options] MANIFEST -- CMD [ARG ...]",
     )

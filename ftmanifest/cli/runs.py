@@ -19,12 +19,31 @@ from typing import Any
 
 from ftmanifest.safe_text import escape
 
+DESCRIPTION = """\
+What happened to an experiment: the manifest's run records in the ledger
+(refused, started, completed, failed, not-started, abandoned, invalid) with
+their time, exit status, command and reason.  --mark abandoned|invalid with
+--reason TEXT appends one, tied to the manifest's digest; the manifest and
+its signature stay unchanged.  Exit 0, 2 unusable input or usage.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest runs exp.yaml
+  ftmanifest runs exp.yaml --mark abandoned --reason 'the training data was edited by hand'
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument
     from ftmanifest.runrecord import MARKS
 
-    p = sub.add_parser("runs", help="list or add the run records of a manifest")
+    p = sub.add_parser(
+        "runs",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="list or add the run records of a manifest",
+    )
     p.add_argument("manifest", metavar="MANIFEST", help="manifest file")
     p.add_argument(
         "--mark",

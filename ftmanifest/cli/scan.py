@@ -26,10 +26,32 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FINDINGS = 0, 1
 
 
+DESCRIPTION = """\
+Scan files and folders for secrets, personal data and unsafe pickles (model
+files that would run code when loaded).  Results are cached by file digest.
+Findings listed in --baseline are suppressed; --write-baseline accepts every
+current finding; --redact-to writes redacted copies of the text files.
+Exit 0 clean, 1 findings outside the baseline (a file that could not be
+scanned counts unless --allow-not-scanned), 2 unusable input or usage.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest scan data/
+  ftmanifest scan data/ models/ --baseline scan-baseline.json --format sarif
+  ftmanifest scan data/ --redact-to data-redacted/ --no-pickles
+"""
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     from ftmanifest.cli import add_distributed_arguments, add_format_argument
 
-    p = subparsers.add_parser("scan", help="scan data and artifacts for secrets, PII, pickles")
+    p = subparsers.add_parser(
+        "scan",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="scan data and artifacts for secrets, PII, pickles",
+    )
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or folders to scan")
     add_format_argument(p, sarif=True)
     p.add_argument("--baseline", type=Path, metavar="FILE",

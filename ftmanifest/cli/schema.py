@@ -9,9 +9,28 @@ import argparse
 import sys
 from pathlib import Path
 
+DESCRIPTION = """\
+Print the manifest's JSON Schema, generated from the data model (the one
+source of truth for every field), or write it to each --write PATH.
+--markdown prints the field reference table instead.  Exit 0 printed or
+written, 2 a path that cannot be written.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest schema
+  ftmanifest schema --write schema/manifest.schema.json
+  ftmanifest schema --markdown
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("schema", help="print the manifest JSON Schema generated from the model")
+    p = sub.add_parser(
+        "schema",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="print the manifest JSON Schema generated from the model",
+    )
     p.add_argument(
         "--markdown",
         action="store_true",

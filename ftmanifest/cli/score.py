@@ -20,10 +20,31 @@ PREDICTIONS_HELP = (
 )
 
 
+DESCRIPTION = """\
+Score one split's predictions (JSONL: id, reference, prediction, optional
+category) into a results file bound by digest to the manifest, the split's
+data, the predictions and the adapter.  Refuses when the split's file is not
+the pinned data; scoring a sealed split consumes the use that
+`ftmanifest unseal` recorded.  The file is written atomically.  Exit 0
+written, 1 refused, 2 unusable input.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest score --manifest exp.yaml --split test --predictions out/test-preds.jsonl
+  ftmanifest score --manifest exp.yaml --split eval --predictions eval-preds.jsonl --out eval.json
+"""
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument
 
-    p = sub.add_parser("score", help="score predictions into a results file bound to its inputs")
+    p = sub.add_parser(
+        "score",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="score predictions into a results file bound to its inputs",
+    )
     p.add_argument("--manifest", required=True, metavar="M", help="the experiment's manifest")
     p.add_argument("--split", required=True, metavar="NAME", help="name of the data entry scored")
     p.add_argument("--predictions", required=True, metavar="P", help=PREDICTIONS_HELP)

@@ -12,11 +12,32 @@ from pathlib import Path
 
 from ftmanifest.safe_text import escape
 
+DESCRIPTION = """\
+Sign a manifest's canonical form with an Ed25519 key into a DSSE envelope
+beside it (M.sig.json).  Signing again with another key adds a signature to
+the same envelope (author, then reviewer); --replace starts a new envelope,
+dropping signatures made over an older version of the manifest.  Exit 0
+signed (or already signed by this key), 2 unusable input (no key, a wrong
+passphrase, an unreadable manifest).
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest sign exp.yaml --key keys/alice
+  ftmanifest sign exp.yaml --key keys/bob --passphrase-env BOB_KEY_PASSPHRASE
+  ftmanifest sign exp.yaml --key keys/alice --replace
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from ftmanifest.cli import add_format_argument
 
-    p = sub.add_parser("sign", help="sign a manifest (DSSE envelope beside it)")
+    p = sub.add_parser(
+        "sign",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="sign a manifest (DSSE envelope beside it)",
+    )
     p.add_argument("manifest", metavar="MANIFEST", help="the manifest file (YAML, JSON or TOML)")
     p.add_argument("--key", required=True, metavar="PATH", help="Ed25519 private key (OpenSSH)")
     p.add_argument(

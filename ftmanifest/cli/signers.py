@@ -15,17 +15,35 @@ from typing import Any
 
 from ftmanifest.safe_text import escape
 
+DESCRIPTION = """\
+List every signature on a manifest's envelope (M.sig.json): key id, the
+principals the trust file names for it, the key's status and whether the
+signature verifies; then the verdict of verify's signature check for
+--threshold distinct trusted keys.  Exit 0 trusted, 1 refused, 2 unusable
+input.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest signers exp.yaml
+  ftmanifest signers exp.yaml --threshold 2 --trust .ftmanifest/allowed_signers
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from ftmanifest.cli import add_format_argument
+    from ftmanifest.cli import add_format_argument, trust_help
 
-    p = sub.add_parser("signers", help="list the signatures of a manifest and who made them")
+    p = sub.add_parser(
+        "signers",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="list the signatures of a manifest and who made them",
+    )
     p.add_argument("manifest", metavar="MANIFEST", help="the manifest file (YAML, JSON or TOML)")
     p.add_argument(
         "--trust",
         metavar="PATH",
-        help="allowed signers file (default: $FTMANIFEST_TRUST_FILE, else "
-        ".ftmanifest/allowed_signers at the repository root)",
+        help=trust_help(),
     )
     p.add_argument(
         "--threshold",

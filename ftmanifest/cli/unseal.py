@@ -17,11 +17,30 @@ from pathlib import Path
 
 from ftmanifest.safe_text import escape
 
+DESCRIPTION = """\
+Record one use of the sealed test split and print its path, alone on stdout,
+so EVAL=$(ftmanifest unseal ...) works.  NAME must be a sealed data entry
+whose file is the pinned data; the use (with the reason) goes into the
+ledger, and the family's use count to stderr, with a warning from the
+second use.  `ftmanifest score` on the split consumes this use.  Exit 0
+recorded, 1 the split is not the pinned data, 2 unusable input.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest unseal exp.yaml --split test --reason 'the final number'
+"""
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument
 
-    p = sub.add_parser("unseal", help="record one use of the sealed test split, print its path")
+    p = sub.add_parser(
+        "unseal",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="record one use of the sealed test split, print its path",
+    )
     p.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
     p.add_argument("--split", required=True, metavar="NAME", help="the sealed data entry")
     p.add_argument("--reason", required=True, metavar="TEXT", help="why this evaluation")

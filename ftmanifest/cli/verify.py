@@ -23,9 +23,29 @@ if TYPE_CHECKING:
     from ftmanifest.verify import VerifyReport
 
 
+DESCRIPTION = """\
+Compare a manifest with what is here: this machine's environment, the model
+and data files, the code commit and the signature (by a key in the trust
+file); one row per difference.  A drift can be accepted on purpose with
+--accept FIELD and its own --reason, recorded in the ledger.  The data scan
+that the manifest's security policy asks for runs too.  Exit 0 clean, 1 drift
+or a refused signature, 2 an unusable manifest or usage.
+"""
+
+EXAMPLES = """\
+examples:
+  ftmanifest verify exp.yaml
+  ftmanifest verify exp.yaml --format json
+  ftmanifest verify exp.yaml --accept 'data[0]' --reason 'relabelled one record on purpose'
+"""
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
-        "verify", help="compare a manifest with this machine, model, data, signature"
+        "verify",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="compare a manifest with this machine, model, data, signature",
     )
     from ftmanifest.cli import add_distributed_arguments
 
