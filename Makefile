@@ -10,7 +10,7 @@ PIP := $(PY) -m pip --disable-pip-version-check
 TORCH ?= torch==2.13.0
 JOBS ?= 2
 
-.PHONY: demo test bench schema lint-self clean
+.PHONY: demo test bench schema docs lint-self clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,12 @@ bench: $(VENV)/.installed-test
 schema: $(VENV)/.installed-demo
 	$(PY) -m ftmanifest schema --write schema/ftmanifest.schema.json \
 		--write ftmanifest/manifest/ftmanifest.schema.json
-	$(PY) -c 'import pathlib; from ftmanifest.manifest.schema import generate, markdown_reference, with_reference; p = pathlib.Path("README.md"); p.write_text(with_reference(p.read_text(), markdown_reference(generate())))'
+	$(PY) -m ftmanifest.cli.reference manifest.md
+
+# the generated reference under docs/reference/ (CLI, manifest fields, lint rules,
+# exit and reason codes); tests/docs_test.py fails when a page is stale
+docs: $(VENV)/.installed-demo
+	$(PY) -m ftmanifest.cli.reference
 
 lint-self: $(VENV)/.installed-test
 	$(PY) -m ruff check ftmanifest tests benchmarks

@@ -162,10 +162,3 @@ def _has_integral_float(node: Any) -> bool:
     if isinstance(node, list):
         return any(_has_integral_float(v) for v in node)
     return False
-
-
-def test_readme_reference_is_current() -> None:
-    from ftmanifest.manifest.schema import markdown_reference, with_reference
-
-    readme = (ROOT / "README.md").read_text("utf-8")
-    assert with_reference(readme, markdown_reference(SCHEMA)) == readme, "run `make schema`"
