@@ -27,6 +27,7 @@ README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 DEMO = ROOT / "manifests" / "demo.sh"
 PAGES = sorted([README, *DOCS.rglob("*.md")])
+README_MAX_LINES = 250
 
 
 def _rel(path: Path) -> str:
@@ -279,3 +280,8 @@ def test_the_command_finder_sees_every_call() -> None:
     assert list(_ftmanifest_commands(line)) == [["lint", "a.yaml"], ["verify", "b c.yaml"]]
     assert _parse(["lint", "a.yaml"]) is None
     assert "unrecognized arguments" in (_parse(["lint", "a.yaml", "--no-such"]) or "")
+
+
+def test_the_readme_stays_short() -> None:
+    lines = README.read_text("utf-8").count("\n")
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move detail into docs/"
