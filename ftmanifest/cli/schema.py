@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--markdown",
         action="store_true",
-        help="print a field reference table (for the README) instead",
+        help="print the field reference table (as in docs/reference/manifest.md) instead",
     )
     p.add_argument(
         "--write",
