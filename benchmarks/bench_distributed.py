@@ -12,7 +12,7 @@
    read, and the whole job's wall time (torch imported on every rank);
 4. a second run of both with a warm stat cache (the job's ranks share one
    cache folder, as two ranks of one host do);
-5. the model of verifying 1 TB (README "Parallel hashing and scanning"),
+5. the model of verifying 1 TB (docs/guides/distributed.md, "Parallel hashing and scanning"),
    computed from the numbers measured in 1 and 2.
 
 Every digest the job returns is checked against the single-process result.

@@ -129,5 +129,5 @@ def _bad(
         field=key,
         expected=expected,
         observed=observed,
-        hint="see the predictions format in `ftmanifest score --help` and the README",
+        hint="see the predictions format in `ftmanifest score --help` and docs/guides/results.md",
     )
