@@ -7,8 +7,13 @@ loaded model's config with the one transformers builds from the pinned
 snapshot's files, field by field: every field but the few that do not change
 what is computed (``IGNORED``); the attention implementation against
 ``model.attn_implementation`` when pinned; the parameters' dtype against
-``training.precision``.  ``refuse_overrides`` is ``load_pinned``'s check that
-no keyword replaces a pinned config field.
+``training.precision``.  ``judge_modules`` then compares the modules
+themselves with the ones transformers builds from the pinned config (on the
+meta device: no memory), so a module swapped or changed after loading (an
+RMSNorm's ``variance_epsilon``, another activation class, an attention's
+``scaling``) is another computation even when ``model.config`` still reads
+as pinned.  ``refuse_overrides`` is ``load_pinned``'s check that no keyword
+replaces a pinned config field.
 """
 
 from __future__ import annotations
@@ -67,6 +72,9 @@ def judge_config(model: Any, folder: Path, manifest: Any, path: str) -> list[Fin
             )
         ]
     seen = config.to_dict()
+    replication = getattr(manifest.method, "layer_replication", None)
+    if replication:  # peft's declared layer_replication stacks copies of the pinned layers
+        want["num_hidden_layers"] = sum(end - start for start, end in replication)
     rows = []
     for key in sorted((set(want) | set(seen)) - IGNORED):
         if _canon(want.get(key)) != _canon(seen.get(key)):
@@ -81,7 +89,114 @@ def judge_config(model: Any, folder: Path, manifest: Any, path: str) -> list[Fin
                          "the model computes attention with another kernel", pinned_kernel,
                          str(kernel)))  # fmt: skip
     rows += _dtypes(model, manifest, path)
+    if not rows and not replication:  # a config row already refuses; replicated layers
+        rows += judge_modules(model, folder, path)  # are not what the pinned config builds
     return rows
+
+
+# Module attributes that are training state, not computation.
+STATE_ATTRIBUTES = frozenset({"training", "gradient_checkpointing", "name_or_path"})
+# Name segments wrappers insert between a module and its parent (peft, FSDP1,
+# activation checkpointing): the wrapped module is compared under the name
+# without them.
+WRAPPER_SEGMENTS = ("base_layer", "original_module", "_fsdp_wrapped_module",
+                    "_checkpoint_wrapped_module", "_orig_mod")  # fmt: skip
+MAX_MODULE_ROWS = 20
+
+
+def module_facts(model: Any) -> dict[str, tuple[type, dict[str, Any]]]:
+    """``{name: (class, facts)}`` of every module a forward pass runs, wrappers'
+    own modules (peft's adapters, FSDP's shells) left out and their name
+    segments stripped: the class and every public scalar attribute."""
+    out: dict[str, tuple[type, dict[str, Any]]] = {}
+    for name, module in model.named_modules():
+        parts = name.split(".") if name else []
+        if _adapter_part(parts) or _is_wrapper(module):
+            continue
+        key = ".".join(p for p in parts if p not in WRAPPER_SEGMENTS)
+        scalars = {
+            k: v
+            for k, v in sorted(vars(module).items())
+            if not k.startswith("_")
+            and k not in STATE_ATTRIBUTES
+            and isinstance(v, (bool, int, float, str, type(None)))
+        }
+        out[key] = (type(module), scalars)
+    return out
+
+
+def _adapter_part(parts: list[str]) -> bool:
+    """Inside an adapter peft added (``lora_A``, ``modules_to_save``, prompt encoders)."""
+    return any(
+        p.startswith(("lora_", "ia3_", "hada_", "lokr_", "oft_", "boft_", "vera_"))
+        or p in ("modules_to_save", "prompt_encoder", "word_embeddings_adapter")
+        for p in parts
+    )
+
+
+def _is_wrapper(module: Any) -> bool:
+    """peft's tuner layers (their wrapped layer is compared) and FSDP1's shell."""
+    origin = type(module).__module__
+    if origin.startswith("peft."):
+        return True
+    return type(module).__name__ in ("FullyShardedDataParallel", "CheckpointWrapper")
+
+
+def _same_class(seen: type, want: type) -> bool:
+    """The class, or a subclass torch's FSDP2 made of it (``FSDPLlamaDecoderLayer``)."""
+    if seen is want:
+        return True
+    return want in seen.__mro__ and seen.__module__.startswith("torch.distributed")
+
+
+def judge_modules(model: Any, folder: Path, path: str) -> list[Finding]:
+    """One row per module of ``model`` that is not what the pinned config builds."""
+    try:
+        import torch
+
+        config = pinned_config(folder)
+        kernel = getattr(getattr(model, "config", None), "_attn_implementation", None)
+        if kernel is not None:
+            config._attn_implementation = kernel  # judged on its own (attn_implementation)
+        with torch.device("meta"):
+            reference = type(model)._from_config(config)
+    except Exception as exc:  # noqa: BLE001 - the reference cannot be built: refused, not passed
+        return [_row(path, ("model", "config"), "the pinned model cannot be built to compare "
+                     "the loaded modules with", f"{type(model).__name__} from the pinned "
+                     "config.json", f"{type(exc).__name__}: {exc}"[:300])]  # fmt: skip
+    want, seen = module_facts(reference), module_facts(model)
+    rows = []
+    for name in sorted(set(want) | set(seen)):
+        shown = name or "(the model)"
+        loc = ("model", "modules", name) if name else ("model", "modules")
+        if name not in seen:
+            rows.append(_row(path, loc, f"the loaded model lacks module {shown}",
+                             _class(want[name][0]), "(absent)"))  # fmt: skip
+        elif name not in want:
+            rows.append(_row(path, loc, f"the loaded model has a module the pinned one has not: "
+                             f"{shown}", "(absent)", _class(seen[name][0])))  # fmt: skip
+        elif not _same_class(seen[name][0], want[name][0]):
+            rows.append(_row(path, loc, f"module {shown} is another class than the pinned "
+                             "model's", _class(want[name][0]), _class(seen[name][0])))  # fmt: skip
+        elif seen[name][1] != want[name][1]:
+            a, b = want[name][1], seen[name][1]
+            keys = sorted(k for k in set(a) | set(b) if a.get(k, _ABSENT) != b.get(k, _ABSENT))
+            rows.append(_row(path, loc, f"module {shown} computes with other settings than "
+                             "the pinned model's", _pairs(a, keys), _pairs(b, keys)))  # fmt: skip
+        if len(rows) == MAX_MODULE_ROWS:
+            break
+    return rows
+
+
+_ABSENT = "(absent)"
+
+
+def _pairs(values: dict[str, Any], keys: list[str]) -> str:
+    return ", ".join(f"{k}={values.get(k, _ABSENT)!r}" for k in keys)
+
+
+def _class(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _dtypes(model: Any, manifest: Any, path: str) -> list[Finding]:

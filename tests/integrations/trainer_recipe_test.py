@@ -256,3 +256,50 @@ def test_a_lora_of_another_rank_is_refused_before_step_one(example: Path, tmp_pa
     err = refused(trainer)
     row = next(f for f in err.report.findings if f.field == "method.r")
     assert (row.expected, row.observed) == ("4", "8")
+
+
+@pytest.mark.parametrize("change", ["norm eps", "activation", "attention scaling"])
+def test_a_module_changed_after_loading_is_refused(
+    example: Path, tmp_path: Path, change: str
+) -> None:
+    """The config still reads as pinned, the weights are the pinned ones, and the
+    model computes something else: the modules are compared with what the pinned
+    config builds."""
+    model, _ = load_pinned(example, tokenizer=False)
+    inputs = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():
+        before = model(inputs).logits
+    if change == "norm eps":
+        model.model.norm.variance_epsilon, name = 0.5, "model.norm"
+    elif change == "activation":
+        model.model.layers[0].mlp.act_fn, name = torch.nn.ReLU(), "model.layers.0.mlp.act_fn"
+    else:
+        model.model.layers[1].self_attn.scaling, name = 1.0, "model.layers.1.self_attn"
+    with torch.no_grad():  # the change is real: the logits move
+        assert not torch.allclose(before, model(inputs).logits)
+    trainer, _ = _trainer(example, tmp_path / "out", model=model)
+    err = refused(trainer)
+    row = next(f for f in err.report.findings if f.field == f"model.modules.{name}")
+    assert row.rule == "drift.model-config" and row.expected != row.observed
+
+
+def test_a_declared_layer_replication_is_what_the_config_judge_expects(example: Path) -> None:
+    from peft import LoraConfig, get_peft_model
+
+    from ftmanifest.integrations.model_config import judge_config
+    from ftmanifest.manifest import load_manifest
+
+    lora = ("method:\n  kind: lora\n  r: 4\n  alpha: 8\n  target_modules: [q_proj]\n"
+            "  layer_replication: [[0, 2], [1, 2]]\n")  # fmt: skip
+    example.write_text(example.read_text("utf-8").replace("method:\n  kind: full\n", lora))
+    manifest = load_manifest(example).manifest
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj"],
+                        layer_replication=[(0, 2), (1, 2)])  # fmt: skip
+    base = example.parent / "model"
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(base), config).get_base_model()
+    assert model.config.num_hidden_layers == 3
+    assert judge_config(model, base, manifest, str(example)) == []
+    other = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj"], layer_replication=[(0, 2)])
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(base), other).get_base_model()
+    rows = judge_config(model, base, manifest, str(example))
+    assert [r.field for r in rows] == ["model.config.num_hidden_layers"]
