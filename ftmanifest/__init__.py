@@ -15,7 +15,7 @@ __all__ = ["__version__", "seed_everything"]
 def __getattr__(name: str) -> object:
     # Lazy: ``import ftmanifest`` stays free of torch and numpy.
     if name == "seed_everything":
-        from ftmanifest.integrations.seeding import seed_everything
+        from ftmanifest.seeding import seed_everything
 
         return seed_everything
     raise AttributeError(f"module 'ftmanifest' has no attribute {name!r}")

@@ -460,7 +460,7 @@ def resume(s: State) -> Row:
     import sys
     import tempfile
 
-    from ftmanifest.integrations.seeding import seed_everything
+    from ftmanifest.seeding import seed_everything
     from ftmanifest.preflight.steps import train_step
 
     r = s.recipe
@@ -510,7 +510,7 @@ DETERMINISM_FLAGS = [
 
 
 def determinism(s: State) -> Row:
-    from ftmanifest.integrations.seeding import seed_everything
+    from ftmanifest.seeding import seed_everything
     from ftmanifest.preflight.steps import train_step
 
     r = s.recipe

@@ -20,7 +20,7 @@ def main(argv: list[str]) -> int:
     import torch
     from transformers.utils import logging as hf_logging
 
-    from ftmanifest.integrations.seeding import seed_everything
+    from ftmanifest.seeding import seed_everything
     from ftmanifest.manifest import load_manifest
     from ftmanifest.preflight.checks import _pad_id, greedy, trainable_digest
     from ftmanifest.preflight.recipe import apply_hook, default_recipe

@@ -60,7 +60,7 @@ def run_preflight(
     import torch
     from transformers.utils import logging as hf_logging
 
-    from ftmanifest.integrations.seeding import seed_everything
+    from ftmanifest.seeding import seed_everything
     from ftmanifest.preflight.recipe import apply_hook, default_recipe
 
     hf_logging.disable_progress_bar()  # our own progress line says which check runs

@@ -15,7 +15,7 @@ import torch
 
 import ftmanifest
 from ftmanifest.errors import InputError
-from ftmanifest.integrations.seeding import (
+from ftmanifest.seeding import (
     CUBLAS_DEFAULT,
     data_order_generator,
     seed_everything,

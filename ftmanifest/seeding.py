@@ -1,8 +1,9 @@
 """Apply a manifest's seeds and determinism flags inside training code.
 
-Layer: edge (integrations).  ``seed_everything(manifest)`` seeds python's
-``random``, numpy (when installed) and torch (when installed), and sets
-torch's determinism switches as the ``seeds`` section declares them.
+Layer: probes and runtime (numpy and torch imported inside the functions).
+``seed_everything(manifest)`` seeds python's ``random``, numpy (when
+installed) and torch (when installed), and sets torch's determinism switches
+as the ``seeds`` section declares them.
 
 What a running process cannot change: ``PYTHONHASHSEED`` is read once at
 interpreter start, so string hashing (set iteration order) is only fixed if
