@@ -20,13 +20,44 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.errors import RefusedError, UsageError
+from ftmanifest.errors import InputError, RefusedError, UsageError
 from ftmanifest.ledger.attempts import SealedUse, family_uses
+from ftmanifest.manifest.identity import split_entry
+
+
+def _digest_of(path: Path) -> str:
+    from ftmanifest.hashing import hash_file, hash_tree
+
+    return hash_tree(path).digest if path.is_dir() else hash_file(path).digest
+
+
+def split_digest(loaded: Any, split: str) -> dict[str, Any]:
+    """The split's name, path and digest; refuse when the file is not what is pinned."""
+    n, entry = split_entry(loaded, split)
+    loc = ("data", n, "digest")
+    if entry.digest is None:
+        raise InputError(
+            f"data entry {split!r} has no pinned digest",
+            path=str(loaded.path),
+            loc=loc,
+            expected="sha256:...",
+            observed="absent",
+            hint=f"run `ftmanifest lock {loaded.path}`",
+        )
+    observed = _digest_of(loaded.path.parent / entry.path)
+    if observed != entry.digest:
+        raise RefusedError(
+            f"split {split!r} is not the data the manifest pins",
+            path=str(loaded.path.parent / entry.path),
+            loc=loc,
+            expected=entry.digest,
+            observed=observed,
+            hint="score on the pinned data, or re-lock the manifest if the change is intended",
+        )
+    return {"name": split, "path": entry.path, "digest": observed}
 
 
 def sealed_entry(loaded: Any, split: str) -> Any:
-    from ftmanifest.results.resultsfile import split_entry
-
     n, entry = split_entry(loaded, split)
     if not entry.sealed:
         raise UsageError(
@@ -59,7 +90,6 @@ def unseal(
     from ftmanifest import runrecord
     from ftmanifest.fsutil import write_error
     from ftmanifest.ledger import new_attempt
-    from ftmanifest.results.resultsfile import split_digest
 
     text = runrecord.check_reason(reason)
     entry = sealed_entry(loaded, split)

@@ -131,7 +131,7 @@ def preflight_warning(
     The method: a platform change (another backend kind, device or driver)
     means redoing the start and quality checks; so does a changed recipe.
     """
-    from ftmanifest.preflight.run import recipe_digest
+    from ftmanifest.manifest.identity import recipe_digest
 
     exp = loaded.manifest.experiment.id
     passing = [

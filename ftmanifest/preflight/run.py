@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ftmanifest.errors import UsageError
+from ftmanifest.manifest.identity import recipe_digest
 from ftmanifest.preflight.checks import CHECKS, Options, Row, State
-
-RECIPE_SECTIONS = ("model", "seeds", "data", "method", "training", "distributed")
 
 
 @dataclass
@@ -60,8 +59,8 @@ def run_preflight(
     import torch
     from transformers.utils import logging as hf_logging
 
-    from ftmanifest.seeding import seed_everything
     from ftmanifest.preflight.recipe import apply_hook, default_recipe
+    from ftmanifest.seeding import seed_everything
 
     hf_logging.disable_progress_bar()  # our own progress line says which check runs
     names = selected(only)
@@ -88,13 +87,6 @@ def run_preflight(
         out.rows.append(row)
     out.seconds = round(time.monotonic() - started, 3)
     return out
-
-
-def recipe_digest(loaded: Any) -> str:
-    from ftmanifest.manifest.canonical import canonical_json, sha256_digest
-
-    data = loaded.canonical()
-    return sha256_digest(canonical_json({k: data.get(k) for k in RECIPE_SECTIONS}))
 
 
 def record(loaded: Any, result: Preflight, environment: Any) -> dict[str, Any]:

@@ -17,11 +17,11 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ftmanifest.errors import InputError, RefusedError
+from ftmanifest.errors import InputError
+from ftmanifest.ledger.sealed import split_digest
 
 if TYPE_CHECKING:
     from ftmanifest.manifest import LoadedManifest
-    from ftmanifest.manifest.data import DataEntry
 
 FORMAT = "ftmanifest-results"
 VERSION = 1
@@ -32,53 +32,6 @@ SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
 def results_schema() -> dict[str, Any]:
     data: dict[str, Any] = json.loads(SCHEMA_PATH.read_text("utf-8"))
     return data
-
-
-def split_entry(loaded: LoadedManifest, split: str) -> tuple[int, DataEntry]:
-    for n, entry in enumerate(loaded.manifest.data):
-        if entry.name == split:
-            return n, entry
-    names = ", ".join(e.name for e in loaded.manifest.data) or "none"
-    raise InputError(
-        f"the manifest has no data entry named {split!r}",
-        path=str(loaded.path),
-        field="data",
-        expected=f"one of: {names}",
-        observed=split,
-        hint="pass --split with the name of a data entry",
-    )
-
-
-def _digest_of(path: Path) -> str:
-    from ftmanifest.hashing import hash_file, hash_tree
-
-    return hash_tree(path).digest if path.is_dir() else hash_file(path).digest
-
-
-def split_digest(loaded: LoadedManifest, split: str) -> dict[str, Any]:
-    """The split's name, path and digest; refuse when the file is not what is pinned."""
-    n, entry = split_entry(loaded, split)
-    loc = ("data", n, "digest")
-    if entry.digest is None:
-        raise InputError(
-            f"data entry {split!r} has no pinned digest",
-            path=str(loaded.path),
-            loc=loc,
-            expected="sha256:...",
-            observed="absent",
-            hint=f"run `ftmanifest lock {loaded.path}`",
-        )
-    observed = _digest_of(loaded.path.parent / entry.path)
-    if observed != entry.digest:
-        raise RefusedError(
-            f"split {split!r} is not the data the manifest pins",
-            path=str(loaded.path.parent / entry.path),
-            loc=loc,
-            expected=entry.digest,
-            observed=observed,
-            hint="score on the pinned data, or re-lock the manifest if the change is intended",
-        )
-    return {"name": split, "path": entry.path, "digest": observed}
 
 
 def _guard_settings(loaded: LoadedManifest) -> tuple[str | None, list[str]]:
