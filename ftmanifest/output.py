@@ -9,7 +9,9 @@ shows it through ``safe_text.escape``, so it can never forge or hide a line.
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from collections.abc import Iterable, Sequence
 
 from ftmanifest import __version__
@@ -18,7 +20,7 @@ from ftmanifest.safe_text import escape, escape_surrogates
 
 TYPE_CHECKING = False  # no runtime `typing` on the lint path (see findings.py)
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TextIO
 
     from ftmanifest.errors import FtManifestError
 
@@ -88,10 +90,11 @@ def error_text(exc: FtManifestError, *, width: int | None = None) -> str:
 
 # --- tables ------------------------------------------------------------------
 
+UNLIMITED = 0  # a width that fits nothing: every row on one line (a pipe, a file)
 _GAP = "  "
 _MIN_WIDTH = 40  # below this a table is unreadable anyway: let it overflow
 _FLOOR = 16  # no column wraps narrower than this (fits "sha256:1736…db9f")...
-_NARROWEST = 6  # ...unless the terminal leaves no room for that
+_NARROWEST = 6  # ...unless the terminal leaves no room for that, or a word needs more
 _INDENT = "  "  # continuation lines of the first column, and the notes under a row
 _FIX_MIN = 32  # a narrower fix column moves the fix under its row
 # A digest at the start of a cell, maybe followed by words: "sha256:<hex> (on disk)".
@@ -99,11 +102,29 @@ _DIGEST = re.compile(r"([a-z][a-z0-9-]*:)([0-9a-f]{16,})(.*)", re.DOTALL)
 _DIGEST_KEEP = 4  # hex digits kept at each end of a shortened digest
 
 
-def terminal_width() -> int:
-    """The terminal's columns (``COLUMNS`` honoured), 100 when output is not a terminal."""
-    import shutil
+def terminal_width(stream: TextIO | None = None) -> int:
+    """The columns a table printed to ``stream`` (default: stdout) is fitted to:
+    ``COLUMNS`` when it is set to a number, else the terminal's width, else
+    ``UNLIMITED`` when the stream is not a terminal.  A CI log or ``| grep``
+    then gets every row on one line, as ``git`` and ``kubectl`` print to a
+    pipe, so a field name is never cut in two (issue 26)."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    out = sys.stdout if stream is None else stream
+    try:
+        if not out.isatty():
+            return UNLIMITED
+        return os.get_terminal_size(out.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):  # closed, replaced or odd streams
+        return UNLIMITED
 
-    return shutil.get_terminal_size((100, 24)).columns
+
+def _total(width: int | None) -> int:
+    """``width`` as given (``None``: the terminal's), at least ``_MIN_WIDTH``
+    unless it is ``UNLIMITED``."""
+    total = terminal_width() if width is None else width
+    return UNLIMITED if total <= 0 else max(_MIN_WIDTH, total)
 
 
 def table(
@@ -114,16 +135,22 @@ def table(
     notes: Sequence[Sequence[tuple[str, object]]] = (),
     nowrap: Iterable[int] = (),
 ) -> str:
-    """A table fitted to ``width`` (default: the terminal's): cells wrap onto
+    """A table fitted to ``width`` (default: ``terminal_width()``; ``UNLIMITED``
+    fits nothing, each row and note on one line): cells wrap between words onto
     continuation lines instead of being cut; digests alone shrink in the middle.
+    A word is never split: a column is at least as wide as its longest word,
+    and a word longer than the width overflows it.
 
     ``notes[n]`` are ``(label, text)`` lines under row ``n``, full width.  Every
     line but a row's first starts with a space, so no cell, however long or
     odd, can make a line that passes for a row.
     """
-    total = max(_MIN_WIDTH, width or terminal_width())
+    total = _total(width)
     cells = _cells(rows, header)
-    widths = _fit(cells, total - len(_GAP) * (len(header) - 1), set(nowrap))
+    if total == UNLIMITED:
+        widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    else:
+        widths = _fit(cells, total - len(_GAP) * (len(header) - 1), set(nowrap))
     out = []
     for n, row in enumerate(cells):
         out += _row_lines(row, widths)
@@ -134,7 +161,8 @@ def table(
         pad = max((len(k) for k, _ in row_notes), default=0)
         for label, text in row_notes:
             head = f"{_INDENT}{label}: ".ljust(len(_INDENT) + pad + 2)
-            out += _wrap(head + _cell(text), total, len(head))
+            line = head + _cell(text)
+            out += _wrap(line, total, len(head), keep=len(head)) if total else [line]
     return "\n".join(out) + "\n"
 
 
@@ -165,20 +193,26 @@ def _short(text: str) -> str:
 
 def _fit(cells: list[list[str]], room: int, nowrap: set[int]) -> list[int]:
     """Column widths within ``room``: the natural widths when they fit; else
-    digests shortened, every column at least min(its need, floor), and the
-    spare room handed out one character at a time to the narrowest column
-    that still wraps."""
+    digests shortened, every column at least min(its need, floor) and never
+    narrower than its longest word, and the spare room handed out one
+    character at a time to the narrowest column that still wraps.  When even
+    the longest words do not fit, the table is wider than ``room``."""
     cols = range(len(cells[0]))
     full = [max(len(r[i]) for r in cells) for i in cols]
     if sum(full) <= room:
         return full
     need = [max(len(_short(r[i])) for r in cells) for i in cols]
-    widths = [need[i] if i in nowrap else min(need[i], max(_FLOOR, len(cells[0][i]))) for i in cols]
-    while sum(widths) > room:  # even the floors overflow: narrow the widest that wraps
-        wide = max((i for i in cols if i not in nowrap), key=lambda i: widths[i])
-        if widths[wide] <= _NARROWEST:
+    word = [max(_longest_word(_short(r[i]), i == 0) for r in cells) for i in cols]
+    least = [need[i] if i in nowrap else max(word[i], min(need[i], _NARROWEST)) for i in cols]
+    widths = [
+        need[i] if i in nowrap else max(least[i], min(need[i], max(_FLOOR, len(cells[0][i]))))
+        for i in cols
+    ]
+    while sum(widths) > room:  # even the floors overflow: narrow the widest that can
+        narrower = [i for i in cols if widths[i] > least[i]]
+        if not narrower:
             break
-        widths[wide] -= 1
+        widths[max(narrower, key=lambda i: widths[i])] -= 1
     spare = room - sum(widths)
     while spare > 0:
         open_cols = [i for i in cols if widths[i] < need[i]]
@@ -203,19 +237,28 @@ def _row_lines(row: list[str], widths: list[int]) -> list[str]:
     ]
 
 
-def _wrap(text: str, width: int, indent: int = 0) -> list[str]:
-    """``text`` in lines of at most ``width``, broken at a space where there is
-    one, else hard; continuation lines get ``indent`` leading spaces."""
+def _longest_word(text: str, first: bool) -> int:
+    """The width a cell needs so that ``_wrap`` splits none of its words (the
+    first column's continuation lines are indented)."""
+    words = text.split(" ")
+    if not first:
+        return max(len(w) for w in words)
+    return max([len(words[0])] + [len(w) + len(_INDENT) for w in words[1:] if w])
+
+
+def _wrap(text: str, width: int, indent: int = 0, keep: int = 0) -> list[str]:
+    """``text`` in lines of at most ``width``, broken only at spaces: a word
+    (a field name, a path, a digest) longer than the room stays whole and
+    overflows.  Continuation lines get ``indent`` leading spaces; the first
+    ``keep`` characters (a note's label) stay on a line with the word after them."""
     out: list[str] = []
     room = width
     while len(text) > room:
-        cut = text.rfind(" ", 1, room + 1)
-        if cut <= 0 or not text[:cut].strip():
-            out.append(text[:room])
-            text = text[room:]
-        else:
-            out.append(text[:cut].rstrip())
-            text = text[cut + 1 :]
+        cut = _break_at(text, room, keep if not out else 0)
+        if cut is None:
+            break
+        out.append(text[:cut].rstrip())
+        text = text[cut + 1 :]
         room = max(1, width - indent)
         if indent:
             text = text.lstrip(" ")
@@ -224,12 +267,25 @@ def _wrap(text: str, width: int, indent: int = 0) -> list[str]:
     return [out[0]] + [" " * indent + line for line in out[1:]]
 
 
+def _break_at(text: str, room: int, keep: int = 0) -> int | None:
+    """The space to break ``text`` at: the last one within ``room`` with a
+    word before it (and past ``keep``), else the first one after (its word
+    overflows); ``None`` when there is none."""
+    start = max(len(text) - len(text.lstrip(" ")) + 1, keep)
+    cut = text.rfind(" ", start, room + 1)
+    if cut == -1:
+        cut = text.find(" ", max(start, room + 1))
+    return None if cut == -1 else cut
+
+
 def findings_table(findings: Sequence[Finding], *, width: int | None = None) -> str:
-    """Drift rows (and scan hits) as a table fitted to the terminal.
+    """Drift rows (and scan hits) as a table fitted to the terminal (as
+    ``table``: to ``width``, or on one line a row when it is ``UNLIMITED``).
 
     A drift row about a file gets a ``path:`` line under it.  When the terminal
-    leaves the fix column narrower than ``_FIX_MIN`` the fix moves to a line of
-    its own under the row, so it is never squeezed into a sliver.
+    leaves the fix column narrower than ``_FIX_MIN``, or the table is wider
+    than the terminal with it, the fix moves to a line of its own under the
+    row, so it is never squeezed into a sliver.
     """
     rows = [
         (f.field or f.location(), f.expected, f.observed, f.severity, f.hint or f.message)
@@ -246,11 +302,12 @@ def findings_table(findings: Sequence[Finding], *, width: int | None = None) -> 
         if drift == 0
         else ("field or location", "expected or rule", "observed or finding", "severity", "fix")
     )
-    total = max(_MIN_WIDTH, width or terminal_width())
+    total = _total(width)
     cells = _cells(rows, header)
-    widths = _fit(cells, total - len(_GAP) * (len(header) - 1), {3})
+    room = total - len(_GAP) * (len(header) - 1)
+    widths = _fit(cells, room, {3}) if total else []
     fix_need = max(len(r[4]) for r in cells)
-    if widths[4] >= min(fix_need, _FIX_MIN):
+    if total == UNLIMITED or (widths[4] >= min(fix_need, _FIX_MIN) and sum(widths) <= room):
         notes = [[("path", p)] for p in paths]
         return table(rows, header, width=total, notes=notes, nowrap=(3,))
     notes = [[("fix", r[4]), ("path", p)] for r, p in zip(rows, paths, strict=True)]

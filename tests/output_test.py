@@ -1,9 +1,16 @@
-"""Text output never lets an untrusted string forge a line (issue 10), and the
-verify table fits the terminal, wraps instead of cutting and names the file."""
+"""Text output never lets an untrusted string forge a line (issue 10), the
+verify table fits the terminal, wraps between words instead of cutting and
+names the file, and a pipe gets every row on one line (issue 26)."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import re
+import shlex
+import subprocess
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -16,6 +23,7 @@ from ftmanifest.cli import main
 from ftmanifest.errors import InputError, ManifestInvalidError
 from ftmanifest.findings import Finding
 from ftmanifest.output import (
+    UNLIMITED,
     error_text,
     findings_json,
     findings_sarif,
@@ -225,29 +233,64 @@ def test_columns_env_sets_the_width(monkeypatch: pytest.MonkeyPatch) -> None:
     assert DIGEST not in findings_table([_drift()])
 
 
+WORD = st.text("abc.[]0/_", min_size=1, max_size=10)  # short words: a table can fit them
+
+
 @given(
     st.lists(
         st.builds(
             _drift,
-            field=st.text("abc.[]0 ", min_size=1, max_size=60),
-            expected=st.text("xyz ", max_size=90) | st.just(DIGEST),
+            field=st.lists(WORD, min_size=1, max_size=6).map(" ".join),
+            expected=st.lists(WORD, max_size=9).map(" ".join) | st.just(DIGEST),
             hint=st.text("fix it now ", max_size=200),
-            path=st.text("ab/", min_size=1, max_size=150),
+            path=st.lists(WORD, min_size=1, max_size=15).map(" ".join),
         ),
         min_size=1,
         max_size=4,
     ),
-    st.integers(40, 250),
+    st.integers(60, 250),
 )
-def test_table_fits_the_width_and_cuts_nothing_but_digests(
+def test_table_of_short_words_fits_the_width_and_cuts_nothing_but_digests(
     items: list[Finding], width: int
 ) -> None:
     out = findings_table(items, width=width)
     assert max(len(line) for line in out.splitlines()) <= width
     assert out.count("…") <= sum(f.expected == DIGEST for f in items) + len(items)
-    squeezed = "".join(out.split())
+    words = set(out.split())
     for f in items:
-        assert "".join((f.path or "").split()) in squeezed
+        assert set((f.field or "").split()) | set((f.path or "").split()) <= words
+
+
+@given(
+    st.lists(
+        st.builds(
+            _drift,
+            field=st.text("abc.[]0_ ", min_size=1, max_size=60),
+            expected=st.text("xyz ", max_size=90) | st.just(DIGEST),
+            hint=st.text("fix it now ", max_size=200),
+            path=st.text("ab/ ", min_size=1, max_size=150),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.integers(40, 250) | st.just(UNLIMITED),
+)
+def test_no_width_splits_a_word(items: list[Finding], width: int) -> None:
+    """A field name, a path or a digest too long for its column overflows it
+    instead of being cut in two (issue 26): every word of every cell is a word
+    of the output; a digest may only be shortened in the middle."""
+    out = findings_table(items, width=width)
+    words = set(out.split())
+    for f in items:
+        key = (f.field or "").lstrip(" ")
+        key = "\\x20" * (len(f.field or "") - len(key)) + key  # a row never starts with a space
+        for text in (key, f.path, f.hint):
+            assert set((text or "").split()) <= words, (text, out)
+        for text in (f.expected or "", f.observed or ""):
+            short = re.sub(r"^(sha256:[0-9a-f]{4})[0-9a-f]{56}([0-9a-f]{4})$", r"\1…\2", text)
+            assert set(text.split()) <= words or short in words, (text, out)
+            if width == UNLIMITED:
+                assert text in out
 
 
 def test_signature_row_names_the_key_id(project: Path) -> None:
@@ -289,3 +332,107 @@ def test_a_drift_error_renders_its_table_as_lines() -> None:
     assert lines[0].startswith("exp\\nforged.yaml: 1 difference(s)")
     assert any(line.startswith("data[0].digest") for line in lines)
     assert "\x1b" not in text and lines[-1].startswith("  fix: fix them")
+
+
+# --- output a machine reads (issue 26) ----------------------------------------
+
+LONG_FIELD = "environment.env_vars.CUBLAS_WORKSPACE_CONFIG"
+
+
+def _env_drift() -> Finding:
+    return _drift(
+        rule="drift.environment",
+        message="env var changed",
+        path=None,
+        field=LONG_FIELD,
+        expected=":4096:8",
+        observed=":16:8",
+        hint="export CUBLAS_WORKSPACE_CONFIG=':4096:8' (or re-lock after review)",
+    )
+
+
+def test_a_pipe_is_not_fitted_unless_columns_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ftmanifest.output import terminal_width
+
+    read, write = os.pipe()
+    with open(read) as r, open(write, "w") as w:
+        monkeypatch.delenv("COLUMNS", raising=False)
+        assert terminal_width(w) == UNLIMITED
+        assert terminal_width(r) == UNLIMITED
+        for junk in ("", "0", "wide", "-5"):
+            monkeypatch.setenv("COLUMNS", junk)
+            assert terminal_width(w) == UNLIMITED
+        monkeypatch.setenv("COLUMNS", "77")
+        assert terminal_width(w) == 77
+
+
+def test_a_terminal_is_fitted_to_its_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    from ftmanifest.output import terminal_width
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 123, 0, 0))
+    with open(leader, "rb", buffering=0), open(follower, "w") as tty:
+        assert terminal_width(tty) == 123
+        monkeypatch.setenv("COLUMNS", "61")  # COLUMNS wins, as for every tool
+        assert terminal_width(tty) == 61
+
+
+def test_unlimited_puts_every_row_and_note_on_one_line() -> None:
+    rows = [_env_drift(), _drift(path="data/" + "deep/" * 30 + "train.jsonl")]
+    out = findings_table(rows, width=UNLIMITED)
+    lines = out.splitlines()
+    assert len(lines) == 2 + 2 + 1  # header, rule, two rows, one path note
+    assert lines[2].split()[:3] == [LONG_FIELD, ":4096:8", ":16:8"]
+    assert lines[2].endswith(rows[0].hint or "")
+    assert lines[3].split()[:3] == ["data[0].digest", DIGEST, rows[1].observed]
+    assert lines[4] == "  path: " + (rows[1].path or "")
+
+
+def test_tables_on_a_pipe_are_not_fitted(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ftmanifest.output import table
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr("sys.stdout", io.StringIO())  # what stdout is under `| cat`
+    out = findings_table([_env_drift()] * 3)
+    assert [line.split()[0] for line in out.splitlines()[2:]] == [LONG_FIELD] * 3
+    words = "a plain message of many words " * 8
+    assert len(table([("x", words)], ("key", "text")).splitlines()) == 3
+
+
+def test_a_narrow_terminal_never_splits_a_word() -> None:
+    """A word longer than its room overflows; lines break only at spaces."""
+    for width in (40, 50, 60, 80, 100):
+        out = findings_table(
+            [_env_drift(), _drift(path="data/" + "x" * 80 + ".jsonl")], width=width
+        )
+        words = out.split()
+        assert LONG_FIELD in words and "CUBLAS_WORKSPACE_CONFIG=':4096:8'" in words
+        assert "data/" + "x" * 80 + ".jsonl" in words
+        assert "  path: data/xxx" in out  # a note's label stays with its word
+        assert [line for line in out.splitlines() if line.startswith(LONG_FIELD)]
+
+
+def test_verify_piped_keeps_a_long_field_name_on_one_line(project: Path) -> None:
+    """``ftmanifest verify M | cat``: a CI log gets each drift row on one line,
+    so ``grep FIELD`` finds the field with its expected and observed values."""
+    env = {**os.environ, "CUBLAS_WORKSPACE_CONFIG": ":16:8"}
+    env.pop("COLUMNS", None)
+    env.pop("FTMANIFEST_DEBUG", None)
+    command = f"{shlex.quote(sys.executable)} -m ftmanifest verify {shlex.quote(str(project))}"
+    result = subprocess.run(
+        f"{command} --no-signature | cat",
+        shell=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "REFUSED" in result.stdout, result.stdout + result.stderr
+    [row] = [line for line in result.stdout.splitlines() if LONG_FIELD in line]
+    assert row.split()[:4] == [LONG_FIELD, ":4096:8", ":16:8", "error"], result.stdout

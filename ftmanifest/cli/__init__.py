@@ -253,9 +253,10 @@ def _main(argv: Sequence[str] | None) -> int:
 
             sys.stdout.write(json.dumps({"error": exc.to_dict()}, indent=2) + "\n")
         else:
-            from ftmanifest.output import error_text
+            from ftmanifest.output import error_text, terminal_width
 
-            sys.stderr.write(f"ftmanifest: error: {error_text(exc)}\n")
+            text = error_text(exc, width=terminal_width(sys.stderr))
+            sys.stderr.write(f"ftmanifest: error: {text}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("ftmanifest: interrupted\n")

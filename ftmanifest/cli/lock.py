@@ -157,9 +157,10 @@ def run_distributed(args: argparse.Namespace) -> int:
     if failure is not None and failure.exit_code == code:
         raise failure  # the CLI prints it like any error, with the job's exit code
     if failure is not None:
-        from ftmanifest.output import error_text
+        from ftmanifest.output import error_text, terminal_width
 
-        sys.stderr.write(f"ftmanifest: error: {error_text(failure)}\n")
+        text = error_text(failure, width=terminal_width(sys.stderr))
+        sys.stderr.write(f"ftmanifest: error: {text}\n")
     if result is not None and failure is None and code == own:
         return report(args, result)
     state = "done" if code == 0 else "refused" if code == 1 else f"failed (exit {code})"
