@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import re
 
-from ftmanifest.adapter.targets import pattern_errors
 from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.location import Loc, format_loc
 from ftmanifest.manifest.load import Document
 from ftmanifest.manifest.patterns import COMMIT_RE
+from ftmanifest.manifest.targets import pattern_errors
 
 TYPE_CHECKING = False  # no runtime `typing` on the pre-commit path (see findings.py)
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Sequence
     from typing import Any
 
 EXACT_PIN_RE = re.compile(r"^===?\s*[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
@@ -366,38 +366,10 @@ VARIANT_RULES = {
 }
 
 
-def variant_problems(doc: Document) -> list[Finding]:
-    """A variant's fairness against its parent, as lint findings; [] for a non-variant."""
-    if not isinstance(_get(doc.data, "experiment", "parent"), str):
-        return []
-    from pathlib import Path
-
-    from ftmanifest.ledger.parents import NOT_FOUND, judge_variant
-    from ftmanifest.manifest import LoadedManifest, build_model
-
-    path = Path(doc.path)
-    found = []
-    for f in judge_variant(LoadedManifest(path, doc, build_model(doc)), path, missing="warning"):
-        loc = f.loc or _field_loc(doc.data, f.field or "")
-        line, col = doc.position(loc)
-        found.append(
-            f._replace(
-                kind="lint",
-                message=f.message if f.severity == "error" else f"{f.severity}: {f.message}",
-                rule="FTM081" if f.rule == NOT_FOUND else "FTM080",
-                line=line,
-                column=col,
-                loc=loc,
-                extra={"check": f.rule},
-            )
-        )
-    return found
-
-
 _FIELD_PART_RE = re.compile(r'\.?([^.\[\]"]+)|\[("(?:[^"\\]|\\.)*"|[^\]]*)\]')
 
 
-def _field_loc(data: Any, field: str) -> Loc:
+def field_loc(data: Any, field: str) -> Loc:
     """The data location of a diff field (``data[train].digest`` -> ``("data", 0,
     "digest")``), as far as it exists in ``data``: where to point the finding."""
     import json
@@ -447,11 +419,21 @@ def lint_document(doc: Document) -> list[Finding]:
     return sort_findings(found)
 
 
-def lint_paths(paths: list[str]) -> tuple[list[Finding], int]:
+def is_variant(doc: Document) -> bool:
+    """The document names a parent experiment (``experiment.parent``)."""
+    return isinstance(_get(doc.data, "experiment", "parent"), str)
+
+
+def lint_paths(
+    paths: list[str], checks: Sequence[Callable[[Document], list[Finding]]] = ()
+) -> tuple[list[Finding], int]:
     """Lint files: (every finding, number of files that were unusable).
 
     A file that cannot be read or does not match the schema yields its
-    ``FTM000`` findings instead of lint findings.
+    ``FTM000`` findings instead of lint findings.  ``checks`` run on each
+    schema-valid document after the rules: the variant check
+    (``ledger.parents.variant_lint``) reads the parent's manifest, which this
+    pure layer does not; ``ftmanifest.lint_paths`` passes it.
     """
     from ftmanifest.errors import FtManifestError, ManifestInvalidError
     from ftmanifest.manifest import load_document
@@ -462,7 +444,8 @@ def lint_paths(paths: list[str]) -> tuple[list[Finding], int]:
         try:
             doc = load_document(path)
             findings.extend(lint_document(doc))
-            findings.extend(variant_problems(doc))
+            for check in checks:
+                findings.extend(check(doc))
         except ManifestInvalidError as exc:
             unusable += 1
             findings.extend(exc.problems)

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from ftmanifest import lint_paths
 from ftmanifest.drift import compare, exact_pin, same_version
 from ftmanifest.errors import ManifestInvalidError, UsageError
-from ftmanifest.lint import lint_paths
 from ftmanifest.manifest import load_manifest
 from ftmanifest.manifest.model import Manifest
 from ftmanifest.observe import observe_data

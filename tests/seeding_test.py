@@ -15,12 +15,12 @@ import torch
 
 import ftmanifest
 from ftmanifest.errors import InputError
+from ftmanifest.manifest import load_manifest
 from ftmanifest.seeding import (
     CUBLAS_DEFAULT,
     data_order_generator,
     seed_everything,
 )
-from ftmanifest.manifest import load_manifest
 from tests.conftest import CLF
 
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from ftmanifest import lint_paths
 from ftmanifest.cli import main
 from ftmanifest.ledger import open_ledger
-from ftmanifest.lint import lint_paths
 from ftmanifest.manifest import load_manifest
 from ftmanifest.verify import variant_check, verify_manifest
 from tests.conftest import CLF, run_cli

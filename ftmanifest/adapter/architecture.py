@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ftmanifest.adapter import targets as tg
 from ftmanifest.adapter.headers import (
     CONV1D_MODEL_TYPES,
     Shapes,
@@ -31,6 +30,7 @@ from ftmanifest.adapter.headers import (
     with_tied_head,
 )
 from ftmanifest.findings import Finding
+from ftmanifest.manifest import targets as tg
 
 if TYPE_CHECKING:
     from ftmanifest.findings import Severity

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.adapter import base as bases
-from ftmanifest.adapter import targets as tg
 from ftmanifest.adapter.binding import (
     Binding,
     adapter_weight_files,
@@ -34,6 +33,7 @@ from ftmanifest.adapter.signed import sign_binding
 from ftmanifest.adapter.tensors import tensor_shapes
 from ftmanifest.errors import RefusedError
 from ftmanifest.findings import Finding
+from ftmanifest.manifest import targets as tg
 
 
 class BindRefusedError(RefusedError):

@@ -40,7 +40,6 @@ from ftmanifest.adapter import architecture as arch
 from ftmanifest.adapter import base as bases
 from ftmanifest.adapter import headers
 from ftmanifest.adapter import method as methods
-from ftmanifest.adapter import targets as tg
 from ftmanifest.adapter.architecture import finding
 from ftmanifest.adapter.binding import (
     ENVELOPE_NAME,
@@ -54,6 +53,7 @@ from ftmanifest.adapter.signed import read_signed
 from ftmanifest.adapter.tensors import tensor_shapes
 from ftmanifest.errors import InputError, RefusedError, UsageError
 from ftmanifest.findings import Finding
+from ftmanifest.manifest import targets as tg
 
 
 class AdapterRefusedError(RefusedError):

@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ftmanifest.adapter import targets as tg
+from ftmanifest.manifest import targets as tg
 
 Shapes = Mapping[str, tuple[str, tuple[int, ...]]]
 PEFT_PREFIX = "base_model.model."

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ftmanifest.adapter import targets as tg
+from ftmanifest.manifest import targets as tg
 
 CONFIG_DIGEST_KIND = "sha256-peft-config"
 # Written by peft (or by bind) and not what the adapter computes.

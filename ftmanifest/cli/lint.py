@@ -45,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.lint import lint_paths
+    from ftmanifest import lint_paths
     from ftmanifest.lint_report import lint_report
 
     findings, unusable = lint_paths(args.manifests)

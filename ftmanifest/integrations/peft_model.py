@@ -10,7 +10,7 @@ really carry an adapter (peft's ``BaseTunerLayer`` instances, named relative to
 the base model), each one's rank, alpha, scaling and dropout as the layer holds
 them, the ``modules_to_save`` copies, and which parameters will train.
 ``judge_peft_model`` compares that with ``method`` through the same resolver
-as ``lint``, ``bind`` and ``check-adapter`` (``adapter.targets``, on the live
+as ``lint``, ``bind`` and ``check-adapter`` (``manifest.targets``, on the live
 base's module tree) and the same comparison (``adapter.method``), so
 ``all-linear``, a regex and its explicit expansion agree everywhere.  Rows are
 ``drift.method`` findings at ``method.<field>``:
@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.adapter import method as methods
-from ftmanifest.adapter import targets as tg
 from ftmanifest.findings import Finding
+from ftmanifest.manifest import targets as tg
 
 RULE = "drift.method"
 SHOWN = 3

@@ -36,7 +36,7 @@ def lint_main(argv: Sequence[str]) -> int:
             files.append(arg)
     if not files:
         return 0  # pre-commit found no manifest among the staged files
-    from ftmanifest.lint import lint_paths
+    from ftmanifest import lint_paths
     from ftmanifest.lint_report import lint_report
 
     findings, unusable = lint_paths(files)

@@ -24,9 +24,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ftmanifest.findings import Finding
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest.load import Document
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
 CANDIDATES_MAX = 500
@@ -200,3 +203,31 @@ def judge_variant(
     if search.found is None:
         return [not_found(search, manifest_path, severity=missing)]
     return variant_findings(search.found, loaded)
+
+
+def variant_lint(doc: Document) -> list[Finding]:
+    """A variant's fairness against its parent, as lint findings (FTM080, FTM081);
+    [] for a non-variant.  ``lint`` runs it through ``ftmanifest.lint_paths``."""
+    from ftmanifest.lint import field_loc, is_variant
+
+    if not is_variant(doc):
+        return []
+    from ftmanifest.manifest import LoadedManifest, build_model
+
+    path = Path(doc.path)
+    found = []
+    for f in judge_variant(LoadedManifest(path, doc, build_model(doc)), path, missing="warning"):
+        loc = f.loc or field_loc(doc.data, f.field or "")
+        line, col = doc.position(loc)
+        found.append(
+            f._replace(
+                kind="lint",
+                message=f.message if f.severity == "error" else f"{f.severity}: {f.message}",
+                rule="FTM081" if f.rule == NOT_FOUND else "FTM080",
+                line=line,
+                column=col,
+                loc=loc,
+                extra={"check": f.rule},
+            )
+        )
+    return found

@@ -460,8 +460,8 @@ def resume(s: State) -> Row:
     import sys
     import tempfile
 
-    from ftmanifest.seeding import seed_everything
     from ftmanifest.preflight.steps import train_step
+    from ftmanifest.seeding import seed_everything
 
     r = s.recipe
     model, optimizer, batches = _model_and_batches(s)
@@ -510,8 +510,8 @@ DETERMINISM_FLAGS = [
 
 
 def determinism(s: State) -> Row:
-    from ftmanifest.seeding import seed_everything
     from ftmanifest.preflight.steps import train_step
+    from ftmanifest.seeding import seed_everything
 
     r = s.recipe
     runs = []

@@ -20,11 +20,11 @@ def main(argv: list[str]) -> int:
     import torch
     from transformers.utils import logging as hf_logging
 
-    from ftmanifest.seeding import seed_everything
     from ftmanifest.manifest import load_manifest
     from ftmanifest.preflight.checks import _pad_id, greedy, trainable_digest
     from ftmanifest.preflight.recipe import apply_hook, default_recipe
     from ftmanifest.preflight.steps import micro_batches, train_step
+    from ftmanifest.seeding import seed_everything
 
     hf_logging.disable_progress_bar()
     manifest, checkpoint, spec, device_name = argv

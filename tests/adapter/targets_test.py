@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ftmanifest.adapter import headers
-from ftmanifest.adapter import targets as tg
 from ftmanifest.adapter.bind import BindRefusedError, bind_adapter
 from ftmanifest.adapter.check import check_adapter
 from ftmanifest.adapter.tensors import tensor_shapes, weight_files
+from ftmanifest.manifest import targets as tg
 from tests.adapter.conftest import copy_tree, make_model, trust_repo, write_manifest
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
