@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ftmanifest.errors import FtManifestError, InputError
+from ftmanifest.errors import FtManifestError
+from ftmanifest.fsutil import locate, resolve_inside
 from ftmanifest.hfcache import Snapshot, hub_snapshot, local_snapshot
 from ftmanifest.location import Loc
 from ftmanifest.manifest.pinned import pinned_files
@@ -63,61 +64,6 @@ class Observed:
     disk_free: int | None
     disk_path: str
     code_ancestry: Any = None  # probe.git_ancestry.AncestryResult when HEAD != the pin
-
-
-class PathOutsideError(InputError):
-    """A path in the manifest leaves the manifest's folder."""
-
-
-class PathUnresolvableError(PathOutsideError):
-    """A path whose target cannot be found (a symlink loop): it cannot be shown to
-    stay inside the manifest's folder, so it is refused like one that leaves it."""
-
-
-def resolve_inside(base: Path, rel: str, loc: Loc, allow_outside: bool) -> Path:
-    """``base / rel``, refused if it (or a symlink in it) leads outside ``base``."""
-    candidate = Path(rel)
-    path = candidate if candidate.is_absolute() else base / candidate
-    if allow_outside:
-        return path
-    try:
-        root = base.resolve()
-        target = path.resolve()
-    except (RuntimeError, OSError) as exc:  # a symlink loop: Python raises RuntimeError
-        raise PathUnresolvableError(
-            "path cannot be resolved (a symlink loop?)",
-            path=rel,
-            loc=loc,
-            expected=f"a path inside {base}",
-            observed=str(exc),
-            hint="replace the link with the file it should point to",
-        ) from None
-    if candidate.is_absolute() or (target != root and root not in target.parents):
-        raise PathOutsideError(
-            "path leaves the manifest's folder",
-            path=rel,
-            loc=loc,
-            expected=f"a path inside {base}",
-            observed=str(target),
-            hint="move the file under the manifest's folder, or pass --allow-outside",
-        )
-    return path
-
-
-def locate(base: Path, rel: str, loc: Loc, allow_outside: bool) -> tuple[Path | None, str | None]:
-    """(path, None) for a pinned path that is usable here, else (None, why not).
-
-    Why not: it leaves the manifest's folder, or nothing is there (a broken
-    link included).  Every reader of pinned paths goes through here, so they
-    all refuse the same things the same way.
-    """
-    try:
-        path = resolve_inside(base, rel, loc, allow_outside)
-    except PathOutsideError as exc:
-        return None, f"{exc.message}: {exc.observed}"
-    if not path.exists():
-        return None, "not found"
-    return path, None
 
 
 def folder_format(declared: str | None, listing: Mapping[str, Path]) -> str | None:

@@ -330,7 +330,7 @@ def scan_for_verify(
     manifest: Any, manifest_path: Path, *, use_cache: bool, allow_outside: bool
 ) -> list[Finding]:
     """The security policy's scan of the data (and the model's pickles), cached by digest."""
-    from ftmanifest.observe import locate
+    from ftmanifest.fsutil import locate
     from ftmanifest.scan import baseline as scan_baseline
     from ftmanifest.scan.cache import scan_cached
     from ftmanifest.scan.engine import ScanOptions
@@ -367,8 +367,8 @@ def _model_folder(
     a drift row, so it is not scanned here.
     """
     from ftmanifest.errors import FtManifestError
+    from ftmanifest.fsutil import PathOutsideError, resolve_inside
     from ftmanifest.hfcache import hub_snapshot
-    from ftmanifest.observe import PathOutsideError, resolve_inside
 
     m = manifest.model
     if m.path is not None:

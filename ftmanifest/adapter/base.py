@@ -134,8 +134,8 @@ def pinned_folder(manifest: Any, manifest_path: Path, *, allow_outside: bool = F
     """The folder of the manifest's pinned model here (``model.path`` or the
     cached hub snapshot), found without hashing anything.  A hub snapshot not
     in the cache raises; a ``model.path`` is returned whether or not it exists."""
+    from ftmanifest.fsutil import resolve_inside
     from ftmanifest.hfcache import hub_snapshot
-    from ftmanifest.observe import resolve_inside
 
     m = manifest.model
     if m.path is not None:

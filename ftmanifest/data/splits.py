@@ -62,7 +62,7 @@ def image_splits_of(loaded: Any, *, allow_outside: bool = False) -> list[Split]:
 def _located(base: Path, i: int, entry: Any, allow_outside: bool, *, folder: bool) -> Path:
     """The entry's path inside the manifest's folder: a file, or (``folder``) an
     image folder with one sub-folder per class; anything else refused."""
-    from ftmanifest.observe import resolve_inside
+    from ftmanifest.fsutil import resolve_inside
 
     loc = ("data", i, "path")
     path = resolve_inside(base, entry.path, loc, allow_outside)

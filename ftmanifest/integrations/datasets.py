@@ -213,7 +213,7 @@ class _Context:
         return self.manifest.data[i]
 
     def source(self, i: int) -> Path | None:
-        from ftmanifest.observe import locate
+        from ftmanifest.fsutil import locate
 
         entry = self.entry(i)
         return locate(self.path.parent, entry.path, ("data", i, "path"), self.allow_outside)[0]
@@ -233,7 +233,8 @@ class _Context:
 
     def stage(self, i: int) -> _Staged:
         """Verify entry ``i`` and copy it into its digest's private folder."""
-        from ftmanifest.observe import hash_path, resolve_inside
+        from ftmanifest.fsutil import resolve_inside
+        from ftmanifest.observe import hash_path
 
         entry, loc = self.entry(i), ("data", i)
         if entry.digest is None:

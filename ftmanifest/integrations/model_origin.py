@@ -112,7 +112,7 @@ def name_and_commit(model: Any) -> tuple[str, str | None]:
 def pinned_snapshot(model: ModelSource, manifest_path: Path, *, allow_outside: bool) -> Snapshot:
     """Exactly the snapshot the manifest pins (raises when it is not here or not pinned)."""
     from ftmanifest.errors import InputError
-    from ftmanifest.observe import resolve_inside
+    from ftmanifest.fsutil import resolve_inside
 
     if model.path is not None:
         folder = resolve_inside(manifest_path.parent, model.path, ("model", "path"), allow_outside)

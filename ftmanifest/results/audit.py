@@ -327,7 +327,7 @@ def audit(
 
 
 def _data_paths(manifest: Any, mpath: Path, allow_outside: bool) -> dict[int, Path]:
-    from ftmanifest.observe import locate
+    from ftmanifest.fsutil import locate
 
     out = {}
     for i, entry in enumerate(manifest.data):
