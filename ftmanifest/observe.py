@@ -318,7 +318,7 @@ def own_files(manifest: Manifest, manifest_path: Path) -> list[Path]:
     Absolute but *not* resolved: a pinned data path that is a symlink to
     ``train.py`` must not make ``train.py`` one of the manifest's own files.
     """
-    from ftmanifest.runrecord import records_path
+    from ftmanifest.ledger.runrecord import records_path
 
     base = manifest_path.parent
     own = [
@@ -345,13 +345,13 @@ def _judge_code(
     a HEAD that descends from the pinned commit with only those files changed
     (the locked manifest was committed) is the pinned code.
     """
+    from ftmanifest.ledger.runrecord import records_path
     from ftmanifest.probe.git_ancestry import (
         descends_with_only,
         path_allowed,
         repo_paths,
         repo_tops,
     )
-    from ftmanifest.runrecord import records_path
 
     base = manifest_path.parent
     own = own_files(manifest, manifest_path)

@@ -4,7 +4,8 @@ Layer: pure core (over ``observe.Observed``).  A colleague's recorded
 environment (a run record, a ledger entry, another rank of a torchrun job) is
 compared with this machine's through the same drift checks ``verify`` runs, so
 the rows read the same.  The model serialises to JSON and has a stable
-fingerprint: the sha256 of its RFC 8785 canonical form.
+fingerprint (``manifest.environment.fingerprint``): the sha256 of its RFC 8785
+canonical form.
 """
 
 from __future__ import annotations
@@ -51,20 +52,6 @@ def observed_environment(seen: Observed) -> Environment:
     env_vars = dict(seen.environment.env_vars)
     env_vars.update({k: v for k, v in seen.env_values.items() if v is not None})
     return seen.environment.model_copy(update={"env_vars": env_vars})
-
-
-def environment_json(env: Environment) -> bytes:
-    """The canonical JSON of ``env`` (what the fingerprint is taken over)."""
-    from ftmanifest.manifest.canonical import canonical_json
-
-    return canonical_json(env.model_dump(mode="json", exclude_none=True))
-
-
-def fingerprint(env: Environment) -> str:
-    """``sha256:<hex>`` of the canonical JSON: equal environments, equal fingerprints."""
-    from ftmanifest.manifest.canonical import sha256_digest
-
-    return sha256_digest(environment_json(env))
 
 
 def load_environment(text: str | bytes) -> Environment:

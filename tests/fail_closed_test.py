@@ -16,10 +16,10 @@ import pytest
 from ftmanifest import lint_paths
 from ftmanifest.drift import compare, exact_pin, same_version
 from ftmanifest.errors import ManifestInvalidError, UsageError
+from ftmanifest.ledger.runrecord import read as read_records
 from ftmanifest.manifest import load_manifest
 from ftmanifest.manifest.model import Manifest
 from ftmanifest.observe import observe_data
-from ftmanifest.runrecord import read as read_records
 from ftmanifest.verify import apply_acceptances, verify_manifest
 from tests.conftest import CLF, ENV, git, run_cli, within
 from tests.drift_test import _observed
@@ -249,7 +249,7 @@ def test_cli_acceptances_are_appended_to_the_run_record(project: Path) -> None:
 
 def test_the_run_record_survives_a_torn_write(project: Path, tmp_path: Path) -> None:
     from ftmanifest.ledger import Ledger
-    from ftmanifest.runrecord import append, records_path
+    from ftmanifest.ledger.runrecord import append, records_path
 
     folder = records_path(project)
     folder.mkdir(parents=True)
@@ -313,7 +313,7 @@ def test_committing_the_locked_manifest_keeps_verify_clean(project: Path) -> Non
     git(root, "commit", "-qm", "lock the manifest")
     report = verify_manifest(project, signature=False)
     assert report.ok, report.findings
-    from ftmanifest.runrecord import append
+    from ftmanifest.ledger.runrecord import append
 
     append(project, {"status": "planned"})  # an untracked .ftmanifest/ledger is not code
     assert verify_manifest(project, signature=False).ok
@@ -447,7 +447,7 @@ def test_accepting_a_data_entry_does_not_accept_its_scripts(project: Path) -> No
 
 @pytest.mark.parametrize("kind", ["symlink", "fifo"])
 def test_run_records_never_write_through_a_planted_file(project: Path, kind: str) -> None:
-    from ftmanifest.runrecord import records_path
+    from ftmanifest.ledger.runrecord import records_path
 
     train = project.parent / "data" / "train.jsonl"
     before = train.read_bytes()
@@ -489,7 +489,7 @@ def test_a_data_path_that_is_a_symlink_loop_is_a_row(project: Path) -> None:
 @pytest.mark.parametrize("tracked", [False, True], ids=["untracked-ledger", "tracked-ledger"])
 def test_a_script_hidden_in_the_ledger_folder_is_code(project: Path, tracked: bool) -> None:
     """Ledger records are not training code; anything else in the ledger folder is."""
-    from ftmanifest.runrecord import append, records_path
+    from ftmanifest.ledger.runrecord import append, records_path
 
     root = project.parent
     git(root, "add", "exp.yaml")
@@ -512,7 +512,7 @@ def test_a_script_committed_into_the_ledger_after_the_pin_is_a_code_change(
     project: Path,
 ) -> None:
     """HEAD may move on with ledger records committed; not with a script among them."""
-    from ftmanifest.runrecord import append, records_path
+    from ftmanifest.ledger.runrecord import append, records_path
 
     root = project.parent
     git(root, "add", "exp.yaml")

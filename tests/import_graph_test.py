@@ -71,3 +71,67 @@ def test_the_import_graph_has_no_cycle() -> None:
 
 def test_the_cycle_finder_finds_one() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+# --- rooms: the package level (issue 26) -------------------------------------------
+#
+# A room is a sub-package or a top-level module (``ftmanifest.ledger``,
+# ``ftmanifest.lint``).  Rooms are totally ordered, low to high, in layers; a room
+# imports only rooms before it (top-level and function-level imports both count),
+# so no cycle can hide in a function body.  The package root is the public facade
+# and may import anything lazily.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("pure core", ("location", "errors", "findings", "safe_text", "output", "checks",
+                   "manifest", "lint", "lint_report")),
+    ("file access", ("fsutil", "records", "sqlite_store", "statcache", "progress", "hashing",
+                     "hfcache", "recordio")),
+    ("probes and runtime", ("probe", "seeding", "supervise")),
+    ("signing", ("signing",)),
+    ("judging rooms", ("scan", "ledger", "drift", "observed_env", "observe",
+                       "verify", "lock", "reproduce", "adapter", "preflight", "data",
+                       "results", "backup")),
+    ("edges", ("distributed", "integrations")),
+    ("commands", ("examples", "cli", "__main__")),
+)  # fmt: skip
+# Edges that still point up, each to be moved down (issue 26); the test fails when
+# one is fixed and left here, as when a new one appears.
+NOT_YET = {
+    ("verify", "adapter"),  # verify's LoRA-against-base check (adapter.base headers)
+    ("data", "distributed"),  # data.sigpack/parallel frame with distributed.wire
+}
+
+
+def _room(module: str) -> str:
+    return module.split(".")[1] if "." in module else module
+
+
+def _room_edges() -> dict[tuple[str, str], list[str]]:
+    edges: dict[tuple[str, str], list[str]] = {}
+    for source, targets in _graph().items():
+        for target in targets:
+            a, b = _room(source), _room(target)
+            if "." in source and "." in target and a != b:
+                edges.setdefault((a, b), []).append(f"{source} -> {target}")
+    return edges
+
+
+def test_rooms_import_one_way() -> None:
+    rank = {room: n for n, room in enumerate(r for _, rooms in LAYERS for r in rooms)}
+    edges = _room_edges()
+    rooms = {r for edge in edges for r in edge}
+    assert rooms <= set(rank), f"rooms without a layer: {sorted(rooms - set(rank))}"
+    up = {edge for edge in edges if rank[edge[1]] > rank[edge[0]]}
+    new = sorted(up - NOT_YET)
+    assert not new, "imports that point up a layer:\n" + "\n".join(
+        line for edge in new for line in edges[edge]
+    )
+    assert not NOT_YET - up, f"fixed, remove from NOT_YET: {sorted(NOT_YET - up)}"
+
+
+def test_every_room_has_a_layer() -> None:
+    modules = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    packages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    present = modules | packages
+    present.discard("templates")  # package data (the init template), no code
+    named = {r for _, rooms in LAYERS for r in rooms}
+    assert present == named, (sorted(present - named), sorted(named - present))

@@ -6,11 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ftmanifest.manifest import load_manifest
+from ftmanifest.manifest.environment import environment_json, fingerprint
 from ftmanifest.observe import Observed, observe
 from ftmanifest.observed_env import (
     compare_environment,
-    environment_json,
-    fingerprint,
     load_environment,
     observed_environment,
 )
@@ -75,7 +74,7 @@ def test_odd_probe_values_are_kept_as_unknown_not_a_crash() -> None:
 
 
 def test_a_run_record_carries_the_environment_fingerprint(project: Path) -> None:
-    from ftmanifest.runrecord import build
+    from ftmanifest.ledger.runrecord import build
     from ftmanifest.verify import verify_manifest
 
     report = verify_manifest(project, signature=False)

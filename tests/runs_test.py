@@ -12,8 +12,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ftmanifest.cli import main
 from ftmanifest.errors import ManifestInvalidError
+from ftmanifest.ledger.runrecord import read
 from ftmanifest.manifest import load_manifest
-from ftmanifest.runrecord import read
 from ftmanifest.signing.sign import sign_manifest
 from ftmanifest.signing.verify import verify_manifest_signature
 from tests.signing.signing_helpers import repo, trust_line

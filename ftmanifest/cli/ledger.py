@@ -372,8 +372,7 @@ def _trust(store: Any, option: Path | None) -> Any:
 
 
 def _plan(store: Any, args: argparse.Namespace) -> int:
-    from ftmanifest import runrecord
-    from ftmanifest.ledger import new_attempt
+    from ftmanifest.ledger import new_attempt, runrecord
     from ftmanifest.manifest import load_manifest
 
     path = args.plan_manifest
@@ -399,7 +398,7 @@ def _plan(store: Any, args: argparse.Namespace) -> int:
 
 def _mark(store: Any, args: argparse.Namespace) -> int:
     import ftmanifest
-    from ftmanifest.runrecord import check_reason
+    from ftmanifest.ledger.runrecord import check_reason
 
     reason = check_reason(args.reason)
     attempt = _resolve(store, args.id)

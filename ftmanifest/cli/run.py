@@ -93,8 +93,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest import runrecord
     from ftmanifest.cli import verify
+    from ftmanifest.ledger import runrecord
     from ftmanifest.supervise import supervise
 
     try:
@@ -182,7 +182,7 @@ def _attempt(report: VerifyReport, ledger: Any) -> str:
 
 
 def runrecord_dir(report: VerifyReport, ledger: Any) -> Any:
-    from ftmanifest import runrecord
+    from ftmanifest.ledger import runrecord
 
     return runrecord.records_path(report.manifest_path, ledger)
 
@@ -220,7 +220,7 @@ def _record(
     **extra: Any,
 ) -> None:
     """Append a run record; a run is not stopped because its record could not be written."""
-    from ftmanifest import runrecord
+    from ftmanifest.ledger import runrecord
 
     try:
         runrecord.append(

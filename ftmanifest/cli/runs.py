@@ -36,7 +36,7 @@ examples:
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument
-    from ftmanifest.runrecord import MARKS
+    from ftmanifest.ledger.runrecord import MARKS
 
     p = sub.add_parser(
         "runs",
@@ -56,8 +56,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest import runrecord
     from ftmanifest.errors import UsageError
+    from ftmanifest.ledger import runrecord
     from ftmanifest.manifest import load_manifest
     from ftmanifest.output import to_json
 

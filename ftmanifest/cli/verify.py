@@ -133,8 +133,8 @@ def warn_test_override() -> None:
 
 def record_acceptances(report: VerifyReport, status: str, **extra: Any) -> None:
     """Append the report to the manifest's run records; an acceptance is never unrecorded."""
-    from ftmanifest import runrecord
     from ftmanifest.errors import InputError
+    from ftmanifest.ledger import runrecord
 
     ledger = extra.pop("ledger", None)
     try:

@@ -51,7 +51,7 @@ def base(job: Job, strategy: str = "unknown") -> dict[str, Any]:
 
 def of_report(job: Job, report: VerifyReport, strategy: str) -> dict[str, Any]:
     """This rank's fingerprint from its verify ``report`` (which must carry ``observed``)."""
-    from ftmanifest.observed_env import fingerprint
+    from ftmanifest.manifest.environment import fingerprint
 
     env = report.environment
     return {

@@ -16,7 +16,7 @@ rewritten at the end with the final step.  A refused run leaves a record too
 (status ``refused``, with every drift row): abandoned attempts are kept.  The
 same records (``started``, then ``completed`` with the steps and hours used)
 go to the experiment ledger, as ``verify`` and ``run`` write them
-(``ftmanifest.runrecord``); under ``ftmanifest run`` they join its attempt
+(``ftmanifest.ledger.runrecord``); under ``ftmanifest run`` they join its attempt
 ($FTMANIFEST_ATTEMPT).
 
 The guard also checks the model it was handed, not only the manifest: the
@@ -51,7 +51,6 @@ from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
 
-from ftmanifest import runrecord
 from ftmanifest.errors import InputError
 from ftmanifest.findings import Finding
 from ftmanifest.fsutil import atomic_write_text
@@ -63,6 +62,7 @@ from ftmanifest.integrations.builders import (
     training_arguments,
 )
 from ftmanifest.integrations.pinned import compare_weights, load_pinned
+from ftmanifest.ledger import runrecord
 from ftmanifest.safe_text import escape
 from ftmanifest.verify import DriftError, VerifyReport, apply_acceptances, verify_manifest
 

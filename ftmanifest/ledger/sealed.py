@@ -87,9 +87,8 @@ def unseal(
 ) -> dict[str, Any]:
     """Record one use of the sealed ``split``; returns what the caller prints."""
     import ftmanifest
-    from ftmanifest import runrecord
     from ftmanifest.fsutil import write_error
-    from ftmanifest.ledger import new_attempt
+    from ftmanifest.ledger import new_attempt, runrecord
 
     text = runrecord.check_reason(reason)
     entry = sealed_entry(loaded, split)
@@ -159,8 +158,8 @@ def record_score(
 ) -> None:
     """Consume ``use``: one ``scored`` record naming it and the results."""
     import ftmanifest
-    from ftmanifest import runrecord
     from ftmanifest.fsutil import write_error
+    from ftmanifest.ledger import runrecord
 
     store = _ledger(loaded, ledger)
     record = {

@@ -122,3 +122,17 @@ class Environment(Strict):
         description="Environment variables that change results, e.g. CUBLAS_WORKSPACE_CONFIG.",
     )
     code: CodeRef = Field(default_factory=CodeRef, description="Training code version.")
+
+
+def environment_json(env: Environment) -> bytes:
+    """The canonical JSON of ``env`` (what the fingerprint is taken over)."""
+    from ftmanifest.manifest.canonical import canonical_json
+
+    return canonical_json(env.model_dump(mode="json", exclude_none=True))
+
+
+def fingerprint(env: Environment) -> str:
+    """``sha256:<hex>`` of the canonical JSON: equal environments, equal fingerprints."""
+    from ftmanifest.manifest.canonical import sha256_digest
+
+    return sha256_digest(environment_json(env))

@@ -92,7 +92,7 @@ def run_preflight(
 def record(loaded: Any, result: Preflight, environment: Any) -> dict[str, Any]:
     """The ledger record of a preflight run."""
     import ftmanifest
-    from ftmanifest.observed_env import fingerprint
+    from ftmanifest.manifest.environment import fingerprint
 
     backend = environment.backend if environment is not None else None
     return {

@@ -129,7 +129,7 @@ def test_an_accepted_drift_trains_and_is_recorded(example: Path, tmp_path: Path)
     record = json.loads((out / RUN_RECORD).read_text("utf-8"))
     assert record["status"] == "completed"
     assert [(a["field"], a["reason"]) for a in record["accepted"]] == [("data[1].digest", reason)]
-    from ftmanifest.runrecord import read
+    from ftmanifest.ledger.runrecord import read
 
     beside = read(example)
     assert [r["status"] for r in beside] == ["started", "completed"]
