@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from ftmanifest.checks import FunctionCheck, registry, run_checks
-from ftmanifest.drift import DRIFT_CHECKS, compare
 from ftmanifest.errors import UsageError
 from ftmanifest.findings import Finding
 from ftmanifest.manifest import load_manifest
-from ftmanifest.observe import Observed
+from ftmanifest.verify.drift import DRIFT_CHECKS, compare
+from ftmanifest.verify.observe import Observed
 from tests.conftest import CLF
 from tests.drift_test import _observed
 

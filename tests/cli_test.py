@@ -279,7 +279,7 @@ def test_lock_on_the_template_names_the_manifest_and_the_hf_command(
 
 
 def test_lock_keeps_null_and_drops_the_fill_notes_it_filled(tmp_path: Path) -> None:
-    from ftmanifest.lock import lock_manifest
+    from ftmanifest.verify.lock import lock_manifest
 
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text("{}")

@@ -176,7 +176,7 @@ def write_project(
     ``files`` replace, add to or (with None) drop from ``PROJECT_FILES``;
     ``train`` is the training data's path (a file or a folder of shards).
     """
-    from ftmanifest.lock import lock_manifest
+    from ftmanifest.verify.lock import lock_manifest
 
     for rel, text in {**PROJECT_FILES, **(files or {})}.items():
         if text is None:

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from ftmanifest.drift import GIB, compare
 from ftmanifest.manifest import load_manifest
-from ftmanifest.observe import FileState, ModelState, Observed
-from ftmanifest.observed_env import from_probe
+from ftmanifest.verify.drift import GIB, compare
+from ftmanifest.verify.environment import from_probe
+from ftmanifest.verify.observe import FileState, ModelState, Observed
 from tests.conftest import CLF, EXTRACT
 
 

@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ftmanifest.errors import FtManifestError
-from ftmanifest.lock import lock_manifest
 from ftmanifest.verify import verify_manifest
+from ftmanifest.verify.lock import lock_manifest
 from tests.conftest import ENV, HUB_MANIFEST, git, write_project
 from tests.support.hubcache import build_hub_cache
 

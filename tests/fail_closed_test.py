@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from ftmanifest import lint_paths
-from ftmanifest.drift import compare, exact_pin, same_version
 from ftmanifest.errors import ManifestInvalidError, UsageError
 from ftmanifest.ledger.runrecord import read as read_records
 from ftmanifest.manifest import load_manifest
 from ftmanifest.manifest.model import Manifest
-from ftmanifest.observe import observe_data
 from ftmanifest.verify import apply_acceptances, verify_manifest
+from ftmanifest.verify.drift import compare, exact_pin, same_version
+from ftmanifest.verify.observe import observe_data
 from tests.conftest import CLF, ENV, git, run_cli, within
 from tests.drift_test import _observed
 
@@ -82,7 +82,7 @@ def _data_folder_manifest(project: Path) -> Path:
         (shards / f"part{i}.jsonl").write_text(f'{{"text": "{i}"}}\n')
     text = project.read_text().replace("path: data/train.jsonl", "path: data/shards", 1)
     project.write_text(text)
-    from ftmanifest.lock import lock_manifest
+    from ftmanifest.verify.lock import lock_manifest
 
     lock_manifest(project)
     assert verify_manifest(project, signature=False).ok
@@ -216,7 +216,7 @@ def test_a_blank_reason_is_refused(reason: str) -> None:
 def test_accepting_a_missing_snapshot_still_checks_every_weight(
     hub: tuple[Path, dict[str, str]],
 ) -> None:
-    from ftmanifest.lock import lock_manifest
+    from ftmanifest.verify.lock import lock_manifest
 
     manifest, commits = hub
     lock_manifest(manifest)
@@ -433,7 +433,7 @@ def test_a_folder_declared_as_images_counts_files(project: Path) -> None:
     text = project.read_text().replace("path: data/train.jsonl", "path: data/images", 1)
     text = text.replace("    format: jsonl\n", "    format: images\n", 1)
     project.write_text(text)
-    from ftmanifest.lock import lock_manifest
+    from ftmanifest.verify.lock import lock_manifest
 
     lock_manifest(project)
     assert load_manifest(project).manifest.data[0].records == 3
@@ -465,7 +465,7 @@ def test_run_records_never_write_through_a_planted_file(project: Path, kind: str
 
 
 def test_a_manifest_locked_on_a_dirty_tree_cannot_verify_the_code(project: Path) -> None:
-    from ftmanifest.lock import lock_manifest
+    from ftmanifest.verify.lock import lock_manifest
 
     (project.parent / "train.py").write_text("print('uncommitted')\n")
     lock_manifest(project)

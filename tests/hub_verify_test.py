@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ftmanifest.lock import lock_manifest
 from ftmanifest.verify import verify_manifest
+from ftmanifest.verify.lock import lock_manifest
 from tests.conftest import run_cli
 
 

@@ -87,9 +87,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                      "hfcache", "recordio")),
     ("probes and runtime", ("probe", "seeding", "supervise")),
     ("signing", ("signing",)),
-    ("judging rooms", ("scan", "ledger", "drift", "observed_env", "observe",
-                       "verify", "lock", "reproduce", "adapter", "preflight", "data",
-                       "results", "backup")),
+    ("judging rooms", ("scan", "ledger", "verify", "adapter", "preflight", "data", "results",
+                       "backup")),
     ("edges", ("distributed", "integrations")),
     ("commands", ("examples", "cli", "__main__")),
 )  # fmt: skip

@@ -14,9 +14,9 @@ import pytest
 from ftmanifest.errors import InputError
 from ftmanifest.findings import Finding
 from ftmanifest.location import format_loc
-from ftmanifest.lock import lock_manifest
 from ftmanifest.manifest import load_manifest
 from ftmanifest.verify import verify_manifest
+from ftmanifest.verify.lock import lock_manifest
 
 
 def test_format_loc() -> None:

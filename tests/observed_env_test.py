@@ -7,12 +7,12 @@ from pathlib import Path
 
 from ftmanifest.manifest import load_manifest
 from ftmanifest.manifest.environment import environment_json, fingerprint
-from ftmanifest.observe import Observed, observe
-from ftmanifest.observed_env import (
+from ftmanifest.verify.environment import (
     compare_environment,
     load_environment,
     observed_environment,
 )
+from ftmanifest.verify.observe import Observed, observe
 
 OTHER = Path(__file__).parent / "fixtures" / "environment" / "other-machine.json"
 
@@ -58,7 +58,7 @@ def test_another_machine_differs_in_the_rows_verify_prints(project: Path) -> Non
 
 
 def test_odd_probe_values_are_kept_as_unknown_not_a_crash() -> None:
-    from ftmanifest.observed_env import from_probe
+    from ftmanifest.verify.environment import from_probe
 
     env = from_probe(
         {

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ftmanifest.lock import lock_manifest
+from ftmanifest.verify.lock import lock_manifest
 from tests.conftest import ENV, git, hub_project, run_cli
 
 REV = "0123456789abcdef0123456789abcdef01234567"

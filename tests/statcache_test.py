@@ -274,8 +274,8 @@ def _project(root: Path) -> Path:
 def test_first_verify_after_lock_reads_no_bytes_of_files_that_were_not_racy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ftmanifest.lock import lock_manifest
     from ftmanifest.verify import verify_manifest
+    from ftmanifest.verify.lock import lock_manifest
 
     monkeypatch.setenv("FTMANIFEST_CACHE_DIR", str(tmp_path / "cache"))
     manifest = _project(tmp_path / "repo")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ftmanifest.lock import lock_manifest
 from ftmanifest.verify import verify_manifest
+from ftmanifest.verify.lock import lock_manifest
 from tests.conftest import ENV, git, run_cli
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ftmanifest.errors import FtManifestError
-    from ftmanifest.lock import LockResult
+    from ftmanifest.verify.lock import LockResult
 
 
 DESCRIPTION = """\
@@ -76,7 +76,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run(args: argparse.Namespace) -> int:
     from ftmanifest.distributed.shard import no_rank_timeout
-    from ftmanifest.lock import lock_manifest
+    from ftmanifest.verify.lock import lock_manifest
 
     if args.distributed:
         return run_distributed(args)
@@ -118,7 +118,7 @@ def run_distributed(args: argparse.Namespace) -> int:
     from ftmanifest.distributed import shard
     from ftmanifest.distributed.comm import joined
     from ftmanifest.errors import FtManifestError
-    from ftmanifest.lock import lock_manifest, write_locked
+    from ftmanifest.verify.lock import lock_manifest, write_locked
 
     job, timeout = shard.launched(args, f"lock {args.manifest}")
     failure: FtManifestError | None = None

@@ -109,10 +109,10 @@ def run(args: argparse.Namespace) -> int:
 def _record(loaded: Any, result: Any, args: argparse.Namespace) -> str | None:
     from ftmanifest.fsutil import write_error
     from ftmanifest.ledger import open_ledger
-    from ftmanifest.observed_env import from_probe
     from ftmanifest.preflight.run import record
     from ftmanifest.probe import probe_all
     from ftmanifest.probe.fields import to_environment_fields
+    from ftmanifest.verify.environment import from_probe
 
     probed = probe_all(Path(loaded.path).parent)
     env = from_probe(to_environment_fields(probed, packages=loaded.manifest.environment.packages))

@@ -58,7 +58,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run(args: argparse.Namespace) -> int:
     from ftmanifest.output import table, to_json
-    from ftmanifest.reproduce import GROUPS, build_plan
+    from ftmanifest.verify.reproduce import GROUPS, build_plan
 
     plan = build_plan(
         args.manifest,

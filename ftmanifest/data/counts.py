@@ -24,8 +24,8 @@ FIX = "restore the pinned data, or run `ftmanifest lock` to pin what is here aft
 def count_findings(loaded: Any, *, allow_outside: bool = False) -> list[Finding]:
     """verify's data rows for ``loaded`` (a ``manifest.Loaded``), kind ``data``."""
     from ftmanifest.checks import run_checks
-    from ftmanifest.drift import DRIFT_CHECKS
-    from ftmanifest.observe import observe_data
+    from ftmanifest.verify.drift import DRIFT_CHECKS
+    from ftmanifest.verify.observe import observe_data
 
     manifest = loaded.manifest
     seen = SimpleNamespace(

@@ -338,7 +338,7 @@ def plan_manifest(
     the ranks can agree on an exit code before any of them stops.
     """
     from ftmanifest.manifest import load_manifest
-    from ftmanifest.observe import observe_data, observe_model, observe_pinned
+    from ftmanifest.verify.observe import observe_data, observe_model, observe_pinned
 
     planned = Planned()
     failure: FtManifestError | None = None

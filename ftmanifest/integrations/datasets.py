@@ -68,7 +68,7 @@ from ftmanifest.location import Loc, format_loc
 if TYPE_CHECKING:
     from ftmanifest.manifest.data import DataEntry
     from ftmanifest.manifest.model import Manifest
-    from ftmanifest.observe import FileState
+    from ftmanifest.verify.observe import FileState
 
 ORIGIN_RULE = "drift.data-origin"  # read from a file that is no pinned entry of the role
 CACHE_RULE = "drift.data-cache"  # the Arrow cache does not hold the pinned bytes
@@ -219,8 +219,8 @@ class _Context:
         return locate(self.path.parent, entry.path, ("data", i, "path"), self.allow_outside)[0]
 
     def builder(self, i: int, src: Path) -> tuple[str, dict[str, str]] | None:
-        from ftmanifest.observe import folder_format
         from ftmanifest.records import format_of
+        from ftmanifest.verify.observe import folder_format
 
         entry = self.entry(i)
         if src.is_dir():
@@ -234,7 +234,7 @@ class _Context:
     def stage(self, i: int) -> _Staged:
         """Verify entry ``i`` and copy it into its digest's private folder."""
         from ftmanifest.fsutil import resolve_inside
-        from ftmanifest.observe import hash_path
+        from ftmanifest.verify.observe import hash_path
 
         entry, loc = self.entry(i), ("data", i)
         if entry.digest is None:

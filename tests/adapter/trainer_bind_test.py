@@ -59,8 +59,8 @@ def _train(project: Path, manifest: Path, out: Path, config: Any = None, **callb
 @pytest.fixture
 def project(models: dict[str, Path], tmp_path: Path, signer: Any) -> tuple[Path, Path]:
     """A training repository with the base and a locked manifest that exports an adapter."""
-    from ftmanifest.lock import lock_manifest
     from ftmanifest.verify import verify_manifest
+    from ftmanifest.verify.lock import lock_manifest
 
     root = tmp_path / "project"
     root.mkdir()
@@ -113,7 +113,7 @@ def test_a_declared_ia3_run_is_bound_at_every_save(project: tuple[Path, Path], s
     """The first save of an IA3 run stopped training: bind knew only LoRA."""
     from peft import IA3Config
 
-    from ftmanifest.lock import lock_manifest
+    from ftmanifest.verify.lock import lock_manifest
 
     root, manifest = project
     body = json.loads(manifest.read_text())

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ftmanifest.findings import Finding
-from ftmanifest.lock import lock_manifest
 from ftmanifest.verify import verify_manifest
+from ftmanifest.verify.lock import lock_manifest
 from tests.conftest import git
 
 

@@ -133,7 +133,7 @@ def _read(path: Path) -> str:
 def two_rank_example(folder: Path) -> Path:
     """The tiny example for a job of two ranks on one node, locked to this machine."""
     from ftmanifest.examples.project import build_example
-    from ftmanifest.lock import lock_manifest
+    from ftmanifest.verify.lock import lock_manifest
 
     manifest = build_example(folder, arch="llama", seed=0)
     text = manifest.read_text("utf-8")

@@ -62,7 +62,7 @@ def _rewrite_keeping_mtime(path: Path) -> None:
 def _repin(manifest: Path, name: str) -> None:
     """Pin entry ``name``'s bytes as they are now: what ``lock`` writes, without its settle wait."""
     from ftmanifest.manifest import load_manifest
-    from ftmanifest.observe import hash_path
+    from ftmanifest.verify.observe import hash_path
 
     (entry,) = [e for e in load_manifest(manifest).manifest.data if e.name == name]
     digest = hash_path(manifest.parent / entry.path, manifest.parent, use_cache=False).digest

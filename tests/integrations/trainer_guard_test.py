@@ -20,8 +20,8 @@ from ftmanifest.integrations.transformers import (
     DriftRefusedError,
     FtManifestCallback,
 )
-from ftmanifest.lock import lock_manifest
 from ftmanifest.verify import DriftError
+from ftmanifest.verify.lock import lock_manifest
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ class AuditRun:
         """Commit a data change, re-lock the manifest, and re-bind the adapter to it;
         the data and the adapter's files get modes within the defaults again."""
         from ftmanifest.adapter.bind import bind_adapter
-        from ftmanifest.lock import lock_manifest
+        from ftmanifest.verify.lock import lock_manifest
 
         git(self.manifest.parent, "add", "-A")
         git(self.manifest.parent, "commit", "-qm", message, "--allow-empty")

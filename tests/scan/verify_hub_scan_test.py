@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ftmanifest.lock import lock_manifest
 from ftmanifest.verify import verify_manifest
+from ftmanifest.verify.lock import lock_manifest
 from tests.conftest import HUB_MANIFEST, hub_project
 
 POLICY = "security:\n  scan: {on: [verify], pickles: true, secrets: true, pii: false}\n"

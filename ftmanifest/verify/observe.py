@@ -283,7 +283,7 @@ def observe(
         free: int | None = shutil.disk_usage(disk_path).free
     except OSError:
         free = None
-    from ftmanifest.observed_env import from_probe
+    from ftmanifest.verify.environment import from_probe
 
     return Observed(
         environment=from_probe(environment),

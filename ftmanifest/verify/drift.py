@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ftmanifest.findings import Severity
     from ftmanifest.location import Loc
     from ftmanifest.manifest.model import Manifest
-    from ftmanifest.observe import FileState, Observed
+    from ftmanifest.verify.observe import FileState, Observed
 
 GIB = 1 << 30
 

@@ -18,7 +18,7 @@ from ftmanifest.manifest.environment import Environment
 
 if TYPE_CHECKING:
     from ftmanifest.findings import Finding
-    from ftmanifest.observe import Observed
+    from ftmanifest.verify.observe import Observed
 
 # The drift checks that read only the environment (not files, model or disk).
 ENVIRONMENT_CHECKS = ("python", "packages", "backend", "env-vars", "code")
@@ -67,7 +67,7 @@ def compare_environment(
     ``env_values``: this machine's values of the recorded variables (default:
     those ``seen`` holds; a variable not observed here reads as unset, a row).
     """
-    from ftmanifest.drift import compare
+    from ftmanifest.verify.drift import compare
 
     here = env_values if env_values is not None else seen.env_values
     values = {name: here.get(name) for name in recorded.env_vars}

@@ -21,7 +21,7 @@ from ftmanifest.manifest.edit import apply_json, apply_yaml
 
 if TYPE_CHECKING:
     from ftmanifest.manifest.model import Manifest
-    from ftmanifest.observe import Hasher, Observed
+    from ftmanifest.verify.observe import Hasher, Observed
 
 # Pinned by `lock` when installed, besides what the manifest already lists.
 DEFAULT_PACKAGES = (
@@ -77,7 +77,7 @@ def updates_for(
 ) -> tuple[list[Update], list[str]]:
     """The (location, value) pairs that pin the manifest to this machine, and notes."""
     from ftmanifest.manifest import load_manifest
-    from ftmanifest.observe import observe
+    from ftmanifest.verify.observe import observe
 
     loaded = load_manifest(manifest_path)
     m = loaded.manifest
