@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_distributed(args)
     from ftmanifest.distributed.shard import no_rank_timeout
 
-    no_rank_timeout(args, "data check M")
+    no_rank_timeout(args.rank_timeout, "data check M")
     return _check(args)
 
 
@@ -215,7 +215,7 @@ def _run_distributed(args: argparse.Namespace) -> int:
     from ftmanifest.distributed.comm import joined
     from ftmanifest.distributed.shard import launched
 
-    job, timeout = launched(args, f"data check {args.manifest}")
+    job, timeout = launched(args.rank_timeout, f"data check {args.manifest}")
     share = max(1, parallel.cores() // max(1, job.local_world_size))
     jobs = share if args.jobs is None else args.jobs or parallel.cores()
     with joined(job, timeout) as comm, parallel.Workers(jobs) as workers:

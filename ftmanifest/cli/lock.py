@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.distributed:
         return run_distributed(args)
-    no_rank_timeout(args, f"lock {args.manifest}")
+    no_rank_timeout(args.rank_timeout, f"lock {args.manifest}")
     result = lock_manifest(
         args.manifest,
         dry_run=args.dry_run,
@@ -120,7 +120,7 @@ def run_distributed(args: argparse.Namespace) -> int:
     from ftmanifest.errors import FtManifestError
     from ftmanifest.verify.lock import lock_manifest, write_locked
 
-    job, timeout = shard.launched(args, f"lock {args.manifest}")
+    job, timeout = shard.launched(args.rank_timeout, f"lock {args.manifest}")
     failure: FtManifestError | None = None
     result = None
     with joined(job, timeout) as comm:

@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     opts = _options(args)
     if args.distributed:
         return _run_distributed(args, opts)
-    no_rank_timeout(args, "scan PATH")
+    no_rank_timeout(args.rank_timeout, "scan PATH")
     result = scan_cached(args.paths, opts, use_cache=not args.no_cache)
     findings, summary, code = _judge(args, result)
     _print(args, findings, summary)
@@ -188,7 +188,7 @@ def _run_distributed(args: argparse.Namespace, opts: ScanOptions) -> int:
     from ftmanifest.distributed.scan import scan_distributed
     from ftmanifest.errors import FtManifestError
 
-    job, timeout = shard.launched(args, "scan PATH")
+    job, timeout = shard.launched(args.rank_timeout, "scan PATH")
     if not opts.jobs:  # the node's cores are shared by its ranks
         opts = replace(opts, jobs=max(1, (os.cpu_count() or 1) // job.local_world_size))
     failure: FtManifestError | None = None

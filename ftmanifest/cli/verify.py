@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         return run_distributed(args)
     from ftmanifest.distributed.shard import no_rank_timeout
 
-    no_rank_timeout(args, "verify M")
+    no_rank_timeout(args.rank_timeout, "verify M")
     report, code = report_and_print(args)
     if report.accepted:
         record_acceptances(report, "verified" if report.ok else "refused", ledger=args.ledger)
@@ -237,7 +237,7 @@ def run_distributed(args: argparse.Namespace) -> int:
     from ftmanifest.distributed.shard import launched
     from ftmanifest.distributed.verify import verify_job
 
-    job, timeout = launched(args, f"verify {args.manifest}")
+    job, timeout = launched(args.rank_timeout, f"verify {args.manifest}")
     accept = accepted_fields(args)
     strategy = strategy_from_env(job.world_size)
     with joined(job, timeout) as comm:

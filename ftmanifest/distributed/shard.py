@@ -355,8 +355,9 @@ def plan_manifest(
     return planned, failure
 
 
-def launched(args: Any, example: str) -> tuple[Job, float]:
-    """The job and ``--rank-timeout`` for a ``--distributed`` command; usage errors otherwise."""
+def launched(rank_timeout: float | None, example: str) -> tuple[Job, float]:
+    """The job and its ``--rank-timeout`` (``rank_timeout``, None for the default) for a
+    ``--distributed`` command; usage errors otherwise."""
     from ftmanifest.distributed.comm import DEFAULT_TIMEOUT, job_from_env
 
     job = job_from_env()
@@ -369,7 +370,7 @@ def launched(args: Any, example: str) -> tuple[Job, float]:
             hint=f"torchrun --nproc-per-node N -m ftmanifest {example} --distributed, "
             "or drop --distributed",
         )
-    timeout = DEFAULT_TIMEOUT if args.rank_timeout is None else args.rank_timeout
+    timeout = DEFAULT_TIMEOUT if rank_timeout is None else rank_timeout
     if not 0 < timeout < 86400:
         raise UsageError(
             "--rank-timeout is out of range",
@@ -380,9 +381,9 @@ def launched(args: Any, example: str) -> tuple[Job, float]:
     return job, timeout
 
 
-def no_rank_timeout(args: Any, example: str) -> None:
-    """``--rank-timeout`` without ``--distributed`` is a usage error."""
-    if getattr(args, "rank_timeout", None) is not None:
+def no_rank_timeout(rank_timeout: float | None, example: str) -> None:
+    """``--rank-timeout`` (``rank_timeout``) without ``--distributed`` is a usage error."""
+    if rank_timeout is not None:
         raise UsageError(
             "--rank-timeout needs --distributed",
             field="--rank-timeout",
