@@ -84,7 +84,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pure core", ("location", "errors", "findings", "safe_text", "output", "checks",
                    "manifest", "lint", "lint_report")),
     ("file access", ("fsutil", "records", "sqlite_store", "statcache", "progress", "hashing",
-                     "hfcache", "recordio")),
+                     "hfcache", "recordio", "wire")),
     ("probes and runtime", ("probe", "seeding", "supervise")),
     ("signing", ("signing",)),
     ("judging rooms", ("scan", "ledger", "verify", "adapter", "preflight", "data", "results",
@@ -96,7 +96,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # one is fixed and left here, as when a new one appears.
 NOT_YET = {
     ("verify", "adapter"),  # verify's LoRA-against-base check (adapter.base headers)
-    ("data", "distributed"),  # data.sigpack/parallel frame with distributed.wire
 }
 
 

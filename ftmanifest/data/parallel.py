@@ -342,8 +342,7 @@ def _gather(comm: Any, mine: bytes, what: str, full: bool, ranks: int | None = N
     """Every rank's payload (of the first ``ranks``), parsed and checked, never unpickled;
     one that does not fit is a refusal naming its rank."""
     from ftmanifest.data import sigpack
-    from ftmanifest.distributed.comm import bad_answer
-    from ftmanifest.distributed.wire import Malformed
+    from ftmanifest.wire import Malformed, bad_answer
 
     raws = comm.all_gather_bytes(mine, what)
     out = []
@@ -420,7 +419,7 @@ class RankSigner:
 def _own_chunks(got: list[Payload], start: int, count: int, size: int) -> list[Any]:
     """Every rank's chunks of this round, each rank's exactly the ones rank 0 expects of
     it (of chunks ``start`` to ``start + count - 1``, those its rank modulo ``size``)."""
-    from ftmanifest.distributed.comm import bad_answer
+    from ftmanifest.wire import bad_answer
 
     out = []
     for who, p in enumerate(got):

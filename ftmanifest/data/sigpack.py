@@ -32,10 +32,10 @@ import struct
 from functools import lru_cache
 from typing import Any
 
+from ftmanifest import wire
 from ftmanifest.data.text import NUM_PERM, SEED
-from ftmanifest.distributed import wire
-from ftmanifest.distributed.wire import Malformed
 from ftmanifest.errors import FtManifestError
+from ftmanifest.wire import Malformed
 
 MAGIC = b"FTMSIG\x01"
 ROUND, ERROR, FINAL = 1, 2, 3

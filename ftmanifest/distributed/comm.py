@@ -24,19 +24,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ftmanifest.errors import EXIT_REFUSED, FtManifestError, UsageError
+from ftmanifest.errors import UsageError
+from ftmanifest.wire import RankAnswerError, RankTimeoutError
 
 DEFAULT_TIMEOUT = 300.0
 """Seconds a rank waits for the others to join or answer (``--rank-timeout``)."""
 
 _INTS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
-
-
-class RankTimeoutError(FtManifestError):
-    """A rank did not join, or did not answer, before the deadline."""
-
-    exit_code = EXIT_REFUSED
-    reason = "rank-timeout"
 
 
 @dataclass(frozen=True)
@@ -176,25 +170,6 @@ UNREADABLE = object()
 """What ``all_gather_json`` returns for a rank whose answer is not JSON."""
 MAX_ANSWER = 256 * 1024 * 1024
 """Bytes one rank may send in one gather (a model of 100,000 files is ~15 MB)."""
-
-
-class RankAnswerError(FtManifestError):
-    """A rank answered with something no rank can use (too large, malformed)."""
-
-    exit_code = EXIT_REFUSED
-    reason = "rank-answer"
-
-
-def bad_answer(rank: int, what: str, expected: str, observed: str = "") -> RankAnswerError:
-    """The refusal for rank ``rank``'s answer while gathering ``what``: it is not ``expected``."""
-    return RankAnswerError(
-        f"rank {rank} sent an answer that is not {expected} while the ranks gathered {what}",
-        field="ranks",
-        expected=expected,
-        observed=f"rank {rank}: {observed[:200]}" if observed else f"rank {rank}",
-        hint="run the same ftmanifest version on every rank; a rank that sends something "
-        "else is broken or not one of yours",
-    )
 
 
 def _too_large(what: str, lengths: list[int]) -> RankAnswerError:

@@ -25,7 +25,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ftmanifest.distributed import shard, wire
+from ftmanifest import wire
+from ftmanifest.distributed import shard
 from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.scan.cache import scan_files_cached

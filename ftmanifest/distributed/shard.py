@@ -53,12 +53,11 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ftmanifest import hashing
-from ftmanifest.distributed import wire
-from ftmanifest.distributed.comm import UNREADABLE, bad_answer
-from ftmanifest.distributed.wire import Malformed
+from ftmanifest import hashing, wire
+from ftmanifest.distributed.comm import UNREADABLE
 from ftmanifest.errors import FtManifestError, RefusedError, UsageError
 from ftmanifest.statcache import StatCache
+from ftmanifest.wire import Malformed, bad_answer
 
 if TYPE_CHECKING:
     from ftmanifest.distributed.comm import Comm, Job

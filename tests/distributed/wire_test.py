@@ -20,16 +20,15 @@ from typing import Any
 
 import pytest
 
-from ftmanifest import hashing
+from ftmanifest import hashing, wire
 from ftmanifest.data import parallel, sigpack
-from ftmanifest.distributed import shard, wire
-from ftmanifest.distributed.comm import RankAnswerError
+from ftmanifest.distributed import shard
 from ftmanifest.distributed.scan import scan_distributed
-from ftmanifest.distributed.wire import Malformed
 from ftmanifest.errors import EXIT_REFUSED, FtManifestError, InputNotFoundError, UsageError
 from ftmanifest.findings import Finding
 from ftmanifest.recordio import RecordReadError
 from ftmanifest.records import RecordCountError
+from ftmanifest.wire import Malformed, RankAnswerError
 from tests.distributed.threads import ThreadComm, on_ranks
 
 

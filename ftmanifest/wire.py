@@ -1,12 +1,13 @@
 """What ranks send each other, as JSON data: errors, findings, digests, and their checks.
 
-Layer: distributed (pure: no I/O, no torch).  Nothing crosses between the
-ranks of a job as a pickle (issue 18): an error travels as its ``to_dict``
-fields and is rebuilt here only as a class of the allow-list ``ERRORS`` (an
-unknown name is a plain ``FtManifestError`` with the message); a ``Finding``
-or a ``FileDigest`` is rebuilt from fields whose types were checked.  A
-value that does not fit raises ``Malformed``; the caller turns it into
-``comm.bad_answer`` naming the rank it came from.
+Layer: file access (pure: no I/O, no torch; below the rooms, so the data
+room's cross-rank leakage check and distributed verify frame alike).
+Nothing crosses between the ranks of a job as a pickle (issue 18): an error
+travels as its ``to_dict`` fields and is rebuilt here only as a class of the
+allow-list ``ERRORS`` (an unknown name is a plain ``FtManifestError`` with
+the message); a ``Finding`` or a ``FileDigest`` is rebuilt from fields whose
+types were checked.  A value that does not fit raises ``Malformed``; the
+caller turns it into ``bad_answer`` naming the rank it came from.
 """
 
 from __future__ import annotations
@@ -15,11 +16,37 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest import errors, hashing
-from ftmanifest.errors import FtManifestError
+from ftmanifest.errors import EXIT_REFUSED, FtManifestError
 from ftmanifest.findings import SEVERITY_ORDER, Finding
 
 if TYPE_CHECKING:
     from ftmanifest.hashing import FileDigest
+
+
+class RankTimeoutError(FtManifestError):
+    """A rank did not join, or did not answer, before the deadline."""
+
+    exit_code = EXIT_REFUSED
+    reason = "rank-timeout"
+
+
+class RankAnswerError(FtManifestError):
+    """A rank answered with something no rank can use (too large, malformed)."""
+
+    exit_code = EXIT_REFUSED
+    reason = "rank-answer"
+
+
+def bad_answer(rank: int, what: str, expected: str, observed: str = "") -> RankAnswerError:
+    """The refusal for rank ``rank``'s answer while gathering ``what``: it is not ``expected``."""
+    return RankAnswerError(
+        f"rank {rank} sent an answer that is not {expected} while the ranks gathered {what}",
+        field="ranks",
+        expected=expected,
+        observed=f"rank {rank}: {observed[:200]}" if observed else f"rank {rank}",
+        hint="run the same ftmanifest version on every rank; a rank that sends something "
+        "else is broken or not one of yours",
+    )
 
 
 class Malformed(ValueError):
@@ -27,7 +54,6 @@ class Malformed(ValueError):
 
 
 def _allowed() -> dict[str, type[FtManifestError]]:
-    from ftmanifest.distributed.comm import RankAnswerError, RankTimeoutError
     from ftmanifest.recordio import _types as recordio
     from ftmanifest.records import RecordCountError
 
