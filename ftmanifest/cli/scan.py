@@ -22,6 +22,7 @@ from ftmanifest.safe_text import escape
 if TYPE_CHECKING:
     from ftmanifest.findings import Finding
     from ftmanifest.scan.engine import ScanOptions, ScanResult
+    from ftmanifest.scan.judge import Judged
 
 EXIT_OK, EXIT_FINDINGS = 0, 1
 
@@ -107,12 +108,6 @@ def _phone_regions(option: str | None) -> tuple[str, ...]:
     return phones.regions()
 
 
-def _fails(kind: str, severity: str, allow_not_scanned: bool) -> bool:
-    if severity == "info":
-        return False
-    return not (kind == "not-scanned" and allow_not_scanned)
-
-
 def run(args: argparse.Namespace) -> int:
     from ftmanifest.distributed.shard import no_rank_timeout
     from ftmanifest.scan.cache import scan_cached
@@ -122,9 +117,9 @@ def run(args: argparse.Namespace) -> int:
         return _run_distributed(args, opts)
     no_rank_timeout(args.rank_timeout, "scan PATH")
     result = scan_cached(args.paths, opts, use_cache=not args.no_cache)
-    findings, summary, code = _judge(args, result)
-    _print(args, findings, summary)
-    return code
+    judged = _judge(args, result)
+    _print(args, judged.findings, judged.summary)
+    return EXIT_FINDINGS if judged.refused else EXIT_OK
 
 
 def _options(args: argparse.Namespace) -> ScanOptions:
@@ -143,28 +138,21 @@ def _options(args: argparse.Namespace) -> ScanOptions:
     )  # fmt: skip
 
 
-def _judge(
-    args: argparse.Namespace, result: ScanResult, *, write: bool = True
-) -> tuple[list[Finding], dict[str, object], int]:
-    """Baseline and redaction applied: the findings to show, the summary, the exit code."""
-    from ftmanifest.scan import baseline as bl
+def _judge(args: argparse.Namespace, result: ScanResult, *, write: bool = True) -> Judged:
+    """``scan.judge`` with this command's options; says when a baseline was written."""
+    from ftmanifest.scan.judge import judge
 
-    findings = result.findings
-    if args.write_baseline and write:
-        previous = bl.load(args.write_baseline) if args.write_baseline.exists() else {}
-        n = bl.write(args.write_baseline, findings, previous)
+    judged = judge(
+        result, args.paths, baseline=args.baseline, write_baseline=args.write_baseline,
+        redact_to=args.redact_to, overwrite=args.overwrite,
+        allow_not_scanned=args.allow_not_scanned, write=write,
+    )  # fmt: skip
+    if judged.baseline_written is not None:
         where = escape(str(args.write_baseline))
-        sys.stderr.write(f"ftmanifest: wrote {n} accepted fingerprints to {where}\n")
-    suppressed = 0
-    if args.baseline:
-        findings, suppressed = bl.apply(findings, bl.load(args.baseline), str(args.baseline))
-    if args.redact_to and write:
-        _redact(args, result.findings, result.files)
-    summary = {**result.summary(), "suppressed": suppressed}
-    if args.write_baseline:
-        return findings, summary, EXIT_OK
-    failing = [f for f in findings if _fails(f.kind, f.severity, args.allow_not_scanned)]
-    return findings, summary, EXIT_FINDINGS if failing else EXIT_OK
+        sys.stderr.write(
+            f"ftmanifest: wrote {judged.baseline_written} accepted fingerprints to {where}\n"
+        )
+    return judged
 
 
 def _print(args: argparse.Namespace, findings: list[Finding], summary: dict[str, object]) -> None:
@@ -192,14 +180,14 @@ def _run_distributed(args: argparse.Namespace, opts: ScanOptions) -> int:
     if not opts.jobs:  # the node's cores are shared by its ranks
         opts = replace(opts, jobs=max(1, (os.cpu_count() or 1) // job.local_world_size))
     failure: FtManifestError | None = None
-    shown: tuple[list[Finding], dict[str, object], int] | None = None
+    shown: Judged | None = None
     with joined(job, timeout) as comm:
         try:
             result = scan_distributed(comm, args.paths, opts, use_cache=not args.no_cache)
             shown = _judge(args, result, write=job.is_main)
         except FtManifestError as exc:
             failure = exc  # the others still get this rank's exit code, not a hang
-        own = failure.exit_code if failure is not None else shown[2] if shown else 0
+        own = failure.exit_code if failure is not None else _code(shown)
         code = shard.agree_exit(comm, own)
     if failure is not None and failure.exit_code == code:
         raise failure
@@ -208,32 +196,17 @@ def _run_distributed(args: argparse.Namespace, opts: ScanOptions) -> int:
 
         sys.stderr.write(f"ftmanifest: error: {error_text(failure)}\n")
     if job.is_main and shown is not None:
-        _print(args, shown[0], shown[1])
-        if code != shown[2]:
+        _print(args, shown.findings, shown.summary)
+        if code != _code(shown):
             sys.stderr.write(f"ftmanifest: exit {code}: another rank failed; see its output\n")
     elif shown is not None:
-        n = sum(1 for f in shown[0] if f.severity != "info")
+        n = sum(1 for f in shown.findings if f.severity != "info")
         sys.stderr.write(
-            f"rank {job.rank} of {job.world_size}: {shown[1]['files']} file(s), "
+            f"rank {job.rank} of {job.world_size}: {shown.summary['files']} file(s), "
             f"{n} finding(s) here; job exit {code} (rank 0 prints the report)\n"
         )
     return code
 
 
-def _redact(args: argparse.Namespace, findings: list, files: list[str]) -> None:
-    from ftmanifest.scan.redact import write_redacted
-    from ftmanifest.scan.text.readers import sniff
-
-    by_path: dict[str, list] = {}
-    for f in findings:
-        by_path.setdefault(f.path, []).append(f)
-    for name in files:
-        src = Path(name)
-        if sniff(src) not in ("text", "empty"):
-            continue
-        rel = next(
-            (src.resolve().relative_to(p.resolve()) for p in args.paths
-             if p.is_dir() and p.resolve() in src.resolve().parents),
-            Path(src.name),
-        )  # fmt: skip
-        write_redacted(src, args.redact_to / rel, by_path.get(name, []), overwrite=args.overwrite)
+def _code(judged: Judged | None) -> int:
+    return EXIT_FINDINGS if judged is not None and judged.refused else EXIT_OK

@@ -367,6 +367,7 @@ def _gather_scan(s: AuditSubject, manifest: Any, use_cache: bool, allow_outside:
     from ftmanifest.scan import baseline as scan_baseline
     from ftmanifest.scan.cache import scan_cached
     from ftmanifest.scan.engine import ScanOptions
+    from ftmanifest.scan.judge import failing
     from ftmanifest.verify import scan_for_verify
 
     policy = manifest.security.scan
@@ -382,7 +383,7 @@ def _gather_scan(s: AuditSubject, manifest: Any, use_cache: bool, allow_outside:
         if policy.baseline:
             accepted = scan_baseline.load(s.manifest_path.parent / policy.baseline)
             run_rows, _ = scan_baseline.apply(run_rows, accepted, policy.baseline)
-        found += [f for f in run_rows if f.severity != "info"]
+        found += failing(run_rows)
     seen: set[tuple[Any, ...]] = set()
     for f in found:  # the run folder may hold the data too: one row per hit
         key = (f.rule, str(Path(f.path).resolve()) if f.path else None, f.line, f.column)

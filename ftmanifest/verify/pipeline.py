@@ -208,11 +208,13 @@ def variant_check(
 def scan_for_verify(
     manifest: Any, manifest_path: Path, *, use_cache: bool, allow_outside: bool
 ) -> list[Finding]:
-    """The security policy's scan of the data (and the model's pickles), cached by digest."""
+    """The security policy's scan of the data (and the model's pickles), cached by digest:
+    the findings that fail it (``scan.judge.failing``, as ``ftmanifest scan`` judges)."""
     from ftmanifest.fsutil import locate
     from ftmanifest.scan import baseline as scan_baseline
     from ftmanifest.scan.cache import scan_cached
     from ftmanifest.scan.engine import ScanOptions
+    from ftmanifest.scan.judge import failing
 
     policy = manifest.security.scan
     base = manifest_path.parent
@@ -233,7 +235,7 @@ def scan_for_verify(
     if policy.baseline:
         accepted = scan_baseline.load(base / policy.baseline)
         found, _ = scan_baseline.apply(found, accepted, policy.baseline)
-    return [f for f in found if f.severity != "info"]
+    return failing(found)
 
 
 def _model_folder(
