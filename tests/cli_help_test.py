@@ -118,3 +118,12 @@ def test_trust_help_says_where_the_file_is_looked_for() -> None:
         trust = next(a for a in parser._actions if "--trust" in a.option_strings)
         assert "$FTMANIFEST_TRUST_FILE" in (trust.help or ""), path
         assert ".ftmanifest/allowed_signers" in (trust.help or ""), path
+
+
+@pytest.mark.parametrize(("path", "parser"), COMMANDS, ids=IDS)
+def test_no_help_shows_an_empty_default(
+    path: tuple[str, ...], parser: argparse.ArgumentParser
+) -> None:
+    """An empty default (``--comment`` defaults to '') is no default worth showing."""
+    text = parser.format_help()
+    assert "(default: )" not in " ".join(text.split()), text

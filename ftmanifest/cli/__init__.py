@@ -85,11 +85,11 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescription
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        # no "(default: None/False/[])" noise, and never twice
+        # no "(default: None/False/[]/'')" noise, and never twice
         default = action.default
         if "%(default)" in text or "default:" in text or default is None or default is False:
             return text
-        if isinstance(default, list) and not default:
+        if isinstance(default, list | str) and not default:
             return text
         return super()._get_help_string(action)
 
