@@ -132,25 +132,10 @@ def warn_test_override() -> None:
 
 
 def record_acceptances(report: VerifyReport, status: str, **extra: Any) -> None:
-    """Append the report to the manifest's run records; an acceptance is never unrecorded."""
-    from ftmanifest.errors import InputError
-    from ftmanifest.ledger import runrecord
+    """``runrecord.record_acceptances``, and the line that says where they went."""
+    from ftmanifest.ledger.runrecord import record_acceptances as record
 
-    ledger = extra.pop("ledger", None)
-    try:
-        path = runrecord.append(
-            report.manifest_path,
-            runrecord.build(report, status=status, ledger=ledger, **extra),
-            ledger=ledger,
-        )
-    except OSError as exc:
-        raise InputError(
-            "cannot record the accepted drift",
-            path=str(runrecord.records_path(report.manifest_path, ledger)),
-            expected="a writable ledger folder (.ftmanifest/ledger or --ledger DIR)",
-            observed=exc.strerror or str(exc),
-            hint="make the manifest's folder writable, or fix the drift instead of accepting it",
-        ) from None
+    path = record(report, status, **extra)
     sys.stderr.write(f"recorded:  {len(report.accepted)} acceptance(s) in {escape(str(path))}\n")
 
 

@@ -210,6 +210,31 @@ def append(
     return Ledger(records_path(manifest_path, ledger)).append(record).file
 
 
+def record_acceptances(
+    report: VerifyReport, status: str, *, ledger: Path | str | None = None, **extra: Any
+) -> Path:
+    """Append the report, with its accepted drift, to the manifest's run records;
+    returns the record's file.  An acceptance is never unrecorded: a ledger that
+    cannot be written is unusable input (``InputError``), and the caller goes no
+    further."""
+    from ftmanifest.errors import InputError
+
+    try:
+        return append(
+            report.manifest_path,
+            build(report, status=status, ledger=ledger, **extra),
+            ledger=ledger,
+        )
+    except OSError as exc:
+        raise InputError(
+            "cannot record the accepted drift",
+            path=str(records_path(report.manifest_path, ledger)),
+            expected="a writable ledger folder (.ftmanifest/ledger or --ledger DIR)",
+            observed=exc.strerror or str(exc),
+            hint="make the manifest's folder writable, or fix the drift instead of accepting it",
+        ) from None
+
+
 def read(manifest_path: Path, ledger: Path | str | None = None) -> list[dict[str, Any]]:
     """The records about ``manifest_path`` (by its path in the ledger), oldest first."""
     from ftmanifest.ledger import Ledger
