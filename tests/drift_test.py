@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from ftmanifest.manifest import load_manifest
+from ftmanifest.snapshot import FileState, ModelState
 from ftmanifest.verify.drift import GIB, compare
 from ftmanifest.verify.environment import from_probe
-from ftmanifest.verify.observe import FileState, ModelState, Observed
+from ftmanifest.verify.observe import Observed
 from tests.conftest import CLF, EXTRACT
 
 

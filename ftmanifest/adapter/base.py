@@ -111,7 +111,7 @@ def from_manifest(
     manifest: Any, manifest_path: Path, *, use_cache: bool = True, allow_outside: bool = False
 ) -> tuple[BaseModel, list[Finding]]:
     """The manifest's base as found here, and where it drifted from the pins."""
-    from ftmanifest.verify.observe import observe_model
+    from ftmanifest.snapshot import observe_model
 
     state = observe_model(
         manifest, manifest_path.parent, use_cache=use_cache, allow_outside=allow_outside

@@ -337,7 +337,8 @@ def plan_manifest(
     the ranks can agree on an exit code before any of them stops.
     """
     from ftmanifest.manifest import load_manifest
-    from ftmanifest.verify.observe import observe_data, observe_model, observe_pinned
+    from ftmanifest.snapshot import observe_model
+    from ftmanifest.verify.observe import observe_data, observe_pinned
 
     planned = Planned()
     failure: FtManifestError | None = None

@@ -68,7 +68,7 @@ from ftmanifest.location import Loc, format_loc
 if TYPE_CHECKING:
     from ftmanifest.manifest.data import DataEntry
     from ftmanifest.manifest.model import Manifest
-    from ftmanifest.verify.observe import FileState
+    from ftmanifest.snapshot import FileState
 
 ORIGIN_RULE = "drift.data-origin"  # read from a file that is no pinned entry of the role
 CACHE_RULE = "drift.data-cache"  # the Arrow cache does not hold the pinned bytes

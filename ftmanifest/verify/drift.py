@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from ftmanifest.findings import Severity
     from ftmanifest.location import Loc
     from ftmanifest.manifest.model import Manifest
-    from ftmanifest.verify.observe import FileState, Observed
+    from ftmanifest.snapshot import FileState
+    from ftmanifest.verify.observe import Observed
 
 GIB = 1 << 30
 

@@ -21,7 +21,8 @@ from ftmanifest.manifest.edit import apply_json, apply_yaml
 
 if TYPE_CHECKING:
     from ftmanifest.manifest.model import Manifest
-    from ftmanifest.verify.observe import Hasher, Observed
+    from ftmanifest.snapshot import Hasher
+    from ftmanifest.verify.observe import Observed
 
 # Pinned by `lock` when installed, besides what the manifest already lists.
 DEFAULT_PACKAGES = (

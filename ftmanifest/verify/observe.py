@@ -10,47 +10,20 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import FtManifestError
-from ftmanifest.fsutil import locate, resolve_inside
-from ftmanifest.hfcache import Snapshot, hub_snapshot, local_snapshot
+from ftmanifest.fsutil import locate
 from ftmanifest.location import Loc
 from ftmanifest.manifest.pinned import pinned_files
+from ftmanifest.snapshot import FileState, ModelState, observe_model
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from ftmanifest.hashing import FileDigest
     from ftmanifest.manifest.environment import Environment
     from ftmanifest.manifest.model import Manifest
-    from ftmanifest.progress import ProgressSink
-
-    # a function with ``hashing.hash_files``'s signature (``distributed.shard``'s)
-    Hasher = Callable[..., dict[Path, FileDigest | FtManifestError]]
-
-
-@dataclass
-class FileState:
-    """A pinned file as found: its digest and size, or why it could not be read."""
-
-    path: str
-    digest: str | None = None
-    size: int | None = None
-    error: str | None = None
-    records: int | None = None
-
-
-@dataclass
-class ModelState:
-    folder: str | None = None
-    commit: str | None = None
-    source: str | None = None
-    error: FtManifestError | None = None
-    files: dict[str, FileState] = field(default_factory=dict)  # every file present
-    tree_digest: str | None = None
+    from ftmanifest.snapshot import Hasher
 
 
 @dataclass
@@ -135,48 +108,6 @@ def hash_path(
         state.error = f"cannot count records: {exc.message}"
     except FtManifestError as exc:
         state.error = exc.message
-    return state
-
-
-def observe_model(
-    manifest: Manifest,
-    base: Path,
-    *,
-    use_cache: bool,
-    allow_outside: bool,
-    revision: str | None = None,
-    progress: ProgressSink | None = None,
-    settle: bool = False,
-    hasher: Hasher | None = None,
-) -> ModelState:
-    """Hash every file of the model snapshot (local folder or hub cache)."""
-    from ftmanifest.hashing import hash_files, list_tree, tree_digest
-
-    m = manifest.model
-    state = ModelState()
-    try:
-        snap: Snapshot
-        if m.path is not None:
-            snap = local_snapshot(resolve_inside(base, m.path, ("model", "path"), allow_outside))
-        else:
-            assert m.repo is not None
-            snap = hub_snapshot(m.repo, revision or m.revision)
-        state.folder, state.commit, state.source = str(snap.folder), snap.commit, snap.source
-        listing = list_tree(snap.folder, symlink_root=snap.symlink_root)
-    except FtManifestError as exc:
-        state.error = exc
-        return state
-    results = (hasher or hash_files)(
-        listing.values(), use_cache=use_cache, progress=progress, settle=settle
-    )
-    for rel, p in listing.items():
-        result = results[p]
-        if isinstance(result, FtManifestError):
-            state.files[rel] = FileState(rel, error=result.message)
-        else:
-            state.files[rel] = FileState(rel, result.digest, result.size)
-    if all(f.digest for f in state.files.values()):
-        state.tree_digest = tree_digest({r: f.digest or "" for r, f in state.files.items()})
     return state
 
 

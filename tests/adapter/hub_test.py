@@ -25,7 +25,7 @@ def hub_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, models: dict[str, Path], signer: Any
 ) -> tuple[Path, dict[str, str]]:
     from ftmanifest.manifest import load_manifest
-    from ftmanifest.verify.observe import observe_model
+    from ftmanifest.snapshot import observe_model
 
     snapshots = {"v1": _files(models["gpt2-a"]), "v2": _files(models["gpt2-b"])}
     manifest, commits = hub_project(tmp_path, monkeypatch, snapshots, main="v2")
