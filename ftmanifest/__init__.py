@@ -1,8 +1,24 @@
 """ftmanifest: signed, declarative manifests for fine-tuning experiments.
 
-The package is layered (see DESIGN.md): hashing -> manifest -> signing ->
-drift/verify -> cli.  Importing the package itself is cheap: torch,
-transformers and peft are only imported inside the modules that need them.
+The package is built in layers, low to high; a room (a sub-package or a
+top-level module) imports only rooms below it, or before it in its layer
+(``tests/import_graph_test.py`` holds the order and checks every import,
+function-level ones too):
+
+1. pure core - errors, location, findings, safe_text, output, checks, manifest,
+   lint, lint_report: plain data in, findings out, no I/O beyond reading a file;
+2. file access - fsutil, records, sqlite_store, statcache, progress, hashing,
+   hfcache, snapshot, recordio, wire: reading, hashing, atomic writes, caches;
+3. probes and runtime - probe, seeding, supervise: what this machine is;
+4. signing - keys, trust, envelopes;
+5. judging rooms - scan, ledger, adapter, verify, preflight, data, results,
+   backup: each decides one kind of question;
+6. edges - distributed, integrations: other processes and other frameworks;
+7. commands - examples, cli: parse, call one function, render.
+
+This module is the public facade and may import any room, lazily: importing
+the package itself is cheap (torch, transformers and peft are only imported
+inside the modules that need them).
 """
 
 from __future__ import annotations

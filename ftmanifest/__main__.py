@@ -1,4 +1,7 @@
-"""``python -m ftmanifest``."""
+"""``python -m ftmanifest``.
+
+Layer: commands.
+"""
 
 from ftmanifest.cli import entry
 

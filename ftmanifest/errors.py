@@ -1,6 +1,6 @@
 """One error root for the whole tool, with an exit code per kind.
 
-Layer: shared by every layer.  The library raises these; only the edge turns
+Layer: pure core (shared by every layer).  The library raises these; only the edge turns
 them into text (``ftmanifest.output.error_text``) and exit codes
 (``ftmanifest.cli``).  Every error carries structured fields so a refusal can
 name the file, the field, what was expected, what was observed and how to fix

@@ -1,6 +1,6 @@
 """Careful file writing: never leave a half-written file.
 
-Layer: edge (the one atomic writer, shared by every command that writes:
+Layer: file access (the one atomic writer, shared by every command that writes:
 ``init``, ``lock``, ``schema --write``, ``scan --write-baseline`` and
 ``--redact-to``).  A write that the system refuses (read-only or immutable
 file, missing folder, a ``/proc`` path, a full disk) is a ``WriteError``

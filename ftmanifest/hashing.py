@@ -1,7 +1,7 @@
 """Streaming, parallel file and tree digests with a stat cache.
 
-Layer: edge (reads files), below the manifest model: everything that pins or
-verifies file content goes through here.  Digests are written
+Layer: file access (reads files).  Everything that pins or verifies file
+content goes through here.  Digests are written
 ``sha256:<hex>``.
 
 - One file is read in ``CHUNK_SIZE`` pieces into one reused buffer (constant

@@ -1,6 +1,6 @@
 """Find a model snapshot in a local folder or in the Hugging Face cache.
 
-Layer: edge (reads the disk).  The hub cache is read only through
+Layer: file access (reads the disk).  The hub cache is read only through
 huggingface_hub's own functions, offline (``local_files_only=True``): a
 branch or tag is resolved through the cache's refs to its commit, and
 nothing is ever downloaded.

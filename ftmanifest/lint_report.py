@@ -1,6 +1,6 @@
 """Print a lint run and choose its exit code.
 
-Layer: edge (writes to stdout/stderr, decides the exit code), shared by
+Layer: pure core (it writes to stdout/stderr and decides the exit code), shared by
 ``ftmanifest lint`` and the pre-commit hook script; ``output`` only renders.
 """
 

@@ -1,6 +1,6 @@
 """Render findings and errors as text lines, a table, JSON or SARIF 2.1.0.
 
-Layer: edge (printing).  The core returns ``Finding`` records; this module is
+Layer: pure core (rendering).  The core returns ``Finding`` records; this module is
 the only place that decides how they look.  Every string a finding carries is
 untrusted (a field, a file name, a key id, a scanned excerpt): text output
 shows it through ``safe_text.escape``, so it can never forge or hide a line.

@@ -1,6 +1,6 @@
 """A one-line progress bar with bytes/s, for terminals only.
 
-Layer: edge (writes to stderr).  Drawn only when the stream is a TTY and
+Layer: file access (writes to stderr).  Drawn only when the stream is a TTY and
 the work has lasted longer than ``delay`` seconds, so quick commands, pipes,
 CI logs and tests stay silent.  Thread-safe: hashing workers call
 ``advance`` concurrently.  No dependency: ``\\r``-rewritten lines.

@@ -1,6 +1,6 @@
 """Record counts of data files, computed from the same chunks as their digest.
 
-Layer: edge helpers for ``ftmanifest.hashing`` (pure over bytes, except
+Layer: file access, helpers for ``ftmanifest.hashing`` (pure over bytes, except
 ``count_file``, which reads a file).  What counts as a record:
 
 - jsonl / ndjson / text / txt: non-blank lines, exactly

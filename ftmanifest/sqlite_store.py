@@ -1,6 +1,6 @@
 """What every SQLite cache of ftmanifest shares: a private folder and a WAL connection.
 
-Layer: edge (creates a folder and opens a database).  The stat cache (digests by
+Layer: file access (creates a folder and opens a database).  The stat cache (digests by
 stat key) and the scan cache (findings by digest) both trust what they read
 back, so whoever can write their folder could make ``verify`` accept a tampered
 file or ``scan`` report one as clean: the folder must be the user's own and not

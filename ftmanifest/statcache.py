@@ -1,6 +1,6 @@
 """Stat cache: remember a file's digest while its stat says it is unchanged.
 
-Layer: edge (SQLite in the user cache directory, outside any repository).
+Layer: file access (SQLite in the user cache directory, outside any repository).
 Used by ``ftmanifest.hashing`` so that re-verifying unchanged files costs one
 ``stat`` and one indexed lookup instead of a full read.
 

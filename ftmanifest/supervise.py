@@ -1,7 +1,7 @@
 """Run a command as a careful supervisor: pass signals on, bound the shutdown,
 leave nothing behind (issue 8).
 
-Layer: edge, stdlib only.  ``ftmanifest run`` hands the training command to
+Layer: probes and runtime (stdlib only).  ``ftmanifest run`` hands the training command to
 ``supervise`` once the manifest verified; this module spawns it, waits, and
 turns how it ended into an exit code.
 

@@ -131,3 +131,22 @@ def test_every_room_has_a_layer() -> None:
     present.discard("templates")  # package data (the init template), no code
     named = {r for _, rooms in LAYERS for r in rooms}
     assert present == named, (sorted(present - named), sorted(named - present))
+
+
+def test_every_room_states_its_layer_in_its_docstring() -> None:
+    wrong = []
+    for layer, rooms in LAYERS:
+        for room in rooms:
+            path = PACKAGE / room / "__init__.py"
+            path = path if path.exists() else PACKAGE / f"{room}.py"
+            doc = ast.get_docstring(ast.parse(path.read_text("utf-8"))) or ""
+            line = next((ln for ln in doc.splitlines() if ln.startswith("Layer:")), "")
+            if not line.startswith(f"Layer: {layer}"):
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}: {line or '(no Layer: line)'}")
+    assert not wrong, "a room's Layer: line starts with its layer:\n" + "\n".join(wrong)
+
+
+def test_the_package_docstring_lists_the_layers_in_order() -> None:
+    doc = ast.get_docstring(ast.parse((PACKAGE / "__init__.py").read_text("utf-8"))) or ""
+    at = [doc.find(f"{n}. {layer} - ") for n, (layer, _rooms) in enumerate(LAYERS, start=1)]
+    assert -1 not in at and at == sorted(at), at

@@ -1,16 +1,17 @@
 """Bind a PEFT adapter to its base model's exact weights; refuse it anywhere else.
 
-Layer: edge around a pure judging core.  ``tensors`` digests safetensors
-weights without torch; ``targets`` is peft's rule for which modules an
-adapter wraps and with which rank (one resolver for lint, bind, check-adapter
-and the Trainer guard); ``headers`` reads a base's module tree from its
-headers; ``architecture`` judges LoRA targets and tensor shapes on it;
-``method`` compares a peft config with the manifest's ``method``; ``base``
-finds the base here; ``binding`` is the record and its three written forms
-(safetensors metadata, ``adapter_config.json``, a signed in-toto statement);
-``bind`` binds; ``check`` judges an adapter against a base and returns
-findings; ``load`` checks, then loads through peft (torch imported there
-only, lazily).
+Layer: judging rooms (after scan and the ledger, before verify, which asks it
+for the LoRA-against-base check): an edge around a pure judging core.
+``tensors`` digests safetensors weights without torch; peft's rule for which
+modules an adapter wraps and with which rank is ``manifest.targets`` (one
+resolver for lint, bind, check-adapter and the Trainer guard); ``headers``
+reads a base's module tree from its headers; ``architecture`` judges LoRA
+targets and tensor shapes on it; ``method`` compares a peft config with the
+manifest's ``method``; ``base`` finds the base here; ``binding`` is the record
+and its three written forms (safetensors metadata, ``adapter_config.json``, a
+signed in-toto statement); ``bind`` binds; ``check`` judges an adapter against
+a base and returns findings; ``load`` checks, then loads through peft (torch
+imported there only, lazily).
 
     from ftmanifest.adapter import load_bound
     model = load_bound("out/adapter", manifest="exp.yaml")

@@ -1,7 +1,8 @@
 """Encrypted backups: age archives, signed index and metadata, safe restore, retention.
 
-Layer: edge (reads the files it backs up, writes archives; the cipher is the
-``age`` format through pyrage, never written here).
+Layer: judging rooms, the last of them (reads the files it backs up, writes
+archives; the cipher is the ``age`` format through pyrage, never written
+here).
 
     keys.py       recipients (age1..., ssh-ed25519), identities, passphrases
     errors.py     one refusal class per way a backup can be wrong

@@ -1,6 +1,6 @@
 """Checks over a manifest's data: split leakage, statistics, images, counts and digests.
 
-Layer: data (above ``recordio``, below ``cli``).  ``text`` says which fields
+Layer: judging rooms (after preflight, before results).  ``text`` says which fields
 are a record's text and how it is normalised (pure); ``leakage`` streams the
 splits through ``recordio.iter_records`` and returns what it found as data
 (duplicate counts per split pair, the worst examples), with ``judge`` deciding

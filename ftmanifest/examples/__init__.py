@@ -1,6 +1,6 @@
 """Demo and test support: the tiny offline example project.
 
-Layer: examples (demo and test support; not imported by the tool's commands).
+Layer: commands (demo and test support; not imported by the tool's commands).
 ``tiny`` builds the data set, tokenizer and model; ``project`` writes them out
 with a lock file and a manifest; ``training`` wraps them in a real Trainer.
 torch, transformers and tokenizers are imported inside the functions only.

@@ -1,7 +1,8 @@
 """The experiment ledger: every attempt, its outcome and reason, its budget,
 and every use of the sealed test split (issue 15).
 
-Layer: ``store`` is the edge (one folder of hash-linked record files);
+Layer: judging rooms (after scan, before adapter and verify).  ``store`` is
+the edge (one folder of hash-linked record files);
 ``attempts`` is the pure view of it; ``location`` picks the folder.
 """
 

@@ -1,6 +1,6 @@
 """Manifest: loading, validation, canonical form.
 
-Layer: manifest.  Two entry points:
+Layer: pure core.  Two entry points:
 
 * ``load_document(path)`` - parse and check against the packaged JSON Schema;
   fast, no pydantic import (what ``lint`` uses).

@@ -1,6 +1,6 @@
 """Probes: what is here (python, OS, CPU, packages, torch build, GPUs, env, git).
 
-Layer: probe (edge).  Each probe is one short module with a function
+Layer: probes and runtime.  Each probe is one short module with a function
 ``probe(ctx) -> result``; they are registered in :data:`REGISTRY` (STYLE.md
 habit 9).  :func:`probe_all` runs every probe and decides the backend;
 :func:`run_probe` runs one alone.  Probes never raise for a missing tool: a

@@ -1,6 +1,6 @@
 """One record reader for data files: JSONL, JSON, CSV/TSV, Parquet and text.
 
-Layer: edge (reads files).  ``iter_records(path, fmt)`` yields each record
+Layer: file access (reads files).  ``iter_records(path, fmt)`` yields each record
 with its number, the line (or row, or element) it starts on and its parsed
 value; ``Record.text_fields()`` gives its string leaves with their key paths,
 for the data checks (split leakage, duplicates, per-category statistics) and

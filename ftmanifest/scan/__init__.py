@@ -1,6 +1,6 @@
 """Scanning data and artifacts for secrets, personal data and unsafe pickles.
 
-Layer: core API.  ``scan_paths`` walks files and returns findings;
+Layer: judging rooms (the first, after signing).  ``scan_paths`` walks files and returns findings;
 ``scan_cached`` does the same but skips files whose digest was already
 scanned with the same scanner and options (``verify``/``audit`` use it);
 ``scan_text`` scans one string (used by the pickle and safetensors scanners).

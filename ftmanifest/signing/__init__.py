@@ -1,6 +1,6 @@
 """Signed manifests: DSSE envelopes, Ed25519 keys, allowed-signers trust.
 
-Layer: signing (above manifest, below drift/verify and cli).  Thin public API;
+Layer: signing (above the probes, below every judging room).  Thin public API;
 names load lazily so importing ``ftmanifest.signing.errors`` stays cheap.
 
     verify_manifest_signature(manifest_path, canonical, *, trust_path=None,

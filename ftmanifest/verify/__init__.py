@@ -1,6 +1,6 @@
 """Verify: is this machine, with these files, the run the manifest describes?
 
-Layer: judging rooms (after scan and the ledger, before adapter, preflight,
+Layer: judging rooms (after scan, the ledger and adapter; before preflight,
 data, results and backup).  The heart of the tool, one room:
 
 * ``observe`` - what is here: the model's and data's files hashed (through
