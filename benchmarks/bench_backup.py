@@ -10,7 +10,7 @@ files (0.5-32 KiB) in ten folders.  It then times, in one run, each tool as a
 separate process (peak RSS of that process alone, from ``/usr/bin/time`` when
 present, else from ``os.wait4`` in a small launcher):
 
-1. the first ``ftmanifest backup --no-cache`` (both passes read the data:
+1. the first ``ftmanifest backup create --no-cache`` (both passes read the data:
    the hashing pass that builds the signed index, then the tar -> age pass),
    then a backup that fills the stat cache, then a second backup of the
    unchanged files through the stat cache (the hashing pass is a ``stat`` per
@@ -209,7 +209,7 @@ def main() -> int:
         time.sleep(max(0.0, newest + RACY_S + 0.05 - time.time()))
         warm(tmp / "data")
 
-        backup = [FTM, "backup", "data", "--to", "out", "--key", "K", "-r", recipient,
+        backup = [FTM, "backup", "create", "data", "--to", "out", "--key", "K", "-r", recipient,
                   "--format", "json"]  # fmt: skip
         t_first = float("inf")
         rss_backup = 0.0

@@ -249,7 +249,7 @@ expect 0 ftmanifest audit "$OUT/tiny/out" --manifest "$OUT/tiny/lora.yaml" --fix
 step "16. encrypted backups: back up the run to the team's keys, check it without a key, restore it; a flipped byte is refused; prune by a retention policy"
 TRUST="$OUT/tiny/.ftmanifest/allowed_signers"
 # recipients: every ssh-ed25519 key of the team's allowed_signers file (age encrypts to ssh keys)
-expect 0 ftmanifest backup "$OUT/tiny/out" --to "$OUT/backups" --kind run \
+expect 0 ftmanifest backup create "$OUT/tiny/out" --to "$OUT/backups" --kind run \
   --manifest "$OUT/tiny/lora.yaml" --key "$OUT/keys/alice" -R "$TRUST" --tag demo
 expect 0 ftmanifest backup check "$OUT/backups" --trust "$TRUST"
 expect 0 ftmanifest backup check "$OUT/backups" --trust "$TRUST" --read-data -i "$OUT/keys/alice"
@@ -273,7 +273,7 @@ expect 1 ftmanifest restore "$OUT"/backups-flipped/run-*.age -i "$OUT/keys/alice
 # retention: the manifest declares no backup policy, so prune refuses to guess one;
 # --keep-last 1 keeps the newest backup of each (experiment, kind) group
 sleep 1
-expect 0 ftmanifest backup "$OUT/tiny/out" --to "$OUT/backups" --kind run \
+expect 0 ftmanifest backup create "$OUT/tiny/out" --to "$OUT/backups" --kind run \
   --manifest "$OUT/tiny/lora.yaml" --key "$OUT/keys/alice" -R "$TRUST"
 expect 1 ftmanifest prune "$OUT/backups" --manifest "$OUT/tiny/lora.yaml" --trust "$TRUST"
 expect 0 ftmanifest prune "$OUT/backups" --keep-last 1 --trust "$TRUST"

@@ -152,6 +152,7 @@ MANIFEST_COMMANDS: dict[str, Callable[[Path, dict[str, Path]], list[str]]] = {
     ],  # fmt: skip
     "backup": lambda m, p: [
         "backup",
+        "create",
         str(p["clean"]),
         "--to",
         str(p["dir"] / "backups"),
@@ -324,6 +325,7 @@ OTHER_ROWS = [
             f"backup-{name}",
             lambda p, n=name: [
                 "backup",
+                "create",
                 str(p[n]),
                 "--to",
                 str(p["dir"] / "b"),
@@ -356,16 +358,27 @@ OTHER_ROWS = [
         lambda p: ["prune", str(p["dir"]), "--keep-last", "1", "--manifest", str(p["template"])],
         codes=(2,),
     ),  # fmt: skip
-    Row("backup-no-to", lambda p: ["backup", str(p["clean"]), "--key", "k"], codes=(2,)),
+    Row("backup-no-to", lambda p: ["backup", "create", str(p["clean"]), "--key", "k"], codes=(2,)),
     Row(
         "backup-bad-recipient",
-        lambda p: ["backup", str(p["clean"]), "--to", str(p["dir"]), "--key", "k", "-r", "age1xyz"],
+        lambda p: [
+            "backup",
+            "create",
+            str(p["clean"]),
+            "--to",
+            str(p["dir"]),
+            "--key",
+            "k",
+            "-r",
+            "age1xyz",
+        ],
         codes=(2,),
     ),  # fmt: skip
     Row(
         "backup-rsa-recipient",
         lambda p: [
             "backup",
+            "create",
             str(p["clean"]),
             "--to",
             str(p["dir"]),
@@ -380,6 +393,7 @@ OTHER_ROWS = [
         "backup-recipients-file-fifo",
         lambda p: [
             "backup",
+            "create",
             str(p["clean"]),
             "--to",
             str(p["dir"]),
@@ -394,6 +408,7 @@ OTHER_ROWS = [
         "backup-passphrase-and-recipient",
         lambda p: [
             "backup",
+            "create",
             str(p["clean"]),
             "--to",
             str(p["dir"]),

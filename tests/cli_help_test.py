@@ -113,7 +113,9 @@ def test_help_strings_are_whole_sentences_not_fragments(
 
 
 def test_trust_help_says_where_the_file_is_looked_for() -> None:
-    for path in (("verify",), ("backup",), ("restore",), ("signers",), ("check-adapter",)):
+    paths = [("verify",), ("backup", "create"), ("backup", "check"), ("restore",), ("signers",),
+             ("check-adapter",)]  # fmt: skip
+    for path in paths:
         parser = dict(COMMANDS)[path]
         trust = next(a for a in parser._actions if "--trust" in a.option_strings)
         assert "$FTMANIFEST_TRUST_FILE" in (trust.help or ""), path

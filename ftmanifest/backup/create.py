@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from ftmanifest.backup.errors import EncryptFailedError
 from ftmanifest.backup.index import INDEX_MEMBER, Entry, Source, _changed, stat_identity
 from ftmanifest.backup.keys import Recipient
 from ftmanifest.backup.meta import ARCHIVE_SUFFIX, Meta, new_backup_id, sign_meta
@@ -251,7 +252,14 @@ def _encrypt(
         if own is not None:
             raise own from None
         if isinstance(exc, AgeChildError):
-            raise RuntimeError(f"age failed to encrypt: {exc}") from None
+            raise EncryptFailedError(
+                "age could not encrypt the backup",
+                field="-r",
+                expected="recipients age encrypts to: age1... X25519 or ssh-ed25519 public keys",
+                observed=f"{exc.kind}: {exc.message}",
+                hint="check the -r/-R keys (age-keygen -y KEYFILE prints a key's recipient), "
+                "or encrypt with --passphrase-env VAR",
+            ) from None
         raise
     tar.finish()
     return hashed.sha.hexdigest(), hashed.size

@@ -88,6 +88,12 @@ class RecipientError(BackupInputError):
     reason = "bad-recipient"
 
 
+class EncryptFailedError(BackupInputError, RuntimeError):
+    """age refused to encrypt to the recipients given (or its child process failed)."""
+
+    reason = "encrypt-failed"
+
+
 class IdentityFileError(BackupInputError):
     """An identity file that is missing, locked without a passphrase given, or holds no
     age identity or ssh-ed25519 private key."""

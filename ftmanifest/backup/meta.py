@@ -127,6 +127,15 @@ def trust_for(meta_path: Path, trust_path: Path | None = None) -> Any:
     return load_trust(choose_trust_file(meta_path, trust_path).path)
 
 
+def meta_path_of(backup: Path) -> Path:
+    """The ``<id>.meta.json`` of a backup named by its archive, key file or metadata."""
+    name = backup.name
+    for suffix in (META_SUFFIX, KEY_SUFFIX, ARCHIVE_SUFFIX):
+        if name.endswith(suffix):
+            return backup.with_name(name[: -len(suffix)] + META_SUFFIX)
+    return backup.with_name(name + META_SUFFIX)
+
+
 def read_meta(
     meta_path: Path, *, trust_path: Path | None = None, trust: Any = None
 ) -> tuple[Meta, tuple[str, ...]]:

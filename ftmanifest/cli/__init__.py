@@ -1,6 +1,6 @@
 """Command line: one module per subcommand, one error handler.
 
-Layer: edge.  Each subcommand module exposes ``add_parser(subparsers)`` and
+Layer: commands.  Each subcommand module exposes ``add_parser(subparsers)`` and
 ``run(args) -> int`` and imports the library lazily inside ``run`` so that
 ``ftmanifest lint`` never pays for what ``ftmanifest verify`` needs.
 
@@ -55,6 +55,18 @@ COMMANDS: dict[str, str] = {
     "diff": "diff",
     "estimate": "estimate",
     "data": "data",
+}
+
+# command -> {subcommand: module}: subcommands that live in a module of their own,
+# registered here so that no command module imports another.
+NESTED: dict[str, dict[str, str]] = {
+    "backup": {"check": "backup_check"},
+    "data": {"sample": "data_sample"},
+}
+
+# Old spellings still taken, with a note: `backup PATHS...` is `backup create PATHS...`.
+OLD_SPELLINGS: dict[str, tuple[str, frozenset[str]]] = {
+    "backup": ("create", frozenset({"create", "check", "-h", "--help"})),
 }
 
 # Only `run` takes `--` as the start of the command it runs; for every other
@@ -217,6 +229,45 @@ def add_distributed_arguments(parser: argparse.ArgumentParser, what: str) -> Non
     )
 
 
+def add_nested(actions: argparse._SubParsersAction, command: str) -> None:
+    """Register ``command``'s subcommands that live in their own modules (``NESTED``)."""
+    for module in NESTED.get(command, {}).values():
+        importlib.import_module(f"ftmanifest.cli.{module}").add_parser(actions)
+
+
+def add_opening_arguments(parser: argparse.ArgumentParser, when: str = "") -> None:
+    """``-i`` and ``--trust``: what opens and judges a backup (``backup check``, ``restore``)."""
+    from pathlib import Path
+
+    parser.add_argument(
+        "-i",
+        "--identity",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="PATH",
+        help=f"{when}age identity file or ssh-ed25519 private key (repeatable)",
+    )
+    parser.add_argument("--trust", type=Path, metavar="PATH", help=trust_help("the backup"))
+
+
+def old_spelling(argv: list[str]) -> list[str]:
+    """``backup PATHS...`` (before ``backup create`` existed) as ``backup create PATHS...``,
+    with a note on stderr; ``backup check DIR`` and ``backup create check`` are read as
+    written, so a folder named ``check`` is backed up with ``backup create check``."""
+    at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if at is None or argv[at] not in OLD_SPELLINGS:
+        return argv
+    default, known = OLD_SPELLINGS[argv[at]]
+    if at + 1 >= len(argv) or argv[at + 1] in known:
+        return argv
+    sys.stderr.write(
+        f"ftmanifest: note: `ftmanifest {argv[at]} PATHS...` is deprecated; "
+        f"write `ftmanifest {argv[at]} {default} PATHS...`\n"
+    )
+    return [*argv[: at + 1], default, *argv[at + 1 :]]
+
+
 def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
     """``run M -- CMD ...``: CMD is not ours to parse.  Any other command keeps
     its ``--`` for argparse (``lint a.yaml -- -odd-name.yaml``)."""
@@ -236,6 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     argv, passthrough = split_passthrough(list(sys.argv[1:] if argv is None else argv))
+    argv = old_spelling(argv)
     first = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(only=first if first in COMMANDS else None)
     args = parser.parse_args(argv)

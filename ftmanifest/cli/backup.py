@@ -1,10 +1,12 @@
-"""``ftmanifest backup PATHS... --to DIR`` and ``ftmanifest backup check DIR``.
+"""``ftmanifest backup create PATHS... --to DIR`` (and ``backup check DIR``, in
+``backup_check``).
 
-Layer: edge (parsing and printing; the work is ``ftmanifest.backup``).
-backup: exit 0 written, 1 refused (a file changed while read, a link or
-device among the paths), 2 unusable input.  check: exit 0 every backup
-verified (warnings allowed), 1 a backup refused, 2 unusable input.
-(A file literally named ``check`` is backed up as ``./check``.)
+Layer: edge (parsing and printing; who may decrypt is
+``ftmanifest.backup.recipients``, the work ``ftmanifest.backup.create``).
+Exit 0 written, 1 refused (a file changed while read, a link or device among
+the paths), 2 unusable input.  The old spelling ``backup PATHS...`` still
+creates, with a note on stderr (``cli.old_spelling``); a folder named
+``check`` is backed up with ``backup create check``.
 """
 
 from __future__ import annotations
@@ -12,45 +14,67 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from ftmanifest.errors import EXIT_OK, UsageError
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
-backup PATH... --to DIR: files -> tar -> age, encrypted to the recipients
-(-r, -R, else the signed manifest's) or a passphrase, with an index and
-metadata signed by --key.
-backup check DIR: verify every backup in DIR (signatures by trusted keys;
-with --read-data -i IDENTITY, decrypt and check every file, writing nothing).
-Exit 0 written / every backup verified (warnings allowed), 1 refused (a file
-changed while read, a link or device among the paths; a backup that does not
-verify), 2 unusable input.  A file named check is backed up as ./check.
+Encrypted, signed backups (age).  backup create PATH... --to DIR: files ->
+tar -> age, encrypted to the recipients (-r, -R, else the signed manifest's)
+or a passphrase, with an index and metadata signed by --key.  backup check
+DIR: verify every backup in DIR.
 """
 
 EXAMPLES = """\
 examples:
-  ftmanifest backup out/ --to backups/ --kind run --manifest exp.yaml --key keys/alice
-  ftmanifest backup data/ --to backups/ --kind data --key keys/alice -R team.pub --tag v1
+  ftmanifest backup create out/ --to backups/ --kind run --manifest exp.yaml --key keys/alice
   ftmanifest backup check backups/ --read-data -i keys/alice
+"""
+
+CREATE_DESCRIPTION = """\
+Back up files and folders: files -> tar -> age, encrypted to the recipients
+(-r, -R, else the signed manifest's security.backup_recipients) or a
+passphrase, with an index and metadata signed by --key.  Exit 0 written,
+1 refused (a file changed while read, a link or device among the paths),
+2 unusable input.
+"""
+
+CREATE_EXAMPLES = """\
+examples:
+  ftmanifest backup create out/ --to backups/ --kind run --manifest exp.yaml --key keys/alice
+  ftmanifest backup create data/ --to backups/ --kind data --key keys/alice -R team.pub --tag v1
+  ftmanifest backup create check --to backups/ --key keys/alice -R team.pub
 """
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from ftmanifest.cli import add_format_argument
+    from ftmanifest.cli import add_nested
 
     p = sub.add_parser(
         "backup",
         description=DESCRIPTION,
         epilog=EXAMPLES,
-        help="encrypted, signed backups (age); `backup check DIR` verifies them",
+        help="encrypted, signed backups (age): `backup create`, `backup check`",
+    )
+    actions = p.add_subparsers(
+        dest="action", metavar="ACTION", parser_class=type(p), help="create or check backups"
+    )
+    actions.required = True
+    _add_create(actions)
+    add_nested(actions, "backup")
+
+
+def _add_create(actions: argparse._SubParsersAction) -> None:
+    from ftmanifest.cli import add_format_argument, trust_help
+
+    p = actions.add_parser(
+        "create",
+        description=CREATE_DESCRIPTION,
+        epilog=CREATE_EXAMPLES,
+        help="back up files and folders, encrypted and signed",
     )
     p.add_argument(
-        "paths",
-        nargs="+",
-        type=Path,
-        metavar="PATH",
-        help="files and folders to back up (or: check DIR)",
+        "paths", nargs="+", type=Path, metavar="PATH", help="files and folders to back up"
     )
     p.add_argument("--to", type=Path, metavar="DIR", help="folder the backup is written into")
     p.add_argument(
@@ -103,72 +127,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the signing key's passphrase, from environment variable VAR",
     )
     p.add_argument("--no-cache", action="store_true", help="rehash every file")
-    p.add_argument(
-        "--read-data",
-        action="store_true",
-        help="check: decrypt and verify every file (nothing is written)",
-    )
-    from ftmanifest.cli.backup_check import add_opening_arguments
-
-    add_opening_arguments(p, "check --read-data: ")
+    p.add_argument("--trust", type=Path, metavar="PATH", help=trust_help("--manifest"))
     add_format_argument(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if str(args.paths[0]) == "check":
-        from ftmanifest.cli.backup_check import run_check
-
-        _refuse_options(
-            args,
-            ["--to", "--recipient", "--recipients-file", "--manifest", "--key", "--tag"],
-            "backup check",
-        )
-        return run_check(args)
-    return _create(args)
-
-
-def _refuse_options(args: argparse.Namespace, names: list[str], what: str) -> None:
-    for name in names:
-        value = getattr(args, name.lstrip("-").replace("-", "_"))
-        if value not in (None, False, []):
-            raise UsageError(f"{name} does not go with {what}", field=name)
-
-
-def _recipients(args: argparse.Namespace, manifest: Any) -> list[Any]:
-    from ftmanifest.backup.keys import parse_recipient, read_recipients_file, unique
-
-    out = [parse_recipient(r, source="-r") for r in args.recipient]
-    for path in args.recipients_file:
-        out += read_recipients_file(path)
-    if not out and manifest is not None and not (args.passphrase or args.passphrase_env):
-        # Recipients decide who can read the backup: take them only from a
-        # manifest whose signature a trusted key made (an edited manifest
-        # could name an outsider's key).
-        from ftmanifest.signing.verify import verify_manifest_signature
-
-        verify_manifest_signature(manifest.path, manifest.canonical(), trust_path=args.trust)
-        out = [
-            parse_recipient(r, source="security.backup_recipients")
-            for r in manifest.manifest.security.backup_recipients
-        ]
-    return unique(out)
-
-
-def _create(args: argparse.Namespace) -> int:
     from ftmanifest.backup.create import create_backup
     from ftmanifest.backup.keys import passphrase_source
+    from ftmanifest.backup.recipients import recipients_for
     from ftmanifest.manifest import load_manifest
     from ftmanifest.progress import Progress, format_bytes
     from ftmanifest.signing.keys import load_private_key
     from ftmanifest.signing.passphrase import for_unlock
 
-    _refuse_options(args, ["--read-data", "--identity"], "creating a backup")
     if args.to is None:
         raise UsageError(
             "--to DIR is required",
             field="--to",
-            hint="ftmanifest backup PATHS... --to DIR --key K -r RECIPIENT",
+            hint="ftmanifest backup create PATHS... --to DIR --key K -r RECIPIENT",
         )
     if args.key is None:
         raise UsageError(
@@ -177,8 +154,14 @@ def _create(args: argparse.Namespace) -> int:
             hint="make one with `ftmanifest keygen -f PATH`",
         )
     loaded = load_manifest(args.manifest) if args.manifest else None
-    recipients = _recipients(args, loaded)
     use_passphrase = bool(args.passphrase or args.passphrase_env)
+    recipients = recipients_for(
+        args.recipient,
+        args.recipients_file,
+        manifest=loaded,
+        trust_path=args.trust,
+        passphrase=use_passphrase,
+    )
     if use_passphrase and recipients:
         raise UsageError(
             "a passphrase and recipients do not go together",

@@ -1,9 +1,9 @@
-"""``ftmanifest backup check DIR``, and what check and restore share: the
-options and the identities that open a backup.
+"""``ftmanifest backup check DIR``: verify every backup in a folder.
 
-Layer: edge (parsing and printing; the work is ``ftmanifest.backup.check``).
-Exit 0 every backup verified (warnings allowed), 1 a backup refused, 2
-unusable input.
+Layer: edge (parsing and printing; the work is ``ftmanifest.backup.check``,
+what opens a backup ``ftmanifest.backup.recipients``).  Registered under
+``backup`` by ``cli.NESTED``.  Exit 0 every backup verified (warnings
+allowed), 1 a backup refused, 2 unusable input.
 """
 
 from __future__ import annotations
@@ -16,80 +16,70 @@ from typing import Any
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ftmanifest.safe_text import escape
 
+DESCRIPTION = """\
+Verify every backup in DIR: the signed metadata and index by trusted keys,
+the archive's digest, the recipients; with --read-data -i IDENTITY, also
+decrypt and check every file, writing nothing.  Exit 0 every backup verified
+(warnings allowed), 1 a backup refused, 2 unusable input.
+"""
 
-def add_opening_arguments(p: argparse.ArgumentParser, when: str = "") -> None:
-    """-i, --trust (and for restore the passphrase options): what opens and
-    judges a backup, shared by ``backup check`` and ``restore``."""
-    from ftmanifest.cli import trust_help
+EXAMPLES = """\
+examples:
+  ftmanifest backup check backups/
+  ftmanifest backup check backups/ --read-data -i keys/alice
+  ftmanifest backup check backups/ --read-data --passphrase-env BACKUP_PW
+"""
 
+
+def add_parser(actions: argparse._SubParsersAction) -> None:
+    from ftmanifest.cli import add_format_argument, add_opening_arguments
+
+    p = actions.add_parser(
+        "check",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        help="verify every backup in a folder",
+    )
+    p.add_argument("folder", nargs="+", type=Path, metavar="DIR", help="the backups folder")
     p.add_argument(
-        "-i",
-        "--identity",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="PATH",
-        help=f"{when}age identity file or ssh-ed25519 private key (repeatable)",
+        "--read-data",
+        action="store_true",
+        help="decrypt and verify every file (nothing is written)",
     )
     p.add_argument(
-        "--trust",
-        type=Path,
-        metavar="PATH",
-        help=trust_help("the backup (when creating one: --manifest)"),
+        "--passphrase-env",
+        metavar="VAR",
+        help="--read-data of passphrase backups: the passphrase is in environment variable VAR",
     )
-
-
-def identities_for(args: argparse.Namespace) -> Any:
-    """A function giving the identities for one backup: the -i files, or the
-    passphrase backup's own key file unlocked with the passphrase."""
-    from ftmanifest.backup.keys import load_identities, passphrase_source
-
-    ask = (
-        passphrase_source(args.passphrase_env, new=False)
-        if args.passphrase_env or (args.passphrase)
-        else None
+    p.add_argument(
+        "--passphrase",
+        action="store_true",
+        help="--read-data of passphrase backups: ask for the passphrase on the terminal",
     )
-    cached: dict[str, str] = {}
-
-    def secret() -> str:
-        if "value" not in cached:
-            cached["value"] = (ask or passphrase_source(None, new=False))()
-        return cached["value"]
-
-    loaded = [i for path in args.identity for i in load_identities(path, secret)]
-
-    def for_meta(meta: Any, folder: Path | None = None) -> list[Any]:
-        if meta.key_file_sha256 and not args.identity:
-            key_file = (folder or Path(".")) / meta.key_name
-            return load_identities(key_file, secret, sha256=meta.key_file_sha256)
-        if not loaded:
-            raise UsageError(
-                "no identity to decrypt with",
-                field="-i",
-                hint="pass -i IDENTITY (the private key the backup was "
-                "encrypted to), or --passphrase-env VAR for a passphrase backup",
-            )
-        return loaded
-
-    return for_meta
+    add_opening_arguments(p, "--read-data: ")
+    add_format_argument(p)
+    p.set_defaults(func=run)
 
 
-def run_check(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from ftmanifest.backup.check import check_folder
+    from ftmanifest.backup.recipients import identities_for
     from ftmanifest.output import findings_table, to_json
 
-    if len(args.paths) != 2:
+    if len(args.folder) != 1:
         raise UsageError(
             "backup check takes one folder",
             field="DIR",
             hint="ftmanifest backup check DIR [--read-data -i IDENTITY]",
         )
-    folder = args.paths[1]
+    folder = args.folder[0]
     if (args.identity or args.passphrase_env or args.passphrase) and not args.read_data:
         raise UsageError("-i and passphrases are for --read-data", field="-i")
     identities = None
     if args.read_data:
-        pick = identities_for(args)
+        pick = identities_for(
+            args.identity, passphrase_env=args.passphrase_env, ask_passphrase=args.passphrase
+        )
 
         def identities(meta: Any) -> list[Any]:
             return pick(meta, folder)

@@ -123,9 +123,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_format_argument(q)
     q.set_defaults(func=run)
 
-    from ftmanifest.cli.data_sample import add_sample_parser
+    from ftmanifest.cli import add_nested
 
-    add_sample_parser(actions)
+    add_nested(actions, "data")
 
 
 def run(args: argparse.Namespace) -> int:

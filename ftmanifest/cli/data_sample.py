@@ -58,7 +58,7 @@ examples:
 """
 
 
-def add_sample_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ftmanifest.cli import add_format_argument
 
     q = actions.add_parser("sample", help="a few records of every category, as the model sees them",

@@ -30,8 +30,7 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from ftmanifest.cli import add_format_argument
-    from ftmanifest.cli.backup_check import add_opening_arguments
+    from ftmanifest.cli import add_format_argument, add_opening_arguments
 
     p = sub.add_parser(
         "restore",
@@ -63,20 +62,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def meta_path_of(backup: Path) -> Path:
-    from ftmanifest.backup.meta import ARCHIVE_SUFFIX, KEY_SUFFIX, META_SUFFIX
-
-    name = backup.name
-    for suffix in (META_SUFFIX, KEY_SUFFIX, ARCHIVE_SUFFIX):
-        if name.endswith(suffix):
-            return backup.with_name(name[: -len(suffix)] + META_SUFFIX)
-    return backup.with_name(name + META_SUFFIX)
-
-
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.backup.meta import read_meta
+    from ftmanifest.backup.meta import meta_path_of, read_meta
+    from ftmanifest.backup.recipients import identities_for
     from ftmanifest.backup.restore import restore
-    from ftmanifest.cli.backup_check import identities_for
     from ftmanifest.signing.locate import choose_trust_file
     from ftmanifest.signing.trust import load_trust
 
@@ -88,7 +77,10 @@ def run(args: argparse.Namespace) -> int:
         )
     meta_path = meta_path_of(args.backup)
     meta, signers = read_meta(meta_path, trust_path=args.trust)
-    identities = identities_for(args)(meta, meta_path.parent)
+    opening = identities_for(
+        args.identity, passphrase_env=args.passphrase_env, ask_passphrase=args.passphrase
+    )
+    identities = opening(meta, meta_path.parent)
     trust = load_trust(choose_trust_file(meta_path, args.trust).path)
     from ftmanifest.progress import Progress
 

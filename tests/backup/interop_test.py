@@ -166,7 +166,7 @@ def ssh_key(tmp_path: Path) -> Path:
 
 
 def _cli_backup(keys, src: Path, out: Path, *recipient_args: str) -> Path:
-    argv = ["backup", str(src), "--to", str(out), "--key", str(keys.signing_path)]
+    argv = ["backup", "create", str(src), "--to", str(out), "--key", str(keys.signing_path)]
     assert main(argv + list(recipient_args)) == 0
     (meta_path,) = out.glob("*.meta.json")
     return meta_path

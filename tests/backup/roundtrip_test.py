@@ -127,7 +127,7 @@ def test_cli_round_trip_with_recipient_json(keys, tmp_path, capsys):
     out = tmp_path / "backups"
     code, made = _cli_json(
         capsys,
-        ["backup", str(src), "--to", str(out), "--key", str(keys.signing_path),
+        ["backup", "create", str(src), "--to", str(out), "--key", str(keys.signing_path),
          "-r", keys.recipient.text, "--kind", "checkpoint", "--tag", "nightly"],
     )  # fmt: skip
     assert code == 0
@@ -167,7 +167,7 @@ def test_passphrase_round_trip_through_the_cli(keys, tmp_path, capsys, monkeypat
     out = tmp_path / "backups"
     code, made = _cli_json(
         capsys,
-        ["backup", str(src), "--to", str(out), "--key", str(keys.signing_path),
+        ["backup", "create", str(src), "--to", str(out), "--key", str(keys.signing_path),
          "--passphrase-env", "BACKUP_PW"],
     )  # fmt: skip
     assert code == 0
@@ -196,7 +196,7 @@ def test_passphrase_round_trip_through_the_cli(keys, tmp_path, capsys, monkeypat
 def test_text_output_of_backup_and_restore(keys, tmp_path, capsys):
     one = _write(tmp_path / "notes.md", b"# notes\n", 0o644, 1)
     out = tmp_path / "backups"
-    argv = ["backup", str(one), "--to", str(out), "--key", str(keys.signing_path)]
+    argv = ["backup", "create", str(one), "--to", str(out), "--key", str(keys.signing_path)]
     assert main(argv + ["-r", keys.recipient.text]) == 0
     text = capsys.readouterr().out
     assert "files:     1" in text and keys.recipient.text in text
