@@ -27,7 +27,7 @@ def ledger_dir(manifest_path: Path | None, option: Path | str | None = None) -> 
     if env:
         return Path(env)
     folder = Path(os.path.abspath(manifest_path)).parent if manifest_path else Path.cwd()
-    from ftmanifest.signing.locate import repository_root
+    from ftmanifest.probe.git import repository_root
 
     root = repository_root(folder)
     return (root if root is not None else folder) / DEFAULT

@@ -13,6 +13,7 @@ Use :func:`ftmanifest.probe.fields.to_environment_fields` to turn an
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -100,7 +101,10 @@ def probe_all(root: Path | None = None, ctx: ProbeContext | None = None) -> Obse
     ctx = ctx or ProbeContext(root=root)
     _ = ctx.packages  # read once, before the threads share it
     with ThreadPoolExecutor(max_workers=len(_SLOW)) as pool:
-        slow = {name: pool.submit(REGISTRY[name], ctx) for name in _SLOW}
+        # each in a copy of this context: the run's shared answers (git.one_observation)
+        slow = {
+            name: pool.submit(contextvars.copy_context().run, REGISTRY[name], ctx) for name in _SLOW
+        }
         results = {name: REGISTRY[name](ctx) for name in REGISTRY if name not in _SLOW}
         results.update({name: future.result() for name, future in slow.items()})
     sysinfo: SystemInfo = results["system"]

@@ -1,6 +1,6 @@
 """Probe: git commit and dirty state of the training code.
 
-Layer: probe (edge).  Runs ``git rev-parse HEAD`` and ``git status
+Layer: probes and runtime.  Runs ``git rev-parse HEAD`` and ``git status
 --porcelain`` in the given folder, without a shell and without taking git's
 index lock (GIT_OPTIONAL_LOCKS=0), so probing never races a user's git.
 
@@ -11,10 +11,14 @@ not count (checkpoints, caches and outputs usually are ignored).
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ftmanifest.probe._context import ProbeContext
 
@@ -66,12 +70,63 @@ def git_context(ctx: ProbeContext) -> ProbeContext:
     return dataclasses.replace(ctx, environ=env)
 
 
+# --- the one repository root finder --------------------------------------------
+
+_GIT_TIMEOUT_S = 10.0
+# Variables that would point git at another repository than the folder's.
+_GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE")
+# Within one observation (``one_observation``): each folder's answer, asked once.
+_ANSWERS: contextvars.ContextVar[dict[tuple[str, tuple[tuple[str, str], ...]], Any] | None] = (
+    contextvars.ContextVar("ftmanifest_git_toplevel", default=None)
+)
+
+
+@contextmanager
+def one_observation() -> Iterator[None]:
+    """Within it, git is asked for a folder's work tree root once: verify's
+    signature, code and ledger checks share the answer.  Outside it (a
+    long-lived process between runs) every call asks again."""
+    token = _ANSWERS.set({}) if _ANSWERS.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _ANSWERS.reset(token)
+
+
+def show_toplevel(git: ProbeContext, folder: Path) -> Any:
+    """``git rev-parse --show-toplevel`` run in ``folder`` (a ``CommandResult``)."""
+    answers = _ANSWERS.get()
+    environ = tuple(sorted((k, v) for k, v in git.environ.items() if k.startswith("GIT_")))
+    key = (os.path.realpath(folder), environ)
+    if answers is not None and key in answers:
+        return answers[key]
+    result = git.run(["git", "rev-parse", "--show-toplevel"], cwd=str(folder))
+    if answers is not None:
+        answers[key] = result
+    return result
+
+
+def repository_root(folder: Path, environ: Mapping[str, str] | None = None) -> Path | None:
+    """The git work tree root holding ``folder`` as git decides it, or None
+    (``GIT_DIR`` and its kind dropped: the folder's own repository)."""
+    env = {k: v for k, v in (os.environ if environ is None else environ).items()}
+    for name in _GIT_ENV_DROP:
+        env.pop(name, None)
+    git = git_context(ProbeContext(environ=env, timeout=_GIT_TIMEOUT_S))
+    if not folder.is_dir():
+        return None
+    top = show_toplevel(git, folder)
+    text = top.stdout.strip()
+    return Path(text) if top.ok and text else None
+
+
 def probe_dir(ctx: ProbeContext, folder: Path) -> GitState:
     """Git state of ``folder`` (any folder inside a work tree)."""
     git = git_context(ctx)
     if not folder.is_dir():
         return GitState("not-a-repo", root=str(folder), note="folder does not exist")
-    top = git.run(["git", "rev-parse", "--show-toplevel"], cwd=str(folder))
+    top = show_toplevel(git, folder)
     if not top.found:
         return GitState("no-git", root=str(folder), note=top.error)
     if not top.ok:

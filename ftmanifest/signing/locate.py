@@ -30,8 +30,6 @@ from ftmanifest.signing.errors import TrustFileNotFoundError
 
 TRUST_ENV = "FTMANIFEST_TRUST_FILE"
 DEFAULT_TRUST = Path(".ftmanifest") / "allowed_signers"
-_GIT_TIMEOUT_S = 10.0
-_GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE")
 TrustHow = Literal["option", "environment", "repository", "folder"]
 
 
@@ -62,22 +60,6 @@ class TrustSource:
         }
 
 
-def repository_root(folder: Path, environ: Mapping[str, str] | None = None) -> Path | None:
-    """The git work tree root holding ``folder`` as git decides it, or None."""
-    from ftmanifest.probe._context import ProbeContext
-    from ftmanifest.probe.git import git_context
-
-    env = {k: v for k, v in (os.environ if environ is None else environ).items()}
-    for name in _GIT_ENV_DROP:
-        env.pop(name, None)
-    git = git_context(ProbeContext(environ=env, timeout=_GIT_TIMEOUT_S))
-    if not folder.is_dir():
-        return None
-    top = git.run(["git", "rev-parse", "--show-toplevel"], cwd=str(folder))
-    text = top.stdout.strip()
-    return Path(text) if top.ok and text else None
-
-
 def manifest_folder(manifest_path: Path) -> Path:
     """The folder the manifest was named in: absolute, symlinks not resolved."""
     return Path(os.path.abspath(manifest_path)).parent
@@ -99,6 +81,8 @@ def choose_trust_file(
     if pinned:
         return TrustSource(Path(pinned).expanduser(), "environment")
     start = manifest_folder(manifest_path)
+    from ftmanifest.probe.git import repository_root
+
     root = repository_root(start, env)
     how: TrustHow = "repository" if root is not None else "folder"
     stop = root if root is not None else start

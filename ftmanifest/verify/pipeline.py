@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import RefusedError
 from ftmanifest.findings import Finding
+from ftmanifest.probe.git import one_observation
 from ftmanifest.safe_text import escape
 from ftmanifest.verify.acceptances import Acceptance, apply_acceptances
 
@@ -83,6 +84,7 @@ class DriftError(RefusedError):
         return escape(self.message) + "".join(rows)
 
 
+@one_observation()  # git is asked for a folder's work tree root once per verify
 def verify_manifest(
     path: str | Path,
     *,
