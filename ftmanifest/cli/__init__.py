@@ -18,9 +18,9 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from ftmanifest import __version__
+from ftmanifest.cli._args import Parser
 from ftmanifest.errors import EXIT_BUG, EXIT_INTERRUPTED, FtManifestError
 from ftmanifest.safe_text import escape
 
@@ -92,62 +92,10 @@ examples:
 """
 
 
-class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Shows every option's default; keeps the epilog's line breaks."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        # no "(default: None/False/[]/'')" noise, and never twice
-        default = action.default
-        if "%(default)" in text or "default:" in text or default is None or default is False:
-            return text
-        if isinstance(default, list | str) and not default:
-            return text
-        return super()._get_help_string(action)
-
-
-class _Parser(argparse.ArgumentParser):
-    """Every parser of the tool, the subcommands' included (``add_subparsers``
-    makes its parsers of this class): no abbreviated options, since an
-    abbreviation such as ``--pass`` for ``--passphrase-env`` would let a
-    secret typed as an option be taken as a variable name and echoed; the
-    defaults shown in ``--help``.  argparse exits 2 on usage errors, which
-    matches our convention."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["allow_abbrev"] = False
-        kwargs.setdefault("formatter_class", _Formatter)
-        super().__init__(*args, **kwargs)
-
-    def parse_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> argparse.Namespace:
-        parsed, extras = self.parse_known_args(args, namespace)
-        if extras:
-            self.error(f"unrecognized arguments: {_shown(extras)}")
-        return parsed
-
-
-def _shown(extras: list[str]) -> str:
-    """Unknown arguments as the error shows them: an unknown option's value
-    (``--pass SECRET``, ``--pass=SECRET``) is never echoed."""
-    out: list[str] = []
-    after_option = False
-    for token in extras:
-        if token.startswith("-") and token != "-":
-            name, eq, _ = token.partition("=")
-            out.append(f"{name}=..." if eq else name)
-            after_option = not eq
-        else:
-            out.append("..." if after_option else token)
-            after_option = False
-    return " ".join(out)
-
-
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The full parser, or (``only``) just the one subcommand being run, so a
     command never pays for importing the others' modules."""
-    parser = _Parser(
+    parser = Parser(
         prog="ftmanifest",
         description="Signed, declarative manifests for fine-tuning experiments.",
         epilog=EPILOG,
@@ -156,7 +104,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command",
         metavar="COMMAND",
-        parser_class=_Parser,
+        parser_class=Parser,
         help="what to do (`ftmanifest COMMAND --help` describes each, with examples)",
     )
     sub.required = True
@@ -168,87 +116,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-# Where a trust file is looked for when --trust is not given (signing.locate).
-TRUST_DEFAULT = (
-    "$FTMANIFEST_TRUST_FILE, else .ftmanifest/allowed_signers at the root of the "
-    "repository holding {what}"
-)
-
-
-def trust_help(what: str = "the manifest") -> str:
-    """The help of a ``--trust PATH`` found as ``signing.locate`` finds it."""
-    return f"allowed signers file (default: {TRUST_DEFAULT.format(what=what)})"
-
-
-def add_trust_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--no-signature``, ``--trust PATH`` and ``--threshold N``, as verify and audit take them."""
-    from pathlib import Path
-
-    parser.add_argument(
-        "--no-signature",
-        action="store_true",
-        help="skip the signature check (a warning is printed)",
-    )
-    parser.add_argument("--trust", type=Path, metavar="PATH", help=trust_help())
-    parser.add_argument(
-        "--threshold", type=int, default=1, metavar="N", help="distinct trusted signers required"
-    )
-
-
-def add_observe_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--code DIR`` and ``--allow-outside``, as verify and reproduce take them."""
-    from pathlib import Path
-
-    parser.add_argument(
-        "--code",
-        type=Path,
-        metavar="DIR",
-        help="training code folder for the commit check (default: manifest's folder)",
-    )
-    parser.add_argument(
-        "--allow-outside",
-        action="store_true",
-        help="allow data/model paths outside the manifest's folder",
-    )
-
-
-def add_format_argument(parser: argparse.ArgumentParser, *, sarif: bool = False) -> None:
-    choices = ["text", "json", "sarif"] if sarif else ["text", "json"]
-    parser.add_argument("--format", choices=choices, default="text", help="output format")
-
-
-def add_distributed_arguments(parser: argparse.ArgumentParser, what: str) -> None:
-    """``--distributed`` (``what`` the ranks do) and ``--rank-timeout`` (issue 18)."""
-    parser.add_argument("--distributed", action="store_true", help=f"under torchrun: {what}")
-    parser.add_argument(
-        "--rank-timeout",
-        type=float,
-        default=None,
-        metavar="S",
-        help="with --distributed: seconds to wait for every rank to join and answer (default 300)",
-    )
-
-
 def add_nested(actions: argparse._SubParsersAction, command: str) -> None:
     """Register ``command``'s subcommands that live in their own modules (``NESTED``)."""
     for module in NESTED.get(command, {}).values():
         importlib.import_module(f"ftmanifest.cli.{module}").add_parser(actions)
-
-
-def add_opening_arguments(parser: argparse.ArgumentParser, when: str = "") -> None:
-    """``-i`` and ``--trust``: what opens and judges a backup (``backup check``, ``restore``)."""
-    from pathlib import Path
-
-    parser.add_argument(
-        "-i",
-        "--identity",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="PATH",
-        help=f"{when}age identity file or ssh-ed25519 private key (repeatable)",
-    )
-    parser.add_argument("--trust", type=Path, metavar="PATH", help=trust_help("the backup"))
 
 
 def old_spelling(argv: list[str]) -> list[str]:

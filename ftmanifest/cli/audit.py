@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ftmanifest.cli._args import add_format_argument, add_trust_arguments
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
 from ftmanifest.safe_text import escape
 
@@ -30,8 +31,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import add_format_argument, add_trust_arguments
-
     p = sub.add_parser(
         "audit",
         description=DESCRIPTION,

@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ftmanifest.cli._args import add_format_argument, trust_help
 from ftmanifest.errors import EXIT_OK, UsageError
 from ftmanifest.safe_text import escape
 
@@ -65,8 +66,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_create(actions: argparse._SubParsersAction) -> None:
-    from ftmanifest.cli import add_format_argument, trust_help
-
     p = actions.add_parser(
         "create",
         description=CREATE_DESCRIPTION,

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.cli._args import add_format_argument, add_opening_arguments
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ftmanifest.safe_text import escape
 
@@ -32,8 +33,6 @@ examples:
 
 
 def add_parser(actions: argparse._SubParsersAction) -> None:
-    from ftmanifest.cli import add_format_argument, add_opening_arguments
-
     p = actions.add_parser(
         "check",
         description=DESCRIPTION,

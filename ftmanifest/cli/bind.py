@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ftmanifest.cli._args import add_format_argument
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -30,8 +31,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from ftmanifest.cli import add_format_argument
-
     p = sub.add_parser(
         "bind",
         description=DESCRIPTION,

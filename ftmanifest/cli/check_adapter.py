@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ftmanifest.cli._args import add_format_argument, trust_help
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
 from ftmanifest.safe_text import escape
 
@@ -37,8 +38,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from ftmanifest.cli import add_format_argument, trust_help
-
     p = sub.add_parser(
         "check-adapter",
         description=DESCRIPTION,

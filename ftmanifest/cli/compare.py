@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ftmanifest.cli._args import add_format_argument
+
 if TYPE_CHECKING:
     from ftmanifest.results.compare import Comparison
 
@@ -35,8 +37,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import add_format_argument
-
     p = sub.add_parser(
         "compare",
         description=DESCRIPTION,

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.cli._args import add_distributed_arguments, add_format_argument
 from ftmanifest.errors import UsageError
 from ftmanifest.safe_text import escape
 
@@ -82,8 +83,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import add_distributed_arguments, add_format_argument
-
     p = sub.add_parser(
         "data",
         description=DESCRIPTION,

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from ftmanifest.cli._args import add_format_argument
 from ftmanifest.errors import FtManifestError, UsageError
 from ftmanifest.safe_text import escape
 
@@ -59,8 +60,6 @@ examples:
 
 
 def add_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import add_format_argument
-
     q = actions.add_parser("sample", help="a few records of every category, as the model sees them",
                            description=SAMPLE_DESCRIPTION,
                            epilog=SAMPLE_EPILOG + "\n" + SAMPLE_EXAMPLES)  # fmt: skip

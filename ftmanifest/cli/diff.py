@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.cli._args import add_format_argument
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
 from ftmanifest.safe_text import escape
 
@@ -32,8 +33,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from ftmanifest.cli import add_format_argument
-
     p = sub.add_parser(
         "diff",
         description=DESCRIPTION,

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ftmanifest.cli._args import add_format_argument
+
 DESCRIPTION = """\
 Print the sha256 of each manifest's canonical JSON (RFC 8785), the digest that
 signatures and run records name: comments, key order and formatting do not
@@ -24,8 +26,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import add_format_argument
-
     p = sub.add_parser(
         "digest",
         description=DESCRIPTION,

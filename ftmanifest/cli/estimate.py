@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.cli._args import add_format_argument
 from ftmanifest.errors import EXIT_OK, InputError
 
 DESCRIPTION = """\
@@ -33,8 +34,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import add_format_argument
-
     p = sub.add_parser(
         "estimate",
         description=DESCRIPTION,

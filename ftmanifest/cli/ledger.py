@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.cli._args import add_format_argument
 from ftmanifest.errors import UsageError
 from ftmanifest.safe_text import escape
 
@@ -112,8 +113,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import add_format_argument
-
     p = sub.add_parser(
         "ledger",
         description=DESCRIPTION,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from ftmanifest.cli._args import add_format_argument
+
 DESCRIPTION = """\
 Check manifests against the static pinning rules (FTM001 model revision is a
 commit, FTM002 every model file has a digest, FTM010 packages pinned, FTM030
@@ -26,8 +28,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import add_format_argument
-
     p = sub.add_parser(
         "lint",
         description=DESCRIPTION,

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ftmanifest.cli._args import add_distributed_arguments
+
 if TYPE_CHECKING:
     from ftmanifest.errors import FtManifestError
     from ftmanifest.verify.lock import LockResult
@@ -39,8 +41,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import add_distributed_arguments
-
     p = sub.add_parser(
         "lock",
         description=DESCRIPTION,

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.cli._args import add_format_argument
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -37,8 +38,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import add_format_argument
-
     p = sub.add_parser(
         "preflight",
         description=DESCRIPTION,

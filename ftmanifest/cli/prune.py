@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.cli._args import add_format_argument, trust_help
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ftmanifest.safe_text import escape
 
@@ -38,8 +39,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from ftmanifest.cli import add_format_argument, trust_help
-
     p = sub.add_parser(
         "prune",
         description=DESCRIPTION,

@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ftmanifest.cli._args import add_format_argument
+
 DESCRIPTION = """\
 Render a saved audit (what `ftmanifest audit --format json` printed, or the
 handoff.json it wrote) as handoff.json, handoff.md and one self-contained
@@ -25,8 +27,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import add_format_argument
-
     p = sub.add_parser(
         "report",
         description=DESCRIPTION,

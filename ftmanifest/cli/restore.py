@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from ftmanifest.cli._args import add_format_argument, add_opening_arguments
 from ftmanifest.errors import EXIT_OK, InputNotFoundError
 from ftmanifest.safe_text import escape
 
@@ -30,8 +31,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from ftmanifest.cli import add_format_argument, add_opening_arguments
-
     p = sub.add_parser(
         "restore",
         description=DESCRIPTION,

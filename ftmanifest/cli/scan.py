@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ftmanifest.cli._args import add_distributed_arguments, add_format_argument
 from ftmanifest.safe_text import escape
 
 if TYPE_CHECKING:
@@ -45,8 +46,6 @@ examples:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    from ftmanifest.cli import add_distributed_arguments, add_format_argument
-
     p = subparsers.add_parser(
         "scan",
         description=DESCRIPTION,

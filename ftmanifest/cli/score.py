@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.cli._args import add_format_argument
+
 PREDICTIONS_HELP = (
     "predictions, JSONL: one object per line with id (string or integer, unique), "
     "reference (a label; for extraction an object of fields), prediction (a string: "
@@ -37,8 +39,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import add_format_argument
-
     p = sub.add_parser(
         "score",
         description=DESCRIPTION,

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.cli._args import add_format_argument, trust_help
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -31,8 +32,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from ftmanifest.cli import add_format_argument, trust_help
-
     p = sub.add_parser(
         "signers",
         description=DESCRIPTION,

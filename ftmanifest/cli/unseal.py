@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ftmanifest.cli._args import add_format_argument
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -33,8 +34,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import add_format_argument
-
     p = sub.add_parser(
         "unseal",
         description=DESCRIPTION,

@@ -16,6 +16,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ftmanifest.cli._args import (
+    add_distributed_arguments,
+    add_format_argument,
+    add_observe_arguments,
+    add_trust_arguments,
+)
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ftmanifest.safe_text import escape
 
@@ -47,7 +53,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog=EXAMPLES,
         help="compare a manifest with this machine, model, data, signature",
     )
-    from ftmanifest.cli import add_distributed_arguments
 
     add_arguments(p)
     add_distributed_arguments(p, "verify every rank and refuse when ranks differ (rank 0 reports)")
@@ -56,8 +61,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of verify, shared with ``ftmanifest run``."""
-    from ftmanifest.cli import add_format_argument, add_observe_arguments, add_trust_arguments
-
     p.add_argument(
         "manifest", type=Path, metavar="MANIFEST", help="the manifest file (YAML, JSON or TOML)"
     )
