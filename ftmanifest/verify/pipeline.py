@@ -141,7 +141,8 @@ def verify_manifest(
         )
     warnings: list[str] = []
 
-    history = ledger_summary(loaded, manifest_path, ledger, warnings, observed_environment(seen))
+    environment = observed_environment(seen)  # built once: the ledger and the report share it
+    history = ledger_summary(loaded, manifest_path, ledger, warnings, environment)
     sig_report = None
     if signature:
         sig_report, sig_row = _check_signature(
@@ -161,7 +162,7 @@ def verify_manifest(
         remaining,
         accepted,
         warnings + unused,
-        observed_environment(seen),
+        environment,
         sig_report,
         signature_checked=signature,
         loaded=loaded,
