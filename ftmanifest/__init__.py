@@ -25,13 +25,63 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "lint_paths", "seed_everything"]
+# The public API: each name, and the module that defines it (imported on first use,
+# so `import ftmanifest` stays cheap).  docs/reference/api.md is generated from it.
+PUBLIC: dict[str, str] = {
+    # manifests
+    "load_manifest": "ftmanifest.manifest",
+    "LoadedManifest": "ftmanifest.manifest",
+    "lint_paths": "ftmanifest",
+    # judging
+    "verify_manifest": "ftmanifest.verify",
+    "VerifyReport": "ftmanifest.verify",
+    "DriftError": "ftmanifest.verify",
+    "scan_paths": "ftmanifest.scan",
+    "ScanOptions": "ftmanifest.scan",
+    "check_adapter": "ftmanifest.adapter.check",
+    "bind_adapter": "ftmanifest.adapter.bind",
+    "load_bound": "ftmanifest.adapter.load",
+    # results of every check
+    "Finding": "ftmanifest.findings",
+    "FtManifestError": "ftmanifest.errors",
+    # training code
+    "seed_everything": "ftmanifest.seeding",
+    "FtManifestCallback": "ftmanifest.integrations.transformers",
+    "DriftRefusedError": "ftmanifest.integrations.transformers",
+    "load_pinned": "ftmanifest.integrations.pinned",
+    "load_pinned_dataset": "ftmanifest.integrations.datasets",
+    "training_arguments": "ftmanifest.integrations.builders",
+    "sft_config": "ftmanifest.integrations.builders",
+    "dpo_config": "ftmanifest.integrations.builders",
+    "lora_config": "ftmanifest.integrations.builders",
+}
 
+__all__ = ["__version__", *PUBLIC]
 
 TYPE_CHECKING = False  # no runtime typing: `import ftmanifest` stays cheap
 if TYPE_CHECKING:
-    from ftmanifest.findings import Finding
+    from ftmanifest.adapter.bind import bind_adapter as bind_adapter
+    from ftmanifest.adapter.check import check_adapter as check_adapter
+    from ftmanifest.adapter.load import load_bound as load_bound
+    from ftmanifest.errors import FtManifestError as FtManifestError
+    from ftmanifest.findings import Finding as Finding
+    from ftmanifest.integrations.builders import dpo_config as dpo_config
+    from ftmanifest.integrations.builders import lora_config as lora_config
+    from ftmanifest.integrations.builders import sft_config as sft_config
+    from ftmanifest.integrations.builders import training_arguments as training_arguments
+    from ftmanifest.integrations.datasets import load_pinned_dataset as load_pinned_dataset
+    from ftmanifest.integrations.pinned import load_pinned as load_pinned
+    from ftmanifest.integrations.transformers import DriftRefusedError as DriftRefusedError
+    from ftmanifest.integrations.transformers import FtManifestCallback as FtManifestCallback
+    from ftmanifest.manifest import LoadedManifest as LoadedManifest
+    from ftmanifest.manifest import load_manifest as load_manifest
     from ftmanifest.manifest.load import Document
+    from ftmanifest.scan import ScanOptions as ScanOptions
+    from ftmanifest.scan import scan_paths as scan_paths
+    from ftmanifest.seeding import seed_everything as seed_everything
+    from ftmanifest.verify import DriftError as DriftError
+    from ftmanifest.verify import VerifyReport as VerifyReport
+    from ftmanifest.verify import verify_manifest as verify_manifest
 
 
 def lint_paths(paths: list[str]) -> tuple[list[Finding], int]:
@@ -53,9 +103,13 @@ def _variant_lint(doc: Document) -> list[Finding]:
 
 
 def __getattr__(name: str) -> object:
-    # Lazy: ``import ftmanifest`` stays free of torch and numpy.
-    if name == "seed_everything":
-        from ftmanifest.seeding import seed_everything
+    # Lazy: ``import ftmanifest`` stays free of torch and numpy; the training
+    # entry points import transformers when first named.
+    module = PUBLIC.get(name)
+    if module is None or module == __name__:
+        raise AttributeError(f"module 'ftmanifest' has no attribute {name!r}")
+    from importlib import import_module
 
-        return seed_everything
-    raise AttributeError(f"module 'ftmanifest' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

@@ -3,7 +3,8 @@
 Layer: edge, above every room; not a subcommand, and nothing else imports it.
 It renders, as Markdown, the command line's parsers (``commands``), the
 manifest fields from the JSON Schema the pydantic model generates, the lint
-rules, and the exit and reason codes of the error classes (``codes``).
+rules, the exit and reason codes of the error classes (``codes``), and the
+public Python API (``api``).
 ``make docs`` rewrites every page (``python -m ftmanifest.cli.reference``),
 ``make schema`` the manifest page; ``tests/docs_test.py`` renders them in
 memory and fails when a committed page differs.  Imports no torch.
@@ -15,7 +16,9 @@ import argparse
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from ftmanifest import PUBLIC
 from ftmanifest.cli.reference import codes
+from ftmanifest.cli.reference.api import api_page
 from ftmanifest.cli.reference.commands import cli_pages
 from ftmanifest.cli.reference.markdown import GENERATED, escape
 
@@ -76,6 +79,7 @@ def index_page(paths: Iterable[Path]) -> str:
         "lint-rules.md": "Lint rules: the static pinning rules and their ids",
         "exit-codes.md": "Exit codes and the kinds of error behind them",
         "reasons.md": "Reason codes: the stable codes scripts can match",
+        "api.md": "Python API: the names the package root exports",
     }
     listed = {p.relative_to(REFERENCE).as_posix() for p in paths}
     lines = [
@@ -97,6 +101,7 @@ def pages() -> dict[Path, str]:
     out[REFERENCE / "lint-rules.md"] = lint_page()
     out[REFERENCE / "exit-codes.md"] = codes.exit_codes_page()
     out[REFERENCE / "reasons.md"] = codes.reasons_page()
+    out[REFERENCE / "api.md"] = api_page(PUBLIC)
     out[REFERENCE / "index.md"] = index_page(out)
     return dict(sorted(out.items()))
 
