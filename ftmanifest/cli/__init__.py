@@ -2,7 +2,10 @@
 
 Layer: commands.  Each subcommand module exposes ``add_parser(subparsers)`` and
 ``run(args) -> int`` and imports the library lazily inside ``run`` so that
-``ftmanifest lint`` never pays for what ``ftmanifest verify`` needs.
+``ftmanifest lint`` never pays for what ``ftmanifest verify`` needs.  No
+command module imports another: what several share lives in the private
+``_args`` (the parser class, common options), ``_render`` (common renderings)
+and ``_verify_report`` (what ``verify`` and ``run`` both print).
 
 Exit codes: 0 ok, 1 a check refused, 2 unusable input or usage, 3 internal
 error, 130 interrupted, 141 output pipe closed (as if killed by SIGPIPE, the

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ftmanifest.cli._args import add_format_argument
+from ftmanifest.cli._render import adapter_table
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -98,7 +99,5 @@ def run(args: argparse.Namespace) -> int:
     out.write(f"signed:    {escape(str(result.envelope_path))} "
               f"({len(result.subjects)} file(s) as subjects)\n")  # fmt: skip
     if result.findings:
-        from ftmanifest.cli.check_adapter import adapter_table
-
         out.write("\n" + adapter_table(list(result.findings)))
     return 0

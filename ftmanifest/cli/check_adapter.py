@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ftmanifest.cli._args import add_format_argument, trust_help
+from ftmanifest.cli._render import adapter_table
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
 from ftmanifest.safe_text import escape
 
 if TYPE_CHECKING:
-    from ftmanifest.findings import Finding
+    pass
 
 
 DESCRIPTION = """\
@@ -106,18 +107,3 @@ def run(args: argparse.Namespace) -> int:
     else:
         out.write("OK: bound to this base\n")
     return code
-
-
-def adapter_table(findings: list[Finding]) -> str:
-    """One row per finding: rule, field, expected, observed, severity; the
-    message and fix under it (digests shrink in the middle, never wrap)."""
-    from ftmanifest.output import table
-
-    rows = [
-        (f.rule.removeprefix("adapter."), f.field or "-", f.expected or "-", f.observed or "-",
-         f.severity)
-        for f in findings
-    ]  # fmt: skip
-    notes = [[("why", f.message), ("fix", f.hint)] for f in findings]
-    return table(rows, ("rule", "field", "expected", "observed", "severity"), notes=notes,
-                 nowrap=(0, 4))  # fmt: skip

@@ -25,6 +25,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ftmanifest.cli._args import add_format_argument
+from ftmanifest.cli._render import marked_tokens
 from ftmanifest.errors import FtManifestError, UsageError
 from ftmanifest.safe_text import escape
 
@@ -271,8 +272,6 @@ def _cut(r: dict[str, Any], seq_len: int) -> str | None:
 
 
 def text(payload: dict[str, Any]) -> str:
-    from ftmanifest.cli.preflight import _marked
-
     lines = _header(payload)
     for sp in payload["splits"]:
         lines += ["", f"== {escape(sp['name'])} ({sp['role']}): {sp['records']} records, "
@@ -292,7 +291,7 @@ def text(payload: dict[str, Any]) -> str:
                     lines.append(f"    expected: {_q(t['text'])}  ({escape(t['field'] or '-')})")
                     lines.append(f"    loss on {r['loss_tokens']} of {r['kept_tokens']} tokens: "
                                  f"{_q(r['loss_text'])}")  # fmt: skip
-                    lines.append(f"    tokens:   {_marked(r)}")
+                    lines.append(f"    tokens:   {marked_tokens(r)}")
                     cut = _cut(r, payload["seq_len"])
                     if cut:
                         lines.append(f"    {cut}")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.cli._args import add_format_argument
+from ftmanifest.cli._render import marked_tokens
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -136,27 +137,11 @@ def _text(result: Any) -> str:
     tokens = next((r for r in result.rows if r.name == "tokens"), None)
     rendered = tokens.figures.get("rendered", []) if tokens is not None else []
     for ex in rendered:
-        out += f"\nline {ex['line']} ({escape(str(ex['category']))}):\n  {_marked(ex)}\n"
+        out += f"\nline {ex['line']} ({escape(str(ex['category']))}):\n  {marked_tokens(ex)}\n"
     if rendered:
         out += "  ([x] carries loss, <x> special token, | prompt ends)\n"
     verdict = "OK: every check passed" if result.ok else "REFUSED: fix the failed rows"
     return out + f"\n{verdict} ({result.seconds:.1f} s, recipe: {result.recipe_source})\n"
-
-
-def _marked(ex: dict[str, Any]) -> str:
-    parts = []
-    ended = False
-    for t in ex["tokens"]:
-        if not t["prompt"] and not ended:
-            parts.append("|")
-            ended = True
-        text = escape(str(t["token"]))
-        if t["special"]:
-            text = f"<{text.strip('<>')}>"
-        parts.append(f"[{text}]" if t["loss"] else text)
-    if ex["truncated"]:
-        parts.append("...(truncated)")
-    return " ".join(parts)
 
 
 def _write_html(path: Path, result: Any) -> None:

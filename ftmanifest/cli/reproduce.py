@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ftmanifest.cli._args import add_format_argument, add_observe_arguments, add_trust_arguments
+from ftmanifest.cli._render import trusted_line
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
 from ftmanifest.safe_text import escape
 
@@ -77,8 +78,6 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     out.write(f"manifest:     {escape(str(plan.manifest_path))} ({plan.manifest_digest})\n")
     if plan.signature is not None:
-        from ftmanifest.cli.verify import trusted_line
-
         out.write(f"signature:    {trusted_line(plan.signature)}\n")
     else:
         out.write("signature:    NOT checked\n")

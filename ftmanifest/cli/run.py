@@ -32,6 +32,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ftmanifest.cli._verify_report import add_verify_arguments, record_acceptances, report_and_print
 from ftmanifest.errors import FtManifestError, UsageError
 from ftmanifest.safe_text import escape
 
@@ -59,8 +60,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.cli import verify
-
     p = sub.add_parser(
         "run",
         description=DESCRIPTION,
@@ -68,7 +67,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="verify a manifest, then run the training command",
         usage="ftmanifest run [options] MANIFEST -- CMD [ARG ...]",
     )
-    verify.add_arguments(p)
+    add_verify_arguments(p)
     p.add_argument(
         "--grace",
         type=_seconds,
@@ -93,7 +92,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.cli import verify
     from ftmanifest.ledger import runrecord
     from ftmanifest.supervise import supervise
 
@@ -109,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
             )
         grace = _grace(args.grace)
         abandon_reason = _abandon_reason(args)
-        report, code = verify.report_and_print(args)
+        report, code = report_and_print(args)
     except FtManifestError as exc:
         if args.refused_exit is not None:
             exc.exit_code = args.refused_exit  # this one refusal, not its whole class
@@ -129,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     started = runrecord.now()
     if report.accepted:
         try:  # an acceptance that cannot be recorded is not made: nothing runs
-            verify.record_acceptances(
+            record_acceptances(
                 report, "started", command=command, attempt=attempt, ledger=args.ledger
             )
         except FtManifestError as exc:
