@@ -8,7 +8,8 @@ function-level ones too):
 1. pure core - errors, location, findings, safe_text, output, checks, manifest,
    lint, lint_report: plain data in, findings out, no I/O beyond reading a file;
 2. file access - fsutil, records, sqlite_store, statcache, progress, hashing,
-   hfcache, snapshot, recordio, wire: reading, hashing, atomic writes, caches;
+   untrusted, hfcache, snapshot, recordio, wire: reading, hashing, atomic
+   writes, caches;
 3. probes and runtime - probe, seeding, supervise: what this machine is;
 4. signing - keys, trust, envelopes;
 5. judging rooms - scan, ledger, adapter, verify, preflight, data, results,

@@ -165,3 +165,17 @@ class ManifestInvalidError(ManifestError):
         out = super().to_dict()
         out["problems"] = [p.to_dict() for p in self.problems]
         return out
+
+
+class NotRegularFileError(InputError):
+    """A file read as untrusted input (an envelope, a trust or key file, a
+    binding, a backup's metadata) that is a FIFO, a device or a folder."""
+
+    reason = "not-regular-file"
+
+
+class FileTooLargeError(InputError):
+    """A file read as untrusted input that is over its cap (an envelope or trust
+    file over 1 MiB, a key file over 64 KiB)."""
+
+    reason = "file-too-large"

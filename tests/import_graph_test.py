@@ -84,7 +84,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pure core", ("location", "errors", "findings", "safe_text", "output", "checks",
                    "manifest", "lint", "lint_report")),
     ("file access", ("fsutil", "records", "sqlite_store", "statcache", "progress", "hashing",
-                     "hfcache", "snapshot", "recordio", "wire")),
+                     "untrusted", "hfcache", "snapshot", "recordio", "wire")),
     ("probes and runtime", ("probe", "seeding", "supervise")),
     ("signing", ("signing",)),
     ("judging rooms", ("scan", "ledger", "adapter", "verify", "preflight", "data", "results",

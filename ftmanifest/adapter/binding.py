@@ -181,7 +181,7 @@ def bound_method(binding: Binding) -> dict[str, Any]:
 def read_json(path: Path, what: str, hint: str) -> Any:
     """A small JSON file, read as untrusted input: never blocks on a FIFO, capped."""
     from ftmanifest.manifest.jsonkeys import unique_keys
-    from ftmanifest.signing._files import read_untrusted
+    from ftmanifest.untrusted import read_untrusted
 
     raw = read_untrusted(path, limit=CONFIG_MAX_BYTES, what=what, hint=hint)
     try:  # a repeated key: first-wins and last-wins readers would see two configs

@@ -70,7 +70,7 @@ def read_signed(
 ) -> SignedBinding:
     """Verify the signed binding of ``adapter_dir``: the binding and its
     signers, or the findings that say why not; then its subjects."""
-    from ftmanifest.signing._files import ENVELOPE_MAX_BYTES, read_untrusted
+    from ftmanifest.signing._files import ENVELOPE_MAX_BYTES
     from ftmanifest.signing.attest import verify_statement
     from ftmanifest.signing.errors import (
         FileTooLargeError,
@@ -80,6 +80,7 @@ def read_signed(
     )
     from ftmanifest.signing.locate import choose_trust_file
     from ftmanifest.signing.trust import load_trust
+    from ftmanifest.untrusted import read_untrusted
 
     env = adapter_dir / ENVELOPE_NAME
     where = str(adapter_dir)

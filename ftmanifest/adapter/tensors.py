@@ -192,7 +192,7 @@ def weight_files(folder: str | os.PathLike[str]) -> list[Path]:
 
 def index_shards(index: Path) -> list[Path]:
     """The shard files a ``*.safetensors.index.json`` names, in its folder."""
-    from ftmanifest.signing._files import read_untrusted
+    from ftmanifest.untrusted import read_untrusted
 
     try:
         raw = read_untrusted(index, limit=64 << 20, what="shard index", hint="re-save it")

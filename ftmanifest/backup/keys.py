@@ -109,7 +109,7 @@ def read_recipients_file(path: Path) -> list[Recipient]:
     """Every recipient in a file: age recipients files (one key per line,
     ``#`` comments), ``.pub`` files, and allowed_signers files (principals and
     options before the key; only ssh-ed25519 keys are taken)."""
-    from ftmanifest.signing._files import read_untrusted
+    from ftmanifest.untrusted import read_untrusted
 
     hint = "pass a file of age1 or ssh-ed25519 public keys, one per line"
     try:
@@ -176,8 +176,8 @@ def load_identities(
     """The identities in ``path``, each checked by pyrage; refuses a file
     others can read, and (``sha256``: a passphrase backup's key file, as its
     signed metadata names it) one whose bytes are not those."""
-    from ftmanifest.signing._files import read_untrusted
     from ftmanifest.signing.keys import check_private_key_mode
+    from ftmanifest.untrusted import read_untrusted
 
     hint = "pass the age identity file (age-keygen) or the ssh-ed25519 private key"
     try:

@@ -144,8 +144,8 @@ def read_meta(
     ``trust`` (a loaded ``TrustStore``) or else ``trust_for(meta_path,
     trust_path)``.  An untrusted or bad signature and a predicate that does
     not fit its file name are refusals."""
-    from ftmanifest.signing._files import read_untrusted
     from ftmanifest.signing.attest import verify_statement
+    from ftmanifest.untrusted import read_untrusted
 
     hint = "pass the .meta.json file written beside the backup"
     try:

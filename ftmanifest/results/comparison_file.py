@@ -66,7 +66,7 @@ def rejudge(
     from ftmanifest.manifest.jsonkeys import unique_keys
     from ftmanifest.results.compare import compare
     from ftmanifest.results.resultsfile import load_results
-    from ftmanifest.signing._files import read_untrusted
+    from ftmanifest.untrusted import read_untrusted
 
     rerun = "rerun: ftmanifest compare M --baseline B --candidate C --out " + str(path)
     try:

@@ -269,7 +269,7 @@ def load_report_data(path: str | Path) -> dict[str, Any]:
     """The report's data from a saved audit JSON: the object itself, or its
     ``report`` member when the audit wrapped it.  Unusable input is an
     ``InputError`` (exit 2) naming the file."""
-    from ftmanifest.signing._files import read_untrusted
+    from ftmanifest.untrusted import read_untrusted
 
     path = Path(path)
     try:  # never blocks on a FIFO, refuses what is not a regular file, capped

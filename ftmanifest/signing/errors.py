@@ -9,7 +9,9 @@ messages.
 
 from __future__ import annotations
 
+from ftmanifest.errors import FileTooLargeError as FileTooLargeError  # read by ftmanifest.untrusted
 from ftmanifest.errors import InputError, InputNotFoundError, RefusedError
+from ftmanifest.errors import NotRegularFileError as NotRegularFileError
 
 # --- refusals: the signature set does not establish trust (exit 1) ---------
 
@@ -151,18 +153,6 @@ class MalformedTrustFileError(SigningInputError):
     """A line of the allowed-signers file is malformed, which rejects the whole file."""
 
     reason = "malformed-trust-file"
-
-
-class NotRegularFileError(SigningInputError):
-    """An envelope, trust or key file that is a FIFO, device or folder."""
-
-    reason = "not-regular-file"
-
-
-class FileTooLargeError(SigningInputError):
-    """An envelope or trust file over 1 MiB, or a key file over 64 KiB."""
-
-    reason = "file-too-large"
 
 
 class TooManySignaturesError(SigningInputError):

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from ftmanifest.fsutil import atomic_write_bytes as write_atomic
-from ftmanifest.signing._files import KEY_MAX_BYTES, read_untrusted
+from ftmanifest.signing._files import KEY_MAX_BYTES
 from ftmanifest.signing.errors import (
     BadPassphraseError,
     InsecureKeyPermissionsError,
@@ -33,6 +33,7 @@ from ftmanifest.signing.errors import (
     WeakKeyError,
     WriteFailedError,
 )
+from ftmanifest.untrusted import read_untrusted
 
 KEY_TYPE = "ssh-ed25519"
 PassphraseSource = Callable[[], bytes]

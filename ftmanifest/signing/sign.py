@@ -13,12 +13,13 @@ from typing import Any, Literal
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from ftmanifest.fsutil import atomic_write_bytes as write_atomic
-from ftmanifest.signing._files import ENVELOPE_MAX_BYTES, read_untrusted
+from ftmanifest.signing._files import ENVELOPE_MAX_BYTES
 from ftmanifest.signing.attest import cosign, sign_statement
 from ftmanifest.signing.dsse import parse_envelope
 from ftmanifest.signing.errors import MalformedEnvelopeError, StaleEnvelopeError
 from ftmanifest.signing.keys import write_failed
 from ftmanifest.signing.statement import PREDICATE_TYPE, manifest_subject
+from ftmanifest.untrusted import read_untrusted
 
 ENVELOPE_SUFFIX = ".sig.json"
 SignStatus = Literal["created", "appended", "already-signed", "replaced"]

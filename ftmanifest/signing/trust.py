@@ -23,7 +23,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from ftmanifest.signing._files import TRUST_MAX_BYTES, read_untrusted
+from ftmanifest.signing._files import TRUST_MAX_BYTES
 from ftmanifest.signing._ssh_line import match_list, parse_allowed_line
 from ftmanifest.signing.errors import (
     MalformedTrustFileError,
@@ -33,6 +33,7 @@ from ftmanifest.signing.errors import (
 )
 from ftmanifest.signing.keys import KEY_TYPE, fingerprint_of_blob, public_key_from_blob
 from ftmanifest.signing.locate import DEFAULT_TRUST, find_trust_file
+from ftmanifest.untrusted import read_untrusted
 
 __all__ = ["DEFAULT_TRUST", "find_trust_file", "load_trust", "parse_trust"]
 

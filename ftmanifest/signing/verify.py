@@ -18,7 +18,7 @@ from typing import Any
 from ftmanifest.errors import UsageError
 from ftmanifest.manifest.canonical import canonical_json
 from ftmanifest.signing import errors as E
-from ftmanifest.signing._files import ENVELOPE_MAX_BYTES, read_untrusted
+from ftmanifest.signing._files import ENVELOPE_MAX_BYTES
 from ftmanifest.signing.attest import verify_envelope
 from ftmanifest.signing.dsse import Envelope, parse_envelope
 from ftmanifest.signing.judge import SignatureCheck, Wording, check_signatures, now_or
@@ -32,6 +32,7 @@ from ftmanifest.signing.statement import (
     statement_payload,
 )
 from ftmanifest.signing.trust import TrustStore, load_trust
+from ftmanifest.untrusted import read_untrusted
 
 __all__ = [
     "Inspection",
