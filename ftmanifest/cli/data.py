@@ -1,6 +1,6 @@
 """``ftmanifest data check M``: duplicates between the manifest's splits (issue 17).
 
-Layer: edge (parsing and printing; the search is ``ftmanifest.data.leakage``).
+Layer: edge (parsing and printing; the check is ``ftmanifest.data.check``).
 Prints exact and near duplicate counts per split pair (train vs eval, train
 vs test, eval vs test, within train) and the worst examples side by side;
 ``--write-clean OUT`` writes the training file without the records that
@@ -154,58 +154,22 @@ def run(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace, signer: Any = None) -> int:
     """The check (every rank's share of the signing comes through ``signer``)."""
-    from ftmanifest.data.leakage import check_leakage
-    from ftmanifest.data.splits import splits_of
-    from ftmanifest.manifest import load_manifest
+    from ftmanifest.data.check import check_data
 
-    loaded = load_manifest(args.manifest)
-    checks = loaded.manifest.data_checks
-    source = "--threshold" if args.threshold is not None else "data_checks.near_threshold"
-    threshold = checks.near_threshold if args.threshold is None else args.threshold
-    args.field = args.field or list(checks.text_fields)
-    splits = splits_of(loaded, allow_outside=args.allow_outside, fields=args.field)
-    train = [s for s in splits if s.kind == "train"]
-    if args.write_clean is not None and len(train) != 1:
-        raise UsageError(
-            "--write-clean needs exactly one training split",
-            path=str(args.manifest),
-            field="data",
-            expected="one data entry with role: train",
-            observed=f"{len(train)}",
-            hint="run without --write-clean, or keep one training entry",
-        )
-    before = None
-    if args.write_clean is not None:
-        from ftmanifest.data.clean import fingerprint, refuse_input
-        from ftmanifest.data.splits import refuse_into_pinned
-
-        refuse_input(train[0].path, args.write_clean)
-        refuse_into_pinned(args.write_clean, loaded, "--write-clean")
-        before = fingerprint(train[0].path)
-    from ftmanifest.data.parallel import cores, default_jobs
-
-    jobs = default_jobs([s.path for s in splits]) if args.jobs is None else args.jobs or cores()
-    report = check_leakage(splits, threshold=threshold, examples=args.examples,
-                           tolerance=checks.tolerance, jobs=jobs, signer=signer)  # fmt: skip
-    report.threshold_source = source
-    clean = None
-    if args.write_clean is not None:
-        from ftmanifest.data.clean import write_clean
-
-        drop = report.leaking[train[0].name]
-        digest = write_clean(train[0].path, train[0].format, drop, args.write_clean, before)
-        clean = {"path": str(args.write_clean), "digest": digest, "dropped": len(drop)}
-    summary = _summary(args, loaded)
+    result = check_data(args.manifest, threshold=args.threshold, fields=args.field,
+                        examples=args.examples, jobs=args.jobs, write_clean_to=args.write_clean,
+                        allow_outside=args.allow_outside, signer=signer)  # fmt: skip
+    clean = result.clean.to_dict() if result.clean is not None else None
     if args.format == "json":
         from ftmanifest.output import to_json
 
-        payload = _payload(report, clean)
-        payload.update(_summary_payload(summary))
-        payload["ok"] = payload["ok"] and summary.ok
+        payload = _payload(result.leakage, clean)
+        payload.update(_summary_payload(result.summary))
+        payload["ok"] = result.ok
         sys.stdout.write(to_json(payload))
     else:
-        sys.stdout.write(_text(report, clean) + _summary_text(summary))
-    return 0 if report.ok and summary.ok else 1
+        sys.stdout.write(_text(result.leakage, clean) + _summary_text(result.summary))
+    return 0 if result.ok else 1
 
 
 def _run_distributed(args: argparse.Namespace) -> int:
@@ -235,13 +199,9 @@ def _run_distributed(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace, comm: Any, signer: Any) -> None:
     """A rank other than 0: the same splits as rank 0, its share of each signed."""
-    from ftmanifest.data.leakage import serve
-    from ftmanifest.data.splits import splits_of
-    from ftmanifest.manifest import load_manifest
+    from ftmanifest.data.check import serve_data
 
-    loaded = load_manifest(args.manifest)
-    fields = args.field or list(loaded.manifest.data_checks.text_fields)
-    serve(comm, splits_of(loaded, allow_outside=args.allow_outside, fields=fields), signer)
+    serve_data(args.manifest, comm, signer, fields=args.field, allow_outside=args.allow_outside)
 
 
 def _payload(report: Any, clean: dict[str, Any] | None) -> dict[str, Any]:
@@ -323,16 +283,6 @@ def _text(report: Any, clean: dict[str, Any] | None) -> str:
         else "remove the repeats from the eval or test split and re-lock"
     )
     return out + f"  fix: {fix}, or raise the manifest field named above\n"
-
-
-def _summary(args: argparse.Namespace, loaded: Any) -> Any:
-    """Categories, lengths, image folders, counts and digests (``data.summary``)."""
-    from ftmanifest.data.splits import image_splits_of, splits_of
-    from ftmanifest.data.summary import summarise
-
-    text = splits_of(loaded, allow_outside=args.allow_outside, fields=args.field)
-    images = image_splits_of(loaded, allow_outside=args.allow_outside)
-    return summarise(loaded, text, images, allow_outside=args.allow_outside)
 
 
 def _summary_payload(s: Any) -> dict[str, Any]:

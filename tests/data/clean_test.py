@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import stat
@@ -10,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ftmanifest.cli import data as data_cli
 from ftmanifest.data import leakage
+from ftmanifest.data.check import check_data
 from ftmanifest.data.clean import fingerprint, write_clean
 from ftmanifest.errors import InputError
 from ftmanifest.hashing import hash_file
@@ -81,7 +80,7 @@ def test_an_input_changed_after_the_check_is_refused(tmp_path: Path, change: str
     assert _leftovers(tmp_path) == []
 
 
-def test_cli_refuses_a_training_file_written_during_the_check(
+def test_check_refuses_a_training_file_written_during_the_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     splits = {
@@ -102,11 +101,8 @@ def test_cli_refuses_a_training_file_written_during_the_check(
         return report
 
     monkeypatch.setattr(leakage, "check_leakage", check_then_write)
-    args = argparse.Namespace(manifest=manifest, threshold=None, field=[], examples=5,
-                              write_clean=tmp_path / "clean.jsonl", allow_outside=False,
-                              format="text", jobs=1)  # fmt: skip
     with pytest.raises(InputError, match="changed while it was checked"):
-        data_cli.run(args)
+        check_data(manifest, jobs=1, write_clean_to=tmp_path / "clean.jsonl")
     assert not (tmp_path / "clean.jsonl").exists()
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from pathlib import Path
@@ -11,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ftmanifest.cli import data as data_cli
+from ftmanifest.data.check import check_data
 from ftmanifest.data.clean import write_clean
 from ftmanifest.data.leakage import Split, check_leakage
 from ftmanifest.data.text import normalise, record_text
@@ -267,11 +266,8 @@ def test_unusable_inputs_name_the_file(project: dict[str, object], tmp_path: Pat
     images = root / "images.yaml"
     images.write_text(project["manifest"].read_text().replace(  # type: ignore[attr-defined]
         "path: eval.jsonl}", "path: eval.jsonl, format: images}"))  # fmt: skip
-    args = argparse.Namespace(manifest=images, threshold=0.8, field=[], examples=5,
-                              write_clean=None, allow_outside=False, format="text",
-                              jobs=None)  # fmt: skip
     with pytest.raises(InputError, match="is not a folder"):
-        data_cli.run(args)
+        check_data(images, threshold=0.8)
     (root / "test.jsonl").unlink()
     result = run_cli("data", "check", str(project["manifest"]))
     assert result.returncode == 2 and "data[2].path" in result.stderr
