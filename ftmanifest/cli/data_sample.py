@@ -1,6 +1,7 @@
 """``ftmanifest data sample M --per-category N``: a look at the examples (issue 17).
 
-Layer: edge (parsing and printing; choosing and rendering are
+Layer: edge (parsing and printing; the payload shown is
+``ftmanifest.data.sample_payload``, choosing and rendering
 ``ftmanifest.data.sample``).  Shows ``N`` seeded records of every category
 of every train/eval/test/baseline-eval split (``--split`` to pick), each as
 preflight formats it with the pinned tokenizer: the text the model reads,
@@ -18,15 +19,13 @@ from __future__ import annotations
 
 import argparse
 import html
-import os
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from ftmanifest.cli._args import add_format_argument
 from ftmanifest.cli._render import marked_tokens
-from ftmanifest.errors import FtManifestError, UsageError
+from ftmanifest.errors import UsageError
 from ftmanifest.safe_text import escape
 
 MAX_PER_CATEGORY = 1000
@@ -82,6 +81,7 @@ def add_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 
 def run(args: argparse.Namespace) -> int:
+    from ftmanifest.data.sample_payload import refuse_output, sample_payload
     from ftmanifest.manifest import load_manifest
 
     if not 1 <= args.per_category <= MAX_PER_CATEGORY or (args.seed is not None and args.seed < 0):
@@ -93,11 +93,12 @@ def run(args: argparse.Namespace) -> int:
             hint="e.g. --per-category 3",
         )
     loaded = load_manifest(args.manifest)
-    payload = sample_payload(loaded, args)
+    payload = sample_payload(loaded, per_category=args.per_category, splits=args.split,
+                             seed=args.seed, allow_outside=args.allow_outside)  # fmt: skip
     if args.html is not None:
         from ftmanifest.fsutil import atomic_write_text
 
-        _refuse_input(args.html, loaded, payload)
+        refuse_output(args.html, loaded, payload, "--html")
         atomic_write_text(args.html, page(payload))
     if args.format == "json":
         from ftmanifest.output import to_json
@@ -108,119 +109,6 @@ def run(args: argparse.Namespace) -> int:
         if args.html is not None:
             sys.stdout.write(f"written: {escape(str(args.html))}\n")
     return 0 if payload["ok"] else 1
-
-
-def _selected(loaded: Any, names: list[str]) -> Any:
-    """``loaded`` with only the data entries ``--split`` names (all sampled ones if none)."""
-    from ftmanifest.data.leakage import ROLE_ORDER
-
-    entries = [d for d in loaded.manifest.data if d.role in ROLE_ORDER]
-    there = [d.name for d in entries]
-    unknown = [n for n in names if n not in there]
-    if unknown:
-        raise UsageError(
-            f"no split named {unknown[0]!r} to sample",
-            path=str(loaded.path),
-            field="--split",
-            expected="one of: " + (", ".join(there) or "(no train/eval/test split)"),
-            observed=unknown[0],
-            hint="name a data entry with role train, eval, baseline-eval or test",
-        )
-    if names:
-        entries = [d for d in entries if d.name in names]
-    images = [d.name for d in entries if d.format == "images"]
-    if names and images:
-        raise UsageError(
-            f"data entry {images[0]!r} is an image folder",
-            path=str(loaded.path),
-            field="--split",
-            expected="a split of text records (jsonl, json, csv, tsv, parquet, text)",
-            observed="format: images",
-            hint="`ftmanifest data check` reports image folders per class",
-        )
-    manifest = loaded.manifest.model_copy(update={"data": entries})
-    return SimpleNamespace(path=loaded.path, manifest=manifest)
-
-
-def sample_payload(loaded: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """Everything shown, as data (the JSON output; text and HTML render it)."""
-    from ftmanifest.data import sample as s
-    from ftmanifest.data.splits import splits_of
-
-    m = loaded.manifest
-    splits = splits_of(_selected(loaded, args.split), allow_outside=args.allow_outside)
-    seed, seed_from = (args.seed, "--seed") if args.seed is not None else s.default_seed(m)
-    label, target = m.data_checks.label, m.data_checks.target
-    chosen = s.choose(splits, args.per_category, seed, label)
-    tok = s.load_tokenizer(loaded, allow_outside=args.allow_outside)
-    seq_len = m.training.seq_len or s.DEFAULT_SEQ_LEN
-    loss_on = m.training.loss_on or "all"
-    ok = True
-    out_splits = []
-    for sp in chosen:
-        cats = []
-        for cat, picks in sp.picks.items():
-            examples = []
-            for p in picks:
-                where, expected = s.target_of(p.value, target, label)
-                ex: dict[str, Any] = {"record": p.number, "line": p.line,
-                                      "target": {"field": where, "text": expected},
-                                      "rendered": None, "raw": s.raw_fields(p.value),
-                                      "error": None}  # fmt: skip
-                if tok.tokenizer is not None:
-                    try:
-                        ex["rendered"] = s.render(p, tok.tokenizer, seq_len, loss_on)
-                    except FtManifestError as exc:
-                        ex["error"], ok = exc.message, False
-                    except Exception as exc:  # a chat template that raises is a finding here
-                        ex["error"], ok = f"{type(exc).__name__}: {exc}", False
-                examples.append(ex)
-            cats.append({"category": cat, "records": sp.counts[cat], "examples": examples})
-        out_splits.append({"name": sp.name, "role": sp.role, "records": sp.records,
-                           "categories": cats})  # fmt: skip
-    return {
-        "ok": ok,
-        "manifest": str(loaded.path),
-        "per_category": args.per_category,
-        "seed": seed,
-        "seed_from": seed_from,
-        "rendered": tok.tokenizer is not None,
-        "tokenizer": {
-            "folder": tok.folder,
-            "chat_template": tok.chat_template,
-            "reason": tok.reason,
-        },  # fmt: skip
-        "seq_len": seq_len,
-        "seq_len_from": "training.seq_len" if m.training.seq_len else "preflight's default",
-        "loss_on": loss_on,
-        "splits": out_splits,
-        "skipped": [d.name for d in loaded.manifest.data if d.format == "images"],
-    }
-
-
-def _refuse_input(out: Path, loaded: Any, payload: dict[str, Any]) -> None:
-    """``--html`` must not replace the manifest or a data file it read, nor add a
-    file to the pinned model's folder (that would be drift of the model)."""
-    from ftmanifest.data.splits import refuse_into_pinned
-
-    base = Path(loaded.path).parent
-    inputs = [Path(loaded.path)] + [base / d.path for d in loaded.manifest.data]
-    model = payload["tokenizer"]["folder"]
-    refuse_into_pinned(out, loaded, "--html", model)
-    for p in inputs:
-        try:
-            same = os.path.samefile(out, p)
-        except OSError:
-            same = False
-        if same:
-            raise UsageError(
-                "--html would overwrite an input",
-                path=str(out),
-                field="--html",
-                expected="a new file",
-                observed=f"the same file as {p}",
-                hint="write the page somewhere else, e.g. --html sample.html",
-            )
 
 
 def _q(value: str) -> str:
