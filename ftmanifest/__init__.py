@@ -7,7 +7,7 @@ function-level ones too):
 
 1. pure core - errors, location, findings, safe_text, output, checks, manifest,
    lint, lint_report: plain data in, findings out, no I/O beyond reading a file;
-2. file access - fsutil, records, sqlite_store, statcache, progress, hashing,
+2. file access - fsutil, counts, sqlite_store, statcache, progress, hashing,
    untrusted, hfcache, snapshot, recordio, wire: reading, hashing, atomic
    writes, caches;
 3. probes and runtime - probe, seeding, supervise: what this machine is;

@@ -10,7 +10,7 @@ content goes through here.  Digests are written
 - A file whose stat (device, inode, size, mtime_ns, ctime_ns) differs before
   and after reading, or whose byte count differs from its size, raises
   ``FileChangedError`` and is never cached.
-- ``count=<format>`` also counts the file's records (``ftmanifest.records``)
+- ``count=<format>`` also counts the file's records (``ftmanifest.counts``)
   from the same chunks; for a file over one chunk, while CPUs are free, the
   hash runs on a helper thread as the reading thread counts.  json and
   parquet cannot be counted while streaming: they are read again after the
@@ -49,10 +49,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeAlias
 
-from ftmanifest import records
+from ftmanifest import counts
+from ftmanifest.counts import Counter, RecordCountError
 from ftmanifest.errors import FtManifestError, InputError, InputNotFoundError
 from ftmanifest.progress import ProgressSink
-from ftmanifest.records import Counter, RecordCountError
 from ftmanifest.statcache import RACY_NS, StatCache, StatKey, is_racy
 
 ALGORITHM = "sha256"
@@ -240,7 +240,7 @@ def _formats(paths: Iterable[Path], count: CountSpec) -> dict[Path, str]:
         wanted: dict[Path, str | None] = dict.fromkeys(paths, count)
     else:
         wanted = {Path(p): fmt for p, fmt in count.items()}
-    return {p: fmt for p, fmt in wanted.items() if fmt and records.cache_key(fmt)}
+    return {p: fmt for p, fmt in wanted.items() if fmt and counts.cache_key(fmt)}
 
 
 def _from_cache(
@@ -268,7 +268,7 @@ def _from_cache(
 
 
 def _kind(fmt: str | None) -> str:
-    kind = records.cache_key(fmt) if fmt else None
+    kind = counts.cache_key(fmt) if fmt else None
     assert kind is not None, fmt  # _formats keeps countable formats only
     return kind
 
@@ -355,7 +355,7 @@ def _hash_one(
 ) -> _Hashed:
     """Read and digest one file, counting its records when ``fmt`` can stream."""
     hashed_at = time.time_ns()
-    counter = records.counter_for(fmt) if fmt else None
+    counter = counts.counter_for(fmt) if fmt else None
     try:
         fd = os.open(path, _OPEN_FLAGS)  # O_NONBLOCK: a FIFO swapped in cannot hang us
     except OSError as exc:
@@ -482,7 +482,7 @@ def _count_after(job: _Job, hashed: _Hashed, cache: StatCache | None) -> _Hashed
     n = known.get((fd.digest, _kind(job.fmt)))
     if n is None:
         try:
-            n = records.count_file(job.path, job.fmt)
+            n = counts.count_file(job.path, job.fmt)
         except RecordCountError as exc:
             exc.digest = fd
             raise

@@ -54,8 +54,8 @@ class Malformed(ValueError):
 
 
 def _allowed() -> dict[str, type[FtManifestError]]:
+    from ftmanifest.counts import RecordCountError
     from ftmanifest.recordio import _types as recordio
-    from ftmanifest.records import RecordCountError
 
     classes: list[type[FtManifestError]] = [
         errors.FtManifestError,

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ftmanifest.hashing as hashing
+from ftmanifest.counts import RecordCountError
 from ftmanifest.errors import InputError, InputNotFoundError
 from ftmanifest.hashing import (
     CHUNK_SIZE,
@@ -33,7 +34,6 @@ from ftmanifest.hashing import (
     tree_digest,
 )
 from ftmanifest.progress import Progress, render_line
-from ftmanifest.records import RecordCountError
 from ftmanifest.statcache import RACY_NS, StatCache
 from tests.conftest import settle, within
 

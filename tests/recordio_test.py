@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ftmanifest.counts import count_file
 from ftmanifest.errors import InputError, InputNotFoundError
 from ftmanifest.recordio import (
     FORMATS,
@@ -27,7 +28,6 @@ from ftmanifest.recordio import (
     iter_records,
     text_fields,
 )
-from ftmanifest.records import count_file
 from tests.conftest import within
 
 
@@ -127,7 +127,7 @@ def test_parquet_rows(tmp_path: Path) -> None:
 
 
 def test_formats_are_the_ones_records_counts() -> None:
-    from ftmanifest.records import cache_key
+    from ftmanifest.counts import cache_key
 
     assert FORMATS == {"jsonl", "ndjson", "text", "txt", "csv", "tsv", "json", "parquet"}
     assert all(cache_key(kind) is not None for kind in FORMATS - {"parquet"})

@@ -25,9 +25,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftmanifest.counts import format_of
 from ftmanifest.errors import InputError, UsageError
 from ftmanifest.recordio import iter_records
-from ftmanifest.records import format_of
 
 LINE_FORMATS = frozenset({"jsonl", "ndjson", "text", "txt"})
 ROW_FORMATS = frozenset({"csv", "tsv"})
@@ -89,7 +89,7 @@ READ = 1 << 20
 
 def fingerprint(path: Path) -> Fingerprint:
     """Stat and sha256 of ``path`` (read in full, no cache)."""
-    from ftmanifest.records import open_regular
+    from ftmanifest.counts import open_regular
 
     def refuse(p: Path, reason: str) -> InputError:
         return InputError(f"cannot read {p}: {reason}", path=str(p), observed=reason,
@@ -126,8 +126,8 @@ def write_clean(
 
     ``expect``: the input as the check read it; a difference refuses the copy and
     leaves ``out`` as it was.  Without it, the input is fingerprinted first."""
+    from ftmanifest.counts import format_of
     from ftmanifest.fsutil import fsync_dir, write_error
-    from ftmanifest.records import format_of
 
     refuse_input(path, out)
     expect = expect or fingerprint(path)

@@ -227,7 +227,7 @@ class Workers:
         self, path: Path, fmt: str | None, fields: Sequence[str] = ()
     ) -> Iterator[Signature]:
         """Every record of one split, in file order, with its hash and MinHash."""
-        from ftmanifest.records import format_of
+        from ftmanifest.counts import format_of
 
         kind = format_of(path, fmt)
         if kind not in LINE_KINDS:
@@ -246,10 +246,10 @@ def _line_chunks(path: Path, kind: str, fields: tuple[str, ...]) -> Iterator[_Li
     the file, so a byte-order mark is stripped on line 1 only, as the reader does."""
     import io
 
+    from ftmanifest.counts import open_regular
     from ftmanifest.recordio import DEFAULT_LIMITS, RecordReadError
     from ftmanifest.recordio._lines import physical_lines
     from ftmanifest.recordio._types import fail
-    from ftmanifest.records import open_regular
 
     def refuse(p: Path, reason: str) -> RecordReadError:
         return fail(RecordReadError, p, reason)
@@ -294,7 +294,7 @@ def selected_texts(
 ) -> Iterator[tuple[int, int, str]]:
     """(number, line, text) of the records numbered in ``wanted``, in file order; JSONL
     and text lines that are not wanted are counted, not parsed."""
-    from ftmanifest.records import format_of
+    from ftmanifest.counts import format_of
 
     kind = format_of(path, fmt)
     if kind not in LINE_KINDS:
@@ -376,9 +376,9 @@ class RankSigner:
     ) -> Iterator[Signature]:
         import itertools
 
+        from ftmanifest.counts import format_of
         from ftmanifest.data import sigpack
         from ftmanifest.errors import FtManifestError
-        from ftmanifest.records import format_of
 
         size, rank = self.comm.world_size, self.comm.rank
         kind = format_of(path, fmt)

@@ -219,7 +219,7 @@ class _Context:
         return locate(self.path.parent, entry.path, ("data", i, "path"), self.allow_outside)[0]
 
     def builder(self, i: int, src: Path) -> tuple[str, dict[str, str]] | None:
-        from ftmanifest.records import format_of
+        from ftmanifest.counts import format_of
         from ftmanifest.verify.observe import folder_format
 
         entry = self.entry(i)
@@ -437,9 +437,9 @@ def _home(digest: str, tree: bool) -> Path:
 
 def _copy_in(src: Path, base: Path, home: Path) -> None:
     """Copy ``src`` (a file or a folder's files) to ``home/files``, read-only, atomically."""
+    from ftmanifest.counts import open_regular
     from ftmanifest.fsutil import write_error
     from ftmanifest.hashing import CHUNK_SIZE, UnreadableFileError, list_tree
-    from ftmanifest.records import open_regular
 
     def unreadable(p: Path, why: str) -> InputError:
         return UnreadableFileError(f"cannot read {p}: {why}", path=str(p), observed=why)
@@ -466,8 +466,8 @@ def _copy_in(src: Path, base: Path, home: Path) -> None:
 
 def _files_of(target: Path, found: tuple[str, dict[str, str]]) -> list[Path]:
     """A file, or a folder's files in the format's builder, sorted as the tree digest sorts."""
+    from ftmanifest.counts import format_of
     from ftmanifest.hashing import list_tree
-    from ftmanifest.records import format_of
 
     if not target.is_dir():
         return [target]
@@ -725,7 +725,7 @@ def _identify(ctx: _Context, folder: Path, info: Any) -> dict[str, _Part]:
 
 def _guess(ctx: _Context, folder: Path, info: Any) -> str | None:
     """The unpinned file under the manifest's folder that ``folder`` caches, if one is found."""
-    from ftmanifest.records import format_of
+    from ftmanifest.counts import format_of
 
     if len(info.splits) != 1:
         return None

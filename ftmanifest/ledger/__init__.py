@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from ftmanifest.ledger.location import ledger_dir
+from ftmanifest.ledger.folder import ledger_dir
 from ftmanifest.ledger.store import Entry, Ledger
 
 __all__ = ["Entry", "Ledger", "ledger_dir", "new_attempt", "open_ledger"]

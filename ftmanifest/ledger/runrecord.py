@@ -6,7 +6,7 @@ refused, started, completed, failed, abandoned, invalid, and every drift
 accepted on purpose with its reason.  ``verify`` (when it accepts a drift),
 ``run`` and the Trainer guard build their records here and append them to
 the ledger of the manifest's repository (``.ftmanifest/ledger``; see
-``ftmanifest.ledger.location``).
+``ftmanifest.ledger.folder``).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def manifest_ref(
 ) -> dict[str, Any]:
     """The manifest as a record names it; ``body`` adds its canonical data, so
     a variant's parent can be judged from the ledger when its file is gone."""
-    from ftmanifest.ledger.location import shown
+    from ftmanifest.ledger.folder import shown
 
     ref: dict[str, Any] = {"path": shown(manifest_path, ledger), "digest": digest}
     if body and loaded is not None:
@@ -238,7 +238,7 @@ def record_acceptances(
 def read(manifest_path: Path, ledger: Path | str | None = None) -> list[dict[str, Any]]:
     """The records about ``manifest_path`` (by its path in the ledger), oldest first."""
     from ftmanifest.ledger import Ledger
-    from ftmanifest.ledger.location import shown
+    from ftmanifest.ledger.folder import shown
 
     folder = records_path(manifest_path, ledger)
     name = shown(manifest_path, folder)

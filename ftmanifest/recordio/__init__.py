@@ -6,7 +6,7 @@ value; ``Record.text_fields()`` gives its string leaves with their key paths,
 for the data checks (split leakage, duplicates, per-category statistics) and
 preflight to hash and scan.
 
-A record is exactly what ``ftmanifest.records`` counts (its docstring is the
+A record is exactly what ``ftmanifest.counts`` counts (its docstring is the
 definition, ``records.format_of`` picks the format): for every file both
 accept, ``records.count_file(path, fmt)`` equals the number of records
 yielded.  Reading fails closed with a ``RecordReadError`` (an ``InputError``,
@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from ftmanifest.counts import DELIMITERS, LINE_FORMATS, format_of, open_regular
 from ftmanifest.recordio._lines import delimited_records, jsonl_records, text_records
 from ftmanifest.recordio._types import (
     FieldPath,
@@ -40,7 +41,6 @@ from ftmanifest.recordio._types import (
     text_fields,
 )
 from ftmanifest.recordio._whole import json_records, parquet_records
-from ftmanifest.records import DELIMITERS, LINE_FORMATS, format_of, open_regular
 
 __all__ = [
     "DEFAULT_LIMITS",

@@ -3,7 +3,7 @@
 Layer: edge (reads an open file).  Lines are read with a bound
 (``Limits.record_bytes``) so one endless line cannot fill memory, and the
 bytes read so far are checked against ``Limits.total_bytes``.  What a record
-is follows ``ftmanifest.records`` exactly: for jsonl and text, a line ending
+is follows ``ftmanifest.counts`` exactly: for jsonl and text, a line ending
 at ``\\n`` that is not blank (``bytes.strip()``); for csv and tsv, each row
 ``csv.reader`` yields minus the header, read from lines split as a file
 opened with ``newline=""`` splits them (at ``\\n``, ``\\r\\n`` or a lone ``\\r``).

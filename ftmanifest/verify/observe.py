@@ -45,7 +45,7 @@ def folder_format(declared: str | None, listing: Mapping[str, Path]) -> str | No
     ``data[i].format`` decides, as for a file; without one, the shards' common
     suffix does when it is a format with a record count (``part-*.jsonl``).
     """
-    from ftmanifest.records import cache_key, format_of
+    from ftmanifest.counts import cache_key, format_of
 
     if declared is not None:
         return declared if cache_key(declared) else None
@@ -72,8 +72,8 @@ def hash_path(
     folder its files.  Errors become state, not exceptions.  ``hasher``: a
     function with ``hashing.hash_files``'s signature (default: that one).
     """
+    from ftmanifest.counts import RecordCountError, format_of
     from ftmanifest.hashing import hash_files, hash_tree, list_tree
-    from ftmanifest.records import RecordCountError, format_of
 
     state = FileState(str(path))
     try:

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.findings import Finding
+from ftmanifest.manifest.patterns import COMMIT_RE
 
 GROUPS = ("packages", "python", "backend", "model", "data", "code", "other")
 PLATFORM_KEYS = frozenset({"kind", "devices", "driver"})
-COMMIT = re.compile(r"^[0-9a-f]{40}$")
 # how verify words a model that is not here at all
 _MISSING = re.compile(
     r"missing|not found|cannot find|no such|does not exist|absent|not here", re.IGNORECASE
@@ -240,7 +240,7 @@ def build_plan(
 
     if m.model.repo is not None and model_missing:
         rev = m.model.revision or ""
-        if COMMIT.match(rev):
+        if COMMIT_RE.match(rev):
             commands.append(f"hf download {m.model.repo} --revision {rev}")
         else:
             notes.append(

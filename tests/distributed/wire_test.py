@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 
 from ftmanifest import hashing, wire
+from ftmanifest.counts import RecordCountError
 from ftmanifest.data import parallel, sigpack
 from ftmanifest.distributed import shard
 from ftmanifest.distributed.scan import scan_distributed
 from ftmanifest.errors import EXIT_REFUSED, FtManifestError, InputNotFoundError, UsageError
 from ftmanifest.findings import Finding
 from ftmanifest.recordio import RecordReadError
-from ftmanifest.records import RecordCountError
 from ftmanifest.wire import Malformed, RankAnswerError
 from tests.distributed.threads import ThreadComm, on_ranks
 

@@ -1,4 +1,4 @@
-"""Tests for ftmanifest.records: streaming counts equal the old loops, on any split."""
+"""Tests for ftmanifest.counts: streaming counts equal the old loops, on any split."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ftmanifest.errors import InputError, InputNotFoundError
-from ftmanifest.records import (
+from ftmanifest.counts import (
     ACCEL_MIN,
     CsvCounter,
     LineCounter,
@@ -25,6 +24,7 @@ from ftmanifest.records import (
     counter_for,
     format_of,
 )
+from ftmanifest.errors import InputError, InputNotFoundError
 from tests.conftest import within
 
 

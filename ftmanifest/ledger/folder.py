@@ -1,6 +1,6 @@
 """Which ledger folder an experiment's records go to.
 
-Layer: edge (asks git where the work tree's root is).  In order:
+Layer: judging rooms (ledger; asks probe.git where the work tree's root is).  In order:
 
 1. ``--ledger DIR``, then
 2. ``$FTMANIFEST_LEDGER``, else
