@@ -1,6 +1,7 @@
 """``ftmanifest prune DIR [--manifest M | --keep-* ...] [--apply]``.
 
-Layer: edge (parsing and printing; the work is ``ftmanifest.backup.prune``).
+Layer: edge (parsing and printing; the policy and the work are
+``ftmanifest.backup.prune``).
 The policy is the signed manifest's ``security.retention.backups`` (its
 experiment's backups only) or the ``--keep-*`` options (every backup of DIR,
 grouped by experiment and kind).  A dry run unless ``--apply``.  Exit 0
@@ -13,10 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from ftmanifest.cli._args import add_format_argument, trust_help
-from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, UsageError
+from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
 from ftmanifest.safe_text import escape
 
 _KEEPS = ("last", "hourly", "daily", "weekly", "monthly", "yearly")
@@ -71,78 +71,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _policy(args: argparse.Namespace) -> tuple[Any, str | None, dict[str, Any]]:
-    """``policy_of(kind)``, the experiment the policy covers, and the policy as data."""
-    from pydantic import ValidationError
-
-    from ftmanifest.backup.retention import policy_for
-    from ftmanifest.manifest.retention import KeepPolicy
-
-    given = {f"keep_{n}": getattr(args, f"keep_{n}") for n in (*_KEEPS, "within")}
-    given = {k: v for k, v in given.items() if v is not None}
-    if given and args.manifest:
-        raise UsageError(
-            "--keep-* options and --manifest do not go together",
-            field="--manifest",
-            hint="the manifest's policy, or the options, not both",
-        )
-    if given:
-        try:
-            policy = KeepPolicy(**given)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise UsageError(
-                f"bad retention option: {err['msg']}",
-                field="--" + str(err["loc"][0]).replace("_", "-"),
-                observed=str(err.get("input")),
-                hint="counts are whole numbers >= 1; durations look like 30d, 12h, 2w, 6m, 1y6m",
-            ) from None
-        return (lambda kind: policy), None, policy.model_dump(exclude_none=True)
-    if not args.manifest:
-        raise UsageError(
-            "no retention policy",
-            field="--manifest",
-            hint="pass --manifest M (security.retention.backups) or --keep-daily 7 and the like",
-        )
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.signing.verify import verify_manifest_signature
-
-    loaded = load_manifest(args.manifest)
-    # the policy decides what is deleted: only a trusted signer's policy counts
-    verify_manifest_signature(loaded.path, loaded.canonical(), trust_path=args.trust)
-    retention = loaded.manifest.security.retention.backups
-    if retention is None:
-        from ftmanifest.backup.errors import BackupRefusedError
-
-        raise BackupRefusedError(
-            "the manifest declares no backup retention policy; prune does not guess one",
-            path=str(args.manifest),
-            loc=("security", "retention", "backups"),
-            expected="keep rules such as {keep_daily: 7, keep_monthly: 6}",
-            observed="not set",
-            hint="set security.retention.backups in the manifest (and sign it again), "
-            "or pass --keep-last N / --keep-daily N ... for this run",
-        )
-    data = retention if isinstance(retention, str) else retention.model_dump(exclude_none=True)
-    return (
-        (lambda kind: policy_for(retention, kind)),
-        loaded.manifest.experiment.id,
-        {"manifest": str(args.manifest), "backups": data},
-    )
-
-
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.backup.prune import apply, plan
+    from ftmanifest.backup.prune import apply, plan, retention_policy
     from ftmanifest.errors import InputError, InputNotFoundError
 
-    policy_of, experiment, policy = _policy(args)
+    keeps = {f"keep_{n}": getattr(args, f"keep_{n}") for n in (*_KEEPS, "within")}
+    policy = retention_policy(keeps, args.manifest, trust_path=args.trust)
     if not args.folder.is_dir():
         if not args.folder.exists():
             raise InputNotFoundError("backup folder not found", path=str(args.folder))
         raise InputError("not a folder", path=str(args.folder), expected="the backups folder")
-    result = plan(args.folder, policy_of, experiment_id=experiment, trust_path=args.trust)
+    result = plan(args.folder, policy.policy_of, experiment_id=policy.experiment_id,
+                  trust_path=args.trust)  # fmt: skip
     if args.apply:
-        apply(args.folder, result, policy)
+        apply(args.folder, result, policy.as_data)
     code = EXIT_REFUSED if result.problems else EXIT_OK
     if args.format == "json":
         from ftmanifest.output import to_json
@@ -152,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
                 {
                     "folder": str(args.folder),
                     "applied": args.apply,
-                    "policy": policy,
+                    "policy": policy.as_data,
                     "decisions": [
                         {
                             "backup_id": d.item.backup_id,
