@@ -94,8 +94,12 @@ def judge_config(model: Any, folder: Path, manifest: Any, path: str) -> list[Fin
     return rows
 
 
-# Module attributes that are training state, not computation.
-STATE_ATTRIBUTES = frozenset({"training", "gradient_checkpointing", "name_or_path"})
+# Module attributes that are run-time state, not computation: the train/eval
+# switch, checkpointing, where it was loaded from, and a dynamic rope's cache
+# length (it grows with the longest sequence seen).
+STATE_ATTRIBUTES = frozenset(
+    {"training", "gradient_checkpointing", "name_or_path", "max_seq_len_cached"}
+)
 # Name segments wrappers insert between a module and its parent (peft, FSDP1,
 # activation checkpointing): the wrapped module is compared under the name
 # without them.

@@ -303,3 +303,20 @@ def test_a_declared_layer_replication_is_what_the_config_judge_expects(example: 
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(base), other).get_base_model()
     rows = judge_config(model, base, manifest, str(example))
     assert [r.field for r in rows] == ["model.config.num_hidden_layers"]
+
+
+def test_run_time_state_of_the_modules_is_not_a_difference(example: Path) -> None:
+    """Train/eval mode, checkpointing and a rope cache grown by a long sequence
+    are state, not another computation."""
+    from ftmanifest.integrations.model_config import judge_config
+    from ftmanifest.manifest import load_manifest
+
+    model, _ = load_pinned(example, tokenizer=False)
+    model.train()
+    model.gradient_checkpointing_enable()
+    model.model.rotary_emb.max_seq_len_cached = 10_000
+    manifest = load_manifest(example).manifest
+    assert judge_config(model, example.parent / "model", manifest, str(example)) == []
+    model.model.rotary_emb.attention_scaling = 2.0  # this one changes the logits
+    (row,) = judge_config(model, example.parent / "model", manifest, str(example))
+    assert row.field == "model.modules.model.rotary_emb"
