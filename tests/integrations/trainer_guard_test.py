@@ -50,6 +50,17 @@ def _weights(trainer: Trainer) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
 
 
+def refused(trainer: Trainer) -> DriftRefusedError:
+    """Train; the guard must refuse before any optimizer step (no weight moved)."""
+    before = _weights(trainer)
+    with pytest.raises(DriftRefusedError) as err:
+        trainer.train()
+    assert trainer.state.global_step == 0
+    after = _weights(trainer)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    return err.value
+
+
 def _flip_one_byte(path: Path) -> None:
     """Change one byte, keeping JSON lines parseable: a letter to upper case."""
     data = bytearray(path.read_bytes())

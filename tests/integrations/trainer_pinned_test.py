@@ -35,12 +35,12 @@ from ftmanifest.hfcache import SnapshotNotFoundError
 from ftmanifest.integrations.model_origin import ORIGIN_RULE, WEIGHTS_RULE, unwrap_model
 from ftmanifest.integrations.transformers import (
     RUN_RECORD,
-    DriftRefusedError,
     FtManifestCallback,
     load_pinned,
 )
 from ftmanifest.verify import verify_manifest
-from tests.integrations.trainer_guard_test import _weights, example, locked  # noqa: F401
+from tests.integrations.trainer_guard_test import example, locked  # noqa: F401
+from tests.integrations.trainer_guard_test import refused as _refused
 from tests.support.hubcache import build_hub_cache
 
 REPO = "org/tiny"
@@ -105,16 +105,6 @@ def _trainer(model: Any, tok: Any, manifest: Path, out: Path, **options: Any) ->
         manifest.parent, out, [guard], max_steps=STEPS, model=model, tokenizer=tok
     )
     return trainer
-
-
-def _refused(trainer: Trainer) -> DriftRefusedError:
-    before = _weights(trainer)
-    with pytest.raises(DriftRefusedError) as err:
-        trainer.train()
-    assert trainer.state.global_step == 0
-    after = _weights(trainer)
-    assert all(torch.equal(before[k], after[k]) for k in before)  # no optimizer step ran
-    return err.value
 
 
 def _record(out: Path) -> dict[str, Any]:

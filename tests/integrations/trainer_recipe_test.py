@@ -27,7 +27,7 @@ from ftmanifest.integrations.transformers import (
     load_pinned,
     training_arguments,
 )
-from tests.integrations.trainer_guard_test import _weights
+from tests.integrations.trainer_guard_test import _weights, refused
 
 QUIET = {"report_to": [], "save_strategy": "no", "disable_tqdm": True, "logging_strategy": "no"}
 
@@ -39,17 +39,6 @@ def _trainer(manifest: Path, out: Path, **kw: Any) -> tuple[Trainer, FtManifestC
 
 def own_args(manifest: Path, out: Path, **changes: Any) -> Any:
     return own_arguments(manifest, out, **changes)
-
-
-def refused(trainer: Trainer) -> DriftRefusedError:
-    """Train; the guard must refuse before any optimizer step."""
-    before = _weights(trainer)
-    with pytest.raises(DriftRefusedError) as err:
-        trainer.train()
-    assert trainer.state.global_step == 0
-    after = _weights(trainer)
-    assert all(torch.equal(before[k], after[k]) for k in before)
-    return err.value
 
 
 def fields(err: DriftRefusedError) -> set[str]:
