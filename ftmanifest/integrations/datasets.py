@@ -110,15 +110,10 @@ def load_pinned_dataset(
     builder options); the builder, files, split and cache come from the
     manifest.  Raises ``DataDigestError`` when the bytes are not the pinned ones.
     """
-    chosen = sorted(set(kwargs) & set(_CHOSEN_BY_THE_MANIFEST))
-    if chosen:
-        raise UsageError(
-            f"load_pinned_dataset chooses {', '.join(chosen)} from the manifest",
-            field=chosen[0],
-            expected="not given",
-            observed=", ".join(f"{k}={kwargs[k]!r}" for k in chosen),
-            hint="drop it; to load other data, pin it as a data entry and re-lock the manifest",
-        )
+    from ftmanifest.integrations.pinned import refuse_chosen
+
+    hint = "drop it; to load other data, pin it as a data entry and re-lock the manifest"
+    refuse_chosen(kwargs, _CHOSEN_BY_THE_MANIFEST, "load_pinned_dataset", hint)
     ctx = _Context.open(manifest_path, "train", allow_outside)
     names = [e.name for e in ctx.manifest.data]
     if name not in names:

@@ -23,6 +23,21 @@ SLICE_ELEMENTS = 1024
 _CHOSEN_BY_THE_MANIFEST = ("revision", "local_files_only", "cache_dir", "force_download")
 
 
+def refuse_chosen(
+    kwargs: dict[str, Any], chosen_here: tuple[str, ...], who: str, hint: str
+) -> None:
+    """``UsageError`` naming the keywords of ``kwargs`` that ``who`` takes from the manifest."""
+    chosen = sorted(set(kwargs) & set(chosen_here))
+    if chosen:
+        raise UsageError(
+            f"{who} chooses {', '.join(chosen)} from the manifest",
+            field=chosen[0],
+            expected="not given",
+            observed=", ".join(f"{k}={kwargs[k]!r}" for k in chosen),
+            hint=hint,
+        )
+
+
 def load_pinned(
     manifest_path: str | Path,
     model_cls: Any = None,
@@ -44,15 +59,8 @@ def load_pinned(
     """
     from ftmanifest.manifest import load_manifest
 
-    chosen = sorted(set(kwargs) & set(_CHOSEN_BY_THE_MANIFEST))
-    if chosen:
-        raise UsageError(
-            f"load_pinned chooses {', '.join(chosen)} from the manifest",
-            field=chosen[0],
-            expected="not given",
-            observed=", ".join(f"{k}={kwargs[k]!r}" for k in chosen),
-            hint="drop it; to load another revision, change and re-lock the manifest",
-        )
+    refuse_chosen(kwargs, _CHOSEN_BY_THE_MANIFEST, "load_pinned",
+                  "drop it; to load another revision, change and re-lock the manifest")  # fmt: skip
     path = Path(manifest_path)
     loaded = load_manifest(path)
     folder = pinned_snapshot(loaded.manifest.model, path, allow_outside=allow_outside).folder
