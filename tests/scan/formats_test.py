@@ -392,6 +392,21 @@ def test_wide_ranges_count_every_line_once(
     assert text.count("\n") + 2 in found
 
 
+def test_utf16_starting_with_nul_is_not_read_as_utf32(tmp_path: Path) -> None:
+    """FF FE 00 00 is UTF-32-LE's mark and UTF-16-LE's mark before U+0000: read as
+    UTF-32, the token after it was not found and nothing said not scanned."""
+    from ftmanifest.scan import scan_paths
+
+    path = tmp_path / "nul.txt"
+    path.write_bytes(_with_bom("\x00\n" + GHP + "\n", "utf-16-le"))
+    (row,) = scan_paths([path]).findings
+    assert (row.rule, row.line) == ("secret.github-pat", 2)
+    wide = tmp_path / "wide.txt"  # real UTF-32-LE keeps its reading
+    wide.write_bytes(_with_bom("x\n" + GHP + "\n", "utf-32-le"))
+    (row,) = scan_paths([wide]).findings
+    assert (row.rule, row.line, row.extra["encoding"]) == ("secret.github-pat", 2, "utf-32-le")
+
+
 def test_bomless_utf16_is_guessed_and_binary_stays_binary() -> None:
     from ftmanifest.scan.text.encodings import detect
 

@@ -2,7 +2,9 @@
 
 Layer: edge helper of the text readers (reads bytes from an open file).  A
 file starting with a byte-order mark is UTF-16 or UTF-32 (LE or BE; the
-UTF-32-LE mark ``FF FE 00 00`` is checked before UTF-16-LE's ``FF FE``).
+UTF-32-LE mark ``FF FE 00 00`` is checked before UTF-16-LE's ``FF FE``, and
+believed only when the head decodes as UTF-32: UTF-16-LE text that starts
+with U+0000 has the same four bytes).
 Without a mark, a head whose every other byte is NUL (>= 90 % of the code
 units ASCII, in 2-byte units) is guessed as UTF-16 of that byte order: that
 is what Windows tools write for mostly-English text, and decoding it is
@@ -47,8 +49,20 @@ def detect(head: bytes) -> Encoding | None:
     """The wide encoding of a file from its first bytes; None for byte text."""
     for bom, codec, unit in _BOMS:
         if head.startswith(bom):
+            if codec == "utf-32-le" and not _utf32_le(head[len(bom) :]):
+                # FF FE 00 00 is also UTF-16-LE's mark followed by U+0000: UTF-32 is
+                # believed only when the head decodes as UTF-32 (UTF-16 letters never do)
+                return Encoding("utf-16-le", 2, len(codecs.BOM_UTF16_LE))
             return Encoding(codec, unit, len(bom))
     return guess_bomless(head)
+
+
+def _utf32_le(data: bytes) -> bool:
+    try:
+        data[: len(data) - len(data) % 4].decode("utf-32-le")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def guess_bomless(head: bytes) -> Encoding | None:
