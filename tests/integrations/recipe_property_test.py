@@ -12,6 +12,7 @@ time in ``trainer_recipe_test.py``.
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ SLOW = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 
 
 def _floats(low: float, high: float) -> st.SearchStrategy[float]:
-    return st.floats(low, high, allow_nan=False, allow_infinity=False)
+    return st.floats(low, high, allow_nan=False, allow_infinity=False, allow_subnormal=False)
 
 
 @st.composite
@@ -104,7 +105,8 @@ def _changed(name: str, value: Any, draw: st.DrawFn) -> Any:
         return draw(st.integers(1, 4096).filter(lambda v: v != value))
     if isinstance(value, float):
         scale = draw(st.sampled_from((0.5, 2.0, 10.0, 1.001)))
-        return value * scale if value else draw(_floats(1e-6, 1.0))
+        new = value * scale if value else draw(_floats(1e-6, 1.0))
+        return new if not math.isclose(new, value, rel_tol=1e-6) else value + 1.0
     if name == "optim":
         return draw(st.sampled_from([o for o in OPTIMIZERS if o != value]))
     if name == "lr_scheduler_type":
