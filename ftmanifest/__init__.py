@@ -7,9 +7,9 @@ function-level ones too):
 
 1. pure core - errors, location, findings, safe_text, output, checks, manifest,
    lint, lint_report: plain data in, findings out, no I/O beyond reading a file;
-2. file access - fsutil, counts, sqlite_store, statcache, progress, hashing,
-   untrusted, hfcache, snapshot, recordio, wire: reading, hashing, atomic
-   writes, caches;
+2. file access - fsutil, counts, sqlite_store, statcache, held, progress,
+   hashing, untrusted, hfcache, snapshot, recordio, wire: reading, hashing,
+   atomic writes, caches;
 3. probes and runtime - probe, seeding, supervise: what this machine is;
 4. signing - keys, trust, envelopes;
 5. judging rooms - scan, ledger, adapter, verify, preflight, data, results,

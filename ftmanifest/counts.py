@@ -271,10 +271,18 @@ def count_file(path: str | os.PathLike[str], fmt: str) -> int | None:
         return None
     p = Path(path)
     with open_regular(p, _count_error) as f:
-        try:
-            return _count_open(f, kind)
-        except (OSError, ValueError) as exc:  # JSONDecodeError, pyarrow's ArrowInvalid
-            raise _count_error(p, str(exc)) from exc
+        return count_stream(f, p, kind)
+
+
+def count_stream(f: io.BufferedReader | io.FileIO, path: Path, fmt: str) -> int | None:
+    """Records in the open file ``f`` (read from its start), named ``path`` in errors."""
+    kind = fmt.lower()
+    if cache_key(kind) is None:
+        return None
+    try:
+        return _count_open(f, kind)
+    except (OSError, ValueError) as exc:  # JSONDecodeError, pyarrow's ArrowInvalid
+        raise _count_error(path, str(exc)) from exc
 
 
 def open_regular(path: Path, error: Callable[[Path, str], InputError]) -> io.FileIO:
@@ -300,11 +308,11 @@ def open_regular(path: Path, error: Callable[[Path, str], InputError]) -> io.Fil
         raise
 
 
-def _count_open(f: io.FileIO, kind: str) -> int:
+def _count_open(f: io.BufferedReader | io.FileIO, kind: str) -> int:
     if kind == "json":
         import json
 
-        data = json.loads(f.readall())
+        data = json.loads(f.read())
         return len(data) if isinstance(data, list) else 1
     if kind == "parquet":
         import pyarrow.parquet as pq

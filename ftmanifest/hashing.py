@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeAlias
 
-from ftmanifest import counts
+from ftmanifest import counts, held
 from ftmanifest.counts import Counter, RecordCountError
 from ftmanifest.errors import FtManifestError, InputError, InputNotFoundError
 from ftmanifest.progress import ProgressSink
@@ -310,15 +310,22 @@ def _hash_all(
     cancel = threading.Event()
     n = min(workers or default_workers(len(todo)), len(todo))
     overlap = 2 * n <= _cpus()  # a spare CPU per worker for a helper thread
+    keeper = held.current()  # read here: pool threads do not see this context
 
     def attempt(job: _Job) -> _Outcome:
         try:
-            hashed = _hash_one(job.path, job.fmt, progress, cancel, overlap)
+            hashed, fd = _hash_one(job.path, job.fmt, progress, cancel, overlap)
+        except FtManifestError as exc:
+            return exc
+        try:
             if job.fmt and hashed.digest.records is None:
-                hashed = _count_after(job, hashed, cache)
+                hashed = _count_after(job, hashed, cache, fd)
             return hashed
         except FtManifestError as exc:
             return exc
+        finally:
+            if keeper is None or not keeper.keep(job.abspath, fd, hashed.key):
+                os.close(fd)
 
     def record(job: _Job, outcome: _Outcome) -> None:
         if isinstance(outcome, FtManifestError):
@@ -352,17 +359,37 @@ def _hash_one(
     progress: ProgressSink | None,
     cancel: threading.Event,
     overlap: bool,
-) -> _Hashed:
-    """Read and digest one file, counting its records when ``fmt`` can stream."""
+) -> tuple[_Hashed, int]:
+    """Read and digest one file, counting its records when ``fmt`` can stream.
+
+    Returns the digest and the open descriptor, which the caller closes (or
+    keeps: ``ftmanifest.held``); on an error the descriptor is closed here.
+    """
     hashed_at = time.time_ns()
     counter = counts.counter_for(fmt) if fmt else None
     try:
         fd = os.open(path, _OPEN_FLAGS)  # O_NONBLOCK: a FIFO swapped in cannot hang us
     except OSError as exc:
         raise _os_error(path, exc) from exc
+    try:
+        return _digest_open(path, fd, counter, progress, cancel, overlap, hashed_at), fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _digest_open(
+    path: Path,
+    fd: int,
+    counter: Counter | None,
+    progress: ProgressSink | None,
+    cancel: threading.Event,
+    overlap: bool,
+    hashed_at: int,
+) -> _Hashed:
     h = hashlib.new(ALGORITHM)
     try:
-        with io.FileIO(fd, "rb", closefd=True) as f:
+        with io.FileIO(fd, "rb", closefd=False) as f:
             before = os.fstat(fd)
             if not stat.S_ISREG(before.st_mode):
                 raise _not_regular(path, before.st_mode)
@@ -474,27 +501,26 @@ class _Hasher:
         self._thread.join()
 
 
-def _count_after(job: _Job, hashed: _Hashed, cache: StatCache | None) -> _Hashed:
-    """Count a json or parquet file: a second read, trusted only if the stat held still."""
+def _count_after(job: _Job, hashed: _Hashed, cache: StatCache | None, fd: int) -> _Hashed:
+    """Count a json or parquet file: a second read of the descriptor that was hashed,
+    trusted only if its stat held still."""
     assert job.fmt is not None
-    fd = hashed.digest
-    known = cache.lookup_records([(fd.digest, _kind(job.fmt))]) if cache is not None else {}
-    n = known.get((fd.digest, _kind(job.fmt)))
+    digest = hashed.digest
+    known = cache.lookup_records([(digest.digest, _kind(job.fmt))]) if cache is not None else {}
+    n = known.get((digest.digest, _kind(job.fmt)))
     if n is None:
         try:
-            n = counts.count_file(job.path, job.fmt)
+            n = counts.count_stream(held.reader(fd, str(job.path)), job.path, job.fmt)
         except RecordCountError as exc:
-            exc.digest = fd
+            exc.digest = digest
             raise
-        except InputNotFoundError as exc:
-            raise _changed(job.path, "the file was removed while it was counted") from exc
         try:
-            now = StatKey.of(os.stat(job.path))
+            now = StatKey.of(os.fstat(fd))
         except OSError as exc:
-            raise _changed(job.path, "the file was removed while it was counted") from exc
+            raise _changed(job.path, "the file could not be read again to count it") from exc
         if now != hashed.key:
             raise _changed(job.path, "the file changed between hashing and counting")
-    return hashed._replace(digest=FileDigest(fd.digest, fd.size, n), same_read=False)
+    return hashed._replace(digest=FileDigest(digest.digest, digest.size, n), same_read=False)
 
 
 def _os_error(path: Path, exc: OSError) -> FtManifestError:

@@ -15,6 +15,7 @@ import os
 import stat
 from pathlib import Path
 
+from ftmanifest import held
 from ftmanifest.errors import FileTooLargeError, NotRegularFileError
 
 MiB = 1 << 20
@@ -36,22 +37,11 @@ def read_untrusted(path: Path, *, limit: int, what: str, hint: str) -> bytes:
 
     Opens with O_NONBLOCK so a FIFO cannot block the open, then refuses by
     ``fstat`` whatever is not a regular file.  ``FileNotFoundError`` passes
-    through for the caller to word.
+    through for the caller to word.  Inside ``verify`` a file it hashed is
+    read from the descriptor hashing kept (``ftmanifest.held``).
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except IsADirectoryError:  # pragma: no cover - Linux opens folders read-only
-        fd = -1
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            raise FileNotFoundError(exc.errno, exc.strerror, str(path)) from None
-        raise NotRegularFileError(
-            f"cannot open the {what}: {exc.strerror}",
-            path=str(path),
-            expected="a readable regular file",
-            observed=exc.strerror,
-            hint=hint,
-        ) from None
+    kept = held.kept(path)
+    fd = kept if kept is not None else _open(path, what, hint)
     try:
         mode = os.fstat(fd).st_mode if fd >= 0 else stat.S_IFDIR
         if not stat.S_ISREG(mode):
@@ -66,7 +56,9 @@ def read_untrusted(path: Path, *, limit: int, what: str, hint: str) -> bytes:
         chunks: list[bytes] = []
         total = 0
         while size <= limit and total <= limit:
-            chunk = os.read(fd, min(limit + 1 - total, MiB))
+            chunk = os.pread(
+                fd, min(limit + 1 - total, MiB), total
+            )  # a kept fd's offset is not ours
             if not chunk:
                 break
             chunks.append(chunk)
@@ -81,5 +73,22 @@ def read_untrusted(path: Path, *, limit: int, what: str, hint: str) -> bytes:
             )
         return b"".join(chunks)
     finally:
-        if fd >= 0:
+        if fd >= 0 and kept is None:
             os.close(fd)
+
+
+def _open(path: Path, what: str, hint: str) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except IsADirectoryError:  # pragma: no cover - Linux opens folders read-only
+        return -1
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise FileNotFoundError(exc.errno, exc.strerror, str(path)) from None
+        raise NotRegularFileError(
+            f"cannot open the {what}: {exc.strerror}",
+            path=str(path),
+            expected="a readable regular file",
+            observed=exc.strerror,
+            hint=hint,
+        ) from None

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ftmanifest import held
 from ftmanifest.errors import InputError, InputNotFoundError
 from ftmanifest.hashing import CHUNK_SIZE, FileChangedError, UnreadableFileError, default_workers
 from ftmanifest.scan.artifacts.safetensors import (
@@ -164,6 +165,10 @@ def _header_from(fh: Any, path: Path, size: int) -> Header:
 def read_header(path: str | os.PathLike[str]) -> Header:
     """The checked header of one safetensors file; raises ``SafetensorsError``."""
     p = Path(path)
+    kept = held.kept(p)  # inside verify: the descriptor hashing read (``ftmanifest.held``)
+    if kept is not None:
+        with held.reader(kept, str(p)) as fh:
+            return _header_from(fh, p, os.fstat(kept).st_size)
     fd, st = _open(p)
     with os.fdopen(fd, "rb") as fh:
         return _header_from(fh, p, st.st_size)

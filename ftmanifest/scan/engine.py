@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from ftmanifest import held
 from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.scan.artifacts.binary import BINARY_FORMATS, scan_binary
 from ftmanifest.scan.artifacts.sniff import detect_format
@@ -176,7 +177,14 @@ def _run_text(files: list[tuple[Path, int]], opts: ScanOptions, jobs: int) -> li
         if fork:  # compile once here; forked workers inherit the database
             matcher(opts.secrets, opts.pii, opts.engine)
         ctx = multiprocessing.get_context("fork" if fork else "spawn")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=ctx) as pool:
+        kept = held.current()  # a forked worker inherits the descriptors verify kept
+        inherit = kept.descriptors() if fork and kept is not None else {}
+        with ProcessPoolExecutor(
+            max_workers=min(jobs, len(tasks)),
+            mp_context=ctx,
+            initializer=held.adopt,
+            initargs=(inherit,),
+        ) as pool:
             futures = [pool.submit(_scan_range, str(p), s, e, opts) for p, s, e in tasks]
             outs = [f.result() for f in futures]
     else:

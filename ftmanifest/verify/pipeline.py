@@ -8,11 +8,13 @@ the exit code.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ftmanifest import held
 from ftmanifest.errors import RefusedError
 from ftmanifest.findings import Finding
 from ftmanifest.probe.git import one_observation
@@ -102,7 +104,89 @@ def verify_manifest(
     """Compare the manifest at ``path`` with everything here; never raises on drift.
 
     ``hasher``: hashes the model, data and pinned files (``observe``'s keyword).
+    Each file hashed here is opened once: the scan and the header checks read
+    the descriptor hashing kept (``ftmanifest.held``), and a file that changed
+    under its path before the verdict is a ``drift.moved`` row.
     """
+    with held.holding() as kept:
+        report = _verify(
+            path,
+            signature=signature,
+            trust_path=trust_path,
+            threshold=threshold,
+            accept=accept,
+            use_cache=use_cache,
+            code_dir=code_dir,
+            allow_outside=allow_outside,
+            scan=scan,
+            ledger=ledger,
+            hasher=hasher,
+        )
+        moved = moved_rows(kept, report)
+    if moved:
+        report.findings = moved + report.findings
+    return report
+
+
+def moved_rows(kept: held.Held, report: VerifyReport) -> list[Finding]:
+    """One error row for each file kept open that changed or was replaced under its path."""
+    changes = kept.moved()
+    if not changes:
+        return []
+    manifest_path = report.manifest_path
+    base = manifest_path.parent
+    owners = _owners(report.loaded.manifest, base) if report.loaded is not None else []
+    rows = []
+    for name, how in changes:
+        loc = next((loc for top, loc in owners if _under(name, top)), ("files",))
+        rel = os.path.relpath(name, base) if _under(name, str(base)) else name
+        rows.append(
+            Finding.at(
+                loc,
+                kind="drift",
+                rule="drift.moved",
+                message=f"{rel} changed while verify read it; the verdict is not about it",
+                path=rel,
+                expected="the file as it was hashed",
+                observed=how,
+                hint="wait until whatever writes the folder has finished, then verify again",
+            )
+        )
+    return rows
+
+
+def _under(name: str, top: str) -> bool:
+    return name == top or name.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _owners(manifest: Any, base: Path) -> list[tuple[str, tuple[str | int, ...]]]:
+    """(absolute path, field) of everything verify hashes, most specific first."""
+    from ftmanifest.manifest.pinned import pinned_files
+
+    out: list[tuple[str, tuple[str | int, ...]]] = []
+    for loc, rel, _digest in pinned_files(manifest):
+        out.append((os.path.abspath(base / rel), loc))
+    for i, entry in enumerate(manifest.data):
+        out.append((os.path.abspath(base / entry.path), ("data", i, "path")))
+    if manifest.model.path is not None:
+        out.append((os.path.abspath(base / manifest.model.path), ("model", "path")))
+    return sorted(out, key=lambda row: -len(row[0]))
+
+
+def _verify(
+    path: str | Path,
+    *,
+    signature: bool,
+    trust_path: Path | None,
+    threshold: int,
+    accept: Mapping[str, str] | None,
+    use_cache: bool,
+    code_dir: Path | None,
+    allow_outside: bool,
+    scan: bool,
+    ledger: Path | str | None,
+    hasher: Hasher | None,
+) -> VerifyReport:
     from ftmanifest.manifest import load_manifest
     from ftmanifest.verify.drift import compare
     from ftmanifest.verify.environment import observed_environment

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 from ftmanifest.findings import Finding
+from ftmanifest.held import open_binary
 from ftmanifest.scan.artifacts import npy as npy_header
 from ftmanifest.scan.artifacts.compressed import (
     MAX_INFLATED,
@@ -90,7 +91,7 @@ def scan_binary(
         if fmt == "tar" or (fmt == "binary" and torch_archive.is_tar(path)):
             return out + torch_archive.scan_tar(ctx)
         kind = {"pickle": "pickle", "torch-legacy": "torch-legacy", "npy": "npy"}.get(fmt)
-        return out + ctx.content(lambda: open(path, "rb"), None, kind=kind)
+        return out + ctx.content(lambda: open_binary(path), None, kind=kind)
     except OSError as exc:
         why = f"cannot read file: {exc.strerror or exc}"
         return [part_not_scanned(str(path), why, rule="scan.unreadable")]

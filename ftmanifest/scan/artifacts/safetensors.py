@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.findings import Finding
+from ftmanifest.held import open_binary
 from ftmanifest.manifest.jsonkeys import unique_keys
 from ftmanifest.scan.unscanned import part_not_scanned
 
@@ -101,7 +102,7 @@ def check_safetensors(
         )
 
     try:
-        with open(path, "rb") as fh:
+        with open_binary(path) as fh:
             size = fh.seek(0, 2)
             fh.seek(0)
             prefix = fh.read(8)

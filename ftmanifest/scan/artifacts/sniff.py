@@ -21,6 +21,7 @@ import zipfile
 from pathlib import Path
 from typing import IO
 
+from ftmanifest.held import open_binary
 from ftmanifest.scan.artifacts.pickle_sequence import TORCH_MAGIC, sniff_pickle
 
 __all__ = ["HEAD", "TORCH_MAGIC", "detect_format"]
@@ -31,7 +32,7 @@ _TEXT_CONTROLS = frozenset(b"\t\n\r\f\v\x1b")
 
 def detect_format(path: Path) -> str:
     """The format of ``path`` from its content; see the module docstring."""
-    with open(path, "rb") as fh:
+    with open_binary(path) as fh:
         head = fh.read(HEAD)
         if not head:
             return "empty"
@@ -41,7 +42,7 @@ def detect_format(path: Path) -> str:
         if head.startswith(b"\x93NUMPY"):
             return "npy"
         if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
-            return _zip_kind(path)
+            return _zip_kind(fh)
         if head.startswith(b"\x1f\x8b"):
             return "gzip"
         if head.startswith(b"PAR1"):
@@ -69,9 +70,9 @@ def _is_safetensors(head: bytes) -> bool:
     return n >= 2 and head[5:8] == b"\0\0\0"
 
 
-def _zip_kind(path: Path) -> str:
+def _zip_kind(fh: IO[bytes]) -> str:
     try:
-        with zipfile.ZipFile(path) as zf:
+        with zipfile.ZipFile(fh) as zf:  # leaves fh open: the caller's
             names = zf.namelist()
     except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, LookupError):
         return "zip"  # judged by the zip scanner, which reports what it cannot read

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from ftmanifest.findings import Finding
+from ftmanifest.held import open_binary
 from ftmanifest.scan.artifacts.pickle_ops import CHUNK, Import
 from ftmanifest.scan.unscanned import malformed
 
@@ -47,12 +48,14 @@ def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
     from ftmanifest.scan.unscanned import part_not_scanned
 
     where = ctx.where
+    raw = open_binary(ctx.path)  # one reader: zipfile seeks before each read it makes
     try:
-        zf = zipfile.ZipFile(ctx.path)
+        zf = zipfile.ZipFile(raw)
     except (*_ZIP_ERRORS, LookupError) as exc:  # e.g. "zip file version 6.4"
+        raw.close()
         return [malformed(where, "zip.unreadable", f"cannot open archive: {exc}")]
     out: list[Finding] = []
-    with zf, open(ctx.path, "rb") as raw:
+    with raw, zf:
         # not ZipInfo.is_dir(): it indexes filename[-1] and raises on an empty name
         infos = [i for i in zf.infolist() if not i.filename.endswith("/")]
         for name, n in Counter(i.filename for i in infos).items():
@@ -146,7 +149,7 @@ def _zip64_sizes(extra: bytes, usize: int, csize: int) -> tuple[int, int]:
 
 
 def is_tar(path: Path) -> bool:
-    with open(path, "rb") as fh:
+    with open_binary(path) as fh:
         block = fh.read(512)
     return len(block) == 512 and block[257:262] == b"ustar"
 
@@ -156,7 +159,7 @@ def scan_tar(ctx: Ctx) -> list[Finding]:
 
     out: list[Finding] = []
     try:
-        with tarfile.open(ctx.path, mode="r:") as tar:
+        with open_binary(ctx.path) as raw, tarfile.open(fileobj=raw, mode="r:") as tar:
             members = [m for m in tar.getmembers() if m.isfile()]
             for name, n in Counter(m.name for m in members).items():
                 if n > 1:

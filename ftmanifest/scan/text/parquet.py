@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.findings import Finding
+from ftmanifest.held import open_binary
 from ftmanifest.scan.text.text import scan_buffer
 from ftmanifest.scan.unscanned import not_scanned
 
@@ -32,13 +33,25 @@ _SKIP_META = frozenset({b"ARROW:schema"})  # the serialized schema, scanned as t
 
 def scan_parquet(path: Path, secrets: bool, pii: bool, engine: str | None) -> list[Finding]:
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow.parquet  # noqa: F401  (imported again where it is used)
     except ImportError:
         return [not_scanned(path, "Parquet needs pyarrow", "pip install pyarrow")]
     scan = _Scan(path, secrets, pii, engine)
     try:
-        pf = pq.ParquetFile(path)
+        fh = open_binary(path)  # the bytes verify hashed, when it kept them (``held``)
+    except OSError as exc:
+        return [not_scanned(path, f"Parquet unreadable ({exc.strerror or exc})")]
+    with fh:
+        return _scan_file(scan, fh)
+
+
+def _scan_file(scan: _Scan, fh: Any) -> list[Finding]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = scan.path
+    try:
+        pf = pq.ParquetFile(fh)
         scan.schema(pf.schema_arrow)
     except (OSError, pa.ArrowException, ValueError) as exc:
         return [*scan.out, not_scanned(path, f"Parquet unreadable ({exc})")]

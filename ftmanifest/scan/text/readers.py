@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ftmanifest.findings import Finding
+from ftmanifest.held import open_binary
 from ftmanifest.scan.text import encodings, json_strings
 from ftmanifest.scan.text.parquet import scan_parquet
 from ftmanifest.scan.text.text import scan_buffer
@@ -40,7 +41,7 @@ def looks_text(head: bytes) -> bool:
 
 def sniff(path: Path) -> str:
     """Fallback format sniffing (``scan.sniff`` is authoritative when present)."""
-    with path.open("rb") as fh:
+    with open_binary(path) as fh:
         head = fh.read(_SNIFF)
     if not head:
         return "empty"
@@ -157,7 +158,7 @@ def scan_text_range(
     the range's start are kept, so each is reported by exactly one range.
     """
     size = path.stat().st_size
-    with path.open("rb") as fh:
+    with open_binary(path) as fh:
         enc = encodings.detect(fh.read(encodings.GUESS_BYTES))
         if enc is not None:
             return _scan_wide_range(fh, path, start, end, size, enc, secrets, pii, engine)
@@ -202,7 +203,7 @@ def _scan_wide_range(
 
 def scan_gzip(path: Path, secrets: bool, pii: bool, engine: str | None) -> list[Finding]:
     try:
-        with gzip.open(path, "rb") as fh:
+        with open_binary(path) as raw, gzip.GzipFile(fileobj=raw, mode="rb") as fh:
             if not looks_text(fh.peek(_SNIFF)[:_SNIFF]):
                 return [not_scanned(path, "gzip content is not text")]
             found, _ = _scan_stream(fh.read, path, secrets=secrets, pii=pii, engine=engine)
