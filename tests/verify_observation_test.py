@@ -60,3 +60,26 @@ def test_outside_an_observation_nothing_is_remembered(tmp_path: Path) -> None:
     assert repository_root(folder) == folder.resolve() != first
     with one_observation():  # a new observation asks again
         assert repository_root(folder) == folder.resolve()
+
+
+def test_a_signed_verify_canonicalises_the_manifest_once(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The digest, the signed payload and the report share one RFC 8785 form."""
+    import sys
+
+    from ftmanifest.manifest import canonical
+
+    _trusted(project)
+    real, manifests = canonical.canonical_json, []
+
+    def counting(value: Any) -> bytes:
+        if isinstance(value, dict) and {"ftmanifest", "experiment"} <= value.keys():
+            manifests.append(value)
+        return real(value)
+
+    for module in list(sys.modules.values()):  # every module that imported it by name
+        if getattr(module, "canonical_json", None) is real:
+            monkeypatch.setattr(module, "canonical_json", counting)
+    assert main(["verify", str(project)]) == 0, capsys.readouterr()
+    assert len(manifests) == 1

@@ -108,20 +108,27 @@ class LoadedManifest:
         self.path = path
         self.document = document
         self.manifest = manifest
+        self._canonical: bytes | None = None
 
     def canonical(self) -> dict[str, Any]:
-        """The JSON data whose RFC 8785 form is digested and signed.
+        """The JSON data whose RFC 8785 form is digested and signed (a fresh copy)."""
+        import json
+
+        data: dict[str, Any] = json.loads(self.canonical_bytes())
+        return data
+
+    def canonical_bytes(self) -> bytes:
+        """The RFC 8785 form, computed once: the model is not changed after loading.
 
         Only what the file states (``exclude_unset``): a later ftmanifest
         that adds a field with a default does not change old digests.
         """
-        data: dict[str, Any] = self.manifest.model_dump(mode="json", exclude_unset=True)
-        return data
+        if self._canonical is None:
+            from ftmanifest.manifest.canonical import canonical_json
 
-    def canonical_bytes(self) -> bytes:
-        from ftmanifest.manifest.canonical import canonical_json
-
-        return canonical_json(self.canonical())
+            data = self.manifest.model_dump(mode="json", exclude_unset=True)
+            self._canonical = canonical_json(data)
+        return self._canonical
 
     def digest(self) -> str:
         from ftmanifest.manifest.canonical import sha256_digest

@@ -63,13 +63,14 @@ def build_statement(subject_name: str, canonical: dict[str, Any]) -> dict[str, A
     }
 
 
-def statement_payload(subject_name: str, canonical: dict[str, Any]) -> bytes:
+def statement_payload(subject_name: str, canonical: dict[str, Any] | bytes) -> bytes:
     """The exact payload bytes that get signed, canonicalising the manifest once.
 
     Equal to ``attest.sign_statement([manifest_subject(...)], PREDICATE_TYPE,
-    canonical, key).payload``.
+    canonical, key).payload``.  ``canonical``: the manifest's data, or its
+    RFC 8785 bytes when the caller has them (``LoadedManifest.canonical_bytes``).
     """
-    predicate = canonical_json(canonical)
+    predicate = canonical if isinstance(canonical, bytes) else canonical_json(canonical)
     subject = Subject(subject_name, {"sha256": hashlib.sha256(predicate).hexdigest()})
     return encode_statement([subject], PREDICATE_TYPE, predicate)
 

@@ -10,6 +10,7 @@ Each failure raises its own error class.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -134,13 +135,16 @@ def _diff(a: Any, b: Any, where: str = "") -> list[str]:
 
 def verify_manifest_signature(
     manifest_path: Path,
-    canonical: dict[str, Any],
+    canonical: dict[str, Any] | bytes,
     *,
     trust_path: Path | None = None,
     threshold: int = 1,
     now: datetime | None = None,
 ) -> SignatureReport:
-    """Verify ``manifest_path``'s envelope; return the report or raise a signing error."""
+    """Verify ``manifest_path``'s envelope; return the report or raise a signing error.
+
+    ``canonical``: the manifest's canonical data, or its RFC 8785 bytes.
+    """
     if threshold < 1:
         raise UsageError("--threshold must be at least 1", observed=str(threshold))
     env_path, envelope = read_envelope(manifest_path)
@@ -158,7 +162,8 @@ def verify_manifest_signature(
     statement = manifest_statement(verified.statement, str(env_path))
     disk_payload = statement_payload(manifest_path.name, canonical)
     if envelope.payload != disk_payload:  # fast path: one canonicalisation when all is well
-        _explain_difference(statement, manifest_path, env_path, canonical)
+        data = json.loads(canonical) if isinstance(canonical, bytes) else canonical
+        _explain_difference(statement, manifest_path, env_path, data)
     return SignatureReport(
         manifest_path=manifest_path,
         envelope_path=env_path,

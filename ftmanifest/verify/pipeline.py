@@ -230,7 +230,7 @@ def _verify(
     sig_report = None
     if signature:
         sig_report, sig_row = _check_signature(
-            manifest_path, loaded.canonical(), trust_path, threshold
+            manifest_path, loaded.canonical_bytes(), trust_path, threshold
         )
         if sig_row is not None:
             findings.insert(0, sig_row)
@@ -353,7 +353,7 @@ def _model_folder(
 
 
 def _check_signature(
-    manifest_path: Path, canonical: dict[str, Any], trust_path: Path | None, threshold: int
+    manifest_path: Path, canonical: bytes, trust_path: Path | None, threshold: int
 ) -> tuple[Any, Finding | None]:
     from ftmanifest.signing import verify_manifest_signature
     from ftmanifest.signing.errors import SignatureRefusedError
