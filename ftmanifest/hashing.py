@@ -49,11 +49,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeAlias
 
-from ftmanifest import counts, held
+from ftmanifest import counts, held, statcache
 from ftmanifest.counts import Counter, RecordCountError
 from ftmanifest.errors import FtManifestError, InputError, InputNotFoundError
 from ftmanifest.progress import ProgressSink
-from ftmanifest.statcache import RACY_NS, StatCache, StatKey, is_racy
+from ftmanifest.statcache import StatCache, StatKey, is_racy
 
 ALGORITHM = "sha256"
 CHUNK_SIZE = 1 << 20  # 1 MiB: measured as fast as 4 MiB and less memory per worker
@@ -285,14 +285,14 @@ def _hash_settled(
     workers: int | None,
 ) -> list[_Job]:
     """Hash the files that are not racy; return the racy ones once they no longer are."""
-    now = time.time_ns()
-    racy = [job for job in todo if _changed_at(job.st) >= now - RACY_NS]
-    ready = [job for job in todo if _changed_at(job.st) < now - RACY_NS]
+    now, window = time.time_ns(), statcache.RACY_NS
+    racy = [job for job in todo if _changed_at(job.st) >= now - window]
+    ready = [job for job in todo if _changed_at(job.st) < now - window]
     _hash_all(ready, results, cache, progress, workers)
     if racy:
         # +1 ms: the clock a file is stamped with may run a tick behind time.time_ns().
-        until = max(_changed_at(job.st) for job in racy) + RACY_NS + 1_000_000
-        wait_ns = min(until - time.time_ns(), RACY_NS + 1_000_000)  # a future mtime: give up
+        until = max(_changed_at(job.st) for job in racy) + window + 1_000_000
+        wait_ns = min(until - time.time_ns(), window + 1_000_000)  # a future mtime: give up
         if wait_ns > 0:
             time.sleep(wait_ns / 1e9)
     return racy

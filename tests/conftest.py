@@ -45,25 +45,42 @@ def _torch_determinism_restored() -> Any:
     torch.use_deterministic_algorithms(mode)
 
 
+# The stat cache's racy window in this test process.  The tool's 2 s covers FAT's
+# 2-second timestamps; the file systems tests write to stamp files to the kernel's
+# clock tick (at most 10 ms), so 0.2 s is still twenty ticks.  Without this, every
+# `lock` of freshly written files sleeps 2 s to settle them (about a fifth of the
+# suite's time).  CLI subprocesses keep the tool's own window.
+TEST_RACY_NS = 200_000_000
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Keep every test (and the CLI subprocesses it starts) out of the user's caches."""
     import tempfile
 
+    from ftmanifest import statcache
+
     os.environ["FTMANIFEST_CACHE_DIR"] = tempfile.mkdtemp(prefix="ftm-test-cache-")
+    statcache.RACY_NS = TEST_RACY_NS
 
 
-def settle(*paths: Path) -> None:
+TOOL_RACY_NS = 2_000_000_000  # the window of a CLI subprocess (statcache.RACY_NS)
+
+
+def settle(*paths: Path, window_ns: int | None = None) -> None:
     """Sleep until no file in ``paths`` is racy for the stat cache any more.
 
-    Changed (mtime *or* ctime) within ``RACY_NS`` of hashing, a file is not
-    cached; ctime cannot be put back, so a test that needs cache hits waits.
+    Changed (mtime *or* ctime) within the racy window of hashing, a file is
+    not cached; ctime cannot be put back, so a test that needs cache hits
+    waits.  ``window_ns``: this process's window by default; ``TOOL_RACY_NS``
+    when the files are hashed by a CLI subprocess.
     """
     import time
 
-    from ftmanifest.statcache import RACY_NS
+    from ftmanifest import statcache
 
+    window = statcache.RACY_NS if window_ns is None else window_ns
     changed = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in paths)
-    wait = changed + RACY_NS + 5_000_000 - time.time_ns()
+    wait = changed + window + 5_000_000 - time.time_ns()
     if wait > 0:
         time.sleep(wait / 1e9)
 

@@ -24,7 +24,7 @@ from ftmanifest.statcache import (
     _i64,
     cache_dir,
 )
-from tests.conftest import CLF, settle
+from tests.conftest import CLF, TOOL_RACY_NS, settle
 
 HOUR_NS = 3600 * 10**9
 REPO = Path(__file__).resolve().parents[1]
@@ -173,6 +173,7 @@ print(json.dumps({str(k): v.digest for k, v in out.items()}), cache.enabled)
 
 def test_two_processes_share_one_cache(tmp_path: Path) -> None:
     paths = old_files(tmp_path / "d", 3000, size=16)
+    settle(*paths, window_ns=TOOL_RACY_NS)  # the children hash with the tool's window
     folder = tmp_path / "c"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     args = [sys.executable, "-c", _CHILD, str(folder), *map(str, paths)]
@@ -292,3 +293,13 @@ def test_first_verify_after_lock_reads_no_bytes_of_files_that_were_not_racy(
     reads.clear()
     verify_manifest(manifest, signature=False, scan=False)
     assert reads == []
+
+
+def test_the_tool_keeps_its_two_second_racy_window() -> None:
+    """The suite narrows the window in its own process (tests/conftest.py); the tool's is 2 s."""
+    import subprocess
+    import sys
+
+    code = "from ftmanifest.statcache import RACY_NS; print(RACY_NS)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(out.stdout) == TOOL_RACY_NS == 2_000_000_000
