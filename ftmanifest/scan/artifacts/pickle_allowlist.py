@@ -185,6 +185,12 @@ def judge_run(
     out: list[Finding] = []
     for res in run.walks:
         out += judge(res, path=path, member=member, allow=allow, weights_check=False)
+    seen = {(f.rule, f.observed) for f in out}
+    for res in run.dropping:  # what a reader that drops a straddled frame's rest meets
+        for f in judge(res, path=path, member=member, allow=allow, weights_check=False):
+            if f.severity == "error" and (f.rule, f.observed) not in seen:
+                seen.add((f.rule, f.observed))
+                out.append(f._replace(extra={**f.extra, "reading": "frames dropped"}))
     if run.capped:
         out.append(part_not_scanned(path, f"pickle stream not fully scanned: {run.capped}", member))
     if run.trailing is not None and not raw_tail:

@@ -32,6 +32,33 @@ class PickleRun:
     trailing: int | None = None  # offset of bytes after it that no unpickler runs
     trailing_problem: Problem | None = None  # why the unpickler refuses them
     capped: str | None = None  # more than MAX_PICKLES pickles
+    # a frame was straddled: the pickles as a reader that drops the frame's rest
+    # sees them (``PickleStream.drop_frames``); judged as well as ``walks``
+    dropping: list[WalkResult] = field(default_factory=list)
+
+
+STRADDLE = "pickle.frame-straddle"
+
+
+def _straddled(res: WalkResult) -> bool:
+    return any(p.rule == STRADDLE for p in res.problems)
+
+
+def _rewind(stream: IO[bytes], start: int | None) -> bool:
+    if start is None:
+        return False
+    try:
+        stream.seek(start)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _tell(stream: IO[bytes]) -> int | None:
+    try:
+        return stream.tell() if stream.seekable() else None
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def sniff_pickle(stream: IO[bytes], *, acting_only: bool = False) -> str | None:
@@ -44,7 +71,14 @@ def sniff_pickle(stream: IO[bytes], *, acting_only: bool = False) -> str | None:
     ``acting_only`` (bytes that have another format's magic) only an import or
     call counts: a pickle of a constant does nothing when loaded.
     """
+    start = _tell(stream)
     res = PickleWalker(stream, max_bytes=SNIFF_BYTES, max_opcodes=SNIFF_OPCODES, strict=True).walk()
+    if _straddled(res) and _rewind(stream, start):  # either reading may be the one that acts
+        other = PickleWalker(
+            stream, max_bytes=SNIFF_BYTES, max_opcodes=SNIFF_OPCODES, strict=True, drop_frames=True
+        ).walk()
+        if other.reached is not None or not res.loader_acts:
+            res = other
     if not res.loader_acts or (acting_only and res.reached is None):
         return None
     magic = res.stopped and type(res.value) is int and res.value == TORCH_MAGIC
@@ -69,6 +103,25 @@ def walk_pickles(
     reported as ``trailing`` for the caller to judge).  ``max_bytes`` is an
     offset, ``max_opcodes`` a total over all pickles.
     """
+    start = _tell(stream)
+    run = _walk_run(stream, on_string, max_bytes, max_opcodes, count, base, drop_frames=False)
+    if any(_straddled(w) for w in run.walks) and _rewind(stream, start):
+        run.dropping = _walk_run(
+            stream, None, max_bytes, max_opcodes, count, base, drop_frames=True
+        ).walks
+    return run
+
+
+def _walk_run(
+    stream: IO[bytes],
+    on_string: StringSink | None,
+    max_bytes: int,
+    max_opcodes: int,
+    count: int | None,
+    base: int,
+    *,
+    drop_frames: bool,
+) -> PickleRun:
     run = PickleRun(end=base)
     pos, used = base, 0
     while True:
@@ -86,6 +139,7 @@ def walk_pickles(
             max_bytes=max_bytes,
             max_opcodes=max(max_opcodes - used, 0),
             base=pos,
+            drop_frames=drop_frames,
         ).walk()
         used += res.opcodes
         if run.walks and res.opcodes == 0 and res.end == pos:

@@ -7,6 +7,14 @@ seen); malformed input stops the walk with a ``Problem``, never an exception.
 Protocol-0 number lines are parsed as CPython's ``_pickle.c`` does (``strtol``
 then ``PyLong_FromString``, a NUL ends the number), so the walk knows where the
 real unpickler would refuse a file - and where it would not.
+
+Frames are read two ways, as CPython's C unpickler reads them: ``pickle.loads``
+(and a file with ``peek``, such as ``open()``'s) ignores them; a file object
+without ``peek`` (``io.BytesIO``: ``torch.load`` reads a zip's ``data.pkl`` so)
+holds the frame in a buffer, and a read that does not fit in what is left of
+it drops that rest and reads on after the frame.  ``drop_frames`` walks the
+second reading.  No pickler writes an opcode across its frame's end, so every
+straddle is an error finding (``pickle.frame-straddle``) in either reading.
 """
 
 from __future__ import annotations
@@ -61,9 +69,12 @@ class PickleStream:
         max_opcodes: int = 2_000_000,
         base: int = 0,
         strict: bool = False,
+        drop_frames: bool = False,
     ) -> None:
         self.f = stream
         self.strict = strict  # stop where the real unpickler would raise, or act
+        self.drop_frames = drop_frames  # read frames as the C unpickler reads a BytesIO
+        self.frame_end: int | None = None  # where the current frame's bytes end
         self.on_string = on_string
         self.max_bytes = max_bytes
         self.max_opcodes = max_opcodes
@@ -76,16 +87,78 @@ class PickleStream:
         self._noted: set[str] = set()
 
     # -- reading ------------------------------------------------------------
-    def _read(self, n: int) -> bytes:
+    def _read(self, n: int, *, into: bool = False) -> bytes:
+        """``n`` bytes as the unpickler reads them: ``into`` for the payload of a
+        bytes constant, which it copies from the frame's rest and then the file."""
+        self._frame(n, into)
         data = self.f.read(n)
         self.pos += len(data)
         if len(data) < n:
             self._fail("pickle.truncated", f"stream ends inside an opcode (needed {n} bytes)")
         return data
 
+    def frame(self, length: int) -> None:
+        """FRAME: the next ``length`` bytes are its own (or, dropping, stay in the buffer)."""
+        end = self.frame_end
+        if self.drop_frames and end is not None and self.pos < end:
+            if self.pos + length <= end:
+                return  # read from the buffer it is in: the buffer's end still counts
+            self._frame(length, False)  # a straddle: the rest is dropped, the frame read anew
+        self.frame_end = self.pos + length
+
+    def _frame(self, n: int, into: bool) -> None:
+        end = self.frame_end
+        if end is None:
+            return
+        if self.pos >= end:
+            self.frame_end = None
+        elif self.pos + n > end:
+            self._straddle(end)
+            if self.drop_frames and not into:
+                self._skip(end - self.pos)
+
+    def _straddle(self, end: int) -> None:
+        self.frame_end = None
+        if "pickle.frame-straddle" not in self._noted:
+            self._noted.add("pickle.frame-straddle")
+            self.res.problems.append(
+                Problem(
+                    "pickle.frame-straddle",
+                    f"an opcode at offset {self.op_pos} reads past its frame's end at {end}: "
+                    "pickle.loads and torch.load read what follows differently",
+                    self.op_pos,
+                    "unsafe-pickle",
+                )
+            )
+
+    def _skip(self, n: int) -> None:
+        while n > 0:
+            data = self.f.read(min(n, CHUNK))
+            if not data:
+                return
+            self.pos += len(data)
+            n -= len(data)
+
+    def _readline(self, size: int) -> bytes:
+        """``readline(size)`` as the unpickler reads a line (the caller adds it to ``pos``)."""
+        end = self.frame_end
+        if end is not None and self.pos >= end:
+            end = self.frame_end = None
+        if end is None:
+            return self.f.readline(size)
+        avail = end - self.pos
+        line = self.f.readline(min(size, avail))
+        if line.endswith(b"\n") or len(line) == size or len(line) < avail:
+            return line  # inside the frame (or the stream ended: the caller says so)
+        self._straddle(end)
+        if not self.drop_frames:
+            return line + self.f.readline(size - len(line))
+        self.pos += len(line)  # dropped with the frame's rest: the line comes after it
+        return self.f.readline(size)
+
     def _line(self, limit: int = LINE_LIMIT, name: str = "") -> bytes:
         """An import's module or name line, up to ``limit`` bytes."""
-        line = self.f.readline(limit + 1)
+        line = self._readline(limit + 1)
         self.pos += len(line)
         if not line.endswith(b"\n"):
             if len(line) <= limit:
@@ -101,7 +174,7 @@ class PickleStream:
 
     def _number(self, name: str) -> Any:
         """An INT/LONG/FLOAT/GET/PUT line's value; ``OPAQUE`` when too long to keep."""
-        line = self.f.readline(LINE_LIMIT + 1)
+        line = self._readline(LINE_LIMIT + 1)
         self.pos += len(line)
         if line.endswith(b"\n"):
             value = _c_number(name, line[:-1])
@@ -123,7 +196,7 @@ class PickleStream:
             if line.endswith(b"\n"):
                 return OPAQUE
             self._check_bytes()
-            line = self.f.readline(CHUNK)
+            line = self._readline(CHUNK)
             self.pos += len(line)
             if not line:
                 self._fail("pickle.truncated", "stream ends inside a text opcode")
@@ -133,7 +206,7 @@ class PickleStream:
 
         With ``scan``, the chunks of a long line go to the string sink as they pass.
         """
-        line = self.f.readline(CHUNK + 1)
+        line = self._readline(CHUNK + 1)
         self.pos += len(line)
         if line.endswith(b"\n"):
             return line[:-1]
@@ -147,7 +220,7 @@ class PickleStream:
             if line.endswith(b"\n"):
                 return None
             self._check_bytes()
-            line = self.f.readline(CHUNK)
+            line = self._readline(CHUNK)
             self.pos += len(line)
             if not line:
                 self._fail("pickle.truncated", "stream ends inside a text opcode")
@@ -195,6 +268,7 @@ class PickleStream:
         """
         if n < 0:
             self._fail("pickle.negative-length", "negative length for a constant")
+        self._frame(n, mode == "bytes")  # the whole constant is one read to the unpickler
         if n <= CHUNK:
             raw = self._read(n)
             if mode == "long":

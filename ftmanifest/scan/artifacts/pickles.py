@@ -287,7 +287,7 @@ class PickleWalker(PickleStream):
             if arg > HIGHEST_PROTOCOL:
                 self._fail("pickle.bad-protocol", f"unknown pickle protocol {arg}")
         elif name == "FRAME":
-            pass
+            self.frame(arg)
         elif name in ("BINGET", "LONG_BINGET"):
             if arg not in self.memo:
                 self._note("pickle.memo-missing", "GET of a memo slot never written")
