@@ -152,6 +152,7 @@ class Ctx:
     ) -> None:
         self.path, self.where, self.scanner = path, str(path), scanner
         self.limits, self.allow = limits, allow
+        self.storages: set[str] = set()  # torch zip members a data.pkl names as storages
 
     def _sink(self, member: str | None, out: list[Finding]) -> Callable[[int, str], None] | None:
         if self.scanner is None:
@@ -264,6 +265,8 @@ class Ctx:
             max_opcodes=self.limits.max_opcodes,
             count=count if legacy else None,
         )
+        if member is not None and member.rsplit("/", 1)[-1] == "data.pkl":
+            self.storages |= storage_members(member, run.walks)
         out = judge_run(
             run,
             path=self.where,
@@ -310,3 +313,19 @@ class Ctx:
                     out.append(f)
             tail, offset = joined[-(16 << 10) :], offset + len(chunk)
         return out
+
+
+def storage_members(data_pkl: str, walks: Iterable[WalkResult]) -> set[str]:
+    """The zip members ``torch.load`` reads raw for the pickle at ``data_pkl``.
+
+    Each storage is a persistent id ``('storage', type, key, location, numel)``,
+    read from ``<folder of data.pkl>/data/<key>`` and never unpickled.
+    """
+    folder = data_pkl.rsplit("/", 1)[0] + "/" if "/" in data_pkl else ""
+    out = set()
+    for res in walks:
+        for pid in res.persistent_ids:
+            if isinstance(pid, tuple) and len(pid) >= 3 and pid[0] == "storage":
+                if isinstance(pid[2], str):
+                    out.add(f"{folder}data/{pid[2]}")
+    return out

@@ -103,6 +103,8 @@ class WalkResult:
     rejected: Problem | None = None
     # ... and the first import or call it would reach before that.
     reached: int | None = None
+    # BINPERSID arguments: torch's ('storage', type, key, location, numel) tuples
+    persistent_ids: list[Any] = field(default_factory=list)
 
     @property
     def fatal(self) -> bool:

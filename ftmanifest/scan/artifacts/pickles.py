@@ -57,6 +57,9 @@ __all__ = [
 ]
 
 
+MAX_PERSISTENT_IDS = 1_000_000  # torch names one per storage
+
+
 class PickleWalker(PickleStream):
     """Walk one pickle from ``stream``, starting at byte ``base`` of it."""
 
@@ -254,7 +257,10 @@ class PickleWalker(PickleStream):
                     )
                 )
         elif name == "BINPERSID":
-            self._pop()
+            if len(self.res.persistent_ids) < MAX_PERSISTENT_IDS:
+                self.res.persistent_ids.append(self._pop())  # torch: what storages it reads
+            else:
+                self._pop()
             push(OPAQUE)
         elif name == "MEMOIZE":
             self.memo[len(self.memo)] = self._top()

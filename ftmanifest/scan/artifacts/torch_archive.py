@@ -71,12 +71,57 @@ def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
                 part_not_scanned(where, f"archive has over {ctx.limits.max_members} members")
             )
             infos = infos[: ctx.limits.max_members]
+        # data.pkl first: the storages it names are raw bytes torch never unpickles
+        infos.sort(key=lambda i: i.filename.rsplit("/", 1)[-1] != "data.pkl")
+        folders = {name.rsplit("/", 1)[0] + "/" if "/" in name else "" for name in data_pkls}
         for info in infos:
             problem = local_header_problem(raw, info)
             if problem:
                 out.append(malformed(where, "zip.header-mismatch", problem, info.filename))
+            if info.filename in ctx.storages:
+                out += _crc(ctx, zf, info)
+                continue
+            if fmt == "torch-zip" and _in_data(info.filename, folders):
+                out.append(_unreferenced(where, info.filename))
             out += _member(ctx, zf, info, fmt)
     return out
+
+
+def _in_data(name: str, folders: set[str]) -> bool:
+    return any(name.startswith(folder + "data/") for folder in folders)
+
+
+def _unreferenced(where: str, name: str) -> Finding:
+    return Finding(
+        kind="malformed",
+        rule="torch.unreferenced-member",
+        message=f"{name} is in the storage folder but no data.pkl names it; "
+        "torch.load never reads it (judged below as whatever it holds)",
+        path=where,
+        field=name,
+        severity="warning",
+        expected="only the storages data.pkl names",
+        observed=name,
+        hint="re-save the checkpoint with torch.save; find out what put this member there",
+        extra={"member": name},
+    )
+
+
+def _crc(ctx: Ctx, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> list[Finding]:
+    """A storage: raw tensor bytes, only checked to read whole (zipfile checks the CRC-32)."""
+    from ftmanifest.scan.unscanned import part_not_scanned
+
+    name = info.filename
+    try:
+        with zf.open(info) as whole:
+            while whole.read(CHUNK):
+                pass
+    except zipfile.BadZipFile as exc:
+        return [malformed(ctx.where, "zip.bad-member", f"member {name}: {exc}", name)]
+    except _ZIP_ERRORS as exc:
+        why = f"cannot read member {name}: {exc}"
+        return [part_not_scanned(ctx.where, why, name, "scan.unreadable")]
+    return []
 
 
 def _member(ctx: Ctx, zf: zipfile.ZipFile, info: zipfile.ZipInfo, fmt: str) -> list[Finding]:
