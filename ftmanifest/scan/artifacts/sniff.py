@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from ftmanifest.held import open_binary
+from ftmanifest.scan.artifacts.onnx_model import looks_like_onnx
 from ftmanifest.scan.artifacts.pickle_sequence import TORCH_MAGIC, sniff_pickle
 
 __all__ = ["HEAD", "TORCH_MAGIC", "detect_format"]
@@ -47,6 +48,8 @@ def detect_format(path: Path) -> str:
             return "gzip"
         if head.startswith(b"PAR1"):
             return "parquet"
+        if path.suffix.lower() == ".onnx" or looks_like_onnx(head):
+            return "onnx"  # protobuf: its strings can make a tiny model read as text
         kind = sniff_pickle(_at(fh, 0))
     if kind:
         return kind
