@@ -41,7 +41,18 @@ from ftmanifest.scan.unscanned import malformed, part_not_scanned
 TextScanner = Callable[..., list[Finding]]
 Opener = Callable[[], IO[bytes]]
 BINARY_FORMATS = frozenset(
-    {"safetensors", "pickle", "torch-zip", "torch-legacy", "npy", "npz", "zip", "tar", "onnx"}
+    {
+        "safetensors",
+        "pickle",
+        "torch-zip",
+        "torch-legacy",
+        "npy",
+        "npz",
+        "zip",
+        "tar",
+        "onnx",
+        "gguf",
+    }
     | {"gzip", "binary"}  # judged by content: compressed streams, legacy torch tars
 )
 # A pickle in a file with one of these names pretends to be something safe.
@@ -86,6 +97,10 @@ def scan_binary(
             from ftmanifest.scan.artifacts.onnx_model import scan_onnx
 
             return scan_onnx(path, text_scanner)
+        if fmt == "gguf":
+            from ftmanifest.scan.artifacts.gguf_model import scan_gguf
+
+            return scan_gguf(path, text_scanner)
         if fmt not in BINARY_FORMATS:
             msg = f"no binary scanner for format {fmt!r}"
             return [part_not_scanned(str(path), msg, rule="scan.unknown-format")]

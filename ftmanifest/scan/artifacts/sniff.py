@@ -48,6 +48,8 @@ def detect_format(path: Path) -> str:
             return "gzip"
         if head.startswith(b"PAR1"):
             return "parquet"
+        if head.startswith(b"GGUF"):
+            return "gguf"
         if path.suffix.lower() == ".onnx" or looks_like_onnx(head):
             return "onnx"  # protobuf: its strings can make a tiny model read as text
         kind = sniff_pickle(_at(fh, 0))
