@@ -24,7 +24,7 @@ from pathlib import Path
 from ftmanifest import held
 from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.scan.artifacts.binary import BINARY_FORMATS, scan_binary
-from ftmanifest.scan.artifacts.sniff import detect_format
+from ftmanifest.scan.artifacts.sniff import NOT_JUDGED, detect_format
 from ftmanifest.scan.text import readers
 from ftmanifest.scan.text.matcher import matcher
 from ftmanifest.scan.text.text import scan_text
@@ -162,6 +162,12 @@ def _scan_files(files: Iterable[Path], opts: ScanOptions) -> ScanResult:
             result.findings += readers.scan_parquet(path, opts.secrets, opts.pii, opts.engine)
         elif fmt in BINARY_FORMATS:  # gzip, also in it, is routed above
             result.findings += _binary(path, fmt, opts)
+        elif fmt in NOT_JUDGED:
+            result.findings.append(
+                not_scanned(path, f"{NOT_JUDGED[fmt]}: this version does not judge it",
+                            "inspect it by hand, or load it only from a source you trust")
+                ._replace(rule="scan.not-judged", extra={"format": fmt})
+            )  # fmt: skip
         else:
             result.findings.append(not_scanned(path, f"unknown binary format ({fmt})"))
     result.findings += _run_text(text_files, opts, jobs)

@@ -29,6 +29,8 @@ from ftmanifest.scan.artifacts.compressed import (
     compression_of,
     open_inflated,
 )
+from ftmanifest.scan.artifacts.images import FORMATS as IMAGE_FORMATS
+from ftmanifest.scan.artifacts.images import scan_image
 from ftmanifest.scan.artifacts.pickle_allowlist import HINT, fingerprint, judge_run
 from ftmanifest.scan.artifacts.pickle_ops import CHUNK
 from ftmanifest.scan.artifacts.pickle_sequence import sniff_pickle, walk_pickles
@@ -41,22 +43,16 @@ from ftmanifest.scan.unscanned import malformed, part_not_scanned
 TextScanner = Callable[..., list[Finding]]
 Opener = Callable[[], IO[bytes]]
 BINARY_FORMATS = frozenset(
-    {
-        "safetensors",
-        "pickle",
-        "torch-zip",
-        "torch-legacy",
-        "npy",
-        "npz",
-        "zip",
-        "tar",
-        "onnx",
-        "gguf",
-    }
+    {"safetensors", "pickle", "torch-zip", "torch-legacy", "npy", "npz", "zip", "tar"}
+    | {"onnx", "gguf"}  # protobuf and GGUF models, judged by their own walks
+    | set(IMAGE_FORMATS)  # data: only their metadata is text
     | {"gzip", "binary"}  # judged by content: compressed streams, legacy torch tars
 )
 # A pickle in a file with one of these names pretends to be something safe.
-PICKLE_FREE_SUFFIXES = frozenset({".safetensors", ".json", ".jsonl", ".txt", ".csv", ".gguf"})
+PICKLE_FREE_SUFFIXES = frozenset(
+    {".safetensors", ".json", ".jsonl", ".txt", ".csv", ".gguf", ".onnx"}
+    | {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff"}
+)
 LEGACY_PICKLES = 5  # magic, protocol, sys_info, main object, storage keys
 PARSE_FAILED = "scan.parse-failed"  # a reader raised on the bytes: see scan_binary
 # The usual spellings of torch's legacy magic number; any other is found by walking.
@@ -101,6 +97,8 @@ def scan_binary(
             from ftmanifest.scan.artifacts.gguf_model import scan_gguf
 
             return scan_gguf(path, text_scanner)
+        if fmt in IMAGE_FORMATS:
+            return scan_image(path, fmt, text_scanner)
         if fmt not in BINARY_FORMATS:
             msg = f"no binary scanner for format {fmt!r}"
             return [part_not_scanned(str(path), msg, rule="scan.unknown-format")]
@@ -263,7 +261,8 @@ class Ctx:
             head = again.read(HEAD)
             if looks_text(head):
                 return self.text(again, member, head)
-        return [part_not_scanned(self.where, "content is neither a pickle nor text", member)]
+        why, hint = "content is neither a pickle nor text", "no judge reads it; inspect it by hand"
+        return [part_not_scanned(self.where, why, member, "scan.unknown-format", hint)]
 
     def pickles(
         self, fh: IO[bytes], member: str | None, count: int

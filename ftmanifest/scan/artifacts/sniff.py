@@ -22,12 +22,40 @@ from pathlib import Path
 from typing import IO
 
 from ftmanifest.held import open_binary
+from ftmanifest.scan.artifacts.images import image_kind
 from ftmanifest.scan.artifacts.onnx_model import looks_like_onnx
 from ftmanifest.scan.artifacts.pickle_sequence import TORCH_MAGIC, sniff_pickle
 
 __all__ = ["HEAD", "TORCH_MAGIC", "detect_format"]
 
 HEAD = 8192
+# Model formats this version recognises but does not judge, and what they can hold:
+# each is a not-scanned error of its own rule (``scan.not-judged``), never text.
+NOT_JUDGED = {
+    "hdf5": "an HDF5 (Keras .h5) model, whose Lambda layers hold Python bytecode",
+    "tflite": "a TFLite model, which can name custom operators (native code)",
+    "saved-model": "a TensorFlow graph, whose PyFunc operators run Python",
+    "msgpack": "a msgpack (Flax) state, read by no judge here",
+    "7z": "a 7z archive, which is not opened",
+}
+
+
+def not_judged_kind(path: Path, head: bytes) -> str | None:
+    """A recognised model format no judge reads yet (see ``NOT_JUDGED``), by magic or name."""
+    if head.startswith(b"\x89HDF\r\n\x1a\n"):
+        return "hdf5"
+    if head[4:8] == b"TFL3":
+        return "tflite"
+    if head.startswith(b"7z\xbc\xaf\x27\x1c"):
+        return "7z"
+    suffix = path.suffix.lower()
+    if path.name == "saved_model.pb" or suffix == ".pb":
+        return "saved-model"
+    if suffix == ".msgpack":
+        return "msgpack"
+    return None
+
+
 _TEXT_CONTROLS = frozenset(b"\t\n\r\f\v\x1b")
 
 
@@ -50,8 +78,12 @@ def detect_format(path: Path) -> str:
             return "parquet"
         if head.startswith(b"GGUF"):
             return "gguf"
+        if (image := image_kind(head)) is not None:
+            return image
         if path.suffix.lower() == ".onnx" or looks_like_onnx(head):
             return "onnx"  # protobuf: its strings can make a tiny model read as text
+        if (unjudged := not_judged_kind(path, head)) is not None:
+            return unjudged
         kind = sniff_pickle(_at(fh, 0))
     if kind:
         return kind
