@@ -80,10 +80,12 @@ def detect_format(path: Path) -> str:
             return "gguf"
         if (image := image_kind(head)) is not None:
             return image
-        if path.suffix.lower() == ".onnx" or looks_like_onnx(head):
-            return "onnx"  # protobuf: its strings can make a tiny model read as text
+        if path.suffix.lower() == ".onnx":
+            return "onnx"
         if (unjudged := not_judged_kind(path, head)) is not None:
-            return unjudged
+            return unjudged  # before the ONNX sniff: a TensorFlow graph is protobuf too
+        if looks_like_onnx(head):
+            return "onnx"  # protobuf: its strings can make a tiny model read as text
         kind = sniff_pickle(_at(fh, 0))
     if kind:
         return kind
