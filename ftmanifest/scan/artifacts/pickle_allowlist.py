@@ -8,6 +8,15 @@ discovered by building those real artifacts (see
 ``tests/scan/trainer_checkpoint_test.py``); the torch entries also match the
 globals torch's own ``weights_only`` unpickler accepts.  Names are exact - no
 module prefixes - so ``torch.load`` or ``numpy.load`` can never slip through.
+
+``STDLIB_DATA`` adds standard-library names that build plain data and run
+nothing when called with data (``builtins.len``, ``collections.deque``,
+``decimal.Decimal``, ``datetime.datetime``, the ``collections.abc`` classes,
+``__future__`` features): other scanners' benign fixtures pickle them, and
+an error on them buried the real ones.  What can reach code stays off:
+``getattr``, ``eval``, ``exec``, ``compile``, ``open``, ``__import__``,
+``type``, ``object``, ``namedtuple`` (it builds a class), and every module
+outside this list.
 """
 
 from __future__ import annotations
@@ -91,6 +100,30 @@ DEFAULT_ALLOWED: frozenset[str] = frozenset(
     ]
     + list(_TRAINING_ARGS)
 )
+
+_ABC = (
+    "Iterable Iterator Reversible Generator Sized Container Collection Callable Hashable "
+    "Sequence MutableSequence Set MutableSet Mapping MutableMapping MappingView KeysView "
+    "ItemsView ValuesView Awaitable Coroutine AsyncIterable AsyncIterator ByteString"
+).split()
+_BUILTIN_DATA = (
+    "len dict list tuple int float str bytes bool range slice min max abs sum round "
+    "sorted reversed enumerate zip Ellipsis NotImplemented"
+).split()
+_FUTURE = (
+    "annotations division print_function absolute_import unicode_literals generator_stop "
+    "nested_scopes generators with_statement"
+).split()
+STDLIB_DATA: frozenset[str] = frozenset(
+    [f"{m}.{n}" for m in ("builtins", "__builtin__") for n in _BUILTIN_DATA]
+    + [f"collections.abc.{n}" for n in _ABC]
+    + [f"{m}.{n}" for m in ("_collections_abc", "_abcoll") for n in _ABC]  # _abcoll: protocol 2
+    + [f"__future__.{n}" for n in _FUTURE]
+    + ["collections.deque", "collections.defaultdict", "collections.ChainMap"]
+    + ["decimal.Decimal", "fractions.Fraction", "uuid.UUID"]
+    + [f"datetime.{n}" for n in ("datetime", "date", "time", "timedelta", "timezone")]
+)
+DEFAULT_ALLOWED = DEFAULT_ALLOWED | STDLIB_DATA
 
 HINT = (
     "never load this file with pickle or torch.load(weights_only=False); "
