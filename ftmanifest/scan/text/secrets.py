@@ -75,6 +75,17 @@ def provider_token(m: Match, g: int) -> bool:
     return token_boundary(buf, start, end, b"_-") and not is_placeholder(value)
 
 
+_WEAK_PASSWORDS = frozenset({b"password", b"pass", b"passwd", b"secret", b"changeme", b"pwd"})
+
+
+def curl_password(m: Match, g: int) -> bool:
+    """``curl -u user:pass``: a password, not a variable, a placeholder or the word itself."""
+    value = m.group(g)
+    if value.lower() in _WEAK_PASSWORDS or value.startswith((b"$", b"%", b"<", b"{")):
+        return False
+    return not is_placeholder(value)
+
+
 def aws_key_id(m: Match, g: int) -> bool:
     value, buf, start, end = m.group(g), m.string, m.start(g), m.end(g)
     return token_boundary(buf, start, end) and not is_placeholder(value)
