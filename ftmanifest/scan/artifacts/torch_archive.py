@@ -27,6 +27,7 @@ from typing import IO, TYPE_CHECKING
 
 from ftmanifest.findings import Finding
 from ftmanifest.held import open_binary
+from ftmanifest.scan.artifacts.keras_model import is_keras_archive, judge_config
 from ftmanifest.scan.artifacts.pickle_ops import CHUNK, Import
 from ftmanifest.scan.unscanned import malformed
 
@@ -74,17 +75,33 @@ def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
         # data.pkl first: the storages it names are raw bytes torch never unpickles
         infos.sort(key=lambda i: i.filename.rsplit("/", 1)[-1] != "data.pkl")
         folders = {name.rsplit("/", 1)[0] + "/" if "/" in name else "" for name in data_pkls}
+        keras = fmt == "zip" and is_keras_archive([i.filename for i in infos])
         for info in infos:
             problem = local_header_problem(raw, info)
             if problem:
                 out.append(malformed(where, "zip.header-mismatch", problem, info.filename))
-            if info.filename in ctx.storages:
-                out += _crc(ctx, zf, info)
+            if info.filename in ctx.storages or (keras and info.filename.endswith(".weights.h5")):
+                out += _crc(ctx, zf, info)  # tensor bytes: data, read whole, never judged
                 continue
+            if keras and info.filename == "config.json":
+                out += _keras_config(ctx, zf, info)
             if fmt == "torch-zip" and _in_data(info.filename, folders):
                 out.append(_unreferenced(where, info.filename))
             out += _member(ctx, zf, info, fmt)
     return out
+
+
+def _keras_config(ctx: Ctx, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> list[Finding]:
+    from ftmanifest.scan.unscanned import part_not_scanned
+
+    if info.file_size > ctx.limits.max_inflated_bytes:
+        return [part_not_scanned(ctx.where, "config.json is over the size cap", info.filename)]
+    try:
+        raw = zf.read(info)
+    except (*_ZIP_ERRORS, zipfile.BadZipFile) as exc:
+        why = f"cannot read member config.json: {exc}"
+        return [part_not_scanned(ctx.where, why, info.filename, "scan.unreadable")]
+    return judge_config(ctx.where, info.filename, raw)
 
 
 def _in_data(name: str, folders: set[str]) -> bool:

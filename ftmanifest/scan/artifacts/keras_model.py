@@ -1,0 +1,104 @@
+"""Keras ``.keras`` archives: the model's ``config.json`` says what loading it runs.
+
+Layer: pure core scanner rules (JSON in, findings out).  A ``.keras`` file is a
+zip of ``metadata.json``, ``config.json`` and ``model.weights.h5`` (arrays
+only).  Loading rebuilds every object the config names:
+
+- a ``Lambda`` layer carries its function as marshalled Python bytecode
+  (``"class_name": "__lambda__"``), run by Keras 2 and by Keras 3 with
+  ``safe_mode=False``: an error (``keras.lambda-layer``);
+- an object whose ``module`` is not Keras's own is imported from that module,
+  and a ``registered_name`` of a custom object needs its code: a warning
+  (``keras.custom-object``);
+- a config that is not JSON is an error (``keras.unreadable``).
+
+The weights file is data; the scanner only checks it reads whole.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from ftmanifest.findings import Finding
+from ftmanifest.manifest.jsonkeys import unique_keys
+from ftmanifest.scan.unscanned import malformed
+
+KERAS_MODULES = ("keras", "tf_keras", "tensorflow.keras", "keras_hub", "keras_nlp", "keras_cv")
+MAX_DEPTH = 200
+
+
+def is_keras_archive(names: list[str]) -> bool:
+    return "config.json" in names and "metadata.json" in names
+
+
+def judge_config(where: str, member: str, raw: bytes) -> list[Finding]:
+    try:
+        config = json.loads(raw.decode("utf-8"), object_pairs_hook=unique_keys(_duplicate))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return [malformed(where, "keras.unreadable", f"config.json is not JSON: {exc}", member)]
+    out: list[Finding] = []
+    seen: set[tuple[str, str]] = set()
+    for obj, path in _objects(config, "", 0):
+        finding = _judge(where, member, obj, path)
+        if finding is not None and (finding.rule, str(finding.observed)) not in seen:
+            seen.add((finding.rule, str(finding.observed)))
+            out.append(finding)
+    return out
+
+
+def _duplicate(key: str) -> ValueError:
+    return ValueError(f"duplicate key {key!r}")
+
+
+def _objects(node: Any, path: str, depth: int) -> Iterator[tuple[dict[str, Any], str]]:
+    if depth > MAX_DEPTH:
+        return
+    if isinstance(node, dict):
+        yield node, path or "$"
+        for key, value in node.items():
+            yield from _objects(value, f"{path}.{key}", depth + 1)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _objects(value, f"{path}[{i}]", depth + 1)
+
+
+def _judge(where: str, member: str, obj: dict[str, Any], path: str) -> Finding | None:
+    class_name, module = obj.get("class_name"), obj.get("module")
+    if class_name == "__lambda__":  # the function of a Lambda layer, marshalled
+        return Finding(
+            kind="unsafe-model",
+            rule="keras.lambda-layer",
+            message=f"a Lambda layer's function at {path} is Python bytecode that loading runs "
+            "(Keras 2, or Keras 3 with safe_mode=False)",
+            path=where,
+            field=member,
+            severity="error",
+            expected="layers Keras builds from their config",
+            observed=f"Lambda at {path}",
+            hint="load it only with safe_mode=True, or rebuild the model without Lambda layers",
+            extra={"member": member, "at": path},
+        )
+    registered = obj.get("registered_name")
+    foreign = isinstance(module, str) and not _keras_module(module)
+    custom = isinstance(registered, str) and ">" in registered
+    if foreign or custom:
+        name = f"{module}.{class_name}" if foreign else str(registered)
+        return Finding(
+            kind="unsafe-model",
+            rule="keras.custom-object",
+            message=f"{path} names {name}, whose code loading imports or needs",
+            path=where,
+            field=member,
+            severity="warning",
+            expected="objects from Keras's own modules",
+            observed=name,
+            hint="load it only with the custom objects' code from a source you trust",
+            extra={"member": member, "at": path},
+        )
+    return None
+
+
+def _keras_module(module: str) -> bool:
+    return any(module == m or module.startswith(m + ".") for m in KERAS_MODULES)
