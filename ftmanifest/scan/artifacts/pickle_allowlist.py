@@ -160,7 +160,8 @@ def judge(
             Finding(
                 kind="unsafe-pickle",
                 rule="pickle.unsafe-import",
-                message=f"pickle imports {imp.dotted} at offset {imp.offset}{where}",
+                message=f"pickle imports {imp.dotted} at offset {imp.offset}{where}"
+                + (f" ({imp.opcode.split(' ', 1)[1]})" if " stored as bytes" in imp.opcode else ""),
                 path=path,
                 field=member,
                 expected="an import on the torch/transformers allowlist",

@@ -275,6 +275,8 @@ class PickleStream:
                 return int.from_bytes(raw, "little", signed=True) if n <= SMALL_LONG else OPAQUE
             if mode == "bytes":
                 self._emit(raw)
+                if raw[:1] == b"\x80" and len(raw) > 3 and 2 <= raw[1] <= 5:
+                    self._stored_pickle(raw)
                 return raw
             try:
                 codec = ("utf-8", "surrogatepass") if mode == "utf8" else ("latin-1", "strict")
@@ -296,6 +298,35 @@ class PickleStream:
                 except UnicodeDecodeError:
                     scan = False  # binary payload (tensor data), nothing to read
         return BIG
+
+    nested = 0  # how deep this walk is inside bytes constants that are pickles
+
+    def walk(self) -> WalkResult:  # pragma: no cover - the walker (``pickles``) defines it
+        raise NotImplementedError
+
+    def _stored_pickle(self, raw: bytes) -> None:
+        """A bytes constant that is itself a pickle: code that unpickles it runs its imports.
+
+        Walked as a pickle of its own (three levels at most); its imports and
+        defects join this walk's, at the constant's offset and named so.
+        """
+        if self.nested >= 3:
+            return
+        from io import BytesIO
+
+        inner = type(self)(BytesIO(raw), max_bytes=len(raw), max_opcodes=self.max_opcodes)
+        inner.nested = self.nested + 1
+        res = inner.walk()
+        if not res.stopped:
+            return  # bytes that merely start like a pickle
+        where = f"in a pickle stored as bytes at offset {self.op_pos}"
+        self.res.imports += [
+            type(imp)(imp.module, imp.name, self.op_pos, f"{imp.opcode} {where}")
+            for imp in res.imports
+        ]
+        self.res.problems += [
+            type(p)(p.rule, f"{p.message} ({where})", self.op_pos, p.kind) for p in res.problems
+        ]
 
     def _emit_piece(self, text: str, tail: str) -> str:
         """Emit one piece of a streamed constant behind the end of the previous one.
