@@ -58,6 +58,39 @@ __all__ = [
 
 
 MAX_PERSISTENT_IDS = 1_000_000  # torch names one per storage
+EXPANSION_CAP = 10_000_000  # items the loaded object has when shared references are unfolded
+
+
+def _children(node: Any) -> list[Any] | tuple[Any, ...] | None:
+    if isinstance(node, (_Seq, _Obj, _Dict)):
+        return node.items
+    return node if isinstance(node, tuple) else None
+
+
+def expanded_size(root: Any, cap: int) -> int:
+    """Items in ``root`` with every shared reference unfolded, counted up to ``cap + 1``.
+
+    Each container is counted once per reference to it; a container on its own
+    path (a cycle) counts as one item there.  Linear in the distinct containers.
+    """
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        children = _children(node)
+        if children is None:
+            continue
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            total = 1 + sum(sizes.get(id(c), 1) for c in children)
+            sizes[key] = min(total, cap + 1)
+        elif key not in sizes and key not in on_path:
+            on_path.add(key)
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if _children(c) is not None)
+    return sizes.get(id(root), 1)
 
 
 class PickleWalker(PickleStream):
@@ -119,6 +152,17 @@ class PickleWalker(PickleStream):
         except _Stop:
             pass
         self.res.end = self.pos
+        if self.res.stopped and expanded_size(self.res.value, EXPANSION_CAP) > EXPANSION_CAP:
+            self.res.problems.append(
+                Problem(
+                    "pickle.expansion-bomb",
+                    f"the object expands to over {EXPANSION_CAP:,} items through shared "
+                    "references (memo or DUP): whatever walks it (repr, json, a recursive "
+                    "copy) never finishes",
+                    self.op_pos,
+                    "unsafe-pickle",
+                )
+            )
         return self.res
 
     def _loop(self) -> None:
