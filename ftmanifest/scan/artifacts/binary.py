@@ -44,7 +44,7 @@ TextScanner = Callable[..., list[Finding]]
 Opener = Callable[[], IO[bytes]]
 BINARY_FORMATS = frozenset(
     {"safetensors", "pickle", "torch-zip", "torch-legacy", "npy", "npz", "zip", "tar"}
-    | {"onnx", "gguf"}  # protobuf and GGUF models, judged by their own walks
+    | {"onnx", "gguf", "tf-graph"}  # protobuf and GGUF models, judged by their own walks
     | set(IMAGE_FORMATS)  # data: only their metadata is text
     | {"gzip", "binary"}  # judged by content: compressed streams, legacy torch tars
 )
@@ -99,6 +99,10 @@ def scan_binary(
             return scan_gguf(path, text_scanner)
         if fmt in IMAGE_FORMATS:
             return scan_image(path, fmt, text_scanner)
+        if fmt == "tf-graph":
+            from ftmanifest.scan.artifacts.tf_graph import scan_tf_graph
+
+            return scan_tf_graph(path)
         if fmt not in BINARY_FORMATS:
             msg = f"no binary scanner for format {fmt!r}"
             return [part_not_scanned(str(path), msg, rule="scan.unknown-format")]

@@ -25,10 +25,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
 
 from ftmanifest.findings import Finding
 from ftmanifest.held import open_binary
+from ftmanifest.scan.artifacts.protowire import BYTES as _BYTES
+from ftmanifest.scan.artifacts.protowire import VARINT as _VARINT
+from ftmanifest.scan.artifacts.protowire import BytesReader as _BytesIO
+from ftmanifest.scan.artifacts.protowire import Malformed as _Malformed
+from ftmanifest.scan.artifacts.protowire import Reader as _Reader
 from ftmanifest.scan.unscanned import malformed
 
 MAX_DEPTH = 64  # graphs inside attributes inside graphs
@@ -52,13 +56,8 @@ SCHEMA: dict[str, dict[int, str]] = {
     "opset": {1: "domain"},
     "function": {7: "node", 8: "text", 9: "opset", 10: "function_domain", 14: "entry"},
 }
-_VARINT, _FIXED64, _BYTES, _FIXED32 = 0, 1, 2, 5
 # the wire type each kind of field must have
 _STRINGS = {"text", "op_type", "domain", "name", "key", "value", "function_domain"}
-
-
-class _Malformed(Exception):
-    pass
 
 
 def looks_like_onnx(head: bytes) -> bool:
@@ -85,74 +84,6 @@ def scan_onnx(path: Path, scanner: Callable[..., list[Finding]] | None) -> list[
     except _Malformed as exc:
         return [malformed(where, "onnx.unreadable", f"not a well-formed ONNX model: {exc}")]
     return walk.out + walk.domain_findings()
-
-
-class _BytesIO:
-    """Just enough of a file over ``bytes`` for ``_Reader``."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
-
-    def read(self, n: int) -> bytes:
-        out = self.data[self.pos : self.pos + n]
-        self.pos += len(out)
-        return out
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        self.pos = pos
-        return pos
-
-    def tell(self) -> int:
-        return self.pos
-
-
-class _Reader:
-    """Protobuf wire format from a seekable stream, every length checked against its bounds."""
-
-    def __init__(self, fh: IO[bytes] | _BytesIO, size: int) -> None:
-        self.fh, self.size = fh, size
-
-    @property
-    def pos(self) -> int:
-        return self.fh.tell()
-
-    def varint(self) -> int:
-        value, shift = 0, 0
-        while True:
-            b = self.fh.read(1)
-            if not b:
-                raise _Malformed("the file ends inside a number")
-            value |= (b[0] & 0x7F) << shift
-            if b[0] < 0x80:
-                return value
-            shift += 7
-            if shift > 63:
-                raise _Malformed(f"a number over 10 bytes at offset {self.pos}")
-
-    def tag(self) -> tuple[int, int]:
-        key = self.varint()
-        field, wire = key >> 3, key & 7
-        if field == 0 or wire not in (_VARINT, _FIXED64, _BYTES, _FIXED32):
-            raise _Malformed(f"field {field} with wire type {wire} at offset {self.pos}")
-        return field, wire
-
-    def skip(self, wire: int, end: int) -> None:
-        if wire == _VARINT:
-            self.varint()
-            return
-        n = {_FIXED64: 8, _FIXED32: 4}.get(wire) or self.length(end)
-        self.seek_to(self.pos + n, end)
-
-    def length(self, end: int) -> int:
-        n = self.varint()
-        if n > end - self.pos:
-            raise _Malformed(f"a field of {n} bytes runs past its end at offset {self.pos}")
-        return n
-
-    def seek_to(self, pos: int, end: int) -> None:
-        if pos > end:
-            raise _Malformed(f"a field runs past its end at offset {self.pos}")
-        self.fh.seek(pos)
 
 
 class _Walk:

@@ -34,14 +34,13 @@ HEAD = 8192
 NOT_JUDGED = {
     "hdf5": "an HDF5 (Keras .h5) model, whose Lambda layers hold Python bytecode",
     "tflite": "a TFLite model, which can name custom operators (native code)",
-    "saved-model": "a TensorFlow graph, whose PyFunc operators run Python",
     "msgpack": "a msgpack (Flax) state, read by no judge here",
     "7z": "a 7z archive, which is not opened",
 }
 
 
 def not_judged_kind(path: Path, head: bytes) -> str | None:
-    """A recognised model format no judge reads yet (see ``NOT_JUDGED``), by magic or name."""
+    """A model format known by magic or name: one of ``NOT_JUDGED``, or a TensorFlow graph."""
     if head.startswith(b"\x89HDF\r\n\x1a\n"):
         return "hdf5"
     if head[4:8] == b"TFL3":
@@ -50,7 +49,7 @@ def not_judged_kind(path: Path, head: bytes) -> str | None:
         return "7z"
     suffix = path.suffix.lower()
     if path.name == "saved_model.pb" or suffix == ".pb":
-        return "saved-model"
+        return "tf-graph"  # judged (``tf_graph``); named here, before the ONNX sniff
     if suffix == ".msgpack":
         return "msgpack"
     return None
