@@ -105,3 +105,15 @@ def test_a_model_format_not_judged_yet_says_so(tmp_path: Path, name: str, data: 
     (row,) = scan_paths([path]).findings
     assert (row.rule, row.severity, row.kind) == ("scan.not-judged", "error", "not-scanned")
     assert "does not judge it" in row.message and "cap" not in (row.hint or "")
+
+
+@pytest.mark.parametrize("suffix", ["png", "gif"])
+def test_bytes_after_the_image_end_are_named_and_scanned(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"cat.{suffix}"
+    _image().save(path)
+    with path.open("ab") as fh:
+        fh.write(f"\nnotes: {TOKEN}\n".encode())
+    Image.open(path).load()  # viewers do not mind
+    found = _found(path)
+    assert ("image.trailing-data", "warning") in found
+    assert ("secret.github-pat", "error") in found

@@ -27,6 +27,22 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FORMATS = ("png", "jpeg", "gif", "webp", "bmp", "tiff")
 
 
+def _trailing_finding(where: str, fmt: str, size: int) -> Finding:
+    shown = f"{size} bytes" if size <= MAX_TEXT else f"over {MAX_TEXT} bytes"
+    return Finding(
+        kind="malformed",
+        rule="image.trailing-data",
+        message=f"{shown} follow the {fmt} image's end; no viewer shows them "
+        "(scanned as text where they are text)",
+        path=where,
+        severity="warning",
+        expected="nothing after the image's last block",
+        observed=shown,
+        hint="re-save the image with an image library; find out what appended the bytes",
+        extra={"format": fmt},
+    )
+
+
 def image_kind(head: bytes) -> str | None:
     if head.startswith(PNG_MAGIC):
         return "png"
@@ -71,6 +87,8 @@ def scan_image(path: Path, fmt: str, scanner: Callable[..., list[Finding]] | Non
     try:
         with open_binary(path) as fh:
             for label, text in readers[fmt](fh):
+                if label == TRAILING:
+                    out.append(_trailing_finding(where, fmt, len(text)))
                 budget[0] -= len(text)
                 if budget[0] < 0:
                     raise _Malformed(f"over {MAX_TEXT} bytes of metadata")
@@ -80,6 +98,16 @@ def scan_image(path: Path, fmt: str, scanner: Callable[..., list[Finding]] | Non
     except (_Malformed, struct.error, zlib.error) as exc:
         out.append(malformed(where, "image.malformed", f"{fmt} image unreadable: {exc}"))
     return out
+
+
+TRAILING = "after the image's end"
+
+
+def _trailing(fh: IO[bytes]) -> Iterator[tuple[str, bytes]]:
+    """Bytes after the image's last block: no viewer shows them, anything can hide there."""
+    rest = fh.read(MAX_TEXT + 1)
+    if rest.strip(b"\0\r\n\t "):
+        yield TRAILING, rest
 
 
 def _take(fh: IO[bytes], n: int, what: str) -> bytes:
@@ -109,6 +137,7 @@ def _png(fh: IO[bytes]) -> Iterator[tuple[str, bytes]]:
         else:
             _skip(fh, length + 4, f"chunk {name}")
         if kind == b"IEND":
+            yield from _trailing(fh)
             return
 
 
@@ -165,6 +194,7 @@ def _gif(fh: IO[bytes]) -> Iterator[tuple[str, bytes]]:
     while True:
         block = _take(fh, 1, "a block")[0]
         if block == 0x3B:  # trailer
+            yield from _trailing(fh)
             return
         if block == 0x21:
             label = _take(fh, 1, "an extension label")[0]
