@@ -41,6 +41,7 @@ from ftmanifest.scan.engine import ScanOptions, scan_paths  # noqa: E402
 from ftmanifest.scan.text.matcher import engine_name  # noqa: E402
 
 sys.path.insert(0, str(REPO / "benchmarks"))
+from _phones import measure as measure_phones  # noqa: E402
 from _secret_families import measure as measure_families  # noqa: E402
 
 DATA = REPO / "benchmarks" / "_data"
@@ -296,15 +297,22 @@ def main() -> int:
         f"{name} {fmt_recall(hn)}" for name, hn in per.items()
     ) + f"; overall {fmt_recall((found, planted))}, hard negatives flagged "
         f"{flagged}/{negatives}")  # fmt: skip
+    regions, (phone_fp, phone_neg) = measure_phones()
+    print("phones in labelled sentences: " + ", ".join(
+        f"{r} {fmt_recall(hn)}" for r, hn in regions.items()
+    ) + f"; ML-log negative lines flagged {phone_fp}/{phone_neg}")  # fmt: skip
+    phones_ok = all(h >= 0.8 * n for h, n in regions.values()) and phone_fp <= 0.01 * phone_neg
     ok = (
-        ftm_rate >= 50
+        phones_ok
+        and ftm_rate >= 50
         and ratio >= 100
         and ftm_recall[0] * ds_recall[1] >= ds_recall[0] * ftm_recall[1]
         and found >= 0.9 * planted
         and flagged <= 0.1 * negatives
     )
     print("targets (>= 50 MB/s, >= 100x, recall >= detect-secrets', families >= 90% with <= 10%"
-          " of negatives flagged):", "met" if ok else "MISSED")  # fmt: skip
+          " of negatives flagged, phones >= 80% per region with <= 1% of log lines):",
+          "met" if ok else "MISSED")  # fmt: skip
     return 0 if ok else 1
 
 

@@ -68,8 +68,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-not-scanned", action="store_true",
                    help="files that could not be scanned do not fail the run")  # fmt: skip
     p.add_argument("--phone-regions", metavar="CC,CC",
-                   help="regions whose national phone formats are recognised "
-                   "(default: $FTMANIFEST_PHONE_REGIONS or US,GB,DE,FR,ES,IT,NL,AU)")  # fmt: skip
+                   help="regions whose national phone formats are recognised (default: "
+                   "$FTMANIFEST_PHONE_REGIONS or US,GB,DE,FR,ES,IT,NL,AU,IN,BR)")  # fmt: skip
     p.add_argument("--max-size", type=_count, default=64 << 30, metavar="BYTES",
                    help="per-file size cap; larger files are not scanned")  # fmt: skip
     p.add_argument("--jobs", type=_count, default=0, metavar="N",

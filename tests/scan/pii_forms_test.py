@@ -106,7 +106,7 @@ def test_list_like_national_phone_needs_context() -> None:
 
 
 def test_regions_are_configurable(monkeypatch) -> None:
-    assert phones.DEFAULT_REGIONS == ("US", "GB", "DE", "FR", "ES", "IT", "NL", "AU")
+    assert phones.DEFAULT_REGIONS == ("US", "GB", "DE", "FR", "ES", "IT", "NL", "AU", "IN", "BR")
     try:
         phones.set_regions(["US"])
         assert phones.regions() == ("US",)

@@ -23,8 +23,8 @@ from ftmanifest.scan.text.secret_rules import Rule
 
 Match = Any
 
-# NANP (US/CA and the Caribbean), then the largest European locales and Australia.
-DEFAULT_REGIONS: tuple[str, ...] = ("US", "GB", "DE", "FR", "ES", "IT", "NL", "AU")
+# NANP (US/CA and the Caribbean), the largest European locales, Australia, India, Brazil.
+DEFAULT_REGIONS: tuple[str, ...] = ("US", "GB", "DE", "FR", "ES", "IT", "NL", "AU", "IN", "BR")
 _regions: tuple[str, ...] | None = None
 
 _ALNUM = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
@@ -39,10 +39,18 @@ _DATE = re.compile(
 _ZIP4_OR_YEAR = re.compile(
     rb"[0-9]{5}-[0-9]{4}|[0-9]{3,6} (?:19|20)[0-9]{2}|[0-9]{4}(?: [0-9]{4}){2,}"
 )
-_DOTTED = re.compile(rb"0[1-9](?:\.[0-9]{2}){4}|[2-9][0-9]{2}\.[2-9][0-9]{2}\.[0-9]{4}")
+# dots: French pairs, NANP 3.3.4, and any trunk-0 number in dotted groups (0121.234.5719)
+_DOTTED = re.compile(
+    rb"0[1-9](?:\.[0-9]{2}){4}|[2-9][0-9]{2}\.[2-9][0-9]{2}\.[0-9]{4}"
+    rb"|0[1-9][0-9]{1,4}(?:\.(?!00)[0-9]{2,8}){1,3}"  # not 0201.0020.0002 (table weights)
+)
 _CONTEXT = re.compile(
     rb"(?:tel|phone|call|mobile?|cell|fax|handy|telefon|t\xc3\xa9l\xc3\xa9phone|portable"
-    rb"|m\xc3\xb3vil|tel\xc3\xa9fono|whatsapp|contact)[a-z_]{0,8}[\"']?\.?\s{0,3}[:=#]?\s{0,3}[\"']?\s{0,2}\Z"
+    rb"|m\xc3\xb3vil|tel\xc3\xa9fono|whatsapp|contact)[a-z]{0,6}(?:_(?:no|num|number|nr))?"
+    rb"[\"']?\.?\s{0,3}[:=#]?\s{0,3}[\"']?\s{0,2}\Z"  # phone: 0612345678
+    rb"|(?:call|text|ring|reach|contact|dial|sms|whatsapp|phone|message)[a-z]{0,3}"
+    rb"(?: (?:me|us|him|her|them|the [a-z]{2,12}|our [a-z]{2,12})){0,2} (?:at|on|to) \Z"
+    rb"|(?:my|our|his|her|their|your) (?:phone |mobile |cell )?number(?: is)?:? \Z"
 )
 
 
@@ -98,7 +106,7 @@ def international(m: Match, g: int) -> bool:
     raw = m.group(g)
     digits = sum(1 for c in raw if 48 <= c <= 57)
     formatted = any(c in b" .-()" for c in raw[1:])
-    if not (8 <= digits <= 15 and (formatted or digits >= 11)):
+    if not (8 <= digits <= 15 and (formatted or digits >= 10)):
         return False
     return _valid(raw.decode(), None)
 
@@ -137,7 +145,7 @@ PHONE_RULES: tuple[Rule, ...] = (
         "pii.phone",
         "pii",
         "phone number in international format",
-        r"\+[1-9][0-9]{0,2}(?:[ .\-]?\(?[0-9]{1,4}\)?)(?:[ .\-]?[0-9]{2,8}){1,5}",
+        r"\+[1-9][0-9]{0,2}(?:[ .\-]?\(0\))?(?:[ .\-]?\(?[0-9]{1,4}\)?)(?:[ .\-]?[0-9]{2,8}){1,5}",
         anchors=((r"\+[1-9]", 2),),
         anchor_left="0-9A-Za-z+=_",
         validator=international,
@@ -159,8 +167,10 @@ PHONE_RULES: tuple[Rule, ...] = (
         "phone number in a national format",
         r"\(0[1-9][0-9]{0,4}\) ?[0-9]{2,8}(?:[ \-][0-9]{2,8}){0,3}"
         r"|\([2-9][0-9]{2}\) ?[2-9][0-9]{2}[ .\-][0-9]{4}"
+        r"|\([1-9][0-9]\) ?9?[0-9]{4}[ .\-]?[0-9]{4}"  # Brazil: (11) 96123-4567
         r"|0[1-9][0-9]{0,4}(?:[ \-/.][0-9]{2,8}){1,4}"
         r"|0[1-9][0-9]{7,11}"
+        r"|[1-9][0-9]{9,10}"  # no trunk 0 and no separator: needs a phone word
         r"|[2-9][0-9]{2}([ .\-])[2-9][0-9]{2}\1[0-9]{4}"
         r"|[6-9][0-9]{2}(?: [0-9]{2,3}){2,3}",
         anchors=(
@@ -171,6 +181,7 @@ PHONE_RULES: tuple[Rule, ...] = (
             (r"0[1-9][0-9 \-/.]{4}", 6),
             (r"[2-9][0-9]{2}[ .\-][2-9][0-9]{2}[ .\-][0-9]{4}", 12),
             (r"[6-9][0-9]{2} [0-9]{2}", 6),
+            (r"[1-9][0-9]{9}", 10),
         ),
         anchor_left=r"0-9A-Za-z_+=.,:/#$\\\-",
         validator=national,
