@@ -98,9 +98,8 @@ def _keras_config(ctx: Ctx, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> list[
         return [part_not_scanned(ctx.where, "config.json is over the size cap", info.filename)]
     try:
         raw = zf.read(info)
-    except (*_ZIP_ERRORS, zipfile.BadZipFile) as exc:
-        why = f"cannot read member config.json: {exc}"
-        return [part_not_scanned(ctx.where, why, info.filename, "scan.unreadable")]
+    except _ZIP_ERRORS as exc:
+        return _unreadable(ctx, info.filename, exc)
     return judge_config(ctx.where, info.filename, raw)
 
 
@@ -125,20 +124,23 @@ def _unreferenced(where: str, name: str) -> Finding:
 
 
 def _crc(ctx: Ctx, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> list[Finding]:
-    """A storage: raw tensor bytes, only checked to read whole (zipfile checks the CRC-32)."""
-    from ftmanifest.scan.unscanned import part_not_scanned
-
-    name = info.filename
+    """A member read whole, for zipfile to check its CRC-32: [] or the error it raised."""
     try:
         with zf.open(info) as whole:
             while whole.read(CHUNK):
                 pass
-    except zipfile.BadZipFile as exc:
-        return [malformed(ctx.where, "zip.bad-member", f"member {name}: {exc}", name)]
     except _ZIP_ERRORS as exc:
-        why = f"cannot read member {name}: {exc}"
-        return [part_not_scanned(ctx.where, why, name, "scan.unreadable")]
+        return _unreadable(ctx, info.filename, exc)
     return []
+
+
+def _unreadable(ctx: Ctx, name: str, exc: Exception) -> list[Finding]:
+    from ftmanifest.scan.unscanned import part_not_scanned
+
+    if isinstance(exc, zipfile.BadZipFile):
+        return [malformed(ctx.where, "zip.bad-member", f"member {name}: {exc}", name)]
+    why = f"cannot read member {name}: {exc}"
+    return [part_not_scanned(ctx.where, why, name, "scan.unreadable")]
 
 
 def _member(ctx: Ctx, zf: zipfile.ZipFile, info: zipfile.ZipInfo, fmt: str) -> list[Finding]:
@@ -159,15 +161,9 @@ def _member(ctx: Ctx, zf: zipfile.ZipFile, info: zipfile.ZipInfo, fmt: str) -> l
     try:
         # a plain zip's text members are text-scanned, its unknown ones not-scanned
         out = ctx.content(opener, name, kind=kind, optional=kind is None and fmt != "zip")
-        with zf.open(info) as whole:  # zipfile checks the CRC-32 at the end
-            while whole.read(CHUNK):
-                pass
-    except zipfile.BadZipFile as exc:
-        return [malformed(ctx.where, "zip.bad-member", f"member {name}: {exc}", name)]
     except _ZIP_ERRORS as exc:
-        why = f"cannot read member {name}: {exc}"
-        return [part_not_scanned(ctx.where, why, name, "scan.unreadable")]
-    return out
+        return _unreadable(ctx, name, exc)
+    return _crc(ctx, zf, info) or out
 
 
 def local_header_problem(raw: IO[bytes], info: zipfile.ZipInfo) -> str | None:
