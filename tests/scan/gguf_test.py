@@ -91,3 +91,18 @@ def test_a_pickle_named_gguf_is_still_a_disguised_pickle(tmp_path: Path) -> None
     path = tmp_path / "model.gguf"
     path.write_bytes(pickle.dumps({"w": [1.0, 2.0]}))
     assert "pickle.disguised" in _rules(path)
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ (cycler|attr('__init__')|attr('__globals__')).os.getcwd() }}",
+        "{{ (cycler|attr('__init__'))['__globals__'] }}",
+        "{{ [cycler]|map(attribute='__init__')|list }}",
+    ],
+)
+def test_filters_that_name_the_attribute_are_judged_too(tmp_path: Path, template: str) -> None:
+    if "getcwd" in template:
+        assert jinja2.Environment().from_string(template).render() == os.getcwd()
+    path = _write(tmp_path / "model.gguf", template=template)
+    assert _rules(path)["gguf.chat-template-escape"] == "error"

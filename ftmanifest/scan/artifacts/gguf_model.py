@@ -195,6 +195,11 @@ def judge_template(where: str, key: str, source: str) -> list[Finding]:
             name = node.attr
         elif isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
             name = node.arg.value if isinstance(node.arg.value, str) else None
+        elif isinstance(node, (nodes.Filter, nodes.Test)):
+            name = _attribute_named(node, nodes)
+            if name is None and node.name == "attr":  # |attr(a name built at run time)
+                why, want = "it reads an attribute named at run time (|attr)", "a constant name"
+                out.append(_template(where, key, "gguf.chat-template-call", "warning", why, want))
         if name is not None and name.startswith("_"):
             why = f"it reaches {name!r}, the way out of a Jinja sandbox"
             want = "no attribute or item whose name starts with _"
@@ -206,6 +211,21 @@ def judge_template(where: str, key: str, source: str) -> list[Finding]:
                 rule = "gguf.chat-template-call"
                 out.append(_template(where, key, rule, "warning", f"it calls {called}", want))
     return _unique(out)
+
+
+def _attribute_named(node: Any, nodes: Any) -> str | None:
+    """The attribute a filter or test reads by name: ``|attr('x')``, ``map(attribute='x')``,
+    ``selectattr('x')``...; a dunder string among its arguments counts as one too."""
+    consts = [a.value for a in node.args if isinstance(a, nodes.Const)]
+    consts += [k.value.value for k in node.kwargs if isinstance(k.value, nodes.Const)]
+    strings = [c for c in consts if isinstance(c, str)]
+    if node.name == "attr" or node.name.endswith("attr"):
+        return next((c for c in strings if c.startswith("_")), None)
+    consts_by_key = [(k.key, k.value) for k in node.kwargs if isinstance(k.value, nodes.Const)]
+    attribute = [value.value for key, value in consts_by_key if key == "attribute"]
+    named = [c for c in attribute if isinstance(c, str) and c.startswith("_")]
+    dunders = [c for c in strings if c.startswith("__")]
+    return next(iter(named + dunders), None)
 
 
 def _called(func: Any, nodes: Any) -> str | None:
