@@ -95,3 +95,28 @@ def test_a_truncated_model_is_an_error_not_clean(tmp_path: Path) -> None:
     onnx.save(_model(), path)
     path.write_bytes(path.read_bytes()[:-7])
     assert _rules(path) == {"onnx.unreadable": "error"}
+
+
+def test_a_model_whose_fields_come_in_another_order_is_still_onnx(tmp_path: Path) -> None:
+    """Protobuf fields may come in any order; onnx parses the file either way."""
+    model = _model(location="../../etc/passwd")
+    graph = model.graph.SerializeToString()
+    rest = onnx.ModelProto()
+    rest.CopyFrom(model)
+    rest.ClearField("graph")
+    length = b""
+    n = len(graph)
+    while n >= 0x80:
+        length, n = length + bytes([n & 0x7F | 0x80]), n >> 7
+    data = b"\x3a" + length + bytes([n]) + graph + rest.SerializeToString()
+    assert onnx.load_from_string(data).graph.node[0].op_type == "Add"
+    path = tmp_path / "weights.bin"
+    path.write_bytes(data)
+    assert detect_format(path) == "onnx"
+    assert "onnx.external-data-outside" in _rules(path)
+
+
+def test_text_that_starts_with_a_colon_is_not_taken_for_onnx(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text(": hello world\nsecond line\n")
+    assert detect_format(path) == "text"

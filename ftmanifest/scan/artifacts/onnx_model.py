@@ -36,6 +36,7 @@ from ftmanifest.scan.artifacts.protowire import Reader as _Reader
 from ftmanifest.scan.unscanned import malformed
 
 MAX_DEPTH = 64  # graphs inside attributes inside graphs
+HEAD_BYTES = 8192  # what the format sniff hands ``looks_like_onnx`` (``sniff.HEAD``)
 MAX_TEXT = 1 << 20  # a string read to judge or scan; a longer one is skipped
 KNOWN_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training")
 BUILTIN_PREFIXES = ("com.microsoft",)  # onnxruntime's contrib operators ship with it
@@ -60,17 +61,47 @@ SCHEMA: dict[str, dict[int, str]] = {
 _STRINGS = {"text", "op_type", "domain", "name", "key", "value", "function_domain"}
 
 
+# ModelProto's top-level fields and their wire types (onnx.proto)
+_MODEL_WIRES = {1: _VARINT, 2: _BYTES, 3: _BYTES, 4: _BYTES, 5: _VARINT, 6: _BYTES, 7: _BYTES}
+_MODEL_WIRES |= {8: _BYTES, 14: _BYTES, 20: _BYTES, 25: _BYTES}
+
+
 def looks_like_onnx(head: bytes) -> bool:
-    """A ModelProto's opening: ``ir_version`` (field 1) then another model field."""
+    """The head parses as ModelProto fields, in any order, with ``ir_version`` (1) and
+    ``graph`` (7) among them: a writer may put them in any order, text never parses so."""
+    r, seen = _Reader(_BytesIO(head), len(head)), set()
     try:
-        r = _Reader(_BytesIO(head), len(head))
-        field, wire = r.tag()
-        if (field, wire) != (1, _VARINT) or not 1 <= r.varint() <= 64:
-            return False
-        field, wire = r.tag()
+        while r.pos < len(head):
+            field, wire = r.tag()
+            if _MODEL_WIRES.get(field) != wire:
+                return False
+            seen.add(field)
+            if wire == _VARINT:
+                if field == 1 and not 1 <= r.varint() <= 64:
+                    return False
+                if field != 1:
+                    r.varint()
+            elif field == 7:
+                return _graph_opening(r, head)
+            else:
+                r.skip(wire, len(head))
     except _Malformed:
         return False
-    return field in SCHEMA["model"] or field in (2, 3, 4, 5) and wire == _BYTES
+    return False
+
+
+_GRAPH_FIELDS = frozenset({1, 2, 5, 10, 11, 12, 13, 14, 15, 16})  # GraphProto: all messages
+
+
+def _graph_opening(r: _Reader, head: bytes) -> bool:
+    """After ``graph``'s tag: a length that fits the file, then a GraphProto field."""
+    n = r.varint()
+    if n > len(head) - r.pos and len(head) < HEAD_BYTES:
+        return False  # the whole file is in the head, and the graph would run past it
+    if n == 0:
+        return True
+    field, wire = r.tag()
+    return field in _GRAPH_FIELDS and wire == _BYTES
 
 
 def scan_onnx(path: Path, scanner: Callable[..., list[Finding]] | None) -> list[Finding]:
