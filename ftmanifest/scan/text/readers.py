@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import re
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +28,9 @@ __all__ = ["scan_gzip", "scan_parquet", "scan_text_range", "sniff"]
 CHUNK = 4 << 20  # bytes handed to the matcher at once
 OVERLAP = 16 << 10  # rescanned across every cut: longer than any match (JWT <= 12,100 bytes)
 _SNIFF = 1 << 16
+# UTF-16 text inside a file sniffed as UTF-8 (its first bytes were ASCII): printable
+# characters each followed (LE) or preceded (BE) by a NUL, eight at least
+_WIDE_RUN = re.compile(rb"(?:[\t\n\r\x20-\x7e]\x00){8,}|(?:\x00[\t\n\r\x20-\x7e]){8,}")
 
 
 def looks_text(head: bytes) -> bool:
@@ -93,8 +97,12 @@ def _annotate(findings: list[Finding], buf: bytes, base: int, path: Path) -> lis
 def _scan_stream(
     read: Callable[[int], bytes], path: Path, *, secrets: bool, pii: bool, engine: str | None,
     base_offset: int = 0, limit: int | None = None, skip_to: int = 0, skip_lines: int = 0,
+    decoded: bool = False,
 ) -> tuple[list[Finding], int]:  # fmt: skip
     """Scan a stream in chunks; returns findings and the newlines after ``skip_to``.
+
+    ``decoded``: the stream is wide text already decoded to UTF-8, where a NUL is
+    a U+0000 of the text, not a sign of another encoding.
 
     Chunks are cut after a newline (inside a line longer than a chunk), and the
     next chunk starts again at least ``OVERLAP`` bytes earlier, so a match
@@ -105,6 +113,7 @@ def _scan_stream(
     ``base_offset`` minus ``skip_lines`` (the lines of that leading overlap).
     """
     findings: list[Finding] = []
+    seen_wide: set[tuple[str, int | None, str | None, str]] = set()  # overlaps rescan a run
     json = _suffix(path) in JSON_SUFFIXES
     newlines, offset, carry = -skip_lines, base_offset, b""
     done_to = max(skip_to, base_offset)
@@ -139,6 +148,9 @@ def _scan_stream(
             ))  # fmt: skip
         found = [f for f in found if f.extra["span"][1] > done_to]
         findings += _annotate(found, part, offset, path)
+        if not decoded and b"\x00" in part:
+            wide = _embedded_wide(part, path, offset, newlines, done_to, secrets, pii, engine)
+            findings += [f for f in wide if _once(f, seen_wide)]
         done_to = max(done_to, offset + cut)
         newlines += part.count(b"\n", 0, nxt)
         carry = buf[nxt:]
@@ -146,6 +158,51 @@ def _scan_stream(
         if last:
             break
     return findings, newlines
+
+
+def _once(f: Finding, seen: set[tuple[str, int | None, str | None, str]]) -> bool:
+    key = (f.rule, f.line, f.fingerprint, f.message)
+    if key in seen:
+        return False
+    seen.add(key)
+    return True
+
+
+def _embedded_wide(
+    part: bytes, path: Path, offset: int, newlines: int, done_to: int,
+    secrets: bool, pii: bool, engine: str | None,
+) -> list[Finding]:  # fmt: skip
+    """NUL bytes in text sniffed as UTF-8: UTF-16 runs are decoded and scanned; any other
+    NUL is a not-scanned row (the encoding changed after the sniffed head)."""
+    out: list[Finding] = []
+    covered = 0
+    for m in _WIDE_RUN.finditer(part):
+        if offset + m.end() <= done_to:
+            continue  # seen by the previous chunk or range
+        run = m.group()
+        codec = "utf-16-le" if run[1] == 0 else "utf-16-be"
+        text = run.decode(codec, "replace").encode("utf-8")
+        line = 1 + newlines + part.count(b"\n", 0, m.start())
+        found = scan_buffer(text, path=str(path), secrets=secrets, pii=pii, base_line=line,
+                            base_offset=offset + m.start(), engine=engine)  # fmt: skip
+        out += [
+            f._replace(
+                extra={
+                    **{k: v for k, v in f.extra.items() if k != "span"},
+                    "encoding": codec,
+                    "embedded": True,
+                }
+            )  # fmt: skip
+            for f in found
+        ]
+        covered += run.count(b"\x00")
+    stray = part.count(b"\x00") - covered
+    if stray > 0 and offset + len(part) > done_to:
+        at = offset + part.index(b"\x00")
+        out.append(not_scanned(path, f"{stray} NUL byte(s) from offset {at}: this part is "
+                               "neither UTF-8 nor UTF-16 text", "inspect the file; "
+                               "re-encode it as UTF-8"))  # fmt: skip
+    return out
 
 
 def scan_text_range(
@@ -191,7 +248,7 @@ def _scan_wide_range(
     skipped = b"".join(iter(lambda: lead(CHUNK), b""))
     found, newlines = _scan_stream(
         encodings.decode_range(fh, a0, b, enc), path, secrets=secrets, pii=pii, engine=engine,
-        skip_to=len(skipped), skip_lines=skipped.count(b"\n"),
+        skip_to=len(skipped), skip_lines=skipped.count(b"\n"), decoded=True,
     )  # fmt: skip
     return [
         f._replace(
