@@ -12,6 +12,7 @@ from pathlib import Path
 from ftmanifest.findings import Finding
 
 CAP_HINT = "raise the cap or inspect the file by hand; it was not checked in full"
+REEXPORT_HINT = "re-export it with the library that wrote it; do not load a file its format refuses"
 
 
 def not_scanned(path: Path | str, why: str, hint: str | None = None) -> Finding:
@@ -51,9 +52,19 @@ def _finding(
     return finding._replace(extra=extra) if extra is not None else finding
 
 
-def malformed(where: str, rule: str, message: str, member: str | None = None) -> Finding:
+def malformed(
+    where: str,
+    rule: str,
+    message: str,
+    member: str | None = None,
+    *,
+    expected: str | None = None,
+    hint: str | None = None,
+) -> Finding:
     """An artifact (or one member of it) that is not what its format says: an error."""
     return Finding(
+        expected=expected,
+        hint=hint,
         kind="malformed",
         rule=rule,
         message=message + (f" in {member}" if member else ""),

@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from ftmanifest.findings import Finding
 from ftmanifest.held import open_binary
-from ftmanifest.scan.unscanned import malformed, part_not_scanned
+from ftmanifest.scan.unscanned import REEXPORT_HINT, malformed, part_not_scanned
 
 MAGIC = b"GGUF"
 MAX_COUNT = 1 << 24  # key-values, tensors, array items: far past any real model
@@ -64,7 +64,14 @@ def scan_gguf(path: Path, scanner: Callable[..., list[Finding]] | None) -> list[
             fh.seek(0)
             _read_file(_Reader(fh, size), judge)
     except _Malformed as exc:
-        return [*judge.out, malformed(where, "gguf.unreadable", f"not a well-formed GGUF: {exc}")]
+        bad = malformed(
+            where,
+            "gguf.unreadable",
+            f"not a well-formed GGUF: {exc}",
+            expected="a GGUF file by the spec (versions 1 to 3)",
+            hint=REEXPORT_HINT,
+        )
+        return [*judge.out, bad]
     return judge.out + judge.flush()
 
 

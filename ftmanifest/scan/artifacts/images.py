@@ -96,7 +96,15 @@ def scan_image(path: Path, fmt: str, scanner: Callable[..., list[Finding]] | Non
                     decoded = text.decode("utf-8", "replace")
                     out += scanner(decoded, path=where, extra={"format": fmt, "member": label})
     except (_Malformed, struct.error, zlib.error) as exc:
-        out.append(malformed(where, "image.malformed", f"{fmt} image unreadable: {exc}"))
+        out.append(
+            malformed(
+                where,
+                "image.malformed",
+                f"{fmt} image unreadable: {exc}",
+                expected=f"a whole {fmt} file",
+                hint="re-save the image with an image library, or drop it",
+            )
+        )
     return out
 
 

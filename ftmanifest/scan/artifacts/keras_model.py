@@ -23,7 +23,7 @@ from typing import Any
 
 from ftmanifest.findings import Finding
 from ftmanifest.manifest.jsonkeys import unique_keys
-from ftmanifest.scan.unscanned import malformed
+from ftmanifest.scan.unscanned import REEXPORT_HINT, malformed
 
 KERAS_MODULES = ("keras", "tf_keras", "tensorflow.keras", "keras_hub", "keras_nlp", "keras_cv")
 MAX_DEPTH = 200
@@ -37,7 +37,9 @@ def judge_config(where: str, member: str, raw: bytes) -> list[Finding]:
     try:
         config = json.loads(raw.decode("utf-8"), object_pairs_hook=unique_keys(_duplicate))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        return [malformed(where, "keras.unreadable", f"config.json is not JSON: {exc}", member)]
+        why = f"config.json is not JSON: {exc}"
+        return [malformed(where, "keras.unreadable", why, member, expected="a JSON object",
+                          hint=REEXPORT_HINT)]  # fmt: skip
     out: list[Finding] = []
     seen: set[tuple[str, str]] = set()
     for obj, path in _objects(config, "", 0):

@@ -33,7 +33,7 @@ from ftmanifest.scan.artifacts.protowire import VARINT as _VARINT
 from ftmanifest.scan.artifacts.protowire import BytesReader as _BytesIO
 from ftmanifest.scan.artifacts.protowire import Malformed as _Malformed
 from ftmanifest.scan.artifacts.protowire import Reader as _Reader
-from ftmanifest.scan.unscanned import malformed
+from ftmanifest.scan.unscanned import REEXPORT_HINT, malformed
 
 MAX_DEPTH = 64  # graphs inside attributes inside graphs
 HEAD_BYTES = 8192  # what the format sniff hands ``looks_like_onnx`` (``sniff.HEAD``)
@@ -113,7 +113,9 @@ def scan_onnx(path: Path, scanner: Callable[..., list[Finding]] | None) -> list[
             walk = _Walk(path, scanner)
             walk.message(_Reader(fh, size), "model", size, 0)
     except _Malformed as exc:
-        return [malformed(where, "onnx.unreadable", f"not a well-formed ONNX model: {exc}")]
+        why = f"not a well-formed ONNX model: {exc}"
+        return [malformed(where, "onnx.unreadable", why, expected="a ModelProto (onnx.proto)",
+                          hint=REEXPORT_HINT)]  # fmt: skip
     return walk.out + walk.domain_findings()
 
 

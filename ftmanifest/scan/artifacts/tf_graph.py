@@ -25,7 +25,7 @@ from pathlib import Path
 from ftmanifest.findings import Finding
 from ftmanifest.held import open_binary
 from ftmanifest.scan.artifacts.protowire import BYTES, Malformed, Reader
-from ftmanifest.scan.unscanned import malformed
+from ftmanifest.scan.unscanned import REEXPORT_HINT, malformed
 
 PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 FILE_OPS = frozenset(
@@ -56,7 +56,15 @@ def scan_tf_graph(path: Path) -> list[Finding]:
             _message(Reader(fh, size), top, size, ops, 0)
     except Malformed as exc:
         what = "SavedModel" if top == "saved_model" else "TensorFlow GraphDef"
-        return [malformed(where, "tf.unreadable", f"not a well-formed {what}: {exc}")]
+        return [
+            malformed(
+                where,
+                "tf.unreadable",
+                f"not a well-formed {what}: {exc}",
+                expected=f"a {what} protobuf",
+                hint=REEXPORT_HINT,
+            )
+        ]
     return [_finding(where, op, node) for op, node in sorted(ops.items()) if _judged(op)]
 
 
