@@ -44,7 +44,7 @@ TextScanner = Callable[..., list[Finding]]
 Opener = Callable[[], IO[bytes]]
 BINARY_FORMATS = frozenset(
     {"safetensors", "pickle", "torch-zip", "torch-legacy", "npy", "npz", "zip", "tar"}
-    | {"onnx", "gguf", "tf-graph"}  # protobuf and GGUF models, judged by their own walks
+    | {"onnx", "gguf", "tf-graph", "hdf5"}  # models judged by their own walks
     | set(IMAGE_FORMATS)  # data: only their metadata is text
     | {"gzip", "binary"}  # judged by content: compressed streams, legacy torch tars
 )
@@ -99,6 +99,16 @@ def scan_binary(
             return scan_gguf(path, text_scanner)
         if fmt in IMAGE_FORMATS:
             return scan_image(path, fmt, text_scanner)
+        if fmt == "hdf5":
+            from ftmanifest.scan.artifacts.hdf5_model import scan_hdf5
+
+            out = scan_hdf5(path, text_scanner)
+            with open_binary(path) as fh:
+                polyglot = sniff_pickle(fh)  # a user block before the superblock
+            if polyglot:  # pickle.load reads the block and stops: judge that reading too
+                first = "torch-legacy" if polyglot == "torch-legacy" else "pickle"
+                out += ctx.content(lambda: open_binary(path), None, kind=first)
+            return out
         if fmt == "tf-graph":
             from ftmanifest.scan.artifacts.tf_graph import scan_tf_graph
 

@@ -5,8 +5,9 @@ zip of ``metadata.json``, ``config.json`` and ``model.weights.h5`` (arrays
 only).  Loading rebuilds every object the config names:
 
 - a ``Lambda`` layer carries its function as marshalled Python bytecode
-  (``"class_name": "__lambda__"``), run by Keras 2 and by Keras 3 with
-  ``safe_mode=False``: an error (``keras.lambda-layer``);
+  (Keras 3: ``"class_name": "__lambda__"``; Keras 2: ``function_type``
+  ``"lambda"`` and ``[code, defaults, closure]``), run by Keras 2 and by
+  Keras 3 with ``safe_mode=False``: an error (``keras.lambda-layer``);
 - an object whose ``module`` is not Keras's own is imported from that module,
   and a ``registered_name`` of a custom object needs its code: a warning
   (``keras.custom-object``);
@@ -68,7 +69,7 @@ def _objects(node: Any, path: str, depth: int) -> Iterator[tuple[dict[str, Any],
 
 def _judge(where: str, member: str, obj: dict[str, Any], path: str) -> Finding | None:
     class_name, module = obj.get("class_name"), obj.get("module")
-    if class_name == "__lambda__":  # the function of a Lambda layer, marshalled
+    if class_name == "__lambda__" or _keras2_lambda(obj):  # a Lambda's function, marshalled
         return Finding(
             kind="unsafe-model",
             rule="keras.lambda-layer",
@@ -100,6 +101,16 @@ def _judge(where: str, member: str, obj: dict[str, Any], path: str) -> Finding |
             extra={"member": member, "at": path},
         )
     return None
+
+
+def _keras2_lambda(obj: dict[str, Any]) -> bool:
+    """Keras 2 writes a Lambda's function as ``[code, defaults, closure]``, type "lambda"."""
+    config = obj.get("config")
+    if obj.get("class_name") != "Lambda" or not isinstance(config, dict):
+        return False
+    function = config.get("function")
+    marshalled = isinstance(function, list) and bool(function) and isinstance(function[0], str)
+    return config.get("function_type") == "lambda" or marshalled
 
 
 def _keras_module(module: str) -> bool:

@@ -29,10 +29,10 @@ from ftmanifest.scan.artifacts.pickle_sequence import TORCH_MAGIC, sniff_pickle
 __all__ = ["HEAD", "TORCH_MAGIC", "detect_format"]
 
 HEAD = 8192
+HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 # Model formats this version recognises but does not judge, and what they can hold:
 # each is a not-scanned error of its own rule (``scan.not-judged``), never text.
 NOT_JUDGED = {
-    "hdf5": "an HDF5 (Keras .h5) model, whose Lambda layers hold Python bytecode",
     "tflite": "a TFLite model, which can name custom operators (native code)",
     "msgpack": "a msgpack (Flax) state, read by no judge here",
     "7z": "a 7z archive, which is not opened",
@@ -41,8 +41,6 @@ NOT_JUDGED = {
 
 def not_judged_kind(path: Path, head: bytes) -> str | None:
     """A model format known by magic or name: one of ``NOT_JUDGED``, or a TensorFlow graph."""
-    if head.startswith(b"\x89HDF\r\n\x1a\n"):
-        return "hdf5"
     if head[4:8] == b"TFL3":
         return "tflite"
     if head.startswith(b"7z\xbc\xaf\x27\x1c"):
@@ -79,6 +77,8 @@ def detect_format(path: Path) -> str:
             return "gguf"
         if (image := image_kind(head)) is not None:
             return image
+        if _hdf5_superblock(fh, head):
+            return "hdf5"  # judged (``hdf5_model``), in a child process
         if path.suffix.lower() == ".onnx":
             return "onnx"
         if (unjudged := not_judged_kind(path, head)) is not None:
@@ -89,6 +89,22 @@ def detect_format(path: Path) -> str:
     if kind:
         return kind
     return "text" if _is_text(head) else "binary"
+
+
+def _hdf5_superblock(fh: IO[bytes], head: bytes) -> bool:
+    """libhdf5 looks for its signature at 0, 512, 1024, 2048 ... (a user block before it)."""
+    offset = 0
+    while True:
+        if offset + len(HDF5_MAGIC) <= len(head):
+            sig = head[offset : offset + len(HDF5_MAGIC)]
+        else:
+            fh.seek(offset)
+            sig = fh.read(len(HDF5_MAGIC))
+            if len(sig) < len(HDF5_MAGIC):
+                return False
+        if sig == HDF5_MAGIC:
+            return True
+        offset = 512 if offset == 0 else offset * 2
 
 
 def _at(fh: IO[bytes], offset: int) -> IO[bytes]:
