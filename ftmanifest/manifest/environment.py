@@ -13,8 +13,10 @@ from pydantic import ConfigDict, Field, model_validator
 from ftmanifest.manifest.types import (
     Digest,
     FileRef,
+    HubRepoId,
     NonEmpty,
     NonNegativeInt,
+    Packages,
     PositiveInt,
     Strict,
 )
@@ -42,7 +44,7 @@ class ModelSource(Strict):
         }
     )
 
-    repo: NonEmpty | None = Field(
+    repo: HubRepoId | None = Field(
         default=None, description="Hugging Face hub repo id, e.g. org/name."
     )
     path: NonEmpty | None = Field(
@@ -109,7 +111,7 @@ class Environment(Strict):
     """Software and hardware the run depends on, with versions actually used."""
 
     python: str | None = Field(default=None, description="Exact Python version, e.g. 3.11.7.")
-    packages: dict[NonEmpty, str] = Field(
+    packages: Packages = Field(
         default_factory=dict, description="Distribution name -> exact pin, e.g. '==2.13.0'."
     )
     lock: FileRef | None = Field(default=None, description="Lock file of the environment.")

@@ -10,6 +10,13 @@ import re
 
 COMMIT_PATTERN = r"^[0-9a-f]{40}$"
 COMMIT_RE = re.compile(COMMIT_PATTERN)
+# What pip reads from a requirements line and a shell from a command line
+# (issue 28): a PEP 508 distribution name, a value on one line (none of the
+# characters str.splitlines() breaks at, which pip splits its files with), and
+# a hub repo id of the form huggingface_hub accepts.
+PACKAGE_NAME_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$"
+ONE_LINE_PATTERN = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*$"
+HUB_REPO_PATTERN = r"^(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}$"
 _NAME_SEPARATORS = re.compile(r"[-_.]+")
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema
+
+from ftmanifest.manifest.patterns import HUB_REPO_PATTERN, ONE_LINE_PATTERN, PACKAGE_NAME_PATTERN
 
 DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
 
@@ -22,6 +24,41 @@ Identifier = Annotated[
     Field(description="An identifier: letters, digits, '.', '_', '-', '/'; at most 128 chars."),
 ]
 NonEmpty = Annotated[str, StringConstraints(min_length=1)]
+PackageName = Annotated[
+    str,
+    StringConstraints(pattern=PACKAGE_NAME_PATTERN),
+    Field(description="A distribution name (PEP 508): letters, digits, '.', '_', '-'."),
+]
+OneLine = Annotated[
+    str,
+    StringConstraints(pattern=ONE_LINE_PATTERN),
+    Field(description="Text on one line: no control characters or line separators."),
+]
+HubRepoId = Annotated[
+    str,
+    StringConstraints(pattern=HUB_REPO_PATTERN),
+    Field(description="A Hugging Face hub repo id: name or org/name."),
+]
+# pydantic writes a constrained key type as patternProperties, which lets any
+# other key through unchecked: say it as propertyNames and additionalProperties.
+Packages = Annotated[
+    dict[PackageName, OneLine],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "propertyNames": {
+                "pattern": PACKAGE_NAME_PATTERN,
+                "description": "A distribution name (PEP 508): letters, digits, '.', '_', '-'.",
+            },
+            "additionalProperties": {
+                "type": "string",
+                "pattern": ONE_LINE_PATTERN,
+                "description": "A version pin on one line: no control characters or line "
+                "separators.",
+            },
+        }
+    ),
+]
 Rate = Annotated[float, Field(ge=0.0, le=1.0)]
 # Integers stay within I-JSON's exact range (RFC 7493 2.2): the canonical form
 # (RFC 8785) cannot represent a larger one, so the schema refuses it up front,

@@ -5,19 +5,29 @@ Layer: drift/verify (orchestration).  Checks the signature and trust first
 the signature and scan, sorts its rows into groups, writes exact package
 pins beside the manifest and lists the commands that close the gaps.
 Returns a ``ReproducePlan``; the CLI prints it and chooses the exit code.
+
+pip reads any requirements line starting with ``-`` as an option and splits
+lines where ``str.splitlines`` does; the commands are pasted into a shell.
+So every package is a PEP 508 name with a PEP 440 version or specifier (a
+refusal names the field otherwise) and every word of a command is quoted
+with ``shlex.quote``, whoever signed the manifest (issue 28).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import shlex
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.errors import InputError
 from ftmanifest.findings import Finding
-from ftmanifest.manifest.patterns import COMMIT_RE
+from ftmanifest.location import format_loc
+from ftmanifest.manifest.patterns import COMMIT_RE, PACKAGE_NAME_PATTERN
+from ftmanifest.safe_text import escape
 
 GROUPS = ("packages", "python", "backend", "model", "data", "code", "other")
 PLATFORM_KEYS = frozenset({"kind", "devices", "driver"})
@@ -26,6 +36,7 @@ _MISSING = re.compile(
     r"missing|not found|cannot find|no such|does not exist|absent|not here", re.IGNORECASE
 )
 _OPERATOR = re.compile(r"^\s*(===|==|~=|!=|<=|>=|<|>)")
+_PACKAGE_NAME = re.compile(PACKAGE_NAME_PATTERN)
 PREFLIGHT = "stack, step, overfit, determinism, throughput"
 
 
@@ -120,6 +131,48 @@ def pin_line(name: str, value: str) -> str | None:
     return f"{name}=={version}"
 
 
+def requirement(name: str, value: str, manifest_path: Path) -> tuple[str | None, str]:
+    """(the ``name==version`` line or None, the value shown when not one exact
+    version) for a package of the manifest; raises ``InputError`` naming the
+    field unless ``name`` is a PEP 508 name and ``value`` a PEP 440 version or
+    specifier, so nothing pip reads as an option or a new line gets written."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    field = format_loc(("environment", "packages", name))
+    if not _PACKAGE_NAME.fullmatch(name):
+        raise _bad_package(manifest_path, field, "a distribution name (PEP 508)", name, name)
+    line = pin_line(name, value)
+    try:
+        if line is not None:
+            Version(line.split("==", 1)[1])
+        else:
+            SpecifierSet(value)
+    except (InvalidVersion, InvalidSpecifier):
+        raise _bad_package(
+            manifest_path,
+            field,
+            "a PEP 440 version (==2.13.0) or specifier (>=2.0,<3)",
+            value,
+            name,
+        ) from None
+    return line, value.strip()
+
+
+def _bad_package(
+    manifest_path: Path, field: str, expected: str, observed: str, name: str
+) -> InputError:
+    return InputError(
+        f"{field} cannot go into a requirements file: pip would read it as something else",
+        path=str(manifest_path),
+        field=field,
+        expected=expected,
+        observed=repr(observed),
+        hint=f"write '{name}: ==<version>' (`ftmanifest lock` pins what is installed), "
+        "sign the manifest again and rerun reproduce",
+    )
+
+
 def _sha256(path: Path) -> str | None:
     """``sha256:<hex>`` of a regular file; None when it is not one or cannot be read."""
     try:
@@ -197,13 +250,13 @@ def build_plan(
     pins: list[str] = []
     unpinned: list[str] = []
     for name, value in m.environment.packages.items():
-        line = pin_line(name, value)
+        line, shown = requirement(name, value, manifest_path)
         if line is None:
-            unpinned.append(f"{name} {value}")
+            unpinned.append(f"{name} {shown}")
         else:
             pins.append(line)
     text = (
-        f"# exact pins from {manifest_path.name} ({loaded.digest()}), "
+        f"# exact pins from {escape(manifest_path.name)} ({loaded.digest()}), "
         "written by ftmanifest reproduce\n"
         + "".join(f"{p}\n" for p in pins)
         + "".join(f"# not one exact version, pin it by hand: {u}\n" for u in unpinned)
@@ -211,7 +264,7 @@ def build_plan(
     if write:
         atomic_write_text(req_path, text)
 
-    commands = [f"pip install -r {req_path}"]
+    commands = [_shell("pip", "install", "-r", str(req_path))]
     notes: list[str] = []
     lock = m.environment.lock
     if lock is not None and lock.digest:
@@ -223,13 +276,15 @@ def build_plan(
             except OSError:
                 hashed = False
             if hashed:
-                commands.append(f"pip install --require-hashes -r {lock_path}")
-                notes.append(f"hash-pinned installs: pip install --require-hashes -r {lock_path}")
+                install = _shell("pip", "install", "--require-hashes", "-r", str(lock_path))
+                commands.append(install)
+                notes.append(f"hash-pinned installs: {install}")
             else:
-                commands.append(f"pip install -r {lock_path}")
+                install = _shell("pip", "install", "-r", str(lock_path))
+                commands.append(install)
                 notes.append(
                     f"lock file {lock_path} matches the manifest but has no --hash lines: "
-                    f"pip install -r {lock_path} (--require-hashes would refuse it)"
+                    f"{install} (--require-hashes would refuse it)"
                 )
         elif have is None:
             notes.append(f"lock file {lock.path} is not beside the manifest: only the plain pins")
@@ -241,7 +296,7 @@ def build_plan(
     if m.model.repo is not None and model_missing:
         rev = m.model.revision or ""
         if COMMIT_RE.match(rev):
-            commands.append(f"hf download {m.model.repo} --revision {rev}")
+            commands.append(_shell("hf", "download", m.model.repo, "--revision", rev))
         else:
             notes.append(
                 f"the manifest is not pinned: model.revision {rev or '(none)'!r} is not a "
@@ -276,3 +331,8 @@ def build_plan(
             "before trusting results"
         )
     return plan
+
+
+def _shell(*words: str) -> str:
+    """A command line to paste into a shell: every word quoted (issue 28)."""
+    return shlex.join(words)
