@@ -76,6 +76,20 @@ class DestinationExistsError(BackupRefusedError, FileExistsError):
     reason = "destination-exists"
 
 
+class DestinationOverlapError(BackupRefusedError):
+    """Restore's destination holds, or lies inside, the backup or its folder
+    (``--force`` would delete the backup being restored)."""
+
+    reason = "destination-overlaps-backup"
+
+
+class DestinationMovedError(BackupRefusedError):
+    """The path to restore's destination no longer leads to the folder restore
+    wrote in (a parent renamed or swapped for a symlink while it ran)."""
+
+    reason = "destination-moved"
+
+
 class BackupInputError(InputError):
     """Root of unusable backup input: a recipient or identity, or too little free space."""
 

@@ -31,6 +31,7 @@ PREDICATE_TYPE = "https://ftmanifest.dev/backup-index/v1"
 INDEX_MEMBER = "ftmanifest-index.dsse.json"
 INDEX_MAX_BYTES = 64 << 20
 MAX_ENTRIES = 1_000_000
+NAME_MAX_BYTES = 255  # NAME_MAX of Linux, macOS and Windows file systems
 _TYPES = ("file", "dir")
 
 
@@ -229,6 +230,7 @@ def parse_entries(raw: Any, where: str) -> list[Entry]:
             raise _bad_index(where, f"{at}.path is not a safe relative path")
         if path in seen:
             raise _bad_index(where, f"{at}.path repeats {path!r}")
+        _check_names(path, where, at)
         seen.add(path)
         if not isinstance(mode, str) or len(mode) != 4 or not set(mode) <= set("01234567"):
             raise _bad_index(where, f"{at}.mode is not four octal digits")
@@ -241,12 +243,54 @@ def parse_entries(raw: Any, where: str) -> list[Entry]:
             raise _bad_index(where, f"{at} lacks a size, mtime or sha256")
         assert isinstance(size, int) and isinstance(mtime, int)
         out.append(Entry(path, "file", int(mode, 8) & 0o777, size, sha, mtime))
+    _check_no_file_is_a_folder(out, where)
     return out
 
 
-def _bad_index(where: str, what: str) -> IndexMismatchError:
+def _check_names(path: str, where: str, at: str) -> None:
+    """Every name must fit a file system's (255 bytes); the whole path may be
+    any length, as restore reaches each folder from its parent's descriptor."""
+    for name in path.split("/"):
+        size = len(name.encode("utf-8"))
+        if size > NAME_MAX_BYTES:
+            raise _bad_index(
+                where,
+                f"{at}.path has a name of {size} bytes, longer than a file system allows",
+                field=f"{at}.path",
+                expected=f"names of at most {NAME_MAX_BYTES} bytes",
+                observed=f"{size} bytes: {name[:40]!r}...",
+            )
+
+
+def _check_no_file_is_a_folder(entries: Sequence[Entry], where: str) -> None:
+    files = {e.path for e in entries if e.type == "file"}
+    for i, e in enumerate(entries):
+        parts = e.path.split("/")
+        for n in range(1, len(parts)):
+            above = "/".join(parts[:n])
+            if above in files:
+                raise _bad_index(
+                    where,
+                    f"entries[{i}].path is inside {above[:200]!r}, which the index lists as a file",
+                    field=f"entries[{i}].path",
+                    expected=f"{above[:200]!r} listed as a folder, or nothing below it",
+                    observed=f"the file {above[:200]!r} and {e.path[:200]!r} below it",
+                )
+
+
+def _bad_index(
+    where: str,
+    what: str,
+    *,
+    field: str | None = None,
+    expected: str | None = None,
+    observed: str | None = None,
+) -> IndexMismatchError:
     return IndexMismatchError(
         f"the signed index is malformed: {what}",
         path=where,
+        field=field,
+        expected=expected,
+        observed=observed,
         hint="the backup was not written by this ftmanifest; do not restore it",
     )

@@ -2,22 +2,28 @@
 
 Layer: edge (writes the restored files).
 
-The staging folder is made next to DEST (same file system, so the final
-rename is atomic) with mode 0700; files are created there with O_EXCL and
-O_NOFOLLOW, mode 0600, under folders this code made itself, so no member can
-reach outside it.  Runs of zero bytes are skipped with a seek, so a sparse
-file stays sparse.  Only after age authenticated the last chunk, every
-member matched the signed index and every digest matched are the index's
-modes and times applied and the folder renamed to DEST.  On any error the
-staging folder is removed: DEST is never touched.  An existing DEST is
-replaced only with ``force`` (moved aside, replaced, then deleted).
+DEST's parent is opened once; everything after goes through descriptors
+(``dirfd``): the staging folder is made in it (same file system, so the
+final rename is atomic) with mode 0700, folders below from their parent's
+descriptor, files with O_EXCL and O_NOFOLLOW, mode 0600, under folders this
+code made itself, so no member can reach outside it and no path is limited
+by PATH_MAX.  Runs of zero bytes are skipped with a seek, so a sparse file
+stays sparse.  A file's mode and time are set through its descriptor as it
+closes; only after age authenticated the last chunk, every member matched
+the signed index and every digest matched are the folders' modes applied
+and the folder renamed to DEST, and only if the path to DEST still leads to
+the folder held open.  On any error the staging folder is removed: DEST is
+never touched.  An existing DEST is replaced only with ``force`` (moved
+aside, replaced, then deleted); a DEST that holds the backup, or lies in
+its folder, is refused.  A staging folder left by a restore that was killed
+is removed by the next restore of that DEST (our name, our user, not locked
+by a restore still running).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
-import shutil
-import tempfile
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -25,6 +31,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.backup.destination import (
+    STAGING,
+    check_space,
+    exists,
+    new_folder,
+    refuse_moved,
+    refuse_overlap,
+    remove_quietly,
+    remove_stale_staging,
+    replace,
+)
+from ftmanifest.backup.dirfd import Folders, open_dir
 from ftmanifest.backup.errors import DestinationExistsError
 from ftmanifest.backup.index import Entry
 from ftmanifest.backup.meta import Meta
@@ -65,9 +83,9 @@ class _Writer:
 
 
 class _SparseFile:
-    def __init__(self, fd: int, size: int, writer: _Writer) -> None:
+    def __init__(self, fd: int, entry: Entry, writer: _Writer) -> None:
         self.fd = fd
-        self.size = size
+        self.entry = entry
         self.hole = False
         self.writer = writer
 
@@ -89,38 +107,29 @@ class _SparseFile:
     def _close(self) -> None:
         try:
             if self.hole:
-                os.ftruncate(self.fd, self.size)
+                os.ftruncate(self.fd, self.entry.size)
+            os.fchmod(self.fd, self.entry.mode)
+            os.utime(self.fd, (self.entry.mtime, self.entry.mtime))
             os.fsync(self.fd)
         finally:
             os.close(self.fd)
 
 
 class _Staging:
-    """The sink ``read_archive`` writes into."""
+    """The sink ``read_archive`` writes into, below the staging folder's descriptor."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.made: set[str] = set()
+    def __init__(self, root: int) -> None:
+        self.folders = Folders(root, made=set())
         self.writer = _Writer()
 
-    def _parent(self, path: str) -> None:
-        parts = path.split("/")[:-1]
-        for i in range(1, len(parts) + 1):
-            rel = "/".join(parts[:i])
-            if rel not in self.made:
-                os.mkdir(self.root / rel, 0o700)  # fails if anything is there
-                self.made.add(rel)
-
     def folder(self, entry: Entry) -> None:
-        self._parent(entry.path)
-        if entry.path not in self.made:
-            os.mkdir(self.root / entry.path, 0o700)
-            self.made.add(entry.path)
+        self.folders.reach(entry.path.split("/"))
 
     def open(self, entry: Entry) -> _SparseFile:
-        self._parent(entry.path)
+        *above, name = entry.path.split("/")
+        where = self.folders.reach(above)
         self.writer.drain()  # a file's folder and its earlier files are on disk
-        return _SparseFile(os.open(self.root / entry.path, _FLAGS, 0o600), entry.size, self.writer)
+        return _SparseFile(os.open(name, _FLAGS, 0o600, dir_fd=where), entry, self.writer)
 
 
 @dataclass(frozen=True)
@@ -141,71 +150,77 @@ def restore(
     progress: Any = None,
 ) -> Restored:
     """Restore the verified backup into new folder ``dest``."""
-    from ftmanifest.fsutil import fsync_dir, write_error
+    from ftmanifest.fsutil import write_error
 
     dest = Path(os.path.abspath(dest))
-    existed = os.path.lexists(dest)
-    if existed and not force:
-        raise DestinationExistsError(
-            "the destination exists; restore never overwrites without --force",
-            path=str(dest),
-            expected="a path that does not exist yet",
-            observed="it exists",
-            hint="pick a new --to folder, or pass --force to replace it",
-        )
+    refuse_overlap(dest, archive)
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        free = shutil.disk_usage(dest.parent).free
-    except OSError as exc:
-        raise write_error(exc, dest) from None
-    if free < meta.bytes:
-        from ftmanifest.backup.errors import BackupInputError
-
-        raise BackupInputError(
-            "not enough free space to restore the backup",
-            path=str(dest.parent),
-            expected=f"at least {meta.bytes} bytes free (the backup's files)",
-            observed=f"{free} bytes free",
-            hint="free space or restore to another file system; nothing was written",
-        )
-    try:
-        staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.restore-", dir=dest.parent))
+        parent = open_dir(os.path.realpath(dest.parent))
     except OSError as exc:
         raise write_error(exc, dest) from None
     try:
-        sink = _Staging(staging)
-        try:
-            done = read_archive(
-                archive, meta, identities, trust=trust, sink=sink, progress=progress
+        existed = exists(parent, dest.name)
+        if existed and not force:
+            raise DestinationExistsError(
+                "the destination exists; restore never overwrites without --force",
+                path=str(dest),
+                expected="a path that does not exist yet",
+                observed="it exists",
+                hint="pick a new --to folder, or pass --force to replace it",
             )
-            sink.writer.drain()
+        check_space(parent, dest, meta.bytes)
+        remove_stale_staging(parent, dest.name)
+        staging = new_folder(parent, STAGING.format(name=dest.name))
+        root = -1
+        try:
+            root = open_dir(staging, parent)
+            fcntl.flock(root, fcntl.LOCK_EX | fcntl.LOCK_NB)  # not stale while we run
+            done = _fill(root, archive, meta, identities, trust, progress)
+            refuse_moved(parent, dest)
+            if existed:
+                replace(parent, staging, dest.name)
+            else:
+                os.rename(staging, dest.name, src_dir_fd=parent, dst_dir_fd=parent)
+        except BaseException as exc:
+            remove_quietly(parent, staging)
+            if isinstance(exc, OSError) and not hasattr(exc, "hint"):
+                raise write_error(exc, dest) from None
+            raise
         finally:
-            sink.writer.shutdown()
-        _finish(staging, done.entries)
-        if existed:
-            aside = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
-            os.rename(dest, aside / "old")
-            os.rename(staging, dest)
-            shutil.rmtree(aside, ignore_errors=True)
-        else:
-            os.rename(staging, dest)
-    except BaseException as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        if isinstance(exc, OSError) and not hasattr(exc, "hint"):
-            raise write_error(exc, dest) from None
-        raise
-    fsync_dir(dest.parent)
+            if root >= 0:
+                os.close(root)
+        os.fsync(parent)
+    except OSError as exc:
+        if hasattr(exc, "hint"):
+            raise
+        raise write_error(exc, dest) from None
+    finally:
+        os.close(parent)
     return Restored(dest, done, existed)
 
 
-def _finish(root: Path, entries: Sequence[Entry]) -> None:
-    """Index modes and times: files first, then folders deepest first (a
-    read-only folder must be filled before its mode is set)."""
-    for e in entries:
-        if e.type == "file":
-            p = root / e.path
-            os.chmod(p, e.mode, follow_symlinks=False)
-            os.utime(p, (e.mtime, e.mtime), follow_symlinks=False)
-    for e in sorted((e for e in entries if e.type == "dir"), key=lambda e: -e.path.count("/")):
-        os.chmod(root / e.path, e.mode, follow_symlinks=False)
-    os.chmod(root, 0o700)
+def _fill(
+    root: int, archive: Path, meta: Meta, identities: Sequence[Any], trust: Any, progress: Any
+) -> Read:
+    """Decrypt, judge and write the backup into the staging folder ``root``."""
+    os.fchmod(root, 0o700)
+    sink = _Staging(root)
+    try:
+        done = read_archive(archive, meta, identities, trust=trust, sink=sink, progress=progress)
+        sink.writer.drain()
+    finally:
+        sink.writer.shutdown()
+    _finish(sink.folders, done.entries)
+    return done
+
+
+def _finish(folders: Folders, entries: Sequence[Entry]) -> None:
+    """The index's folder modes, deepest first (a read-only folder must be
+    filled before its mode is set): in reverse byte order every folder comes
+    after all that it holds.  Each is set from its parent, never entered."""
+    dirs = sorted((e for e in entries if e.type == "dir"), key=lambda e: e.path.encode("utf-8"))
+    for e in reversed(dirs):
+        *above, name = e.path.split("/")
+        os.chmod(name, e.mode, dir_fd=folders.reach(above))
+    folders.close()
