@@ -51,7 +51,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ftmanifest.data.text import NUM_PERM, SEED, normalise, record_text, shingle_list
+from ftmanifest.data.text import NUM_PERM, SEED, normalise, shingle_list, task_text
 
 CHUNK_BYTES = 1 << 20
 CHUNK_RECORDS = 4096
@@ -144,7 +144,7 @@ def _texts(job: _Lines) -> list[tuple[int, str]]:
         line = job.first + i
         text = _decode(raw, path, line)
         if job.kind in ("jsonl", "ndjson"):
-            out.append((line, record_text(loads(text, path, line), job.fields)))
+            out.append((line, task_text(loads(text, path, line), job.fields)))
         else:
             text = text[:-1] if text.endswith("\n") else text
             out.append((line, text[:-1] if text.endswith("\r") else text))
@@ -279,7 +279,7 @@ def _text_chunks(path: Path, fmt: str | None, fields: tuple[str, ...]) -> Iterat
     items: list[tuple[int, int, str]] = []
     size = 0
     for rec in iter_records(path, fmt):
-        text = record_text(rec.value, fields)
+        text = task_text(rec.value, fields)
         items.append((rec.number, rec.line, text))
         size += len(text)
         if size >= CHUNK_BYTES or len(items) >= CHUNK_RECORDS:
@@ -302,7 +302,7 @@ def selected_texts(
 
         for rec in iter_records(path, fmt):
             if rec.number in wanted:
-                yield rec.number, rec.line, record_text(rec.value, fields)
+                yield rec.number, rec.line, task_text(rec.value, fields)
         return
     number = 0
     for chunk in _line_chunks(path, kind, tuple(fields)):

@@ -1,16 +1,31 @@
 """A record's text, normalised: which fields count, and the form they are compared in.
 
 Layer: data core (pure; no I/O).  Default text fields per shape of record:
-a chat record's ``messages[].content``; else ``prompt`` and ``completion``;
-else ``text``; else every string leaf (``recordio.text_fields``).  A CSV/TSV
-row is a ``{column: cell}`` mapping, so the same defaults pick its
-``prompt``/``completion`` or ``text`` columns.  ``fields`` overrides the
-defaults with top-level key (column) names: the string leaves under each named
-key (for ``messages``: each message's ``content``), in the order named.
+a chat record's ``messages``; else ``prompt`` and ``completion``; else
+``instruction``, ``input`` and ``output`` (Alpaca); else ``text``; else every
+string leaf, keys in sorted order (so field order never changes a record's
+text, issue 29 item 11).  A CSV/TSV row is a ``{column: cell}`` mapping, so
+the same defaults pick its ``prompt``/``completion`` or ``text`` columns.
+``fields`` overrides the defaults with top-level key (column) names: the
+string leaves under each named key, in the order named.
 
-Normalisation (issue 17): Unicode NFKC, then casefold, then every run of
-whitespace becomes one space and the ends are stripped, so copies that differ
-only in width forms, case or spacing compare equal.
+A list of chat turns (``messages``, or a conversational ``prompt`` or
+``completion`` as TRL and ``datasets`` write them) gives the content of its
+turns.  ``task_text``, what the leakage check compares, keeps the turns that
+carry the task: every one but ``system`` and ``developer`` turns, so a copy
+with its system prompt removed or replaced compares equal (issue 29 item 10);
+``record_text`` keeps them all (they count towards a record's length).
+Content may be a string or a list of parts (``[{"type": "text", "text":
+...}]``); text parts count, image and other parts do not.
+
+Normalisation (issue 17, issue 29): compatibility decomposition, every
+combining mark (category M) and every default-ignorable code point (format
+characters, variation selectors, fillers, U+034F, tags) dropped, composed
+again (NFKC) and casefolded; every run of whitespace becomes one space,
+whitespace next to punctuation (category P) is dropped (``support ,`` is
+``support,``: detokenised text), and the ends are stripped.  So copies that
+differ only in width forms, case, accents, invisible characters or spacing
+compare equal.
 """
 
 from __future__ import annotations
@@ -21,9 +36,12 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
-from ftmanifest.recordio import text_fields
-
-DEFAULT_FIELDS: tuple[tuple[str, ...], ...] = (("messages",), ("prompt", "completion"), ("text",))
+DEFAULT_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("messages",),
+    ("prompt", "completion"),
+    ("instruction", "input", "output"),
+    ("text",),
+)
 """Tried in order: the first group with a key present in a record is its text."""
 
 SHINGLE_WORDS = 3
@@ -35,54 +53,152 @@ _SPACE = re.compile(r"\s+")
 _SEP = "\n"  # between fields (normalised to one space like any whitespace)
 
 
+_SETUP_ROLES = frozenset({"system", "developer"})
+"""Chat turns that set the assistant up rather than carry the task."""
+
+# Default_Ignorable_Code_Point (Unicode DerivedCoreProperties.txt) outside category Cf
+# and category M, both dropped whole: fillers, U+034F, Mongolian selectors, reserved.
+_IGNORABLE = (
+    (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0xE0000, 0xE0FFF),
+)  # fmt: skip
+
+
 @functools.cache
-def _invisible() -> re.Pattern[str]:
-    """Every format character (Unicode category Cf: zero-width spaces and joiners,
-    soft hyphens, bidi controls, the BOM, tags), built once per process."""
-    chars = "".join(chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) == "Cf")
-    return re.compile("[" + re.escape(chars) + "]+")
+def _classes(astral: bool) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """What ``normalise`` drops and the spaces it drops, built once per process (one
+    pass over the code points); ``astral``: for text with characters past U+FFFF
+    (a class of BMP characters only is some thirty times faster to match).
+
+    Dropped: every format character (category Cf: zero-width spaces and joiners,
+    soft hyphens, bidi controls, the BOM, tags), every mark (category M:
+    combining accents, enclosing marks, vowel signs) and every other
+    default-ignorable code point.  A space goes before or after a punctuation
+    character (category P)."""
+    dropped = {c for lo, hi in _IGNORABLE for c in range(lo, hi + 1)}
+    punctuation = set()
+    for c in range(0x110000 if astral else 0x10000):
+        category = unicodedata.category(chr(c))
+        if category[0] == "M" or category == "Cf":
+            dropped.add(c)
+        elif category[0] == "P":
+            punctuation.add(c)
+    if not astral:
+        dropped = {c for c in dropped if c < 0x10000}
+    invisible = re.compile("[" + _ranges(dropped) + "]+")
+    p = "[" + _ranges(punctuation) + "]"
+    return invisible, re.compile(f" (?:(?={p})|(?<={p} ))")
+
+
+def _ranges(codes: set[int]) -> str:
+    """A regex character class body for ``codes``, runs written as ranges."""
+    out, run = [], []
+    for c in sorted(codes):
+        if run and c != run[-1] + 1:
+            out.append(run)
+            run = []
+        run.append(c)
+    if run:
+        out.append(run)
+    return "".join(
+        re.escape(chr(r[0])) + ("-" + re.escape(chr(r[-1])) if len(r) > 1 else "") for r in out
+    )
 
 
 def normalise(text: str) -> str:
-    """NFKC, casefold, format characters dropped, whitespace runs collapsed to one
-    space, ends stripped.
+    """NFKD, marks and invisible characters dropped, NFKC, casefold; whitespace runs
+    collapsed to one space, spaces next to punctuation dropped, ends stripped.
 
-    Format characters (zero-width spaces, soft hyphens, bidi controls) change no
-    glyph, so a copy with them sprinkled between letters is still the same text.
-    Idempotent: ``normalise(normalise(t)) == normalise(t)``.  Casefolding can
-    leave text NFKC would change again (and the reverse; so can dropping a
-    joiner), so the steps repeat until the text no longer changes.
+    Marks and invisible characters change no letter a reader reads as the text, so
+    a copy with them sprinkled between letters is still the same text (accents go
+    too: ``café`` is ``cafe``).  Idempotent: ``normalise(normalise(t)) ==
+    normalise(t)``.  Casefolding can leave text NFKC would change again (and the
+    reverse), so the Unicode steps repeat until the text no longer changes.
     """
-    invisible = _invisible()
-    previous = None
-    while text != previous:
-        previous = text
-        text = invisible.sub("", unicodedata.normalize("NFKC", text).casefold())
-    return _SPACE.sub(" ", text).strip()
+    if text.isascii():  # no marks, no format characters; NFKC leaves it as it is
+        text, astral = text.lower(), False
+    else:
+        astral = max(text) > "\uffff"
+        invisible = _classes(astral)[0]
+        previous = None
+        while text != previous:
+            previous = text
+            text = invisible.sub("", unicodedata.normalize("NFKD", text))
+            text = unicodedata.normalize("NFKC", text).casefold()
+    text = _SPACE.sub(" ", text).strip()
+    return _classes(astral)[1].sub("", text) if " " in text else text
 
 
-def _leaves(value: Any, key: str) -> list[str]:
+def _turn_texts(content: Any) -> list[str]:
+    """A chat turn's content: a string, or the text of its text parts."""
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    out = []
+    for part in content:
+        if isinstance(part, str):
+            out.append(part)
+        elif isinstance(part, dict) and part.get("type", "text") == "text":
+            if isinstance(part.get("text"), str):
+                out.append(part["text"])
+    return out
+
+
+def _is_turns(node: Any) -> bool:
+    return (
+        isinstance(node, list)
+        and bool(node)
+        and all(isinstance(m, dict) and "content" in m for m in node)
+    )
+
+
+def _sorted_leaves(node: Any) -> list[str]:
+    """Every string leaf, dict keys in sorted order (list items keep theirs)."""
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        keys = sorted(node, key=lambda k: (not isinstance(k, str), str(k)))
+        return [s for k in keys for s in _sorted_leaves(node[k])]
+    if isinstance(node, (list, tuple)):
+        return [s for item in node for s in _sorted_leaves(item)]
+    return []
+
+
+def _leaves(value: Any, key: str, setup: bool) -> list[str]:
     node = value.get(key) if isinstance(value, dict) else None
     if node is None:
         return []
-    if key == "messages" and isinstance(node, list):
+    if _is_turns(node):
         return [
-            m["content"] for m in node if isinstance(m, dict) and isinstance(m.get("content"), str)
+            s
+            for m in node
+            if setup or not (isinstance(m.get("role"), str) and m["role"].lower() in _SETUP_ROLES)
+            for s in _turn_texts(m["content"])
         ]
-    return [s for _path, s in text_fields(node)]
+    return _sorted_leaves(node)
 
 
-def record_text(value: Any, fields: Sequence[str] = ()) -> str:
-    """The text of one record (``recordio.Record.value``), fields joined by a newline."""
+def record_text(value: Any, fields: Sequence[str] = (), *, setup: bool = True) -> str:
+    """The text of one record (``recordio.Record.value``), fields joined by a newline.
+
+    ``setup``: whether system and developer turns count (they do for a record's
+    length; ``task_text`` leaves them out)."""
     if isinstance(value, str):
         return value
     if fields:
-        return _SEP.join(s for key in fields for s in _leaves(value, key))
+        return _SEP.join(s for key in fields for s in _leaves(value, key, setup))
     if isinstance(value, dict):
         for group in DEFAULT_FIELDS:
             if any(key in value for key in group):
-                return _SEP.join(s for key in group for s in _leaves(value, key))
-    return _SEP.join(s for _path, s in text_fields(value))
+                return _SEP.join(s for key in group for s in _leaves(value, key, setup))
+    return _SEP.join(_sorted_leaves(value))
+
+
+def task_text(value: Any, fields: Sequence[str] = ()) -> str:
+    """The text the leakage check compares: ``record_text`` without the system and
+    developer turns, which many records share and a copy may drop or replace."""
+    return record_text(value, fields, setup=False)
 
 
 def shingle_list(normalised: str, words: int = SHINGLE_WORDS) -> list[str]:
