@@ -92,7 +92,8 @@ def _classes(astral: bool) -> tuple[re.Pattern[str], re.Pattern[str]]:
 
 def _ranges(codes: set[int]) -> str:
     """A regex character class body for ``codes``, runs written as ranges."""
-    out, run = [], []
+    out: list[list[int]] = []
+    run: list[int] = []
     for c in sorted(codes):
         if run and c != run[-1] + 1:
             out.append(run)
