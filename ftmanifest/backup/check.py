@@ -6,9 +6,11 @@ Without a key: each ``*.meta.json`` is verified (signature by a trusted key,
 fields, its own name), then the files it names are hashed (archive and, for a
 passphrase backup, the key file) and the age header's recipient stanzas are
 compared with the recipients the metadata lists.  Files that no metadata
-names (an archive without metadata, a temp file left by a crash) are
-reported.  With ``read_data`` and identities, every archive is decrypted and
-every member judged against the signed index, nothing written.
+names are reported: an archive whose metadata is gone is an error (it can be
+neither verified nor restored), a temp file left by a crash a warning; a
+folder with no backup to verify is an error, never OK.  With ``read_data``
+and identities, every archive is decrypted and every member judged against
+the signed index, nothing written.
 """
 
 from __future__ import annotations
@@ -172,7 +174,9 @@ def check_folder(
     for p in sorted(folder.iterdir()):
         if p.name in named or p.name.startswith("prune-log"):
             continue
-        if p.name.endswith((ARCHIVE_SUFFIX, KEY_SUFFIX)) or p.name.endswith(".tmp"):
+        if _without_metadata(p):
+            stray.append(_missing_metadata(p))
+        elif p.name.endswith((ARCHIVE_SUFFIX, KEY_SUFFIX)) or p.name.endswith(".tmp"):
             stray.append(
                 _finding(
                     "orphan",
@@ -182,4 +186,45 @@ def check_folder(
                     hint="delete it if it is a leftover of an interrupted backup",
                 )
             )
+    if not checked:
+        stray.append(
+            _finding(
+                "nothing-verified",
+                "no backup in this folder could be verified",
+                folder,
+                expected=f"at least one <id>{META_SUFFIX} with its <id>{ARCHIVE_SUFFIX}",
+                observed="no metadata file",
+                hint="check the folder the backups were written to (backup create --to)",
+            )
+        )
     return checked, stray
+
+
+def refused(checked: Sequence[Checked], stray: Sequence[Finding]) -> bool:
+    """What ``backup check`` exits 1 on: a backup refused, or an error about
+    the folder (an archive without metadata, nothing to verify)."""
+    return any(not c.ok for c in checked) or any(f.severity == "error" for f in stray)
+
+
+def _without_metadata(path: Path) -> bool:
+    """An archive whose ``<id>.meta.json`` is not there (deleted, or a backup
+    interrupted before its last write)."""
+    name = path.name
+    if not name.endswith(ARCHIVE_SUFFIX) or name.endswith(KEY_SUFFIX):
+        return False
+    meta = path.with_name(name[: -len(ARCHIVE_SUFFIX)] + META_SUFFIX)
+    return not os.path.lexists(meta)
+
+
+def _missing_metadata(archive: Path) -> Finding:
+    meta_name = archive.name[: -len(ARCHIVE_SUFFIX)] + META_SUFFIX
+    return _finding(
+        "metadata-mismatch",
+        "an archive without its signed metadata: it can be neither verified nor restored",
+        archive,
+        field="metadata",
+        expected=meta_name,
+        observed="missing",
+        hint=f"put {meta_name} back from another copy of the backup; delete the archive "
+        "only if it is what an interrupted backup left",
+    )

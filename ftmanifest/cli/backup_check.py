@@ -61,7 +61,7 @@ def add_parser(actions: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.backup.check import check_folder
+    from ftmanifest.backup.check import check_folder, refused
     from ftmanifest.backup.recipients import identities_for
     from ftmanifest.output import findings_table, to_json
 
@@ -85,12 +85,13 @@ def run(args: argparse.Namespace) -> int:
 
     checked, stray = check_folder(folder, trust_path=args.trust, identities=identities)
     bad = [c for c in checked if not c.ok]
+    code = EXIT_REFUSED if refused(checked, stray) else EXIT_OK
     if args.format == "json":
         sys.stdout.write(
             to_json(
                 {
                     "folder": str(folder),
-                    "ok": not bad,
+                    "ok": code == EXIT_OK,
                     "backups": [
                         {
                             "metadata": str(c.meta_path),
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
                 }
             )
         )
-        return EXIT_REFUSED if bad else EXIT_OK
+        return code
     out = sys.stdout
     for c in checked:
         name = c.meta.backup_id if c.meta else c.meta_path.name
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     findings = [f for c in checked for f in c.findings] + stray
     if findings:
         out.write("\n" + findings_table(findings))
-    if not checked:
-        out.write(f"no backups in {escape(str(folder))}\n")
+    if len(bad) == len(checked):
+        out.write(f"no backup verified in {escape(str(folder))}\n")
     out.write(f"\n{len(checked)} backup(s), {len(bad)} refused\n")
-    return EXIT_REFUSED if bad else EXIT_OK
+    return code

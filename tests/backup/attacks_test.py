@@ -600,14 +600,26 @@ def test_check_without_key_catches_a_missing_key_file(keys, tmp_path, capsys):
     assert code == 1 and _rules(report) == ["backup.key-file-mismatch"]
 
 
-def test_check_reports_an_orphan_archive_as_a_warning(keys, tmp_path, capsys):
+def test_check_reports_an_archive_without_metadata_as_an_error(keys, tmp_path, capsys):
+    """Its metadata deleted, or a backup interrupted before its last write: it
+    can be neither verified nor restored, so it is not an OK (issue 28, 12)."""
     created = _made(keys, tmp_path)
     shutil.copyfile(created.archive, tmp_path / "backups" / "run-20200101T000000Z-0123456789ab.age")
+    code, report = _check(keys, tmp_path / "backups", capsys)
+    assert code == 1 and report["ok"] is False
+    assert [b["ok"] for b in report["backups"]] == [True]
+    (orphan,) = report["findings"]
+    assert orphan["rule"] == "backup.metadata-mismatch" and orphan["severity"] == "error"
+    assert orphan["path"].endswith("0123456789ab.age")
+
+
+def test_check_reports_a_temp_file_of_a_crash_as_a_warning(keys, tmp_path, capsys):
+    _made(keys, tmp_path)
+    (tmp_path / "backups" / ".run-20200101T000000Z-0123456789ab.age.tmp").write_bytes(b"x")
     code, report = _check(keys, tmp_path / "backups", capsys)
     assert code == 0 and report["ok"] is True
     (orphan,) = report["findings"]
     assert orphan["rule"] == "backup.orphan" and orphan["severity"] == "warning"
-    assert orphan["path"].endswith("0123456789ab.age")
     assert check_folder(tmp_path / "backups", trust_path=keys.trust_path)[1][0].severity == (
         "warning"
     )
