@@ -26,6 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.adapter import lora_fields
 from ftmanifest.adapter.method import config_digest, peft_type_of, plain
 from ftmanifest.adapter.tensors import read_header
 from ftmanifest.errors import InputError, InputNotFoundError
@@ -210,6 +211,14 @@ def read_config(adapter_dir: Path) -> dict[str, Any]:
         ) from None
     if not isinstance(data, dict):
         raise InputError(f"{CONFIG_NAME} is not a JSON object", path=str(path), hint=hint)
+    problem = lora_fields.type_problem(data) if peft_type_of(data) == "LORA" else None
+    if problem is not None:  # a resolver fed "four" for r crashed (issue 29)
+        key, expected, observed = problem
+        raise InputError(
+            f"{CONFIG_NAME} {key} is not of the type peft reads", path=str(path), field=key,
+            expected=expected, observed=json.dumps(observed),
+            hint=f"give {key} as {expected}, or re-save the adapter with peft save_pretrained",
+        )  # fmt: skip
     return data
 
 

@@ -21,6 +21,8 @@ raises on a refusal (only on unusable input).  Rules, each its own refusal:
                                layer-replication-impossible
   adapter.shape-mismatch / unexpected-tensor / missing-tensor   (``architecture``, LoRA only;
                                another method's tensors must name modules of the base)
+  adapter.base-rewritten-at-load  init_lora_weights is one peft reruns on load, writing the
+                               base's weights (PiSSA, CorDA, OLoRA, LoftQ): convert it first
   adapter.base-revision-differs  same weights, another revision: an error when the
                                binding's export.bind lists base_revision, else a warning
   adapter.base-files-differ, adapter.base-drifted, adapter.version-differs  (warnings)
@@ -38,10 +40,11 @@ from typing import Any
 
 from ftmanifest.adapter import architecture as arch
 from ftmanifest.adapter import base as bases
-from ftmanifest.adapter import headers
+from ftmanifest.adapter import headers, lora_fields
 from ftmanifest.adapter import method as methods
 from ftmanifest.adapter.architecture import finding
 from ftmanifest.adapter.binding import (
+    CONFIG_NAME,
     ENVELOPE_NAME,
     Binding,
     adapter_weight_files,
@@ -269,12 +272,29 @@ def structure_findings(
     if methods.peft_type_of(config) != "LORA":
         return tuner_findings(adapter_shapes, shapes, where), tree
     facts = arch.LoraFacts.from_adapter_config(config)
-    out = arch.check_targets(shapes, facts, path=where, config=base.config())
+    out = init_findings(config, where)
+    out += arch.check_targets(shapes, facts, path=where, config=base.config())
     out += arch.check_adapter_tensors(
         adapter_shapes, shapes, facts,
         transposed=arch.is_transposed(base.config(), facts), path=where,
     )  # fmt: skip
     return out, tree
+
+
+def init_findings(config: dict[str, Any], where: str) -> list[Finding]:
+    """peft reruns a PiSSA/CorDA/OLoRA/LoftQ init when it loads the adapter, and
+    that init rewrites the base's weights after their digest was checked (issue 29)."""
+    init = lora_fields.base_rewriting_init(config)
+    if init is None:
+        return []
+    return [finding(
+        "base-rewritten-at-load", f"peft reruns the {init} init when it loads this adapter, "
+        "rewriting the base weights after their digest was checked",
+        path=str(Path(where) / CONFIG_NAME), field="init_lora_weights",
+        expected="true (plain LoRA on the unchanged base)", observed=init,
+        hint="convert it to plain LoRA: save_pretrained(out, path_initial_model_for_weight_"
+        "conversion=INIT_DIR) as peft documents, then bind the converted adapter",
+    )]  # fmt: skip
 
 
 def tuner_findings(

@@ -11,12 +11,15 @@ wrapped modules, each one's rank, alpha and scaling, the modules
 ``exclude_modules`` and ``modules_to_save`` take, and the ``fan_in_fan_out``
 peft ends with; and as stated: r, alpha, dropout, bias, rsLoRA, DoRA,
 ``init_lora_weights``, ``layer_replication``.  Any other setting of the
-config that is not peft's default (``lora_bias``, ``layers_to_transform``,
-``target_parameters``, a data-driven init's own config...) changes what the
-adapter computes and the manifest cannot state it: a difference too.
+config that is not peft's default and not harmless at load (``lora_bias``,
+``layers_to_transform``, ``target_parameters``, ``alora_invocation_tokens``...;
+the table is ``lora_fields``) changes what the adapter computes and the
+manifest cannot state it: a difference too.
 
 Other methods (``method.kind: peft``) are compared by ``peft_type`` and by
-every key of ``method.config``; the config as a whole is bound by
+every key of ``method.config``; a LoRA config under ``kind: peft`` must also
+state there every field it sets away from peft's default (the same table);
+the config as a whole is bound by
 ``config_digest``.  A config of one method under a manifest of another is
 one difference, a plain sentence naming both (``kind_sentence``).
 """
@@ -29,19 +32,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ftmanifest.adapter import lora_fields
 from ftmanifest.manifest import targets as tg
 
 CONFIG_DIGEST_KIND = "sha256-peft-config"
-# Written by peft (or by bind) and not what the adapter computes.
-INFORMATIONAL = frozenset({"base_model_name_or_path", "revision", "peft_version", "auto_mapping",
-                           "inference_mode", "task_type", "peft_type", "runtime_config",
-                           "megatron_core", "qalora_group_size"})  # fmt: skip
 # Not in the digest: bind itself rewrites these two, peft the others on every save.
 UNDIGESTED = frozenset({"base_model_name_or_path", "revision", "peft_version", "inference_mode"})
-LORA_STATED = frozenset({"r", "lora_alpha", "lora_dropout", "target_modules", "exclude_modules",
-                         "modules_to_save", "bias", "use_rslora", "use_dora", "init_lora_weights",
-                         "layer_replication", "fan_in_fan_out", "rank_pattern",
-                         "alpha_pattern"})  # fmt: skip
+# Compared with the manifest's LoRA method field by field (``lora_fields``' table).
+LORA_STATED = lora_fields.COMPARED - {"peft_type"}
 # peft keeps these as sets; their order in a saved list means nothing.
 SET_KEYS = frozenset({"target_modules", "exclude_modules", "modules_to_save",
                       "feedforward_modules"})  # fmt: skip
@@ -165,15 +163,10 @@ def _cfg(config: Mapping[str, Any], key: str, default: Any) -> Any:
     return default if value is None else value
 
 
-def _default(value: Any) -> bool:
-    return plain(value) in (None, False, {}, [], "")
-
-
 def unstated(config: Mapping[str, Any], stated: frozenset[str] = LORA_STATED) -> list[str]:
-    """Keys of ``config`` that are set (not peft's default) and that the
-    manifest's method has no field for."""
-    return sorted(k for k, v in config.items()
-                  if k not in stated and k not in INFORMATIONAL and not _default(v))  # fmt: skip
+    """Keys of ``config`` set away from peft's default that are not harmless at
+    load (``lora_fields.FIELDS``) and that the manifest's method has no field for."""
+    return lora_fields.unstated(config, stated)
 
 
 def _diff_map(
@@ -324,4 +317,12 @@ def peft_differences(method: Any, config: Mapping[str, Any], *, who: str) -> lis
         if not _same(want_p, have[key]):
             out.append(Difference(("config", key), f"{who}'s {key} is not the manifest's",
                                   show(want_p), show(have[key])))  # fmt: skip
+    if got_type == "LORA":  # every LoraConfig field is compared or refused (issue 29)
+        for key in unstated(config, frozenset(method.config)):
+            out.append(Difference(
+                ("config", key), f"{who} sets {key}, which the manifest's method.config "
+                "does not state", "unset (peft's default)", show(config[key]),
+                hint=f"state it in method.config ({key}: {show(config[key])}) if it was "
+                "trained so, else train without it",
+            ))  # fmt: skip
     return out
