@@ -10,8 +10,9 @@ file beside the target.  Each
 file is read again through one descriptor whose stat must match the one it
 was hashed at, and whose bytes must hash to the index's digest: a file that
 changed in between or while being read stops the backup (nothing is left).
-The archive is fsynced and renamed, then the key file (passphrase backups)
-and last the signed metadata: a backup without metadata is incomplete.
+The archive is fsynced, linked into place and its folder fsynced, then the
+key file (passphrase backups) and last the signed metadata: a backup without
+metadata is incomplete, and metadata never names bytes only in the page cache.
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ def create_backup(
     import pyrage
 
     from ftmanifest.backup.index import build, sign_index
-    from ftmanifest.fsutil import atomic_write_bytes, write_error
+    from ftmanifest.fsutil import atomic_write_bytes, fsync_dir, write_error
 
     if bool(recipients) == (passphrase is not None):
         raise ValueError("exactly one of recipients or passphrase")
@@ -188,6 +189,7 @@ def create_backup(
                 age_recipients,
                 sink,
             )
+            os.fsync(fd)  # the bytes are on disk before any metadata vouches for them
         os.link(tmp, archive)
     except BaseException as exc:
         _unlink(tmp)
@@ -195,6 +197,7 @@ def create_backup(
             raise write_error(exc, archive) from None
         raise
     _unlink(tmp)
+    fsync_dir(to)  # the archive's name too
     meta = Meta(
         backup_id=backup_id,
         kind=kind,
