@@ -20,24 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.data import leakage
-from ftmanifest.data.clean import fingerprint, refuse_input, write_clean
+from ftmanifest.data.clean import CleanCopy, fingerprint, refuse_input, write_clean
 from ftmanifest.data.parallel import cores, default_jobs
 from ftmanifest.data.splits import image_splits_of, refuse_into_pinned, splits_of
 from ftmanifest.data.summary import DataSummary, summarise
 from ftmanifest.errors import UsageError
 from ftmanifest.manifest import load_manifest
-
-
-@dataclass(frozen=True)
-class CleanCopy:
-    """The training file written without its leaking records (``--write-clean``)."""
-
-    path: str
-    digest: str  # the training entry's new digest
-    dropped: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "digest": self.digest, "dropped": self.dropped}
 
 
 @dataclass(frozen=True)
@@ -95,8 +83,7 @@ def check_data(
     clean = None
     if write_clean_to is not None:
         drop = report.leaking[train[0].name]
-        digest = write_clean(train[0].path, train[0].format, drop, write_clean_to, before)
-        clean = CleanCopy(str(write_clean_to), digest, len(drop))
+        clean = write_clean(train[0].path, train[0].format, drop, write_clean_to, before)
     text = splits_of(loaded, allow_outside=allow_outside, fields=fields)
     images = image_splits_of(loaded, allow_outside=allow_outside)
     summary = summarise(loaded, text, images, allow_outside=allow_outside)

@@ -21,13 +21,13 @@ import hashlib
 import os
 import stat
 import tempfile
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from ftmanifest.counts import format_of
 from ftmanifest.errors import InputError, UsageError
-from ftmanifest.recordio import iter_records
 
 LINE_FORMATS = frozenset({"jsonl", "ndjson", "text", "txt"})
 ROW_FORMATS = frozenset({"csv", "tsv"})
@@ -40,32 +40,52 @@ def _same_file(a: Path, b: Path) -> bool:
         return a.resolve() == b.resolve()
 
 
-def dropped_lines(path: Path, fmt: str | None, drop: Collection[int]) -> set[int]:
-    """The 1-based physical lines that make up the records numbered in ``drop``."""
-    kind = format_of(path, fmt)
-    if kind not in LINE_FORMATS | ROW_FORMATS:
-        raise InputError(
-            f"cannot write a clean copy of {path}: format {kind!r} is not line-based",
-            path=str(path),
-            field="format",
-            expected="jsonl, ndjson, text, txt, csv or tsv",
-            observed=kind,
-            hint="convert the training split to JSONL, or clean it with your own tooling",
-        )
-    out: set[int] = set()
-    pending: int | None = None  # start line of a dropped row whose end is not known yet
-    for rec in iter_records(path, fmt):
+def dropped_spans(
+    path: Path, fmt: str | None, drop: Collection[int]
+) -> list[tuple[int, int | None]]:
+    """The byte ranges [start, end) of the CSV/TSV records numbered in ``drop``, in file
+    order (end None: to the end of the file)."""
+    from ftmanifest.recordio import iter_rows
+
+    out: list[tuple[int, int | None]] = []
+    pending: int | None = None  # start of a dropped row whose end is not known yet
+    for rec, offset in iter_rows(path, fmt):
         if pending is not None:
-            out.update(range(pending, rec.line))
+            out.append((pending, offset))
             pending = None
         if rec.number in drop:
-            if kind in LINE_FORMATS:
-                out.add(rec.line)
-            else:
-                pending = rec.line
+            pending = offset
     if pending is not None:
-        out.add(-pending)  # to the end of the file
+        out.append((pending, None))
     return out
+
+
+def _refuse_format(path: Path, kind: str) -> InputError:
+    return InputError(
+        f"cannot write a clean copy of {path}: format {kind!r} is not line-based",
+        path=str(path),
+        field="format",
+        expected="jsonl, ndjson, text, txt, csv or tsv",
+        observed=kind,
+        hint="convert the training split to JSONL, or clean it with your own tooling",
+    )
+
+
+def _pieces(src: BinaryIO, spans: list[tuple[int, int | None]]) -> Iterator[tuple[bytes, bool]]:
+    """The file in pieces, each with whether it is kept (outside every span)."""
+    begin, i = 0, 0
+    while chunk := src.read(READ):
+        cut = 0
+        while cut < len(chunk):
+            here = begin + cut
+            while i < len(spans) and (end := spans[i][1]) is not None and end <= here:
+                i += 1
+            inside = i < len(spans) and spans[i][0] <= here
+            edge = spans[i][1] if inside else (spans[i][0] if i < len(spans) else None)
+            stop = len(chunk) if edge is None else min(len(chunk), edge - begin)
+            yield chunk[cut:stop], not inside
+            cut = stop
+        begin += len(chunk)
 
 
 @dataclass(frozen=True)
@@ -85,6 +105,18 @@ class Fingerprint:
 
 
 READ = 1 << 20
+
+
+@dataclass(frozen=True)
+class CleanCopy:
+    """The training file written without its leaking records (``--write-clean``)."""
+
+    path: str
+    digest: str  # the training entry's new digest
+    dropped: int  # records removed from the copy
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "digest": self.digest, "dropped": self.dropped}
 
 
 def fingerprint(path: Path) -> Fingerprint:
@@ -121,19 +153,21 @@ def write_clean(
     drop: Collection[int],
     out: Path,
     expect: Fingerprint | None = None,
-) -> str:
-    """Stream ``path`` less the records in ``drop`` to ``out``; return its ``sha256:`` digest.
+) -> CleanCopy:
+    """Stream ``path`` less the records in ``drop`` to ``out``: its ``sha256:`` digest and
+    how many records were removed.
 
     ``expect``: the input as the check read it; a difference refuses the copy and
     leaves ``out`` as it was.  Without it, the input is fingerprinted first."""
-    from ftmanifest.counts import format_of
     from ftmanifest.fsutil import fsync_dir, write_error
 
     refuse_input(path, out)
     expect = expect or fingerprint(path)
     kind = format_of(path, fmt)
-    lines = set() if kind in LINE_FORMATS else dropped_lines(path, fmt, drop)
-    tail = min((-n for n in lines if n < 0), default=None)
+    if kind not in LINE_FORMATS | ROW_FORMATS:
+        raise _refuse_format(path, kind)
+    spans = [] if kind in LINE_FORMATS else dropped_spans(path, fmt, drop)
+    removed = len(spans)
     folder = out.parent if str(out.parent) else Path(".")
     if out.is_dir():
         raise write_error(IsADirectoryError(21, "is a directory"), out)
@@ -146,14 +180,15 @@ def write_clean(
         with open(path, "rb") as src, os.fdopen(fd, "wb") as dst:
             os.fchmod(dst.fileno(), stat.S_IMODE(os.fstat(src.fileno()).st_mode) & 0o666)
             number = 0  # records so far (line formats: non-blank lines)
-            for line, raw in enumerate(src, start=1):
+            pieces = ((raw, True) for raw in src) if kind in LINE_FORMATS else _pieces(src, spans)
+            for raw, kept in pieces:
                 seen.update(raw)
-                if kind in LINE_FORMATS:
-                    if raw.strip():
-                        number += 1
-                        if number in drop:
-                            continue
-                elif line in lines or (tail is not None and line >= tail):
+                if kind in LINE_FORMATS and raw.strip():
+                    number += 1
+                    if number in drop:
+                        removed += 1
+                        continue
+                if not kept:
                     continue
                 written.update(raw)
                 dst.write(raw)
@@ -174,7 +209,7 @@ def write_clean(
             raise write_error(exc, out) from None
         raise
     fsync_dir(folder)
-    return "sha256:" + written.hexdigest()
+    return CleanCopy(str(out), "sha256:" + written.hexdigest(), removed)
 
 
 def refuse_input(path: Path, out: Path) -> None:

@@ -24,10 +24,15 @@ import io
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from ftmanifest.counts import DELIMITERS, LINE_FORMATS, format_of, open_regular
-from ftmanifest.recordio._lines import delimited_records, jsonl_records, text_records
+from ftmanifest.recordio._lines import (
+    delimited_records,
+    delimited_rows,
+    jsonl_records,
+    text_records,
+)
 from ftmanifest.recordio._types import (
     FieldPath,
     Limits,
@@ -54,9 +59,11 @@ __all__ = [
     "RecordTooLargeError",
     "UnsupportedFormatError",
     "iter_records",
+    "iter_rows",
     "text_fields",
 ]
 
+_T = TypeVar("_T")
 _Reader = Callable[[BinaryIO, Path, Limits], Iterator[Record]]
 _READERS: dict[str, _Reader] = {
     **{kind: jsonl_records for kind in LINE_FORMATS if kind in ("jsonl", "ndjson")},
@@ -89,7 +96,20 @@ def iter_records(
     return _read(p, reader, limits)
 
 
-def _read(path: Path, reader: _Reader, limits: Limits) -> Iterator[Record]:
+def iter_rows(
+    path: str | os.PathLike[str], fmt: str | None = None, *, limits: Limits = DEFAULT_LIMITS
+) -> Iterator[tuple[Record, int]]:
+    """A CSV or TSV file's records as ``iter_records`` yields them, each with the byte
+    offset its row starts at (a row may start inside a line: after a lone CR)."""
+    p = Path(path)
+    kind = format_of(p, fmt)
+    if kind not in DELIMITERS:
+        raise fail(UnsupportedFormatError, p, f"no row reader for format {kind!r}")
+    reader = functools.partial(delimited_rows, delimiter=DELIMITERS[kind].decode())
+    return _read(p, reader, limits)
+
+
+def _read(path: Path, reader: Callable[..., Iterator[_T]], limits: Limits) -> Iterator[_T]:
     with open_regular(path, _open_error) as raw, io.BufferedReader(raw, _BUFFER) as f:
         try:
             yield from reader(f, path, limits)

@@ -82,21 +82,26 @@ def text_records(f: BinaryIO, path: Path, limits: Limits) -> Iterator[Record]:
 
 
 class _Row:
-    """Where the row being read starts and how many bytes it has taken so far;
-    the reader marks it ``fresh`` after each row (``csv.reader`` reads no
-    line past the end of the row it returns)."""
+    """Where the row being read starts (its line and its byte offset in the file)
+    and how many bytes it has taken so far; the reader marks it ``fresh`` after
+    each row (``csv.reader`` reads no line past the end of the row it returns)."""
 
     def __init__(self) -> None:
-        self.fresh, self.start, self.used = True, 0, 0
+        self.fresh, self.start, self.used, self.offset = True, 0, 0, 0
 
 
 def _csv_lines(f: BinaryIO, path: Path, limits: Limits, row: _Row) -> Iterator[str]:
     """Decoded lines as a file opened with ``newline=""`` yields them."""
+    at = 0  # the byte offset of the physical line
     for line, raw in physical_lines(f, path, limits):
         text = _decode(raw, path, line)
+        pos = at + len(raw) - len(text.encode()) if line == 1 else at  # after a BOM
+        at += len(raw)
         for piece in _PIECE.findall(text) if "\r" in text else (text,):
             if row.fresh:
-                row.fresh, row.start, row.used = False, line, 0
+                row.fresh, row.start, row.used, row.offset = False, line, 0, pos
+            if "\r" in text:  # a lone CR can start a row inside the physical line
+                pos += len(piece.encode())
             row.used += len(piece)
             if row.used > limits.record_bytes:
                 what = f"row longer than the {limits.record_bytes}-byte record limit"
@@ -105,7 +110,15 @@ def _csv_lines(f: BinaryIO, path: Path, limits: Limits, row: _Row) -> Iterator[s
 
 
 def delimited_records(f: BinaryIO, path: Path, limits: Limits, delimiter: str) -> Iterator[Record]:
-    """``csv.reader`` rows (default dialect) as ``{header cell: cell}``, header skipped.
+    """``csv.reader`` rows (default dialect) as ``{header cell: cell}``, header skipped
+    (``delimited_rows``, without the offsets)."""
+    return (rec for rec, _offset in delimited_rows(f, path, limits, delimiter))
+
+
+def delimited_rows(
+    f: BinaryIO, path: Path, limits: Limits, delimiter: str
+) -> Iterator[tuple[Record, int]]:
+    """``csv.reader`` rows as records, each with the byte offset its row starts at.
 
     Cells past the header are keyed by their 0-based column index; a short row
     has only its own cells.  A header that names a column twice is refused (a
@@ -137,4 +150,4 @@ def delimited_records(f: BinaryIO, path: Path, limits: Limits, delimiter: str) -
         value: dict[str | int, str] = {}
         for i, cell in enumerate(cells):
             value[header[i] if i < len(header) else i] = cell
-        yield Record(number, row.start, value)
+        yield Record(number, row.start, value), row.offset

@@ -34,7 +34,7 @@ def test_crlf_blank_lines_and_a_last_line_without_newline(tmp_path: Path) -> Non
     ]
     src.write_bytes(b"".join(lines))
     out = tmp_path / "clean.jsonl"
-    digest = write_clean(src, None, {2, 5}, out)
+    digest = write_clean(src, None, {2, 5}, out).digest
     assert out.read_bytes() == b"".join(lines[i] for i in (0, 1, 3, 4, 5))
     assert digest == hash_file(out, use_cache=False).digest
     write_clean(src, None, {1, 4}, out)
