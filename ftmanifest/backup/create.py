@@ -29,7 +29,7 @@ from typing import IO, Any
 from ftmanifest.backup.errors import EncryptFailedError
 from ftmanifest.backup.index import INDEX_MEMBER, Entry, Source, _changed, stat_identity
 from ftmanifest.backup.keys import Recipient
-from ftmanifest.backup.meta import ARCHIVE_SUFFIX, Meta, new_backup_id, sign_meta
+from ftmanifest.backup.meta import ARCHIVE_SUFFIX, Meta, new_backup_id, next_sequence, sign_meta
 from ftmanifest.backup.pipe import CHUNK, HashingWriter, Worker
 from ftmanifest.progress import ProgressSink
 
@@ -144,7 +144,8 @@ def create_backup(
     if bool(recipients) == (passphrase is not None):
         raise ValueError("exactly one of recipients or passphrase")
     entries, sources = build(paths, use_cache=use_cache)
-    created = (now or datetime.now(timezone.utc)).replace(microsecond=0)
+    precise = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    created = precise.replace(microsecond=0)
     backup_id = new_backup_id(kind, created)
     head = {
         "backup_id": backup_id,
@@ -175,6 +176,7 @@ def create_backup(
     except OSError as exc:
         raise write_error(exc, to) from None
     _check_space(to, sum(s.entry.size for s in sources))
+    sequence = next_sequence(to)
     archive = to / (backup_id + ARCHIVE_SUFFIX)
     tmp = to / f".{backup_id}{ARCHIVE_SUFFIX}.tmp"
     mtime = int(created.timestamp())
@@ -212,6 +214,8 @@ def create_backup(
         manifest_digest=manifest_digest,
         tags=tuple(tags),
         key_file_sha256=hashlib.sha256(key_file).hexdigest() if key_file else None,
+        created_precise=precise,
+        sequence=sequence,
     )
     key_path = to / meta.key_name if key_file else None
     meta_path = to / meta.meta_name
