@@ -11,8 +11,9 @@ their kind and rule and get ``extra["check"]``, the audit check they came from.
 
 Run folder layout: ``data/``, ``logs/``, ``checkpoints/``, ``keys/`` and the
 deliverable at ``RUN_DIR/<export.path>`` (else ``export.path`` beside the
-manifest).  Everything in RUN_DIR except ``keys/`` and ``.git`` is scanned,
-with the manifest's data and the model's pickles.
+manifest).  Everything in RUN_DIR except ``.git`` is scanned, with the
+manifest's data and the model's pickles; in ``keys/`` a private key is not a
+finding (its modes are), anything else there is.
 
 ``AuditReport.to_dict()`` (the handoff report's input)::
 
@@ -48,7 +49,10 @@ from ftmanifest.results.audit_rights import rights_findings
 
 # Files the comparison check looks for in RUN_DIR (``compare --out``), first found wins.
 COMPARISON_FILES = ("comparison.json", "results/comparison.json")
-SKIP_SCAN = frozenset({"keys", ".git"})
+SKIP_SCAN = frozenset({".git"})
+# In ``keys/`` a private key is what the folder is for (its modes are judged);
+# anything else there, a note with a token in it, is scanned like the rest.
+KEY_FILE_RULES = frozenset({"secret.private-key", "secret.age-identity"})
 
 
 @dataclass
@@ -380,6 +384,7 @@ def _gather_scan(s: AuditSubject, manifest: Any, use_cache: bool, allow_outside:
     if tops:
         options = ScanOptions(secrets=policy.secrets, pii=policy.pii, pickles=policy.pickles)
         run_rows = scan_cached(tops, options, use_cache=use_cache, symlink_root=s.run_dir).findings
+        run_rows = [f for f in run_rows if not _key_in_keys(f, s.run_dir)]
         if policy.baseline:
             accepted = scan_baseline.load(s.manifest_path.parent / policy.baseline)
             run_rows, _ = scan_baseline.apply(run_rows, accepted, policy.baseline)
@@ -390,6 +395,12 @@ def _gather_scan(s: AuditSubject, manifest: Any, use_cache: bool, allow_outside:
         if key not in seen:
             seen.add(key)
             s.scan.append(f)
+
+
+def _key_in_keys(f: Finding, run_dir: Path) -> bool:
+    if f.rule not in KEY_FILE_RULES or not f.path or f.extra.get("in") == "name":
+        return False
+    return Path(f.path).parent == run_dir / "keys" or run_dir / "keys" in Path(f.path).parents
 
 
 def _gather_perms(s: AuditSubject, manifest: Any, fix_perms: bool) -> None:

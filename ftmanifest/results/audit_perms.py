@@ -7,8 +7,11 @@ the file mode has the read bit, and its owner always has rwx (a folder its
 owner cannot enter cannot be cleaned up).  Any bit beyond that is a problem:
 group/world-readable or writable files and folders.
 
-Walks never follow symlinks: a link is neither judged nor changed (what it
-points at is judged where it lives, if it belongs to the run).  ``tighten`` only
+A symlink is never changed itself.  One that stays inside the folder being
+judged is skipped (its target is judged where it lives); one that leads
+outside is judged where it points (issue 29: ``keys`` linked to a folder of
+world-readable keys used to pass), and never changed there: with ``fix`` it
+is an unfixed row naming the link.  ``tighten`` only
 clears bits (``mode & allowed``), never loosens, and changes a file through a
 descriptor opened with ``O_NOFOLLOW`` after checking that it is still the
 entry that was judged, so a link swapped in between cannot redirect it.
@@ -50,6 +53,7 @@ class PermProblem:
     mode: int  # the permission bits seen (lstat, & 0o777)
     allowed: int
     dev_ino: tuple[int, int]
+    via: Path | None = None  # the symlink in the run that leads out to it
 
     @property
     def tightened(self) -> int:
@@ -68,35 +72,75 @@ class PermChange:
         return {"path": str(self.path), "old": f"{self.old:04o}", "new": f"{self.new:04o}"}
 
 
-def _entries(root: Path) -> Iterator[tuple[Path, os.stat_result]]:
-    """``root`` and everything under it (lstat), without following any symlink."""
+Entry = tuple[Path, os.stat_result, Path | None]  # path, lstat, the link that led out to it
+
+
+def _entries(root: Path) -> Iterator[Entry]:
+    """``root`` and everything under it (lstat), each once.
+
+    A symlink whose target lies inside ``root`` is skipped: the target is judged
+    where it lives.  One that leads outside (``RUN_DIR/logs`` -> ``/scratch/logs``,
+    a key file linked from elsewhere) is judged where it points: a run's keys
+    and logs are as readable as the files the links reach.  The third item
+    names that link (None inside the folder).
+    """
+    boundary = os.path.realpath(root)
+    seen: set[tuple[int, int]] = set()
+    yield from _walk(root, boundary, seen, None, top=True)
+
+
+def _walk(
+    path: Path,
+    boundary: str,
+    seen: set[tuple[int, int]],
+    via: Path | None,
+    *,
+    top: bool = False,
+) -> Iterator[Entry]:
     try:
-        st = root.lstat()
+        st = path.lstat()
     except OSError:
         return
-    yield root, st
+    if stat.S_ISLNK(st.st_mode):
+        target = os.path.realpath(path)
+        if not top and _inside(target, boundary):
+            return  # judged where it lives
+        path, via = Path(target), path
+        try:
+            st = path.lstat()  # realpath left no link to follow
+        except OSError:
+            return  # a dangling link reaches nothing
+    if (st.st_dev, st.st_ino) in seen:
+        return
+    seen.add((st.st_dev, st.st_ino))
+    yield path, st, via
     if not stat.S_ISDIR(st.st_mode):
         return
     try:
-        with os.scandir(root) as it:
+        with os.scandir(path) as it:
             children = sorted(it, key=lambda e: e.name)
     except OSError:
         return
     for entry in children:
-        yield from _entries(Path(entry.path))
+        yield from _walk(Path(entry.path), boundary, seen, via)
+
+
+def _inside(target: str, boundary: str) -> bool:
+    return target == boundary or target.startswith(boundary.rstrip(os.sep) + os.sep)
 
 
 def check_tree(root: Path, klass: str, mode: str) -> list[PermProblem]:
     """Every regular file and folder at or under ``root`` that is looser than ``mode``."""
     out: list[PermProblem] = []
-    for path, st in _entries(root):
+    for path, st, via in _entries(root):
         is_dir = stat.S_ISDIR(st.st_mode)
         if not (is_dir or stat.S_ISREG(st.st_mode)):
             continue  # symlinks, FIFOs, sockets, devices: not judged, never changed
         allowed = folder_mask(mode) if is_dir else file_mask(mode)
         bits = stat.S_IMODE(st.st_mode) & 0o777
         if bits & ~allowed:
-            out.append(PermProblem(path, klass, is_dir, bits, allowed, (st.st_dev, st.st_ino)))
+            ident = (st.st_dev, st.st_ino)
+            out.append(PermProblem(path, klass, is_dir, bits, allowed, ident, via))
     return out
 
 
@@ -120,6 +164,8 @@ def judge(
             judged.add(problem.path)
             if not fix:
                 loose.append(problem)
+            elif problem.via is not None:
+                unfixed.append(problem)  # outside the run: audit changes nothing there
             elif (change := tighten(problem)) is not None:
                 changes.append(change)
             else:
@@ -166,11 +212,12 @@ def problem_finding(problem: PermProblem, hint: str) -> Finding:
         if extra_bits & (bit << shift)
     ]
     said = ", ".join(loose) or "too permissive"
+    through = f", reached through the link {problem.via}" if problem.via is not None else ""
     return Finding.at(
         loc,
         kind="audit",
         rule="audit.permissions",
-        message=f"{problem.klass} {what} is {said} (beyond security.max_modes)",
+        message=f"{problem.klass} {what} is {said} (beyond security.max_modes){through}",
         path=str(problem.path),
         expected=f"at most {problem.allowed:04o}",
         observed=f"{problem.mode:04o}",
@@ -180,7 +227,10 @@ def problem_finding(problem: PermProblem, hint: str) -> Finding:
 
 
 def unfixed_finding(problem: PermProblem) -> Finding:
-    """The row for a loose mode ``fix`` could not change (unreadable, or swapped meanwhile)."""
+    """The row for a loose mode ``fix`` could not change (unreadable, swapped, or outside)."""
+    if problem.via is not None:
+        hint = f"{problem.via} links to it outside the run: chmod it there or copy it in"
+        return problem_finding(problem, hint)._replace(rule="audit.permissions-unfixed")
     return problem_finding(
         problem, "chmod it by hand (audit could not open it without following a link)"
     )._replace(rule="audit.permissions-unfixed")

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.scan.engine import ScanOptions, ScanResult, scan_files
+from ftmanifest.scan.names import name_findings
 from ftmanifest.scan.walk import walk
 from ftmanifest.sqlite_store import open_store
 
@@ -185,9 +186,12 @@ def scan_cached(
     reads nor writes the cache (nor the stat cache).  ``cache_dir`` defaults to
     ``ftmanifest.statcache.cache_dir()``; ``symlink_root``: see ``walk``.
     """
-    files, problems = walk([Path(p) for p in paths], symlink_root=symlink_root)
+    tops = [Path(p) for p in paths]
+    files, problems = walk(tops, symlink_root=symlink_root)
     result = scan_files_cached(files, options, use_cache=use_cache, cache_dir=cache_dir)
-    result.findings = sort_findings(result.findings + problems)
+    opts = options or ScanOptions()
+    names = name_findings(tops, files, secrets=opts.secrets, pii=opts.pii)
+    result.findings = sort_findings(result.findings + problems + names)
     return result
 
 

@@ -25,6 +25,7 @@ from ftmanifest import held
 from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.scan.artifacts.binary import BINARY_FORMATS, scan_binary
 from ftmanifest.scan.artifacts.sniff import NOT_JUDGED, detect_format
+from ftmanifest.scan.names import name_findings
 from ftmanifest.scan.text import readers
 from ftmanifest.scan.text.matcher import matcher
 from ftmanifest.scan.text.text import scan_text
@@ -96,9 +97,12 @@ def scan_paths(paths: Iterable[Path], opts: ScanOptions | None = None) -> ScanRe
     What cannot be walked (unreadable folders, broken links, FIFOs, links out
     of the folder) is a ``not-scanned`` error finding, never silently nothing.
     """
-    files, problems = walk(paths)
+    tops = [Path(p) for p in paths]
+    files, problems = walk(tops)
     result = scan_files(files, opts)
-    result.findings = sort_findings(result.findings + problems)
+    options = opts or ScanOptions()
+    names = name_findings(tops, files, secrets=options.secrets, pii=options.pii)
+    result.findings = sort_findings(result.findings + problems + names)
     return result
 
 

@@ -61,7 +61,11 @@ def test_symlink_to_a_file_outside_is_never_chmodded(audit_run: AuditRun, tmp_pa
     report = audit(audit_run.run, audit_run.manifest, signature=False, fix_perms=True)
     assert _mode(outside) == 0o644 and _mode(outside_dir) == 0o777
     assert report.perm_changes == []
-    assert not any(f.rule.startswith("audit.permissions") for f in report.findings)
+    # judged where they point (issue 29), never changed there: unfixed rows naming the link
+    rows = {f.path: f for f in report.findings if f.rule.startswith("audit.permissions")}
+    assert set(rows) == {str(outside), str(outside_dir)}
+    assert all(f.rule == "audit.permissions-unfixed" for f in rows.values())
+    assert str(audit_run.run / "logs" / "link.log") in (rows[str(outside)].hint or "")
 
 
 def test_a_file_swapped_for_a_symlink_after_judging_is_not_followed(tmp_path: Path) -> None:
@@ -78,7 +82,8 @@ def test_a_file_swapped_for_a_symlink_after_judging_is_not_followed(tmp_path: Pa
     victim.symlink_to(outside)  # the race: a link in place of the judged file
     assert perms.tighten(problem) is None and _mode(outside) == 0o666
     loose, unfixed, changes = perms.judge([("logs", logs)], FileModes(), fix=True)
-    assert (loose, unfixed, changes) == ([], [], [])
+    assert (loose, changes) == ([], []) and _mode(outside) == 0o666
+    assert [(p.path, p.via) for p in unfixed] == [(outside, victim)]  # judged, not changed
 
 
 @pytest.mark.skipif(ROOT_USER, reason="root opens any file")

@@ -325,7 +325,37 @@ class Ctx:
             return [part_not_scanned(self.where, why, member, "npy.unknown-descr")]
         except npy_header.NpyError as exc:
             return [malformed(self.where, "npy.bad-header", str(exc), member)]
-        return self.pickles(fh, member, 1)[0] if objects else []
+        if objects:
+            return self.pickles(fh, member, 1)[0]
+        strings = npy_header.string_items(header.descr)
+        if strings is not None:
+            return self.npy_strings(fh, member, *strings)
+        if npy_header.holds_strings(header.descr):
+            why = f"npy record fields of strings are not read ({header.descr!r})"
+            hint = "save the strings as their own array or as text"
+            return [part_not_scanned(self.where, why, member, "npy.strings-not-read", hint)]
+        return []
+
+    def npy_strings(
+        self, fh: IO[bytes], member: str | None, codec: str, size: int
+    ) -> list[Finding]:
+        """Each item of a string array, one per line, to the text scanner."""
+        if self.scanner is None or size == 0:
+            return []
+        out: list[Finding] = []
+        reported: set[tuple[str, str | None]] = set()
+        per = max(1, CHUNK // size)
+        offset = 0
+        while block := fh.read(per * size):
+            items = [block[i : i + size] for i in range(0, len(block), size)]
+            text = "\n".join(b.decode(codec, "replace").rstrip("\0") for b in items)
+            extra = {"offset": offset, "member": member}
+            for f in self.scanner(text, path=self.where, extra=extra):
+                if (f.rule, f.fingerprint) not in reported:
+                    reported.add((f.rule, f.fingerprint))
+                    out.append(f)
+            offset += len(block)
+        return out
 
     def text(self, fh: IO[bytes], member: str | None, head: bytes = b"") -> list[Finding]:
         """Hand inflated text (``head``, then the rest of ``fh``) to the text scanner."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import re
 import struct
+import sys
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -65,6 +66,34 @@ class NpyHeader:
     shape: Any
     fortran_order: Any
     data_offset: int  # bytes from the magic to the first byte of the data
+
+
+_STRING = re.compile(r"([<>|=]?)([SaU])(\d+)\Z")
+
+
+def string_items(descr: Any) -> tuple[str, int] | None:
+    """``(codec, itemsize)`` when ``descr`` is a plain array of strings, else None.
+
+    ``S``/``a`` items are NUL-padded bytes; ``U`` items are UTF-32 in the
+    descr's byte order.  Strings are text to scan: numpy reads them without
+    ``allow_pickle``, so a secret in one ships as surely as in a text file.
+    """
+    if not isinstance(descr, str) or (match := _STRING.match(descr)) is None:
+        return None
+    order, kind, count = match.groups()
+    if kind in "Sa":
+        return "utf-8", int(count)
+    big = order == ">" or (order in ("", "=", "|") and sys.byteorder == "big")
+    return ("utf-32-be" if big else "utf-32-le"), 4 * int(count)
+
+
+def holds_strings(descr: Any) -> bool:
+    """A structured or nested descr with a string field anywhere (not read here)."""
+    if isinstance(descr, str):
+        return bool(re.search(r"[SaU]\d*\Z", descr)) or descr in ("str", "bytes", "unicode")
+    if isinstance(descr, (list, tuple)):
+        return any(holds_strings(part) for part in descr)
+    return False
 
 
 def read_header(fh: IO[bytes], max_header: int = MAX_HEADER) -> NpyHeader:

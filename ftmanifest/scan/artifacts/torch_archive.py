@@ -234,8 +234,10 @@ def scan_tar(ctx: Ctx) -> list[Finding]:
                     with opener() as fh:
                         out += _legacy_records(ctx, fh, m.name)
                 else:
+                    # a legacy torch tar's raw bytes are in storages/tensors (above):
+                    # every other member is judged as what it holds, never skipped
                     kind = "pickle" if m.name in ("pickle", "sys_info") else None
-                    out += ctx.content(opener, m.name, kind=kind, optional=kind is None)
+                    out += ctx.content(opener, m.name, kind=kind)
     except (tarfile.TarError, EOFError) as exc:
         return out + [
             part_not_scanned(ctx.where, f"tar unreadable: {exc}", None, "scan.unreadable")

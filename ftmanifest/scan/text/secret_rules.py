@@ -408,6 +408,19 @@ SECRET_RULES: tuple[Rule, ...] = (
         false_positives=("pscale_pw_<your-password-here-xxxxxxxxxxxxxxx>",),
     ),
     Rule(
+        "secret.age-identity",
+        "secret",
+        "age secret key (an identity that decrypts backups)",
+        r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+        ("age-secret-key-1",),
+        validator=v.provider_token,
+        fwd=80,
+        true_positives=(
+            "AGE-SECRET-KEY-1" + "GDM32KU5WS06KWFGDZZTPC5JVQRHZGSJ7DXGLS3VJH7G4NUYURFS68E4F5",
+        ),
+        false_positives=("AGE-SECRET-KEY-1XXXXXXXX",),
+    ),
+    Rule(
         "secret.private-key",
         "secret",
         "private key block (PEM, OpenSSH, PGP)",
