@@ -127,15 +127,21 @@ def check_one(
         return out
     if meta.key_file_sha256:
         key_path = folder / meta.key_name
-        got = _digest(key_path) if key_path.is_file() else "missing"
-        if got != meta.key_file_sha256:
+        if key_path.is_file():
+            got = f"sha256:{_digest(key_path)}"
+        else:
+            got = "not a regular file" if os.path.lexists(key_path) else "missing"
+        if got != f"sha256:{meta.key_file_sha256}":
             out.findings.append(
                 _finding(
                     "key-file-mismatch",
                     "the passphrase key file is missing or changed",
                     key_path,
+                    field="key_file.sha256",
                     expected=f"sha256:{meta.key_file_sha256}",
                     observed=got,
+                    hint="restore the key file from another copy of the backup; "
+                    "without it the archive cannot be opened",
                 )
             )
     out.findings += _recipient_findings(meta, archive)
