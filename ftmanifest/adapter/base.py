@@ -82,9 +82,12 @@ class BaseModel:
         return config_digest(self.raw_config())
 
     def stray_findings(self) -> list[Finding]:
-        from ftmanifest.adapter.loadable import base_stray_findings
+        """Files beside the bound weights and config.json that from_pretrained
+        reads too (or may): other weights, an adapter, configuration_files."""
+        from ftmanifest.adapter.loadable import base_config_findings, base_stray_findings
 
-        return base_stray_findings(self.folder, self.files)
+        found = base_stray_findings(self.folder, self.files)
+        return found + base_config_findings(self.folder, self.config())
 
 
 def from_folder(folder: str | Path, *, use_cache: bool = True) -> BaseModel:

@@ -25,6 +25,8 @@ raises on a refusal (only on unusable input).  Rules, each its own refusal:
                                base's weights (PiSSA, CorDA, OLoRA, LoftQ): convert it first
   adapter.base-revision-differs  same weights, another revision: an error when the
                                binding's export.bind lists base_revision, else a warning
+  adapter.base-holds-adapter   adapter_config.json in the base folder (from_pretrained applies it)
+  adapter.base-config-indirect config.json lists configuration_files (another file is read)
   adapter.base-files-differ, adapter.base-drifted, adapter.version-differs  (warnings)
 
 Only headers and configs are read, plus the base's bytes once for the tensor
@@ -238,10 +240,12 @@ def base_findings(b: Binding, base: bases.BaseModel, digest: str, where: str) ->
         ))  # fmt: skip
     if b.base_tree_digest and base.tree_digest and base.tree_digest != b.base_tree_digest:
         out.append(finding(
-            "base-files-differ", "the base's files differ (re-saved or re-sharded?) but its "
-            "weights are the same", "warning", path=str(base.folder), field="base.treeDigest",
-            expected=b.base_tree_digest, observed=base.tree_digest,
-            hint="fine for loading: the tensor digest matches",
+            "base-files-differ", "the base's files differ (re-saved, re-sharded, another "
+            "tokenizer or generation_config.json?) but the weights and config.json the model "
+            "is built from are the bound ones", "warning", path=str(base.folder),
+            field="base.treeDigest", expected=b.base_tree_digest, observed=base.tree_digest,
+            hint="the model computes as bound; compare the other files (tokenizer, "
+            "generation_config.json) with the pinned base if they matter to you",
         ))  # fmt: skip
     here = installed_versions()
     for name, bound in sorted(b.versions.items()):

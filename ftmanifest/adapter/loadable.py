@@ -32,6 +32,7 @@ SAFE_WEIGHTS = "model.safetensors"
 SAFE_INDEX = "model.safetensors.index.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_PICKLE = "adapter_model.bin"
+ADAPTER_CONFIG = "adapter_config.json"
 CONFIG_DIGEST_KIND = "sha256-config"
 # Written by every save_pretrained and not read back as model settings.
 CONFIG_INFORMATIONAL = frozenset({"transformers_version", "_name_or_path", "_commit_hash"})
@@ -86,10 +87,26 @@ def _top(folder: Path) -> list[Path]:
 
 def base_stray_findings(folder: Path, chosen: list[Path]) -> list[Finding]:
     """Weights beside the digested ones: pickles are refusals (loaded with
-    ``use_safetensors=False``), other safetensors warnings (never loaded)."""
+    ``use_safetensors=False``), other safetensors warnings (never loaded); an
+    ``adapter_config.json`` is a refusal (``from_pretrained`` applies that adapter)."""
     keep = {p.name for p in chosen}
     out: list[Finding] = []
-    for p in sorted(_top(folder)):
+    top = sorted(_top(folder))
+    if any(p.name == ADAPTER_CONFIG for p in top):
+        # transformers' PeftAdapterMixin: from_pretrained(folder) finds adapter_config.json,
+        # loads base_model_name_or_path and applies the folder's adapter weights (issue 29)
+        weights = [p.name for p in top if p.name in (ADAPTER_WEIGHTS, ADAPTER_PICKLE)]
+        keep |= set(weights)
+        named = ", ".join([ADAPTER_CONFIG, *weights])
+        out.append(finding(
+            "base-holds-adapter", f"the base folder holds {named}: transformers' from_pretrained "
+            "loads that adapter onto the base (and the base named in its "
+            "base_model_name_or_path), so the model that computes is not the bound base",
+            path=str(folder / ADAPTER_CONFIG), field="base.files",
+            expected=f"no {ADAPTER_CONFIG} in the base folder", observed=named,
+            hint=f"remove {named} from the base folder (an adapter belongs in its own folder)",
+        ))  # fmt: skip
+    for p in top:
         if p.name in keep:
             continue
         if p.name.endswith(PICKLE_SUFFIXES):
@@ -108,6 +125,25 @@ def base_stray_findings(folder: Path, chosen: list[Path]) -> list[Finding]:
                 observed=p.name, hint=f"remove the stale {p.name}",
             ))  # fmt: skip
     return out
+
+
+def base_config_findings(folder: Path, config: dict[str, Any]) -> list[Finding]:
+    """A ``config.json`` whose ``configuration_files`` send transformers to another
+    config file (``PretrainedConfig.get_config_dict`` reads the ``config.X.json``
+    for its version instead): the bound config digest covers ``config.json`` only."""
+    listed = config.get("configuration_files")
+    if listed is None:
+        return []
+    return [finding(
+        "base-config-indirect", "the base's config.json lists configuration_files: "
+        "transformers builds the model from the file it picks there, which is not bound",
+        path=str(folder / "config.json"), field="configuration_files",
+        expected="no configuration_files (the settings in config.json itself)",
+        observed=json.dumps(listed),
+        hint="load the base with transformers and save_pretrained it again (one config.json), "
+        "or copy the settings of the file transformers picks into config.json and drop "
+        "configuration_files; then bind again",
+    )]  # fmt: skip
 
 
 def adapter_weight_file(folder: Path) -> Path:
