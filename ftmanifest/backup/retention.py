@@ -5,22 +5,29 @@ group (experiment, kind) against the keep rules of its kind, as ``restic
 forget`` does a host's snapshots: newest first, ``keep_last`` keeps the N
 newest, ``keep_hourly`` ... ``keep_yearly`` keep the newest backup of each of
 the last N hours/days/ISO weeks/months/years (UTC) that have one,
-``keep_within`` keeps every backup made within the duration of the group's
-newest backup (not of now).  A backup is kept when any rule keeps it, and the
-newest of a group is always kept.  A group whose kind has no rule at all is
-refused (``EmptyPolicyError``) rather than emptied.
+``keep_within`` keeps every backup made within the duration before ``now``
+(issue 28: restic measures from the newest backup, so one backup dated years
+ahead by a fast clock put every other outside the window).  A backup dated
+after ``now`` (beyond ``CLOCK_SLACK``) is kept and takes no part: it fills no
+``keep_last`` slot, is no group's newest, and pushes no other out of a
+bucket.  A backup is kept when any rule keeps it, and the newest of a group is
+always kept.  "Newest" is by the precise creation time, then the sequence
+number the metadata signs, then the id.  A group whose kind has no rule at
+all is refused (``EmptyPolicyError``) rather than emptied.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from ftmanifest.errors import RefusedError
 from ftmanifest.manifest.retention import BackupRetention, KeepPolicy, subtract
 
 NEWEST = "newest of its group"
+FUTURE = "dated after now (kept, not counted)"
+CLOCK_SLACK = timedelta(minutes=5)  # clocks of the machines that back up may differ this much
 
 
 class EmptyPolicyError(RefusedError, ValueError):
@@ -45,7 +52,8 @@ class Item:
 
     backup_id: str
     group: tuple[str, str]  # (experiment id or "", kind)
-    created: datetime  # timezone-aware, from the signed metadata
+    created: datetime  # timezone-aware, from the signed metadata (to the microsecond)
+    sequence: int = 0  # the signed sequence number; 0 in older metadata
 
     def __post_init__(self) -> None:
         if self.created.utcoffset() is None:
@@ -84,11 +92,11 @@ _BUCKETS: tuple[tuple[str, str, Callable[[datetime], str]], ...] = (
 
 
 def _newest_first(items: Sequence[Item]) -> list[Item]:
-    return sorted(items, key=lambda i: (i.created, i.backup_id), reverse=True)
+    return sorted(items, key=lambda i: (i.created, i.sequence, i.backup_id), reverse=True)
 
 
-def _judge(items: list[Item], policy: KeepPolicy) -> list[Decision]:
-    """``items``: one group, newest first."""
+def _judge(items: list[Item], policy: KeepPolicy, now: datetime | None) -> list[Decision]:
+    """``items``: one group, newest first, none after ``now``."""
     reasons: list[list[str]] = [[] for _ in items]
     if policy.keep_last is not None:
         for r in reasons[: policy.keep_last]:
@@ -105,7 +113,8 @@ def _judge(items: list[Item], policy: KeepPolicy) -> list[Decision]:
                 last = bucket
                 left -= 1
     if policy.keep_within is not None and items:
-        cutoff = subtract(items[0].created.astimezone(timezone.utc), policy.keep_within)
+        since = now if now is not None else items[0].created
+        cutoff = subtract(since.astimezone(timezone.utc), policy.keep_within)
         for item, r in zip(items, reasons, strict=True):
             if item.created > cutoff:
                 r.append(f"within {policy.keep_within}")
@@ -114,13 +123,20 @@ def _judge(items: list[Item], policy: KeepPolicy) -> list[Decision]:
     return [Decision(i, bool(r), tuple(r)) for i, r in zip(items, reasons, strict=True)]
 
 
-def select(items: Sequence[Item], policy_of: Callable[[str], KeepPolicy]) -> list[Decision]:
+def select(
+    items: Sequence[Item],
+    policy_of: Callable[[str], KeepPolicy],
+    *,
+    now: datetime | None = None,
+) -> list[Decision]:
     """A decision for every item: grouped by ``group``, each group newest first.
 
-    Ties in time are broken by ``backup_id``, so the result does not depend on
-    the order of ``items``.  ``policy_of(kind)`` gives the rules of a kind;
-    an empty one raises ``EmptyPolicyError``; a repeated ``backup_id`` raises
-    ``ValueError``.
+    Ties in time are broken by ``sequence``, then ``backup_id``, so the result
+    does not depend on the order of ``items``.  ``now`` (aware) is where
+    ``keep_within`` is measured from and what is "from the future" (``None``:
+    no clock; the newest of each group stands in for it, as in restic).
+    ``policy_of(kind)`` gives the rules of a kind; an empty one raises
+    ``EmptyPolicyError``; a repeated ``backup_id`` raises ``ValueError``.
     """
     seen: set[str] = set()
     groups: dict[tuple[str, str], list[Item]] = {}
@@ -134,5 +150,8 @@ def select(items: Sequence[Item], policy_of: Callable[[str], KeepPolicy]) -> lis
         policy = policy_of(group[1])
         if is_empty(policy):
             raise EmptyPolicyError(group[1])
-        out += _judge(_newest_first(groups[group]), policy)
+        ordered = _newest_first(groups[group])
+        ahead = [i for i in ordered if now is not None and i.created > now + CLOCK_SLACK]
+        out += [Decision(i, True, (FUTURE,)) for i in ahead]
+        out += _judge(ordered[len(ahead) :], policy, now)
     return out

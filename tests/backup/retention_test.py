@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ftmanifest.backup.retention import (
+    FUTURE,
     NEWEST,
     Decision,
     EmptyPolicyError,
@@ -280,3 +281,22 @@ def test_weekly_uses_iso_weeks_across_the_new_year() -> None:
     assert _kept(decisions) == ["b1", "b3"]
     assert decisions[0].reasons == ("weekly 2026-W53", NEWEST)
     assert decisions[2].reasons == ("weekly 2026-W52",)
+
+
+def test_keep_within_is_measured_from_now_and_the_future_takes_no_part() -> None:
+    # issue 28, item 5: one backup dated two years ahead must not push the rest out
+    items = _items("2026-11-01T00:00", "2026-11-20T00:00", "2028-11-20T00:00")
+    now = datetime(2026, 11, 30, tzinfo=UTC)
+    d = {x.item.backup_id: x for x in select(items, lambda kind: KeepPolicy(keep_within="15d"),
+                                             now=now)}  # fmt: skip
+    assert d["b3"].keep and d["b3"].reasons == (FUTURE,)
+    assert d["b2"].keep and NEWEST in d["b2"].reasons and "within 15d" in d["b2"].reasons
+    assert not d["b1"].keep
+    slack = select(_items("2026-11-30T00:04"), lambda kind: KeepPolicy(keep_last=1), now=now)
+    assert slack[0].reasons == ("last 1", NEWEST)  # within the clock slack: counted
+
+
+def test_equal_times_are_ordered_by_the_sequence_not_the_id() -> None:
+    t = datetime(2026, 11, 30, 12, 0, 0, 500, tzinfo=UTC)
+    items = [Item("a-newer", GROUP, t, sequence=2), Item("z-older", GROUP, t, sequence=1)]
+    assert _kept(select(items, lambda kind: KeepPolicy(keep_last=1))) == ["a-newer"]
