@@ -25,11 +25,17 @@ _KINDS = {
     stat.S_IFCHR: "a character device",
     stat.S_IFBLK: "a block device",
     stat.S_IFSOCK: "a socket",
+    stat.S_IFLNK: "a symbolic link",  # seen only by lstat (kind_of)
 }
 
 
 def _kind(mode: int) -> str:
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def kind_of(mode: int) -> str:
+    """What a file that is not regular is, in words: "a folder", "a FIFO (named pipe)"..."""
+    return _kind(mode)
 
 
 def read_untrusted(path: Path, *, limit: int, what: str, hint: str) -> bytes:

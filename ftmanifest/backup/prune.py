@@ -1,22 +1,31 @@
 """``ftmanifest prune``: apply the retention policy to a folder of backups.
 
-Layer: edge (reads metadata, hashes archives, deletes files); the choosing is
+Layer: edge (checks backups, deletes files); the choosing is
 ``retention.select`` (pure).  ``retention_policy`` decides which policy counts:
 ``keep_*`` rules given for this run, or the signed manifest's, whose signature
 is checked first since the policy decides what is deleted.
 
-Only backups whose signed metadata verifies and whose archive still has the
-signed digest take part: a damaged newest backup must not count as "kept"
-while the last good copy is deleted.  Those that cannot be judged are listed
-as problems and never deleted.  A dry run by default; ``apply`` first
-appends what it is about to delete to ``prune-log.jsonl`` in the folder
-(fsynced), then deletes each backup's files, metadata last.
+Only backups that ``backup check`` passes (``check.check_folder``, the same
+code: signature, archive and key file digests, recipients) take part: a
+damaged newest backup must not count as "kept" while the last good copy is
+deleted.  Those that fail are listed as problems and never deleted; one dated
+after now is a warning, kept and not counted (``retention``).  A dry run by
+default; ``apply`` works through one descriptor of the folder it judged:
+every file it will delete must still be a regular file, then it appends what
+it is about to delete to ``prune-log.jsonl`` (a regular file, opened without
+following links or blocking on a FIFO; fsynced), then deletes each backup's
+metadata first (``create`` writes it last): an interrupted deletion leaves
+files no metadata names, which ``backup check`` lists, never a backup that
+looks whole nor one that stays "cannot be judged" forever (issue 28, items
+3-6).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,15 +35,25 @@ from typing import Any
 from pydantic import ValidationError
 
 from ftmanifest.backup.errors import BackupRefusedError
-from ftmanifest.backup.meta import Listed, Meta, finding_of, list_backups
-from ftmanifest.backup.retention import Decision, Item, policy_for, select
-from ftmanifest.errors import FtManifestError, UsageError
+from ftmanifest.backup.meta import Meta
+from ftmanifest.backup.retention import CLOCK_SLACK, FUTURE, Decision, Item, policy_for, select
+from ftmanifest.errors import InputError, NotRegularFileError, UsageError
 from ftmanifest.findings import Finding
 from ftmanifest.manifest import load_manifest
 from ftmanifest.manifest.retention import KeepPolicy
 from ftmanifest.signing.verify import verify_manifest_signature
 
 LOG_NAME = "prune-log.jsonl"
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_LOG_OPEN = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+_CHANGED = (
+    "the backups folder changed while prune ran; nothing was deleted: "
+    "run `ftmanifest backup check DIR`, then prune again"
+)
+_LOG_HINT = (
+    f"remove or rename {LOG_NAME} (prune appends to it what it deletes, as a regular "
+    "file); nothing was deleted"
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +74,7 @@ class Plan:
     outside: list[Meta] = field(default_factory=list)  # other experiments, not judged
     problems: list[Finding] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    folder_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the folder judged
 
     def to_remove(self) -> list[Meta]:
         return [self.metas[d.item.backup_id] for d in self.decisions if not d.keep]
@@ -66,40 +86,141 @@ def plan(
     *,
     experiment_id: str | None = None,
     trust_path: Path | None = None,
+    now: datetime | None = None,
 ) -> Plan:
-    """Judge every verified, intact backup of ``folder`` (of ``experiment_id``
-    only, when given)."""
-    from ftmanifest.backup.unpack import hash_archive
+    """Judge every backup of ``folder`` (of ``experiment_id`` only, when given)
+    that ``backup check`` passes, ``keep_within`` measured from ``now``
+    (default: the clock)."""
+    from ftmanifest.backup.check import check_folder
 
-    listed: list[Listed] = list_backups(folder, trust_path=trust_path)
+    now = now or datetime.now(timezone.utc)
+    folder_id = _identity(os.stat(folder))
+    checked, _ = check_folder(folder, trust_path=trust_path)  # files no metadata names: not ours
     metas: dict[str, Meta] = {}
     outside: list[Meta] = []
     problems: list[Finding] = []
-    for entry in listed:
-        if entry.meta is None:
-            problems += entry.findings
+    for c in checked:
+        if c.meta is not None and experiment_id not in (None, c.meta.experiment_id):
+            outside.append(c.meta)
             continue
-        meta = entry.meta
-        if experiment_id is not None and meta.experiment_id != experiment_id:
-            outside.append(meta)
-            continue
-        try:
-            hash_archive(folder / meta.archive_name, meta)
-        except FtManifestError as exc:
-            problems.append(finding_of(exc, folder / meta.archive_name))
-            continue
-        metas[meta.backup_id] = meta
-    items = [Item(m.backup_id, (m.experiment_id or "", m.kind), m.created) for m in metas.values()]
-    return Plan(select(items, policy_of), metas, outside, problems)
+        problems += c.findings  # warnings of a backup that passes, too
+        if c.ok and c.meta is not None:
+            metas[c.meta.backup_id] = c.meta
+    items = [
+        Item(m.backup_id, (m.experiment_id or "", m.kind), m.created_precise or m.created,
+             m.sequence or 0)
+        for m in metas.values()
+    ]  # fmt: skip
+    decisions = select(items, policy_of, now=now)
+    problems += [
+        _from_the_future(folder, metas[d.item.backup_id], now)
+        for d in decisions
+        if d.reasons == (FUTURE,)
+    ]
+    return Plan(decisions, metas, outside, problems, folder_id=folder_id)
+
+
+def _from_the_future(folder: Path, meta: Meta, now: datetime) -> Finding:
+    return Finding(
+        kind="backup",
+        rule="backup.created-in-future",
+        message="the backup is dated after now (the clock that made it ran fast): "
+        "kept, and not counted by any keep rule",
+        path=str(folder / meta.meta_name),
+        field="created",
+        expected=f"at most {now.strftime('%Y-%m-%dT%H:%M:%SZ')} (now, "
+        f"{int(CLOCK_SLACK.total_seconds() // 60)} minutes of clock slack)",
+        observed=meta.predicate()["created"],
+        severity="warning",
+        hint="set the clock of the machine that made it right (date -u); prune judges "
+        "the backup once its date is past, or delete it by hand",
+    )
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return (st.st_dev, st.st_ino)
 
 
 def apply(folder: Path, result: Plan, policy: dict[str, Any]) -> None:
-    """Record, then delete, every backup the plan does not keep."""
+    """Record, then delete, every backup the plan does not keep.
+
+    Nothing is deleted unless the folder is the one the plan judged, every
+    file of every backup to delete is (still) a regular file or gone, and the
+    log is a regular file; each backup goes metadata first."""
     from ftmanifest.fsutil import write_error
 
     doomed = result.to_remove()
     if not doomed:
         return
+    dfd = _open_folder(folder, result.folder_id)
+    try:
+        for m in doomed:
+            for name in m.file_names():
+                _refuse_unless_regular(dfd, folder, name, "a file of a backup to delete")
+        _log(dfd, folder, doomed, policy)
+        for m in doomed:
+            for name in (m.meta_name, *(n for n in m.file_names() if n != m.meta_name)):
+                try:
+                    os.unlink(name, dir_fd=dfd)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    raise write_error(exc, folder / name, "cannot delete") from None
+            result.deleted.append(m.backup_id)
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _open_folder(folder: Path, judged: tuple[int, int] | None) -> int:
+    from ftmanifest.fsutil import write_error
+
+    try:
+        dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+    except OSError as exc:
+        raise write_error(exc, folder, "cannot open the backups folder") from None
+    seen = _identity(os.fstat(dfd))
+    if judged is not None and seen != judged:
+        os.close(dfd)
+        raise InputError(
+            "the backups folder changed since prune judged it (renamed or replaced)",
+            path=str(folder),
+            field="DIR",
+            expected=f"the folder judged: device {judged[0]}, inode {judged[1]}",
+            observed=f"device {seen[0]}, inode {seen[1]}",
+            hint=_CHANGED,
+        )
+    return dfd
+
+
+def _refuse_unless_regular(
+    dfd: int, folder: Path, name: str, what: str, hint: str = _CHANGED
+) -> None:
+    """Raise unless ``name`` in the folder is a regular file or absent (not followed)."""
+    try:
+        mode = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        _not_regular(folder / name, mode, what, hint)
+
+
+def _not_regular(path: Path, mode: int, what: str, hint: str) -> None:
+    from ftmanifest.untrusted import kind_of
+
+    raise NotRegularFileError(
+        f"{what} is {kind_of(mode)}, not a regular file",
+        path=str(path),
+        expected="a regular file",
+        observed=kind_of(mode),
+        hint=hint,
+    )
+
+
+def _log(dfd: int, folder: Path, doomed: list[Meta], policy: dict[str, Any]) -> None:
+    """Append what is about to be deleted to the log, fsynced."""
+    from ftmanifest.fsutil import write_error
+
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     lines = [
         json.dumps({
@@ -109,23 +230,23 @@ def apply(folder: Path, result: Plan, policy: dict[str, Any]) -> None:
         }, sort_keys=True)
         for m in doomed
     ]  # fmt: skip
-    log = folder / LOG_NAME
+    _refuse_unless_regular(dfd, folder, LOG_NAME, "the prune log", _LOG_HINT)
     try:
-        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, ("\n".join(lines) + "\n").encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        for m in doomed:
-            for name in [n for n in m.file_names() if n != m.meta_name] + [m.meta_name]:
-                try:
-                    os.unlink(folder / name)
-                except FileNotFoundError:
-                    pass
-            result.deleted.append(m.backup_id)
+        fd = os.open(LOG_NAME, _LOG_OPEN, 0o600, dir_fd=dfd)
     except OSError as exc:
-        raise write_error(exc, log, "cannot prune") from None
+        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):  # swapped in since
+            _refuse_unless_regular(dfd, folder, LOG_NAME, "the prune log", _LOG_HINT)
+        raise write_error(exc, folder / LOG_NAME, "cannot write the prune log") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            _not_regular(folder / LOG_NAME, mode, "the prune log", _LOG_HINT)
+        os.write(fd, ("\n".join(lines) + "\n").encode())
+        os.fsync(fd)
+    except OSError as exc:
+        raise write_error(exc, folder / LOG_NAME, "cannot write the prune log") from None
+    finally:
+        os.close(fd)
 
 
 def retention_policy(

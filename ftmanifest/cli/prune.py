@@ -85,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
                   trust_path=args.trust)  # fmt: skip
     if args.apply:
         apply(args.folder, result, policy.as_data)
-    code = EXIT_REFUSED if result.problems else EXIT_OK
+    # a backup from the future is a warning: kept, but no reason to refuse
+    code = EXIT_REFUSED if any(f.severity == "error" for f in result.problems) else EXIT_OK
     if args.format == "json":
         from ftmanifest.output import to_json
 
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     if result.problems:
         from ftmanifest.output import findings_table
 
-        out.write("\ncannot be judged (kept):\n" + findings_table(result.problems))
+        out.write("\nnot judged (kept):\n" + findings_table(result.problems))
     removed = sum(1 for d in result.decisions if not d.keep)
     if args.apply:
         out.write(
