@@ -161,7 +161,7 @@ def _kind(mode: int) -> str:
 def build(paths: Sequence[Path], *, use_cache: bool = True) -> tuple[list[Entry], list[Source]]:
     """Every entry in member order, and the files with the stat they were hashed at."""
     from ftmanifest.errors import FtManifestError
-    from ftmanifest.hashing import hash_files
+    from ftmanifest.hashing import FileChangedError, hash_files
 
     dirs, files = collect(paths)
     digests = hash_files([p for _, p, _ in files], use_cache=use_cache)
@@ -169,10 +169,13 @@ def build(paths: Sequence[Path], *, use_cache: bool = True) -> tuple[list[Entry]
     sources: list[Source] = []
     for name, p, st in files:
         got = digests[p]
+        if isinstance(got, FileChangedError):  # a refusal of this backup, as later changes are
+            raise _changed(p, "while it was hashed", got.observed)
         if isinstance(got, FtManifestError):
             raise got
-        if stat_identity(os.lstat(p)) != stat_identity(st) or got.size != st.st_size:
-            raise _changed(p, "while it was hashed")
+        now = os.lstat(p)
+        if stat_identity(now) != stat_identity(st) or got.size != st.st_size:
+            raise _changed(p, "while it was hashed", f"size {st.st_size} -> {now.st_size}")
         entry = Entry(
             name,
             "file",
@@ -189,12 +192,14 @@ def build(paths: Sequence[Path], *, use_cache: bool = True) -> tuple[list[Entry]
     return entries, sources
 
 
-def _changed(path: Path, when: str) -> Exception:
+def _changed(path: Path, when: str, observed: str | None = None) -> Exception:
     from ftmanifest.backup.errors import SourceChangedError
 
     return SourceChangedError(
         f"the file changed {when}; it was not backed up half-captured",
         path=str(path),
+        expected="the same size, times and bytes from hashing to the end of the backup",
+        observed=observed or f"it changed {when}",
         hint="stop what writes to it (training, logging) and back up again",
     )
 

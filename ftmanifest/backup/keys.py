@@ -279,9 +279,14 @@ def _ssh_identity(data: bytes, path: Path, passphrase: Callable[[], str] | None)
 # -- passphrases --------------------------------------------------------------
 
 
+PASSPHRASE_MIN_CHARS = 8
+
+
 def passphrase_source(env_var: str | None, *, new: bool) -> Callable[[], str]:
     """Where a backup passphrase comes from: ``env_var`` or the terminal
-    (asked twice for a new backup).  Never the command line."""
+    (asked twice for a new backup).  Never the command line.  A new backup's
+    passphrase must hold ``PASSPHRASE_MIN_CHARS`` characters besides the
+    spaces around it (an old backup's opens with whatever it was made with)."""
     import getpass
 
     from ftmanifest.errors import UsageError
@@ -292,6 +297,8 @@ def passphrase_source(env_var: str | None, *, new: bool) -> Callable[[], str]:
 
         def from_variable() -> str:
             value = from_env(env_var).decode("utf-8")
+            if new:
+                _check_new_passphrase(value, "--passphrase-env", f"set {env_var} to")
             if not value:
                 raise UsageError("the passphrase variable is empty", field="--passphrase-env")
             return value
@@ -301,6 +308,8 @@ def passphrase_source(env_var: str | None, *, new: bool) -> Callable[[], str]:
     def ask() -> str:
         _require_tty("a backup passphrase is needed")
         first = getpass.getpass("Backup passphrase: ")
+        if new:
+            _check_new_passphrase(first, "--passphrase", "type")
         if new and first != getpass.getpass("Same passphrase again: "):
             raise UsageError("the two passphrases differ", hint="run the command again")
         if not first:
@@ -308,3 +317,25 @@ def passphrase_source(env_var: str | None, *, new: bool) -> Callable[[], str]:
         return first
 
     return ask
+
+def _check_new_passphrase(value: str, field: str, how: str) -> None:
+    """Refuse a blank or short passphrase for a new backup, saying how long
+    it is but never what it is."""
+    from ftmanifest.errors import UsageError
+
+    kept = value.strip()
+    if len(kept) >= PASSPHRASE_MIN_CHARS:
+        return
+    if not value:
+        observed = "an empty passphrase"
+    elif not kept:
+        observed = f"{len(value)} character(s), all whitespace"
+    else:
+        observed = f"{len(kept)} character(s) besides the spaces around them"
+    raise UsageError(
+        "the backup passphrase is too short to protect the backup",
+        field=field,
+        expected=f"at least {PASSPHRASE_MIN_CHARS} characters besides spaces around them",
+        observed=observed,
+        hint=f"{how} a longer passphrase (a few words), or encrypt to a key with -r",
+    )
