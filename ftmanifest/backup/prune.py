@@ -94,8 +94,8 @@ def plan(
     from ftmanifest.backup.check import check_folder
 
     now = now or datetime.now(timezone.utc)
-    folder_id = _identity(os.stat(folder))
     checked, _ = check_folder(folder, trust_path=trust_path)  # files no metadata names: not ours
+    folder_id = _identity(os.stat(folder))
     metas: dict[str, Meta] = {}
     outside: list[Meta] = []
     problems: list[Finding] = []
