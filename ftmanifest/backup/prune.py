@@ -34,6 +34,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ftmanifest.backup.check import check_folder
 from ftmanifest.backup.errors import BackupRefusedError
 from ftmanifest.backup.meta import Meta
 from ftmanifest.backup.retention import CLOCK_SLACK, FUTURE, Decision, Item, policy_for, select
@@ -91,8 +92,6 @@ def plan(
     """Judge every backup of ``folder`` (of ``experiment_id`` only, when given)
     that ``backup check`` passes, ``keep_within`` measured from ``now``
     (default: the clock)."""
-    from ftmanifest.backup.check import check_folder
-
     now = now or datetime.now(timezone.utc)
     checked, _ = check_folder(folder, trust_path=trust_path)  # files no metadata names: not ours
     folder_id = _identity(os.stat(folder))
