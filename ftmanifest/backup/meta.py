@@ -23,7 +23,19 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.backup.errors import MetadataMismatchError
+from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding
+from ftmanifest.signing.errors import (
+    BadSignatureError,
+    ExpiredKeyError,
+    NotYetValidKeyError,
+    SignatureRefusedError,
+    SigningInputError,
+    ThresholdNotMetError,
+    UnknownKeyError,
+    WrongNamespaceError,
+    WrongPayloadTypeError,
+)
 
 PREDICATE_TYPE = "https://ftmanifest.dev/backup/v1"
 META_SUFFIX = ".meta.json"
@@ -154,12 +166,14 @@ class Listed:
 
 def trust_for(meta_path: Path, trust_path: Path | None = None) -> Any:
     """The allowed signers for backups in ``meta_path``'s folder: ``--trust``,
-    ``$FTMANIFEST_TRUST_FILE``, or found as verify finds it for a manifest.
-    A missing, unsafe or malformed trust file raises (the user's input)."""
-    from ftmanifest.signing.locate import choose_trust_file
+    ``$FTMANIFEST_TRUST_FILE``, or the project's (the current folder's
+    repository), never one from the backups folder (issue 28: whoever writes
+    the backups could plant it).  A missing, unsafe or malformed trust file
+    raises (the user's input)."""
+    from ftmanifest.signing.locate import choose_backup_trust_file
     from ftmanifest.signing.trust import load_trust
 
-    return load_trust(choose_trust_file(meta_path, trust_path).path)
+    return load_trust(choose_backup_trust_file(meta_path.parent, trust_path).path)
 
 
 def meta_path_of(backup: Path) -> Path:
@@ -193,13 +207,16 @@ def read_meta(
         ) from None
     if trust is None:
         trust = trust_for(meta_path, trust_path)
-    verified = verify_statement(
-        raw,
-        trust=trust,
-        expected_predicate_type=PREDICATE_TYPE,
-        path=meta_path,
-        resign_hint="this metadata was not written by ftmanifest backup",
-    )
+    try:
+        verified = verify_statement(
+            raw,
+            trust=trust,
+            expected_predicate_type=PREDICATE_TYPE,
+            path=meta_path,
+            resign_hint="this metadata was not written by ftmanifest backup",
+        )
+    except (SignatureRefusedError, SigningInputError) as exc:
+        raise _worded_for_backups(exc) from None
     meta = parse_predicate(verified.predicate, str(meta_path))
     if meta_path.name != meta.meta_name:
         raise MetadataMismatchError(
@@ -213,6 +230,32 @@ def read_meta(
     if verified.statement.digest_of(meta.archive_name) != f"sha256:{meta.archive_sha256}":
         raise _bad(str(meta_path), "the subject does not name the archive's digest")
     return meta, verified.verdict.valid_keyids
+
+
+_UNTRUSTED = (
+    UnknownKeyError,
+    ExpiredKeyError,
+    NotYetValidKeyError,
+    WrongNamespaceError,
+    ThresholdNotMetError,
+)
+_DAMAGED_HINT = (
+    "the backup's metadata was edited or damaged: do not trust this backup; restore "
+    "from another copy of it, or make a new one with `ftmanifest backup create`"
+)
+
+
+def _worded_for_backups(exc: FtManifestError) -> FtManifestError:
+    """A signing refusal about ``<id>.meta.json`` in a backup's words: an
+    untrusted signer says so (the message names its key, ``expected`` the trust
+    file); a damaged envelope gets a backup's fix, not "re-sign the manifest"
+    (issue 28)."""
+    if isinstance(exc, _UNTRUSTED):
+        exc.message = f"the backup's signer is not trusted: {exc.message}"
+        exc.args = (exc.message,)
+    elif isinstance(exc, (SigningInputError, WrongPayloadTypeError, BadSignatureError)):
+        exc.hint = _DAMAGED_HINT
+    return exc
 
 
 def parse_predicate(p: dict[str, Any], where: str) -> Meta:
@@ -303,8 +346,6 @@ def _bad(where: str, what: str) -> MetadataMismatchError:
 def list_backups(folder: Path, *, trust_path: Path | None = None) -> list[Listed]:
     """Every ``*.meta.json`` in ``folder`` (not below), verified; a file that
     cannot be verified is listed with the finding that says why."""
-    from ftmanifest.errors import FtManifestError
-
     paths = sorted(folder.glob("*" + META_SUFFIX))
     trust = trust_for(paths[0], trust_path) if paths else None  # trust problems raise
     out: list[Listed] = []

@@ -62,11 +62,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.backup.meta import meta_path_of, read_meta
+    from ftmanifest.backup.meta import meta_path_of, read_meta, trust_for
     from ftmanifest.backup.recipients import identities_for
     from ftmanifest.backup.restore import restore
-    from ftmanifest.signing.locate import choose_trust_file
-    from ftmanifest.signing.trust import load_trust
 
     if not os.path.lexists(args.backup):
         raise InputNotFoundError(
@@ -75,12 +73,12 @@ def run(args: argparse.Namespace) -> int:
             hint="pass the <id>.age or <id>.meta.json file",
         )
     meta_path = meta_path_of(args.backup)
-    meta, signers = read_meta(meta_path, trust_path=args.trust)
+    trust = trust_for(meta_path, args.trust)
+    meta, signers = read_meta(meta_path, trust=trust)
     opening = identities_for(
         args.identity, passphrase_env=args.passphrase_env, ask_passphrase=args.passphrase
     )
     identities = opening(meta, meta_path.parent)
-    trust = load_trust(choose_trust_file(meta_path, args.trust).path)
     from ftmanifest.progress import Progress
 
     with Progress(label="restore") as progress:

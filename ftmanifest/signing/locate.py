@@ -12,6 +12,13 @@ Layer: signing (edge: asks git, stats folders).  In order:
    request could add ``sub/.ftmanifest/allowed_signers`` and sign with its own
    key, so there is one trust file per repository, one path to protect.
 
+Backups are judged by the project, never by the storage being checked
+(issue 28): ``choose_backup_trust_file`` takes the same ``--trust`` and
+``$FTMANIFEST_TRUST_FILE``, else searches from the current folder (the
+project that runs the command), not from the backups folder, and refuses a
+trust file whose real path lies inside the backups folder whoever named it:
+whoever can write the backups could have written it.
+
 The work tree root is what ``git rev-parse --show-toplevel`` says (without a
 shell, with a timeout and no optional locks), so an empty ``.git`` file
 planted in /tmp makes no root; and a found trust file passes ssh's StrictModes
@@ -26,11 +33,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ftmanifest.signing.errors import TrustFileNotFoundError
+from ftmanifest.signing.errors import InsecureTrustPathError, TrustFileNotFoundError
 
 TRUST_ENV = "FTMANIFEST_TRUST_FILE"
 DEFAULT_TRUST = Path(".ftmanifest") / "allowed_signers"
-TrustHow = Literal["option", "environment", "repository", "folder"]
+TrustHow = Literal["option", "environment", "repository", "folder", "current-folder"]
+_WHERE = {
+    "repository": "repository root",
+    "folder": "manifest's folder (no repo)",
+    "current-folder": "current folder (no repository)",
+}
 
 
 @dataclass(frozen=True)
@@ -47,8 +59,7 @@ class TrustSource:
             return "given by --trust"
         if self.how == "environment":
             return f"given by ${TRUST_ENV}"
-        where = "repository root" if self.how == "repository" else "manifest's folder (no repo)"
-        return f"{where} {self.root}, searched from {self.searched_from}"
+        return f"{_WHERE[self.how]} {self.root}, searched from {self.searched_from}"
 
     def to_dict(self) -> dict[str, str | None]:
         return {
@@ -106,3 +117,76 @@ def choose_trust_file(
 def find_trust_file(manifest_path: Path) -> Path:
     """The path of :func:`choose_trust_file` (kept for callers of the old API)."""
     return choose_trust_file(manifest_path).path
+
+
+def choose_backup_trust_file(
+    backups: Path,
+    trust_path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    project: Path | None = None,
+) -> TrustSource:
+    """The trust file for the backups in folder ``backups``: ``--trust``, then
+    ``$FTMANIFEST_TRUST_FILE``, else ``.ftmanifest/allowed_signers`` at the
+    root of the work tree holding ``project`` (default: the current folder),
+    outside a work tree in ``project`` itself.  Never searched from
+    ``backups``; one that lies inside it is refused."""
+    from ftmanifest.probe.git import repository_root
+    from ftmanifest.signing._files import check_strict_modes
+
+    env = os.environ if environ is None else environ
+    pinned = env.get(TRUST_ENV, "")
+    if trust_path is not None:
+        source = TrustSource(trust_path, "option")
+    elif pinned:
+        source = TrustSource(Path(pinned).expanduser(), "environment")
+    else:
+        start = Path(os.path.abspath(project if project is not None else Path.cwd()))
+        root = repository_root(start, env)
+        stop = root if root is not None else start
+        source = TrustSource(
+            stop / DEFAULT_TRUST,
+            "repository" if root is not None else "current-folder",
+            searched_from=start,
+            root=stop,
+        )
+    _refuse_inside(source, backups)
+    if source.root is not None:
+        if not source.path.exists():
+            raise _no_backup_trust(source, backups)
+        check_strict_modes(source.path, source.root)
+    return source
+
+
+def _refuse_inside(source: TrustSource, backups: Path) -> None:
+    """Refuse a trust file whose real path is inside the backups folder."""
+    real = Path(os.path.realpath(source.path))
+    folder = Path(os.path.realpath(backups))
+    if real != folder and folder not in real.parents:
+        return
+    named = {"option": "--trust", "environment": f"${TRUST_ENV}"}.get(source.how, "trust file")
+    raise InsecureTrustPathError(
+        "refusing the trust file: it lies inside the backups folder being checked, "
+        "and whoever can write the backups can write it",
+        path=str(source.path),
+        field=named,
+        expected=f"a trust file outside {folder}: the project's {DEFAULT_TRUST}, "
+        f"--trust PATH or ${TRUST_ENV}",
+        observed=f"{real} is inside {folder}"
+        + (f" ({source.describe()})" if source.root is not None else ""),
+        hint="run from the project that made the backups, or pass --trust PATH naming the "
+        "project's allowed_signers; never keep the trust file with the backups",
+    )
+
+
+def _no_backup_trust(source: TrustSource, backups: Path) -> TrustFileNotFoundError:
+    in_repo = source.how == "repository"
+    return TrustFileNotFoundError(
+        "no trust file (allowed signers) found for these backups",
+        path=str(source.path),
+        expected=f"{DEFAULT_TRUST} at the root of the repository holding the current folder "
+        "(outside a repository: in the current folder); never in the backups folder",
+        observed=f"searched from {source.searched_from}; "
+        + (f"repository root {source.root}" if in_repo else "not in a git work tree"),
+        hint="run from the project whose .ftmanifest/allowed_signers trusts the backup's "
+        f"signer, or pass --trust PATH (CI: set {TRUST_ENV})",
+    )
