@@ -22,9 +22,9 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ftmanifest.adapter.check import AdapterRefusedError
-    from ftmanifest.adapter.load import check_loaded_base, load_bound
+    from ftmanifest.adapter.load import check_loaded_base, check_loaded_config, load_bound
 
-__all__ = ["AdapterRefusedError", "check_loaded_base", "load_bound"]
+__all__ = ["AdapterRefusedError", "check_loaded_base", "check_loaded_config", "load_bound"]
 
 
 def __getattr__(name: str) -> object:

@@ -6,7 +6,12 @@ Layer: edge (torch, transformers and peft, imported inside the functions).
 ``AdapterRefusedError`` (a ``RefusedError``, exit 1) carrying every finding,
 the same reasons the CLI prints.  ``check_loaded_base`` is for code that
 loads the base itself: it digests the model's state dict on the CPU, one
-tensor chunk at a time, and compares it with the bound tensor digest.
+tensor chunk at a time, and compares it with the bound tensor digest;
+``check_loaded_config`` compares its ``config.to_dict()`` with the config
+transformers builds from the bound ``config.json`` (read again, its digest
+checked, loaded from a private copy), less ``RUNTIME_CONFIG_KEYS``.  Only
+``PEFT_KWARGS`` reach peft: ``config=`` or ``key_mapping=`` would load the
+adapter otherwise than it was checked.
 
 Tied weights (GPT-2's ``lm_head.weight`` is ``transformer.wte.weight``) are
 one tensor under two names in a state dict but saved once, under one of the
@@ -22,10 +27,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.adapter.architecture import finding
-from ftmanifest.adapter.check import AdapterRefusedError, AdapterReport, check_adapter, require_ok
+from ftmanifest.adapter import base as bases
+from ftmanifest.adapter.architecture import collapse, finding
+from ftmanifest.adapter.check import (
+    AdapterRefusedError,
+    AdapterReport,
+    check_adapter,
+    config_findings,
+    require_ok,
+)
+from ftmanifest.adapter.loadable import CONFIG_INFORMATIONAL, base_config_findings
 from ftmanifest.adapter.tensors import TensorRecord, combine, tensor_record
-from ftmanifest.errors import UsageError
+from ftmanifest.errors import InputError, UsageError
 from ftmanifest.findings import Finding
 
 MAX_ALIAS_CHOICES = 64
@@ -47,15 +60,22 @@ def load_bound(
     binding names.  ``model``: a base model already loaded by the caller;
     its weights are digested and must be the bound ones.  Otherwise the base
     folder is loaded with ``model_class`` (default ``AutoModelForCausalLM``).
-    Extra keyword arguments go to ``PeftModel.from_pretrained``.
+    Extra keyword arguments go to ``PeftModel.from_pretrained``: only
+    ``PEFT_KWARGS``, others raise ``UsageError``.  The model, given or loaded,
+    must have the bound weights and the bound config.
     """
     import tempfile
 
-    for name in sorted(set(from_pretrained) & UNCHECKED_KWARGS):
+    for name in sorted(set(from_pretrained) - PEFT_KWARGS):
+        why = ("it would load files that were not checked" if name in UNCHECKED_KWARGS
+               else "peft would load the adapter otherwise than it was checked")  # fmt: skip
         raise UsageError(
-            f"load_bound cannot pass {name}= to peft: it would load files that were not checked",
-            field=name, expected="no " + name, observed=repr(from_pretrained[name]),
-            hint="point load_bound at the adapter folder itself",
+            f"load_bound cannot pass {name}= to peft: {why}", field=name,
+            expected="only " + ", ".join(sorted(PEFT_KWARGS)),
+            observed=repr(from_pretrained[name])[:200],
+            hint="point load_bound at the adapter folder itself"
+            if name in UNCHECKED_KWARGS else f"drop {name}=: the adapter's own checked "
+            "adapter_config.json and tensor names are what load_bound loads",
         )  # fmt: skip
     report = require_ok(
         check_adapter(adapter_dir, manifest_path=manifest, base_dir=base, trust_path=trust_path)
@@ -66,15 +86,21 @@ def load_bound(
         # a file swapped after the check is refused, never loaded.
         private = _snapshot(Path(adapter_dir), Path(tmp) / "adapter", report,
                             search_from=manifest, trust_path=trust_path)  # fmt: skip
+        expected = _checked_config(report, Path(tmp) / "config")
         if model is None:
             if model_class is None:
                 from transformers import AutoModelForCausalLM
 
                 model_class = AutoModelForCausalLM
-            model = model_class.from_pretrained(str(report.base_folder))
+            # config= the checked one: config.json is not read again from the folder
+            model = model_class.from_pretrained(str(report.base_folder), config=expected)
         # what was loaded, not what was checked: a base swapped or read from
         # other files (a pickle, another config) since the check is refused here
         require_loaded_base(model, report)
+        found = check_loaded_config(model, expected, report.base_folder / "config.json")
+        if found:
+            report.findings.extend(found)
+            require_ok(report)
         from peft import PeftModel
 
         return PeftModel.from_pretrained(model, str(private), **from_pretrained)
@@ -82,6 +108,76 @@ def load_bound(
 
 # peft keywords that read other files than the checked folder's own
 UNCHECKED_KWARGS = frozenset({"subfolder", "revision", "token", "use_auth_token"})
+# PeftModel.from_pretrained keywords that leave what is computed as checked: the
+# adapter's name, requires_grad, fp32 compute of fp16 adapter weights, where it
+# is placed.  Any other (config=, key_mapping=...) is refused (issue 29).
+PEFT_KWARGS = frozenset({"adapter_name", "is_trainable", "autocast_adapter_dtype",
+                         "ephemeral_gpu_offload", "low_cpu_mem_usage", "torch_device"})  # fmt: skip
+# Keys of PretrainedConfig.to_dict() that do not change the logits: written by
+# every save (CONFIG_INFORMATIONAL), what forward returns or caches, and the dtype
+# (the weights' dtype is in the tensor digest, which check_loaded_base compares).
+RUNTIME_CONFIG_KEYS = CONFIG_INFORMATIONAL | {"output_attentions", "output_hidden_states",
+                                              "return_dict", "use_cache", "dtype",
+                                              "torch_dtype"}  # fmt: skip
+SHOWN_KEYS = 3
+
+
+def _checked_config(report: AdapterReport, folder: Path) -> Any:
+    """The transformers config of the base's ``config.json`` as bound: read once
+    more, refused unless its digest is still the binding's, and built from a
+    private copy of what was read (a config.json swapped after the check is not
+    the one loaded)."""
+    import json
+
+    from transformers import AutoConfig
+
+    assert report.binding is not None and report.base_folder is not None
+    base = bases.from_folder(report.base_folder, use_cache=False)
+    found = config_findings(report.binding, base) + base_config_findings(base.folder, base.config())
+    if found:
+        report.findings.extend(found)
+        require_ok(report)
+    folder.mkdir(parents=True)
+    text = json.dumps(base.raw_config(), ensure_ascii=False)
+    (folder / "config.json").write_text(text, encoding="utf-8")
+    try:
+        return AutoConfig.from_pretrained(str(folder))
+    except (ValueError, OSError, KeyError) as exc:
+        raise InputError(
+            "transformers cannot build a config from the base's config.json",
+            path=str(base.folder / "config.json"), field="model_type",
+            expected="a config transformers knows", observed=str(exc)[:200],
+            hint="load the base yourself and pass it as model=",
+        ) from None  # fmt: skip
+
+
+def check_loaded_config(model: Any, expected: Any, where: Path | str) -> list[Finding]:
+    """No finding when ``model.config`` is ``expected`` (both as ``to_dict()``,
+    less ``RUNTIME_CONFIG_KEYS``); else an ``adapter.base-config-differs`` per
+    key (a model loaded with ``rms_norm_eps=`` or ``hidden_act=`` overrides)."""
+    import json
+
+    def canon(config: Any) -> dict[str, str]:
+        d = config.to_dict() if hasattr(config, "to_dict") else {}
+        return {k: json.dumps(v, sort_keys=True, default=repr)
+                for k, v in d.items() if k not in RUNTIME_CONFIG_KEYS}  # fmt: skip
+
+    def show(text: str | None) -> str:  # a string as it is, anything else as JSON
+        if text is None:
+            return "absent"
+        value = json.loads(text)
+        return value if isinstance(value, str) else text
+
+    want, got = canon(expected), canon(getattr(model, "config", None))
+    keys = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+    rows = [finding(
+        "base-config-differs", f"the loaded base model's config is not the bound "
+        f"config.json at {key}", path=str(where), field=key,
+        expected=show(want.get(key)), observed=show(got.get(key)),
+        hint="load the base without config overrides (no rms_norm_eps=, hidden_act=... "
+        "keywords), or let load_bound load it",
+    ) for key in keys]  # fmt: skip
+    return collapse(rows, SHOWN_KEYS)
 
 
 def _snapshot(
@@ -165,4 +261,5 @@ def _digests(records: dict[str, TensorRecord], groups: list[list[str]]) -> Itera
         yield combine(r for n, r in records.items() if n not in dropped)
 
 
-__all__ = ["AdapterRefusedError", "check_loaded_base", "load_bound", "require_loaded_base"]
+__all__ = ["AdapterRefusedError", "check_loaded_base", "check_loaded_config", "load_bound",
+           "require_loaded_base"]  # fmt: skip
