@@ -154,6 +154,8 @@ def _scan_files(files: Iterable[Path], opts: ScanOptions) -> ScanResult:
             )
         if fmt == "text":
             text_files.append((path, size))
+        elif fmt == "gzip" and _gzip_of_tar(path):
+            result.findings += _binary(path, "gzip", opts)  # each member as what it holds
         elif fmt == "gzip":
             # Judged by content twice over: a gzip'd protocol-0 pickle looks like
             # text, so the pickle walk runs first; text keeps its line numbers.
@@ -177,6 +179,18 @@ def _scan_files(files: Iterable[Path], opts: ScanOptions) -> ScanResult:
     result.findings += _run_text(text_files, opts, jobs)
     result.findings = sort_findings(result.findings)
     return result
+
+
+def _gzip_of_tar(path: Path) -> bool:
+    """A ``.tar.gz``: its members are files of their own, not lines of one text."""
+    from ftmanifest.scan.artifacts.compressed import open_inflated
+
+    try:
+        with open_inflated(held.open_binary(path), "gzip", 1 << 20) as fh:
+            head = fh.read(512)
+    except (OSError, EOFError, ValueError):
+        return False  # judged as gzip, which names what is wrong with it
+    return len(head) == 512 and head[257:262] == b"ustar"
 
 
 def _run_text(files: list[tuple[Path, int]], opts: ScanOptions, jobs: int) -> list[Finding]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import codecs
 import hashlib
 import io
+import tarfile
+import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,13 +40,14 @@ from ftmanifest.scan.artifacts.pickles import WalkResult
 from ftmanifest.scan.artifacts.safetensors import MAX_HEADER, check_safetensors
 from ftmanifest.scan.artifacts.sniff import TORCH_MAGIC
 from ftmanifest.scan.text.readers import looks_text
-from ftmanifest.scan.unscanned import malformed, part_not_scanned
+from ftmanifest.scan.unscanned import REEXPORT_HINT, malformed, part_not_scanned
 
 TextScanner = Callable[..., list[Finding]]
 Opener = Callable[[], IO[bytes]]
 BINARY_FORMATS = frozenset(
     {"safetensors", "pickle", "torch-zip", "torch-legacy", "npy", "npz", "zip", "tar"}
     | {"onnx", "gguf", "tf-graph", "hdf5"}  # models judged by their own walks
+    | {"sqlite", "tfrecord"}  # data: their values and payloads are text
     | set(IMAGE_FORMATS)  # data: only their metadata is text
     | {"gzip", "binary"}  # judged by content: compressed streams, legacy torch tars
 )
@@ -57,6 +60,7 @@ LEGACY_PICKLES = 5  # magic, protocol, sys_info, main object, storage keys
 PARSE_FAILED = "scan.parse-failed"  # a reader raised on the bytes: see scan_binary
 # The usual spellings of torch's legacy magic number; any other is found by walking.
 _LEGACY_MARKS = (TORCH_MAGIC.to_bytes(10, "little"), b"L" + str(TORCH_MAGIC).encode())
+NESTED_BYTES = 256 << 20  # an archive inside a stream is opened in memory up to this
 SEEN_CAP = 1 << 16  # digests of strings already handed to the text scanner
 HEAD = 64
 # an import that could be real; tensor bytes that walk as GLOBAL never look like this
@@ -109,6 +113,14 @@ def scan_binary(
                 first = "torch-legacy" if polyglot == "torch-legacy" else "pickle"
                 out += ctx.content(lambda: open_binary(path), None, kind=first)
             return out
+        if fmt == "sqlite":
+            from ftmanifest.scan.artifacts.sqlite_db import scan_sqlite
+
+            return scan_sqlite(path, text_scanner)
+        if fmt == "tfrecord":
+            from ftmanifest.scan.artifacts.tfrecord import scan_tfrecord
+
+            return scan_tfrecord(path, text_scanner)
         if fmt == "tf-graph":
             from ftmanifest.scan.artifacts.tf_graph import scan_tf_graph
 
@@ -254,8 +266,7 @@ class Ctx:
             found = self.content(inner, member, depth=depth + 1, optional=opt)
             return [f._replace(extra={**f.extra, "compressed": kind}) for f in found]
         if kind == "zip":
-            why = "an archive inside a stream is not opened"
-            return [] if opt else [part_not_scanned(self.where, why, member)]
+            return [] if opt else self.nested(fh, member, "zip", depth)
         # No magic to go by: a pickle is whatever CPython's unpickler would act on
         # (pickle_sequence.sniff_pickle); in a tensor storage only an import or a
         # call counts, as raw numbers can spell harmless opcodes.
@@ -272,11 +283,34 @@ class Ctx:
         if opt:
             return []
         with opener() as again:
-            head = again.read(HEAD)
-            if looks_text(head):
+            head = again.read(512)
+            if len(head) == 512 and head[257:262] == b"ustar":  # a .tar.gz, a tar in a zip
+                with opener() as whole:
+                    return self.nested(whole, member, "tar", depth)
+            if looks_text(head[:HEAD]):
                 return self.text(again, member, head)
         why, hint = "content is neither a pickle nor text", "no judge reads it; inspect it by hand"
         return [part_not_scanned(self.where, why, member, "scan.unknown-format", hint)]
+
+    def nested(self, fh: IO[bytes], member: str | None, kind: str, depth: int) -> list[Finding]:
+        """A zip or tar inside a stream (``logs.tar.gz``, a zip in a zip): each member
+        is judged as what it holds, named ``outer!inner``; read into memory up to
+        ``NESTED_BYTES``, and at most ``max_nesting`` deep."""
+        if depth >= self.limits.max_nesting:
+            return [part_not_scanned(self.where, "archives nested too deep", member)]
+        data = fh.read(NESTED_BYTES + 1)
+        if len(data) > NESTED_BYTES:
+            why = f"an archive inside a stream over {NESTED_BYTES} bytes is not opened"
+            return [part_not_scanned(self.where, why, member)]
+        prefix = f"{member}!" if member else ""
+        out: list[Finding] = []
+        try:
+            for name, opener in _members(io.BytesIO(data), kind, self.limits.max_members):
+                out += self.content(opener, prefix + name, depth=depth + 1)
+        except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
+            why = f"{kind} inside a stream unreadable: {exc}"
+            out.append(part_not_scanned(self.where, why, member, "scan.unreadable", REEXPORT_HINT))
+        return out
 
     def pickles(
         self, fh: IO[bytes], member: str | None, count: int
@@ -375,6 +409,28 @@ class Ctx:
                     out.append(f)
             tail, offset = joined[-(16 << 10) :], offset + len(chunk)
         return out
+
+
+def _members(
+    buf: io.BytesIO, kind: str, limit: int
+) -> Iterable[tuple[str, Callable[[], IO[bytes]]]]:
+    """(name, opener) of each regular member of an archive held in memory."""
+    if kind == "zip":
+        zf = zipfile.ZipFile(buf)
+        infos = [i for i in zf.infolist() if not i.filename.endswith("/")]
+        for info in infos[:limit]:
+            yield info.filename, lambda info=info: zf.open(info)  # type: ignore[misc]
+        return
+    tar = tarfile.open(fileobj=buf, mode="r:")
+    members = [m for m in tar.getmembers() if m.isfile()]
+    for m in members[:limit]:
+
+        def opener(m: tarfile.TarInfo = m) -> IO[bytes]:
+            got = tar.extractfile(m)
+            assert got is not None  # a regular member always has a file object
+            return got
+
+        yield m.name, opener
 
 
 def storage_members(data_pkl: str, walks: Iterable[WalkResult]) -> set[str]:

@@ -25,6 +25,7 @@ from ftmanifest.held import open_binary
 from ftmanifest.scan.artifacts.images import image_kind
 from ftmanifest.scan.artifacts.onnx_model import looks_like_onnx
 from ftmanifest.scan.artifacts.pickle_sequence import TORCH_MAGIC, sniff_pickle
+from ftmanifest.scan.artifacts.tfrecord import is_tfrecord_name
 
 __all__ = ["HEAD", "TORCH_MAGIC", "detect_format"]
 
@@ -77,6 +78,10 @@ def detect_format(path: Path) -> str:
             return "gguf"
         if (image := image_kind(head)) is not None:
             return image
+        if head.startswith(b"SQLite format 3\x00"):
+            return "sqlite"
+        if is_tfrecord_name(path.name):
+            return "tfrecord"  # no magic: TensorBoard's events and TFRecord data by name
         if _hdf5_superblock(fh, head):
             return "hdf5"  # judged (``hdf5_model``), in a child process
         if path.suffix.lower() == ".onnx":
