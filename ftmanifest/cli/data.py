@@ -218,10 +218,16 @@ def _payload(report: Any, clean: dict[str, Any] | None) -> dict[str, Any]:
             "near_complete": p.complete,
             "tolerance": {"field": f"data_checks.tolerance.{p.tolerance}", **p.allowed},
             "refused": [
-                {"field": r.field, "kind": r.kind, "count": r.count, "allowed": r.allowed}
+                {
+                    "field": r.field,
+                    "kind": r.kind,
+                    "count": r.count,
+                    "allowed": r.allowed,
+                    "floor": r.floor,
+                }
                 for r in p.breaches
-            ],
-            "severity": "error" if p.refused else ("warning" if p.exact + p.near else "ok"),
+            ],  # fmt: skip
+            "severity": _severity(p),
             "examples": [
                 {"kind": m.kind, "similarity": m.similarity, "a": ref(m.a), "b": ref(m.b)}
                 for m in p.examples
@@ -231,9 +237,17 @@ def _payload(report: Any, clean: dict[str, Any] | None) -> dict[str, Any]:
     ]
     leaking = {k: len(v) for k, v in report.leaking.items()}
     return {"ok": report.ok, "threshold": report.threshold,
-            "threshold_source": report.threshold_source, "records": report.records,
+            "threshold_source": report.threshold_source, "lsh_recall": report.recall,
+            "records": report.records,
             "records_without_text": report.without_text,
             "pairs": pairs, "leaking_train_records": leaking, "clean": clean}  # fmt: skip
+
+
+def _severity(p: Any) -> str:
+    """error: refused; warning: duplicates allowed, or a near count that is a floor."""
+    if p.refused:
+        return "error"
+    return "warning" if p.exact + p.near or not p.complete else "ok"
 
 
 def _shown(report: Any, r: Any) -> str:
@@ -250,14 +264,22 @@ def _text(report: Any, clean: dict[str, Any] | None) -> str:
     rows, notes = [], []
     for p in report.pairs:
         pair = f"{p.b} (itself)" if p.a == p.b else f"{p.b} vs {p.a}"
-        verdict = "REFUSED" if p.refused else ("warning" if p.exact + p.near else "ok")
+        verdict = {"error": "REFUSED"}.get(_severity(p), _severity(p))
         rows.append((escape(pair), p.exact, p.near if p.complete else f"{p.near}+", verdict))
         notes.append([(f"{m.kind} {m.similarity:.2f}", f"{_shown(report, m.a)}  <->  "
                        f"{_shown(report, m.b)}") for m in p.examples])  # fmt: skip
     out = table(rows, ("split pair", "exact", "near", "result"), notes=notes, nowrap=(1, 2, 3))
     sizes = ", ".join(f"{escape(k)} {v}" for k, v in report.records.items())
     out += f"\nrecords: {sizes}; near duplicates: Jaccard >= {report.threshold:g}"
-    out += f" ({report.threshold_source})\n"
+    out += f" ({report.threshold_source}; LSH recall there {report.recall:.4f})\n"
+    floors = [p for p in report.pairs if not p.complete]
+    if floors:
+        names = ", ".join(
+            escape(f"within {p.a}" if p.a == p.b else f"{p.b} vs {p.a}") for p in floors
+        )
+        out += (f"near counts marked + are a floor ({names}): the search stopped at its bound "
+                f"of {report.max_pairs:,} candidate pairs (records alike, e.g. one template); more "
+                "near duplicates may be there\n")  # fmt: skip
     if any(report.without_text.values()):
         empty = ", ".join(f"{escape(k)} {v}" for k, v in report.without_text.items() if v)
         out += f"records without text (not compared): {empty}\n"

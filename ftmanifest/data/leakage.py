@@ -8,7 +8,9 @@ normalised text (exact duplicates) and the MinHash LSH band keys
 (``rensa.RMinHashLSH``, 128 permutations over 3-word shingles); never the
 texts.  LSH candidates are verified by the exact Jaccard similarity of their
 shingle sets in a second pass that re-reads only the records involved, and
-keeps a short excerpt of each for the report.
+keeps a short excerpt of each for the report.  The bands are chosen so that a
+pair at the threshold is a candidate with probability ``MIN_RECALL`` (0.99) or
+more: ``recall_at`` (1 - (1 - s**rows)**bands; 0.9977 at 0.8, issue 29 item 13).
 
 Splits are compared pairwise by role (train/eval/test; ``baseline-eval`` counts
 as eval) and each split with itself.  The per-record work (parsing, normalising,
@@ -17,8 +19,11 @@ the index and the verdict stay here, so the result does not depend on ``jobs``.
 ``judge`` applies the manifest's ``data_checks.tolerance`` (``LeakTolerance``).
 
 A record that exactly repeats an earlier record of the same split is not
-indexed again, so a thousand copies cost one index entry, and each record
-keeps at most ``MAX_CANDIDATES`` LSH candidates per other split.
+indexed again, so a thousand copies cost one index entry.  Every LSH candidate
+of a record is verified (issue 29 item 14: a cap per record kept the lowest
+record numbers and hid a copy behind templated records); only the number of
+candidate pairs per split pair is bounded (``MAX_PAIRS``), and a pair whose
+search stopped there is reported as a floor.
 """
 
 from __future__ import annotations
@@ -35,9 +40,7 @@ from ftmanifest.data.text import normalise, shingle_list
 from ftmanifest.errors import InputError
 from ftmanifest.manifest.data import LeakTolerance, PairTolerance
 
-BANDS = (8, 16, 32, 64)
-MIN_CANDIDATE_P = 0.9
-MAX_CANDIDATES = 50  # LSH candidates kept per record and other split
+MIN_RECALL = 0.99  # P(a pair at the threshold is an LSH candidate), at least
 MAX_PAIRS = 200_000  # candidate pairs kept per split pair; past it that pair's search stops
 EXCERPT = 400
 ROLE_ORDER = {"test": 0, "eval": 1, "baseline-eval": 1, "train": 2}
@@ -115,6 +118,8 @@ class LeakageReport:
     excerpts: dict[tuple[str, int], str]  # (split, record) -> original text, cut short
     threshold_source: str = "threshold"  # where the threshold came from, for the report
     without_text: dict[str, int] = field(default_factory=dict)  # split -> records with no text
+    recall: float = 1.0  # P(a pair at the threshold is an LSH candidate): recall_at(threshold)
+    max_pairs: int = 0  # the bound on candidate pairs per split pair (MAX_PAIRS) it ran with
 
     @property
     def ok(self) -> bool:
@@ -179,16 +184,26 @@ def judge(
     return report
 
 
-def bands_for(threshold: float) -> int:
-    """LSH bands tuned for recall: the fewest (of 128 permutations) that make a pair
-    at ``threshold`` a candidate with probability >= 0.9.  Every candidate is
-    verified by exact Jaccard, so a false one costs only that check.  At 0.8: 16
-    bands of 8 rows, P(candidate) 0.95 at J = 0.8, 0.9999 at 0.9, 0.06 at 0.5."""
-    for bands in BANDS:
-        rows = NUM_PERM // bands
-        if 1 - (1 - threshold**rows) ** bands >= MIN_CANDIDATE_P:
-            return bands
-    return BANDS[-1]
+def lsh_shape(threshold: float) -> tuple[int, int]:
+    """(bands, rows) of the ``NUM_PERM`` permutations: the most rows per band (fewest
+    false candidates) that still make a pair at ``threshold`` a candidate with
+    probability ``MIN_RECALL``; one row per band where none does (the best recall
+    there is).  Every candidate is verified by exact Jaccard, so a false one costs only
+    that check.  At 0.8: 20 bands of 6 rows, recall 0.9977 at J = 0.8, 0.99998 at
+    0.9, P(candidate) 0.27 at 0.5 and 0.015 at 0.3."""
+    for rows in sorted((r for r in range(1, NUM_PERM + 1) if NUM_PERM % r == 0), reverse=True):
+        if _recall(threshold, NUM_PERM // rows, rows) >= MIN_RECALL:
+            return NUM_PERM // rows, rows
+    return NUM_PERM, 1
+
+
+def _recall(similarity: float, bands: int, rows: int) -> float:
+    return float(1 - (1 - similarity**rows) ** bands)
+
+
+def recall_at(threshold: float) -> float:
+    """P(a pair at Jaccard ``threshold`` becomes an LSH candidate): 1 - (1 - s**r)**b."""
+    return _recall(threshold, *lsh_shape(threshold))
 
 
 def check_leakage(
@@ -207,7 +222,7 @@ def check_leakage(
     (``parallel.RankSigner``: the ranks of a torchrun job)."""
     from rensa import RMinHashLSH
 
-    bands = bands_for(threshold)
+    bands, _rows = lsh_shape(threshold)
     pairs = pairs_of(splits)
     partners: dict[str, list[str]] = defaultdict(list)  # later -> earlier splits it is compared to
     indexed = set()
@@ -260,12 +275,11 @@ def check_leakage(
                     found = (index if other == split.name else lsh[other]).query(m)
                     if not found:
                         continue
-                    chosen = sorted(found)[:MAX_CANDIDATES]
-                    if kept[key] + len(chosen) > MAX_PAIRS:
+                    if kept[key] + len(found) > MAX_PAIRS:
                         stopped.add(key)  # templated data: bounded, and reported as a floor
                         continue
-                    kept[key] += len(chosen)
-                    candidates.update((other, k, split.name, number) for k in chosen)
+                    kept[key] += len(found)
+                    candidates.update((other, k, split.name, number) for k in found)
                 if store:
                     index.insert(number, m)
             if n and empty == n:
@@ -285,6 +299,8 @@ def check_leakage(
     excerpts = _excerpts(splits, [m for p in results.values() for m in p.examples])
     report = LeakageReport(threshold, counts, list(results.values()), leaking, excerpts)
     report.without_text = without
+    report.recall = recall_at(threshold)
+    report.max_pairs = MAX_PAIRS
     return judge(report, splits, tolerance)
 
 

@@ -6,7 +6,7 @@ inside functions).  What a rank hands the others at each gather of
 checked; a payload that does not fit raises ``wire.Malformed`` and the
 caller refuses naming the rank.  One payload, little-endian:
 
-  header   7 bytes ``FTMSIG`` + version 1, 1 byte kind
+  header   7 bytes ``FTMSIG`` + version 2 (120 MinHash values), 1 byte kind
   ROUND    u8 ended (0/1), u32 chunks; then ``chunks`` x (u64 chunk index,
            u32 records); then every record of those chunks in order:
            u64 number, u64 line, u8 has text (0/1), 16 bytes text hash,
@@ -37,7 +37,7 @@ from ftmanifest.data.text import NUM_PERM, SEED
 from ftmanifest.errors import FtManifestError
 from ftmanifest.wire import Malformed
 
-MAGIC = b"FTMSIG\x01"
+MAGIC = b"FTMSIG\x02"  # version 1 carried 128 MinHash values
 ROUND, ERROR, FINAL = 1, 2, 3
 _HEAD = struct.Struct("<7sB")
 _ROUND = struct.Struct("<BI")

@@ -301,15 +301,14 @@ def test_lint_verify_scan_do_not_import_rensa(project: dict[str, object]) -> Non
 
 
 def test_threshold_is_honoured_and_bands_favour_recall(project: dict[str, object]) -> None:
-    from ftmanifest.data.leakage import NUM_PERM, bands_for
+    from ftmanifest.data.leakage import MIN_RECALL, NUM_PERM, lsh_shape
 
     strict = check_leakage(splits(project["root"]), threshold=0.95)  # type: ignore[arg-type]
     assert pair(strict, "train", "test").near == 0 and strict.ok  # J of 2 words of 100 < 0.95
     for threshold in (0.5, 0.7, 0.8, 0.9, 0.95):
-        bands = bands_for(threshold)
-        rows = NUM_PERM // bands
+        bands, rows = lsh_shape(threshold)
         assert bands * rows == NUM_PERM
-        assert 1 - (1 - threshold**rows) ** bands >= 0.9 or bands == 64
+        assert 1 - (1 - threshold**rows) ** bands >= MIN_RECALL
 
 
 def _tolerant(project: dict[str, object], checks: str) -> Path:
@@ -388,7 +387,7 @@ def test_threshold_and_fields_come_from_the_manifest(project: dict[str, object])
         0.99, "data_checks.near_threshold")  # fmt: skip
     assert result.returncode == 0, result.stdout  # the sealed near duplicate is below 0.99
     result = run_cli("data", "check", str(manifest), "--threshold", "0.8")
-    assert result.returncode == 1 and "Jaccard >= 0.8 (--threshold)" in result.stdout
+    assert result.returncode == 1 and "Jaccard >= 0.8 (--threshold;" in result.stdout
     manifest.write_text(manifest.read_text() + "  text_fields: [nothing_here]\n")
     result = run_cli("data", "check", str(manifest))
     assert result.returncode == 2, result.stdout  # nothing to compare is not "no leakage"
