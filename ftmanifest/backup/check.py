@@ -7,8 +7,9 @@ fields, its own name), then the files it names are hashed (archive and, for a
 passphrase backup, the key file) and the age header's recipient stanzas are
 compared with the recipients the metadata lists.  Files that no metadata
 names are reported: an archive whose metadata is gone is an error (it can be
-neither verified nor restored), a temp file left by a crash a warning; a
-folder with no backup to verify is an error, never OK.  With ``read_data``
+neither verified nor restored), a temp file left by a crash a warning, and
+so is the staging folder (decrypted files) of a restore from this folder
+that was killed; a folder with no backup to verify is an error, never OK.  With ``read_data``
 and identities, every archive is decrypted and every member judged against
 the signed index, nothing written.
 """
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.backup.destination import left_staging
 from ftmanifest.backup.meta import ARCHIVE_SUFFIX, KEY_SUFFIX, META_SUFFIX, Meta, finding_of
 from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding
@@ -195,6 +197,17 @@ def check_folder(
                     hint="delete it if it is a leftover of an interrupted backup",
                 )
             )
+    for staging, dest in left_staging(folder):
+        stray.append(
+            _finding(
+                "restore-interrupted",
+                "a restore of a backup in this folder was interrupted and left its "
+                "staging folder, with decrypted files in it",
+                Path(staging),
+                severity="warning",
+                hint=f"restore to {dest} again (it removes this folder first), or delete it",
+            )
+        )
     if not checked:
         stray.append(
             _finding(

@@ -6,17 +6,21 @@ is made (``--force`` would delete the backup being restored); the path to
 DEST must still lead to the folder held open before the staging folder is
 renamed; staging folders a killed restore left are removed on the next
 restore of that DEST: only ours (named by ``staging_pattern``, owned by
-this user, not locked by a restore still running).
+this user, not locked by a restore still running).  While a staging folder
+exists a record of it sits in the user's cache (``restores/``), so that
+``backup check`` of the backups folder can name one a killed restore left.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import secrets
 import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from ftmanifest.backup.dirfd import open_dir, remove_tree
@@ -150,3 +154,82 @@ def remove_stale_staging(parent: int, dest_name: str) -> None:
         finally:
             os.close(fd)
         remove_quietly(parent, name)
+
+
+def _records() -> Path:
+    from ftmanifest.statcache import cache_dir
+
+    return cache_dir() / "restores"
+
+
+def note_staging(staging: str, backups: Path) -> Path | None:
+    """Record that ``staging`` (an absolute path) holds decrypted files of a
+    backup in ``backups``; best effort (a restore never fails for it).
+    Records whose folder is gone are dropped on the way."""
+    folder = _records()
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for old, where, _ in _read_records(folder):
+            if not os.path.lexists(where):
+                old.unlink(missing_ok=True)
+        record = folder / f"{secrets.token_hex(8)}.json"
+        doc = {"staging": staging, "backups": os.path.realpath(backups)}
+        with open(record, "x", encoding="utf-8") as fh:
+            json.dump(doc, fh)
+    except OSError:
+        return None
+    return record
+
+
+def forget_staging(record: Path | None) -> None:
+    if record is not None:
+        try:
+            record.unlink()
+        except OSError:
+            pass
+
+
+def left_staging(backups: Path) -> list[tuple[str, str]]:
+    """Staging folders of restores from ``backups`` that are still there and
+    that no running restore holds (what a restore killed midway left), each
+    with the DEST it was for."""
+    real = os.path.realpath(backups)
+    out: list[tuple[str, str]] = []
+    for _, where, of in _read_records(_records()):
+        if of == real and _stale(where):
+            parent, name = os.path.split(where)
+            out.append((where, os.path.join(parent, name[1 : name.rindex(".restore-")])))
+    return sorted(out)
+
+
+def _read_records(folder: Path) -> Iterator[tuple[Path, str, str]]:
+    try:
+        paths = sorted(folder.glob("*.json"))
+    except OSError:
+        return
+    for path in paths:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            yield path, str(doc["staging"]), str(doc["backups"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+
+
+def _stale(where: str) -> bool:
+    """Our staging folder, not locked by a restore writing into it now."""
+    if not re.fullmatch(r"\..+\.restore-[a-z0-9_]{8}", os.path.basename(where)):
+        return False
+    try:
+        st = os.lstat(where)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            return False
+        fd = open_dir(where)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True

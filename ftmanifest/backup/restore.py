@@ -35,7 +35,9 @@ from ftmanifest.backup.destination import (
     STAGING,
     check_space,
     exists,
+    forget_staging,
     new_folder,
+    note_staging,
     refuse_moved,
     refuse_overlap,
     remove_quietly,
@@ -172,6 +174,7 @@ def restore(
         check_space(parent, dest, meta.bytes)
         remove_stale_staging(parent, dest.name)
         staging = new_folder(parent, STAGING.format(name=dest.name))
+        record = note_staging(os.path.join(os.path.realpath(dest.parent), staging), archive.parent)
         root = -1
         try:
             root = open_dir(staging, parent)
@@ -190,6 +193,7 @@ def restore(
         finally:
             if root >= 0:
                 os.close(root)
+            forget_staging(record)
         os.fsync(parent)
     except OSError as exc:
         if hasattr(exc, "hint"):

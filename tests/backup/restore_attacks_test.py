@@ -181,3 +181,48 @@ def test_a_stale_staging_folder_of_another_user_is_kept(keys, tmp_path):
     os.chown(theirs, 12345, 12345)
     restore_meta(keys, made.meta_path, work / "dest")
     assert (theirs / "src" / "decrypted.txt").is_file()
+
+
+_KILLED = """
+import os, signal, sys
+from ftmanifest.backup import members
+real, seen = members._copy, []
+def copy(*args):
+    seen.append(args)
+    if len(seen) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(*args)
+members._copy = copy
+from ftmanifest.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_restore_killed_midway_is_named_by_check_and_cleaned_by_the_next(keys, tmp_path, capsys):
+    """kill -9 between two files: the decrypted staging folder is left; backup
+    check names it (a warning: the backups are sound), the next restore of
+    that DEST removes it, and check no longer names it."""
+    import signal
+    import subprocess
+    import sys
+
+    made = backup(keys, [_source(tmp_path / "in")], tmp_path / "backups")
+    work = tmp_path / "work"
+    work.mkdir()
+    argv = ["restore", str(made.meta_path), "--to", str(work / "dest"), "-i",
+            str(keys.identity_path), "--trust", str(keys.trust_path)]  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", _KILLED, *argv], timeout=120)
+    assert done.returncode == -signal.SIGKILL
+    (left,) = [p for p in os.listdir(work) if p.startswith(".dest.restore-")]
+    check = ["backup", "check", str(tmp_path / "backups"), "--trust", str(keys.trust_path),
+             "--format", "json"]  # fmt: skip
+    assert main(check) == 0
+    (finding,) = json.loads(capsys.readouterr().out)["findings"]
+    assert finding["rule"] == "backup.restore-interrupted" and finding["severity"] == "warning"
+    assert finding["path"] == str(work / left)
+    assert "decrypted" in finding["message"] and str(work / "dest") in finding["hint"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert sorted(os.listdir(work)) == ["dest"]
+    assert main(check) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] == []
