@@ -58,6 +58,10 @@ from ftmanifest.safe_text import escape
 TEMPLATES = Path(__file__).parent / "templates"
 EXAMPLES_SHOWN = 50  # changed example ids listed per category and direction
 _MD_SPECIAL = set("\\`*_{}[]<>|!&#")
+# What GFM's autolink extension turns into a link in plain text.
+_AUTOLINK = re.compile(
+    r"(?i)(?:\b(?:https?|ftp)://|\bwww\.|\b(?:mailto|xmpp):)\S*|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+)
 
 
 @dataclass(frozen=True)
@@ -219,8 +223,23 @@ def _num(value: object, digits: int = 3) -> str:
 
 
 def _md(value: object) -> str:
-    """Free text for Markdown: no emphasis, link, HTML or table cell break survives."""
+    """Free text for Markdown: no emphasis, link, HTML or table cell break survives.
+
+    GitHub-flavoured Markdown also links bare URLs, ``www.`` names and e-mail
+    addresses in plain text (its autolink extension), which no escape stops:
+    those are set as code spans, where nothing is a link.
+    """
     text = "n/a" if value is None else str(value)
+    out, pos = [], 0
+    for m in _AUTOLINK.finditer(text):
+        out.append(_escape_md(text[pos : m.start()]))
+        out.append(_code(m.group()))
+        pos = m.end()
+    out.append(_escape_md(text[pos:]))
+    return "".join(out)
+
+
+def _escape_md(text: str) -> str:
     return "".join("\\" + c if c in _MD_SPECIAL else c for c in text)
 
 

@@ -355,3 +355,16 @@ def test_json_keeps_values_and_writes_fail_cleanly(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.raises(WriteError):
         write_report(full_data(), blocker / "out")
+
+
+def test_bare_urls_and_addresses_are_code_spans_not_links() -> None:
+    # GFM links these in plain text whatever is escaped around them (issue 29)
+    data = full_data()
+    data["findings"][0]["message"] = (
+        "fetch https://evil.example/x?a=1 or www.evil.example, mail ops@evil.example"
+    )
+    md = render_markdown(data)
+    assert "`https://evil.example/x?a=1`" in md and "`www.evil.example,`" in md
+    assert "`ops@evil.example`" in md
+    outside_code = re.sub(r"(`+).*?\1", "", md)
+    assert not re.search(r"https?://|www\.|@evil", outside_code)
