@@ -9,8 +9,11 @@ invalid ones included and counted; ``show ID`` every record of an attempt
 reordered record, a bad signature, or a known head that is gone); ``plan M``
 records a planned attempt; ``abandon``/``invalidate ID --reason TEXT`` mark
 an attempt.  The ledger folder is ``--ledger DIR``, else the one of
-``--manifest M``'s repository, else $FTMANIFEST_LEDGER, else
-``.ftmanifest/ledger`` at the root of the current folder's repository.
+``--manifest M``'s repository (the flag beats the environment), else
+$FTMANIFEST_LEDGER, else ``.ftmanifest/ledger`` at the root of the current
+folder's repository.  Signatures are judged by the project's trust file
+(``ftmanifest.ledger.evidence``), never by one beside the ledger; in a ledger
+that signs, ``list`` counts only records signed by a trusted key.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from typing import Any
 from ftmanifest.cli._args import add_format_argument
 from ftmanifest.errors import UsageError
 from ftmanifest.safe_text import escape
+
+SHOWN_UNTRUSTED = 10  # untrusted records named one by one in the text output
 
 DESCRIPTION = """\
 The experiment ledger: the folder of hash-linked records that run, the
@@ -41,8 +46,10 @@ examples:
 
 LIST_DESCRIPTION = """\
 Every attempt in the ledger with its outcome, abandoned and invalid ones
-included and counted; --experiment or --family narrows the list.  Exit 0,
-2 an unusable ledger.
+included and counted; --experiment or --family narrows the list.  In a
+ledger that signs (a record is signed or $FTMANIFEST_LEDGER_KEY is set),
+only records signed by a key in the project's trust file count; the others
+are listed as untrusted.  Exit 0, 2 an unusable ledger.
 """
 
 LIST_EXAMPLES = """\
@@ -64,11 +71,13 @@ examples:
 """
 
 CHECK_DESCRIPTION = """\
-Judge the ledger as a whole: every record's hash link and, where a record is
-signed, its signature by a key in the trust file (--trust, default the
-allowed_signers file beside the ledger folder).  Exit 0 intact, 1 an edited,
-removed or reordered record, a bad signature, an unsigned record under
---require-signed, or a --head that is gone; 2 unusable input.
+Judge the ledger as a whole: every record's hash link and time and, where
+a record is signed, its signature by a key in the project's trust file
+(--trust, else $FTMANIFEST_TRUST_FILE, else .ftmanifest/allowed_signers at
+the root of --manifest M's or the current folder's repository; never a file
+beside the ledger).  Exit 0 intact, 1 an edited, removed or reordered record,
+one dated in the future, a bad signature, an unsigned record or no trust
+file under --require-signed, or a --head that is gone; 2 unusable input.
 """
 
 CHECK_EXAMPLES = """\
@@ -139,6 +148,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     q.add_argument("--experiment", metavar="ID", help="only this experiment")
     q.add_argument("--family", metavar="ID", help="this experiment, its ancestors and variants")
+    _trust_argument(q)
     common(q)
     q = actions.add_parser(
         "show",
@@ -154,14 +164,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog=CHECK_EXAMPLES,
         help="detect edited, removed or reordered records",
     )
+    _trust_argument(q)
     q.add_argument(
-        "--trust",
-        type=Path,
-        metavar="PATH",
-        help="allowed signers for signed records (default: allowed_signers beside the "
-        "ledger folder, when there is one)",
+        "--require-signed",
+        action="store_true",
+        help="every record must be signed by a trusted key (no trust file: refused)",
     )
-    q.add_argument("--require-signed", action="store_true", help="every record must be signed")
     q.add_argument(
         "--head",
         action="append",
@@ -196,11 +204,24 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
+def _trust_argument(q: argparse.ArgumentParser) -> None:
+    q.add_argument(
+        "--trust",
+        type=Path,
+        metavar="PATH",
+        help="allowed signers for signed records (default: $FTMANIFEST_TRUST_FILE, else "
+        ".ftmanifest/allowed_signers at the root of --manifest M's or the current "
+        "folder's repository)",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from ftmanifest.ledger import Ledger, ledger_dir
 
-    near = getattr(args, "plan_manifest", None) or args.manifest
-    store = Ledger(ledger_dir(near, args.ledger))
+    plan = getattr(args, "plan_manifest", None)
+    # `ledger plan M` files where `run M` would; --manifest only finds the ledger,
+    # and as an explicit flag it beats $FTMANIFEST_LEDGER
+    store = Ledger(ledger_dir(plan or args.manifest, args.ledger, by_flag=plan is None))
     handler = {
         "list": _list,
         "show": _show,
@@ -228,7 +249,8 @@ def _list(store: Any, args: argparse.Namespace) -> int:
     from ftmanifest.output import table
 
     contents = store.read()
-    items = attempts(contents.entries)
+    found = _evidence(store, contents, args)
+    items = attempts(found.entries)
     if args.experiment:
         items = [a for a in items if a.experiment == args.experiment]
     if args.family:
@@ -242,6 +264,7 @@ def _list(store: Any, args: argparse.Namespace) -> int:
             "attempts": [{**a.to_dict(), "over_budget": over[a.id]} for a in items],
             "counts": tally,
             "problems": [p.__dict__ for p in contents.problems],
+            "untrusted": [u.to_dict() for u in found.untrusted],
         })  # fmt: skip
         return 0
     if not items:
@@ -266,7 +289,23 @@ def _list(store: Any, args: argparse.Namespace) -> int:
         _out(f"{len(items)} attempt(s): {summary}\n")
     for p in contents.problems:
         _out(f"warning: {escape(p.rule)}: {escape(p.message)} ({escape(p.file)})\n")
+    for u in found.untrusted[:SHOWN_UNTRUSTED]:
+        _out(f"warning: {escape(u.warning())}\n")
+    if len(found.untrusted) > SHOWN_UNTRUSTED:
+        _out(f"warning: {len(found.untrusted) - SHOWN_UNTRUSTED} more untrusted record(s) "
+             "(--format json lists them)\n")  # fmt: skip
     return 0
+
+
+def _evidence(store: Any, contents: Any, args: argparse.Namespace) -> Any:
+    """The records that count: in a ledger that signs, those signed by a key
+    the project trusts."""
+    from ftmanifest.ledger.evidence import choose_ledger_trust, evidence, signs
+
+    if not signs(contents.entries):
+        return evidence(contents.entries, None)
+    trust = choose_ledger_trust(store.root, args.manifest, args.trust)
+    return evidence(contents.entries, trust)
 
 
 def _resolve(store: Any, wanted: str) -> Any:
@@ -333,41 +372,41 @@ def _check(store: Any, args: argparse.Namespace) -> int:
             observed="not found (or not a folder)",
             hint="pass --ledger DIR or --manifest M; `ftmanifest run` creates the ledger",
         )
-    trust = _trust(store, args.trust)
-    contents, problems = store.check(
-        trust=trust, require_signed=args.require_signed, heads=args.head
+    from ftmanifest.ledger.evidence import check_ledger, choose_ledger_trust
+
+    trust = choose_ledger_trust(store.root, args.manifest, args.trust)
+    contents, problems = check_ledger(
+        store, trust, require_signed=args.require_signed, heads=args.head
     )
     heads = [e.id for e in contents.heads()]
     signed = sum(1 for e in contents.entries if e.signature is not None)
+    checked = trust.store is not None
     if args.format == "json":
         _json({
             "ledger": str(store.root), "ok": not problems, "records": len(contents.entries),
-            "signed": signed, "signatures_checked": trust is not None, "heads": heads,
-            "problems": [p.__dict__ for p in problems],
+            "signed": signed, "signatures_checked": checked, "trust": trust.to_dict(),
+            "heads": heads, "problems": [p.__dict__ for p in problems],
         })  # fmt: skip
         return 1 if problems else 0
     if problems:
         rows = [(p.rule, p.file, p.message, p.expected or "", p.observed or "") for p in problems]
         _out(table(rows, ("rule", "file", "problem", "expected", "observed")))
+        for rule, hint in dict.fromkeys((p.rule, p.hint) for p in problems if p.hint):
+            _out(f"fix ({escape(rule)}): {escape(hint)}\n")
         _out(f"ledger NOT ok: {len(problems)} problem(s) in {escape(str(store.root))}\n")
         return 1
-    checked = "checked" if trust is not None else "not checked: no trust file"
+    how = "checked" if checked else f"not checked: no trust file at {_missing_at(trust)}"
     _out(
         f"ledger ok: {len(contents.entries)} record(s), {signed} signed"
-        + (f" ({checked})" if signed else "")
+        + (f" ({escape(how)})" if signed else "")
         + ", "
         f"head(s) {', '.join(h.removeprefix('sha256:')[:16] for h in heads) or '-'}\n"
     )
     return 0
 
 
-def _trust(store: Any, option: Path | None) -> Any:
-    from ftmanifest.signing.trust import load_trust
-
-    path = option if option is not None else store.root.parent / "allowed_signers"
-    if option is None and not path.is_file():
-        return None
-    return load_trust(path)
+def _missing_at(trust: Any) -> str:
+    return str(trust.missing.file) if trust.missing is not None else "-"
 
 
 def _plan(store: Any, args: argparse.Namespace) -> int:

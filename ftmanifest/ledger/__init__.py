@@ -3,7 +3,8 @@ and every use of the sealed test split (issue 15).
 
 Layer: judging rooms (after scan, before adapter and verify).  ``store`` is
 the edge (one folder of hash-linked record files);
-``attempts`` is the pure view of it; ``location`` picks the folder.
+``attempts`` is the pure view of it; ``folder`` picks the folder;
+``evidence`` says which records count in a ledger that signs.
 """
 
 from __future__ import annotations

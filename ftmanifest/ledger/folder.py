@@ -3,7 +3,9 @@
 Layer: judging rooms (ledger; asks probe.git where the work tree's root is).  In order:
 
 1. ``--ledger DIR``, then
-2. ``$FTMANIFEST_LEDGER``, else
+2. ``$FTMANIFEST_LEDGER``, except for ``ledger --manifest M`` (a flag that
+   names the manifest only to find its ledger: an explicit flag beats the
+   environment), else
 3. ``.ftmanifest/ledger`` at the root of the git work tree holding the
    manifest (beside the trust file ``.ftmanifest/allowed_signers``), so every
    manifest of a repository shares one ledger that travels and merges with
@@ -20,10 +22,14 @@ LEDGER_ENV = "FTMANIFEST_LEDGER"
 DEFAULT = Path(".ftmanifest") / "ledger"
 
 
-def ledger_dir(manifest_path: Path | None, option: Path | str | None = None) -> Path:
+def ledger_dir(
+    manifest_path: Path | None, option: Path | str | None = None, *, by_flag: bool = False
+) -> Path:
+    """The ledger folder; ``by_flag``: ``manifest_path`` was given by a flag
+    of its own to find the ledger, so it beats ``$FTMANIFEST_LEDGER``."""
     if option is not None and str(option):
         return Path(option)
-    env = os.environ.get(LEDGER_ENV, "").strip()
+    env = "" if by_flag and manifest_path else os.environ.get(LEDGER_ENV, "").strip()
     if env:
         return Path(env)
     folder = Path(os.path.abspath(manifest_path)).parent if manifest_path else Path.cwd()

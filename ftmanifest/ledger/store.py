@@ -17,6 +17,11 @@ replaced), so
   writing, so on one machine the records form a single chain; where locks do
   not reach (NFS), forks appear and are joined by the next record.
 
+A record's time is the writer's clock, kept at or after the heads it links
+to, except a head dated in the future (beyond ``FUTURE_SKEW``): one machine
+whose clock runs ahead must not stamp every later record with its time
+(issue 28); ``check`` names such a record instead.
+
 What hash links cannot show is the removal of the newest records (nothing
 links to them yet) or a rewrite of a whole chain.  Signed records (the
 project's signing key, ``FTMANIFEST_LEDGER_KEY``) and ``ledger check --head
@@ -31,7 +36,7 @@ import re
 import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +51,7 @@ NAME_RE = re.compile(r"^(\d{8}T\d{6}\.\d{6}Z)-([0-9a-f]{20})\.json$")
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 MIN_HEAD_HEX = 12  # a known head given as a prefix: long enough to name one record
 HEAD_RE = re.compile(rf"[0-9a-f]{{{MIN_HEAD_HEX},64}}")
+FUTURE_SKEW = timedelta(minutes=5)  # clocks of one team's machines agree this well (NTP)
 
 
 @dataclass(frozen=True)
@@ -152,7 +158,8 @@ class Ledger:
             contents = self.read()
             heads = contents.heads()
             at = now()
-            latest = max((h.at for h in heads), default="")
+            limit = _parse_at(at)
+            latest = max((h.at for h in heads if not _future(h.at, limit)), default="")
             if latest and at <= latest:  # a clock behind the newest record: keep order
                 at = latest
             record = {
@@ -297,15 +304,23 @@ class Ledger:
     # -- judging ---------------------------------------------------------
 
     def check(
-        self, *, trust: Any = None, require_signed: bool = False, heads: Sequence[str] = ()
+        self,
+        *,
+        trust: Any = None,
+        require_signed: bool = False,
+        heads: Sequence[str] = (),
+        at: datetime | None = None,
     ) -> tuple[Contents, list[Problem]]:
-        """Read the ledger and judge it as a whole; returns (contents, all problems)."""
+        """Read the ledger and judge it as a whole (records dated after ``at``,
+        default now, plus ``FUTURE_SKEW`` are problems); returns (contents, all
+        problems)."""
         contents = self.read()
         problems = list(contents.problems)
         by_id = contents.by_id()
+        when = at if at is not None else datetime.now(timezone.utc)
         for entry in contents.entries:
-            problems += _links(entry, by_id)
-            problems += _signature(entry, trust, require_signed)
+            problems += _links(entry, by_id, when)
+            problems += signature_problems(entry, trust, require_signed)
         for wanted in heads:
             bare = wanted.strip().lower().removeprefix("sha256:")
             if not HEAD_RE.fullmatch(bare):  # "" or "a" would match any record: no check at all
@@ -335,7 +350,13 @@ class Ledger:
         return contents, problems
 
 
-def _links(entry: Entry, by_id: Mapping[str, Entry]) -> Iterator[Problem]:
+def _future(at: str, now: datetime | None) -> bool:
+    """Whether the time ``at`` lies beyond ``now`` plus the allowed skew."""
+    when = _parse_at(at)
+    return when is not None and now is not None and when > now + FUTURE_SKEW
+
+
+def _links(entry: Entry, by_id: Mapping[str, Entry], now: datetime) -> Iterator[Problem]:
     rec = entry.record
     where = str(entry.file)
     if rec.get("format") != FORMAT:
@@ -376,9 +397,19 @@ def _links(entry: Entry, by_id: Mapping[str, Entry]) -> Iterator[Problem]:
         yield Problem("ledger.order", where, "the record has no valid time",
                       expected="ISO 8601 with a zone", observed=repr(entry.at)[:60])  # fmt: skip
         return
+    if _future(entry.at, now):
+        yield Problem(
+            "ledger.future",
+            where,
+            "the record is dated in the future: the clock of the machine that wrote it runs ahead",
+            expected=f"at or before {(now + FUTURE_SKEW).isoformat(timespec='seconds')}",
+            observed=entry.at,
+            hint="set that machine's clock right (NTP); do not trust the record's time "
+            "(records written after it keep their own)",
+        )
     for parent in parents:
         before = _parse_at(parent.at)
-        if before is not None and when < before:
+        if before is not None and when < before and not _future(parent.at, now):
             yield Problem(
                 "ledger.order",
                 where,
@@ -388,7 +419,9 @@ def _links(entry: Entry, by_id: Mapping[str, Entry]) -> Iterator[Problem]:
             )
 
 
-def _signature(entry: Entry, trust: Any, require_signed: bool) -> Iterator[Problem]:
+def signature_problems(entry: Entry, trust: Any, require_signed: bool) -> Iterator[Problem]:
+    """What is wrong with ``entry``'s signature judged by ``trust`` (a
+    ``TrustStore``; None: only whether one is there when ``require_signed``)."""
     where = str(entry.file)
     if entry.signature is None:
         if require_signed:

@@ -7,7 +7,9 @@ invalid ones included), every attempt that spent more than
 ``experiment.budget``, and, per sealed split, how many times the experiment's
 family used it.  A second use of a sealed split, a budget overrun and an
 unreadable or tampered ledger are warnings: they happened already, so they
-are flagged where a reviewer reads, not hidden.
+are flagged where a reviewer reads, not hidden.  In a ledger that signs, the
+summary and the preflight check read only records signed by a trusted key
+(``evidence``); each other record is a warning naming it and why.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.ledger.attempts import Attempt, attempts, counts, family_uses, over_budget
+from ftmanifest.ledger.evidence import Untrusted, untrusted_warning
 from ftmanifest.ledger.store import Entry, Problem
+
+SHOWN_UNTRUSTED = 5  # untrusted records named one by one among verify's warnings
 
 
 def budget_of(attempt: Attempt, fallback: dict[str, Any]) -> dict[str, Any]:
@@ -41,6 +46,7 @@ def summarize(
     budget: dict[str, Any],
     sealed: Sequence[str],
     ledger: str,
+    untrusted: Sequence[Untrusted] = (),
 ) -> dict[str, Any]:
     mine = [a for a in attempts(entries) if a.experiment == experiment]
     over = []
@@ -67,8 +73,9 @@ def summarize(
         }
     return {
         "ledger": ledger,
-        "records": len(entries),
+        "records": len(entries) + len(untrusted),
         "problems": [p.rule + ": " + p.message + f" ({p.file})" for p in problems],
+        "untrusted": [u.to_dict() for u in untrusted],
         "attempts": len(mine),
         "by_status": counts(mine),
         "over_budget": over,
@@ -82,6 +89,13 @@ def warnings_of(summary: dict[str, Any]) -> list[str]:
         out.append(
             f"ledger {summary['ledger']}: {len(summary['problems'])} problem(s) "
             "(`ftmanifest ledger check`): " + summary["problems"][0]
+        )
+    shown = [untrusted_warning(row) for row in summary.get("untrusted", [])]
+    out += shown[:SHOWN_UNTRUSTED]
+    if len(shown) > SHOWN_UNTRUSTED:
+        out.append(
+            f"{len(shown) - SHOWN_UNTRUSTED} more untrusted record(s) in {summary['ledger']} "
+            "(`ftmanifest ledger list --format json` names them)"
         )
     for row in summary["over_budget"]:
         out.append(
@@ -98,28 +112,35 @@ def warnings_of(summary: dict[str, Any]) -> list[str]:
 
 
 def for_manifest(
-    loaded: Any, manifest_path: Path, ledger: Path | str | None = None
+    loaded: Any,
+    manifest_path: Path,
+    ledger: Path | str | None = None,
+    trust_path: Path | None = None,
 ) -> tuple[dict[str, Any] | None, list[Entry]]:
-    """The summary of ``loaded``'s experiment and the ledger's entries, read once;
-    (None, []) when there is no ledger yet."""
+    """The summary of ``loaded``'s experiment and the ledger's entries that
+    are evidence, read once; (None, []) when there is no ledger yet."""
     from ftmanifest.ledger import Ledger, ledger_dir
+    from ftmanifest.ledger.evidence import evidence, reading_trust, signs
 
     folder = ledger_dir(manifest_path, ledger)
     store = Ledger(folder)
     if not store.exists():
         return None, []
     contents, problems = store.check()
+    trust = reading_trust(folder, manifest_path, trust_path) if signs(contents.entries) else None
+    found = evidence(contents.entries, trust)
     exp = loaded.manifest.experiment
     summary = summarize(
-        contents.entries,
+        found.entries,
         problems,
         experiment=exp.id,
         parent=exp.parent,
         budget=exp.budget.model_dump(mode="json"),
         sealed=[d.name for d in loaded.manifest.data if d.sealed],
         ledger=str(folder),
+        untrusted=found.untrusted,
     )
-    return summary, contents.entries
+    return summary, found.entries
 
 
 def preflight_warning(

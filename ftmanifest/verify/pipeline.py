@@ -226,7 +226,7 @@ def _verify(
     warnings: list[str] = []
 
     environment = observed_environment(seen)  # built once: the ledger and the report share it
-    history = ledger_summary(loaded, manifest_path, ledger, warnings, environment)
+    history = ledger_summary(loaded, manifest_path, ledger, warnings, environment, trust_path)
     sig_report = None
     if signature:
         sig_report, sig_row = _check_signature(
@@ -261,14 +261,17 @@ def ledger_summary(
     ledger: Path | str | None,
     warnings: list[str],
     environment: Any = None,
+    trust_path: Path | None = None,
 ) -> dict[str, Any] | None:
     """What the ledger says about this experiment (attempts, budget, sealed
     uses, the last preflight), its warnings added to ``warnings``; None when
-    there is no ledger (then the preflight is missing too)."""
+    there is no ledger (then the preflight is missing too).  In a ledger that
+    signs only records signed by a key of the trust file (``trust_path``, else
+    the manifest's) count."""
     from ftmanifest.ledger.summary import for_manifest, preflight_warning, warnings_of
 
     try:
-        history, entries = for_manifest(loaded, manifest_path, ledger)
+        history, entries = for_manifest(loaded, manifest_path, ledger, trust_path)
     except OSError as exc:
         warnings.append(f"ledger not read: {exc.strerror or exc}")
         return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +81,9 @@ def ledger_cli(
     return run_cli("ledger", action, "--ledger", str(folder), *args, **kw)
 
 
-def check_json(folder: Path, *args: str) -> tuple[int, dict[str, Any]]:
-    """``ledger check --format json``: its exit status and report."""
-    out = ledger_cli(folder, "check", "--format", "json", *args)
+def check_json(folder: Path, *args: str, cwd: Path | None = None) -> tuple[int, dict[str, Any]]:
+    """``ledger check --format json`` (run in ``cwd``): its exit status and report."""
+    out = ledger_cli(folder, "check", "--format", "json", *args, cwd=cwd)
     assert out.returncode in (0, 1), out.stdout + out.stderr
     report: dict[str, Any] = json.loads(out.stdout)
     return out.returncode, report
@@ -95,3 +96,28 @@ def rules(report: dict[str, Any]) -> list[str]:
 def ftmanifest_cmd(*args: str) -> list[str]:
     """The argv that runs the real console entry point (for ``Popen``)."""
     return [sys.executable, "-m", "ftmanifest", *args]
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    key: Path
+    trust: Path
+
+
+def keygen(folder: Path, name: str) -> KeyPair:
+    """A key made by the real ``ftmanifest keygen`` and an allowed-signers file
+    holding the line it prints."""
+    key = folder / name
+    out = run_cli("keygen", "-f", str(key), "--no-passphrase", "--comment", name)
+    assert out.returncode == 0, out.stdout + out.stderr
+    (line,) = [ln.strip() for ln in out.stdout.splitlines() if 'namespaces="ftmanifest"' in ln]
+    trust = folder / f"{name}.allowed_signers"
+    trust.write_text(line + "\n")
+    return KeyPair(key, trust)
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[KeyPair, KeyPair]:
+    """The project's key, and another made the same way that nobody trusts."""
+    folder = tmp_path_factory.mktemp("ledger-keys")
+    return keygen(folder, "me"), keygen(folder, "stranger")

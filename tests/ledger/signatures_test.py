@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,31 +16,16 @@ import pytest
 from ftmanifest.ledger import Ledger
 from ftmanifest.ledger.store import KEY_ENV, _sign
 from ftmanifest.signing.keys import load_private_key
-from tests.conftest import CLF, run_cli
-from tests.ledger.conftest import body, check_json, fill, ledger_cli, rewrite, rules
-
-
-@dataclass(frozen=True)
-class KeyPair:
-    key: Path
-    trust: Path
-
-
-def _keygen(folder: Path, name: str) -> KeyPair:
-    key = folder / name
-    out = run_cli("keygen", "-f", str(key), "--no-passphrase", "--comment", name)
-    assert out.returncode == 0, out.stdout + out.stderr
-    (line,) = [ln.strip() for ln in out.stdout.splitlines() if 'namespaces="ftmanifest"' in ln]
-    trust = folder / f"{name}.allowed_signers"
-    trust.write_text(line + "\n")
-    return KeyPair(key, trust)
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[KeyPair, KeyPair]:
-    """The project's key, and another made the same way that nobody trusts."""
-    folder = tmp_path_factory.mktemp("ledger-keys")
-    return _keygen(folder, "me"), _keygen(folder, "stranger")
+from tests.conftest import CLF
+from tests.ledger.conftest import (
+    KeyPair,
+    body,
+    check_json,
+    fill,
+    ledger_cli,
+    rewrite,
+    rules,
+)
 
 
 @pytest.fixture
@@ -71,23 +55,23 @@ def test_records_are_signed_and_verify(signed: Ledger, keys: tuple[KeyPair, KeyP
     assert code == 1 and rules(report) == ["ledger.bad-signature"] * 4
 
 
-def test_the_trust_file_beside_the_ledger_is_used(
-    tmp_path: Path, keys: tuple[KeyPair, KeyPair]
-) -> None:
-    """``.ftmanifest/allowed_signers`` next to ``.ftmanifest/ledger`` is the default trust."""
+def test_the_projects_trust_file_is_used(tmp_path: Path, keys: tuple[KeyPair, KeyPair]) -> None:
+    """Run from the project, its ``.ftmanifest/allowed_signers`` (next to its
+    ``.ftmanifest/ledger``) is the default trust; ``trust_source_test`` shows a
+    file beside a ledger elsewhere is not."""
     mine, stranger = keys
     folder = tmp_path / ".ftmanifest" / "ledger"
     out = ledger_cli(folder, "plan", str(CLF), env={KEY_ENV: str(mine.key)})
     assert out.returncode == 0, out.stdout + out.stderr
     (folder.parent / "allowed_signers").write_text(stranger.trust.read_text())
-    code, report = check_json(folder)
+    code, report = check_json(folder, cwd=tmp_path)
     assert (code, report["signatures_checked"], rules(report)) == (
         1,
         True,
         ["ledger.bad-signature"],
     )
     (folder.parent / "allowed_signers").write_text(mine.trust.read_text())
-    assert check_json(folder)[0] == 0
+    assert check_json(folder, cwd=tmp_path)[0] == 0
 
 
 def test_a_record_rewritten_keeping_its_old_signature(
