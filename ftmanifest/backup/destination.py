@@ -24,7 +24,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ftmanifest.backup.dirfd import open_dir, remove_tree
-from ftmanifest.backup.errors import DestinationMovedError, DestinationOverlapError
+from ftmanifest.backup.errors import (
+    BackupInputError,
+    DestinationMovedError,
+    DestinationOverlapError,
+)
 
 STAGING = ".{name}.restore-"
 
@@ -46,8 +50,6 @@ def exists(parent: int, name: str) -> bool:
 def check_space(parent: int, dest: Path, needed: int) -> None:
     free = shutil.disk_usage(parent).free  # statvfs of the descriptor
     if free < needed:
-        from ftmanifest.backup.errors import BackupInputError
-
         raise BackupInputError(
             "not enough free space to restore the backup",
             path=str(dest.parent),

@@ -158,7 +158,8 @@ def restore(
     refuse_overlap(dest, archive)
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        parent = open_dir(os.path.realpath(dest.parent))
+        parent_path = os.path.realpath(dest.parent)
+        parent = open_dir(parent_path)
     except OSError as exc:
         raise write_error(exc, dest) from None
     try:
@@ -174,7 +175,7 @@ def restore(
         check_space(parent, dest, meta.bytes)
         remove_stale_staging(parent, dest.name)
         staging = new_folder(parent, STAGING.format(name=dest.name))
-        record = note_staging(os.path.join(os.path.realpath(dest.parent), staging), archive.parent)
+        record = note_staging(os.path.join(parent_path, staging), archive.parent)
         root = -1
         try:
             root = open_dir(staging, parent)
