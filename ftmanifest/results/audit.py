@@ -162,13 +162,15 @@ def _rights(m: Any, _s: AuditSubject) -> list[Finding]:
 
 
 def comparison_findings(m: Any, s: AuditSubject) -> list[Finding]:
-    """The comparison is present, made from results that are still the same, under
-    this manifest, on an eval or test split, and passes every guard when made again
-    (``comparison_file.rejudge``)."""
-    from ftmanifest.results.comparison_file import rejudge
+    """The manifest has guards; the comparison is present, made from results that
+    are still the same, under this manifest, against the pinned baseline, on an eval
+    or test split, and every guard holds when made again (``comparison_file.rejudge``)."""
+    from ftmanifest.results.comparison_file import no_guards, rejudge
 
+    none = no_guards(m, s.manifest_path)
     if s.comparison is None:
-        return [Finding.at(("experiment", "guards"), kind="audit", rule="audit.comparison-missing",
+        return none + [Finding.at(("experiment", "guards"), kind="audit",
+                           rule="audit.comparison-missing",
                            message="no comparison of the candidate with the baseline",
                            path=str(s.run_dir / COMPARISON_FILES[0]), observed="not found",
                            hint="ftmanifest compare M --baseline B --candidate C "
@@ -177,7 +179,7 @@ def comparison_findings(m: Any, s: AuditSubject) -> list[Finding]:
     rows, s.compared = rejudge(
         m, s.verify.manifest_digest, s.comparison, s.tree.digest if adapter else None
     )
-    return rows
+    return none + rows
 
 
 def _ledger(_m: Any, s: AuditSubject) -> list[Finding]:

@@ -118,9 +118,97 @@ def rejudge(
                          "eval or test split", files["candidate"], "score an eval or the sealed "
                          "test split", expected="a data entry with role eval or test",
                          observed=f"{split} ({role})"))  # fmt: skip
+    rows += _not_pinned(manifest, refs["baseline"], files["baseline"], path)
     comparison = compare(manifest, results["baseline"], results["candidate"])
     rows += [f._replace(path=str(path)) for f in comparison.findings if f.severity == "error"]
+    if comparison.comparable:
+        rows += unjudged(comparison, path, len(manifest.experiment.guards))
     if not comparison.passed and not any(f.severity == "error" for f in comparison.findings):
         rows.append(_row("comparison-failed", "the comparison refused the candidate", path,
                          "see `ftmanifest compare`'s rows"))  # fmt: skip
     return rows, comparison
+
+
+def _not_pinned(manifest: Any, ref: dict[str, Any], file: Path, path: Path) -> list[Finding]:
+    """The comparison's baseline must be ``evaluation.baseline.results`` (by digest):
+    any other baseline scored under the manifest would let a weaker one in."""
+    pinned = manifest.evaluation.baseline.results
+    if pinned is None or pinned.digest is None or ref.get("digest") == pinned.digest:
+        return []
+    return [Finding.at(("evaluation", "baseline", "results"), kind="audit",
+                       rule="audit.comparison-baseline-not-pinned",
+                       message="the comparison's baseline is not the baseline results the "
+                       "manifest pins", path=str(file), expected=pinned.digest,
+                       observed=str(ref.get("digest")),
+                       hint=f"compare against the pinned baseline: ftmanifest compare M "
+                       f"--baseline {pinned.path} --candidate C --out {path}")]  # fmt: skip
+
+
+NOT_JUDGED = ("not-evaluated", "not-established")
+
+
+def unjudged(comparison: Any, path: Path, guards: int | None = None) -> list[Finding]:
+    """One error row per guard the comparison did not judge: measured on another
+    split (not-evaluated), a pass the data cannot establish, or no verdict at all
+    (``guards``: how many the manifest has).  A warning to ``compare`` is a refusal
+    to audit: handoff needs every guard to hold."""
+    rows: list[Finding] = []
+    for g in comparison.guards:
+        if g.verdict not in NOT_JUDGED:
+            continue
+        here = ("experiment", "guards", g.guard)
+        why = [
+            f for f in comparison.findings if f.rule == f"guard.{g.verdict}" and f.loc[:3] == here
+        ]
+        first = why[0] if why else None
+        what = f"guard {g.guard} ({g.kind} {g.metric})"
+        if g.verdict == "not-evaluated":
+            split = first.expected if first is not None else g.expected
+            rows.append(_guard_row(g.guard, "split", f"{what} was not evaluated: it is measured "
+                                   f"on {split!r}, the comparison is on "
+                                   f"{first.observed if first else g.observed!r}", path,
+                                   f"score baseline and candidate with --split {split}, then "
+                                   "compare again", first, g))  # fmt: skip
+        else:
+            cats = [str(f.extra.get("category")) for f in why if f.extra.get("category")]
+            on = f" for {', '.join(cats)}" if cats else ""
+            rows.append(_guard_row(g.guard, "max_drop", f"{what} passes but is not established"
+                                   f"{on}: the 95% interval of the change crosses the allowed "
+                                   "drop", path, "evaluate on more examples (a larger eval "
+                                   "split) to establish the pass, then compare again", first,
+                                   g))  # fmt: skip
+    seen = {g.guard for g in comparison.guards}
+    for n in range(guards or 0):
+        if n not in seen:
+            rows.append(Finding.at(("experiment", "guards", n), kind="audit",
+                                   rule="audit.guard-not-judged", path=str(path),
+                                   message=f"guard {n} has no verdict in the comparison",
+                                   expected="pass", observed="no verdict",
+                                   hint="give the guard a minimum or a max_drop, then compare "
+                                   "again"))  # fmt: skip
+    return rows
+
+
+def _guard_row(
+    n: int, field: str, message: str, path: Path, hint: str, why: Finding | None, g: Any
+) -> Finding:
+    return Finding.at(("experiment", "guards", n, field), kind="audit",
+                      rule="audit.guard-not-judged", message=message, path=str(path),
+                      expected=why.expected if why is not None else g.expected,
+                      observed=why.observed if why is not None else g.observed,
+                      hint=hint)  # fmt: skip
+
+
+def no_guards(manifest: Any, manifest_path: Path) -> list[Finding]:
+    """A manifest without guards lets any candidate pass (lint's FTM071); audit
+    refuses to hand one off."""
+    if manifest.experiment.guards:
+        return []
+    task = manifest.experiment.task
+    kinds = "format_validity or required_fields" if task == "extraction" else "per_category"
+    return [Finding.at(_LOC, kind="audit", rule="audit.no-guards",
+                       message="the manifest has no guards: no candidate can be refused",
+                       path=str(manifest_path), expected="at least one guard",
+                       observed="guards: []",
+                       hint=f"add a {kinds} guard to experiment.guards, lock and sign the "
+                       "manifest, then compare again")]  # fmt: skip

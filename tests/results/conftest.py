@@ -37,32 +37,59 @@ class AuditRun:
         git(self.manifest.parent, "add", "-A")
         git(self.manifest.parent, "commit", "-qm", message, "--allow-empty")
         lock_manifest(self.manifest)
+        self.score_baseline()
         bind_adapter(self.adapter, self.manifest, self.key)
         tighten(self.adapter, self.manifest.parent / "data", self.manifest.parent / "model")
         self.compare()
 
+    @property
+    def pinned_baseline(self) -> Path:
+        """``evaluation.baseline.results``: the baseline's results on the eval split."""
+        return self.manifest.parent / "eval" / "baseline.results.json"
+
+    def score_baseline(self) -> None:
+        """Score the baseline (account-0 wrong) on the eval split into the pinned
+        ``evaluation.baseline.results`` file, commit it and lock its digest."""
+        from ftmanifest.cli import main
+        from ftmanifest.verify.lock import lock_manifest
+
+        preds = self.manifest.parent / "eval" / "baseline.jsonl"
+        write_predictions(preds, _eval_rows({"account-0"}))
+        code = main(["score", "--manifest", str(self.manifest), "--split", "eval",
+                     "--predictions", str(preds), "--out", str(self.pinned_baseline)])  # fmt: skip
+        assert code == 0
+        git(self.manifest.parent, "add", "-A")
+        git(self.manifest.parent, "commit", "-qm", "baseline results", "--allow-empty")
+        lock_manifest(self.manifest)
+
     def compare(self) -> None:
-        """Score a baseline and a candidate on the eval split under the manifest as it is
-        now, and write the comparison record audit re-judges (``run/comparison.json``)."""
+        """Score a candidate on the eval split under the manifest as it is now, and
+        write the record of its comparison with the pinned baseline (a copy in
+        ``run/results``) that audit re-judges (``run/comparison.json``)."""
         from ftmanifest.cli import main
 
         results = self.run / "results"
         results.mkdir(exist_ok=True)
-        cats = ["billing", "shipping", "returns", "technical", "account"]
-        for name, wrong in (("baseline", {"account"}), ("candidate", set())):
-            rows = [(f"{c}-{i}", c, "billing" if c in wrong and i == 0 else c)
-                    for c in cats for i in range(4)]  # fmt: skip
-            write_predictions(results / f"{name}.jsonl", rows)
-            code = main(["score", "--manifest", str(self.manifest), "--split", "eval",
-                         "--predictions", str(results / f"{name}.jsonl"),
-                         "--out", str(results / f"{name}.results.json"),
-                         "--adapter", str(self.adapter)])  # fmt: skip
-            assert code == 0
+        (results / "baseline.results.json").write_bytes(self.pinned_baseline.read_bytes())
+        write_predictions(results / "candidate.jsonl", _eval_rows(set()))
+        code = main(["score", "--manifest", str(self.manifest), "--split", "eval",
+                     "--predictions", str(results / "candidate.jsonl"),
+                     "--out", str(results / "candidate.results.json"),
+                     "--adapter", str(self.adapter)])  # fmt: skip
+        assert code == 0
         code = main(["compare", str(self.manifest), "--resamples", "200",
                      "--baseline", str(results / "baseline.results.json"),
                      "--candidate", str(results / "candidate.results.json"),
                      "--out", str(self.run / "comparison.json")])  # fmt: skip
         assert code == 0
+
+
+def _eval_rows(wrong: set[str]) -> list[tuple[str, str, str]]:
+    """The eval split's 20 examples ``(id, label, predicted)``, the ids in ``wrong``
+    predicted as billing."""
+    cats = ["billing", "shipping", "returns", "technical", "account"]
+    return [(f"{c}-{i}", c, "billing" if f"{c}-{i}" in wrong else c)
+            for c in cats for i in range(4)]  # fmt: skip
 
 
 def tighten(*tops: Path) -> None:
@@ -106,6 +133,12 @@ def audit_run(project: Path, tmp_path: Path) -> AuditRun:
     trust.write_text(
         f'dev@example.org namespaces="ftmanifest" {public_key_line(key.public_key(), "t")}\n'
     )
+    # the eval split the predictions are scored on, and the pinned baseline's results
+    (project.parent / "data" / "eval.jsonl").write_text("".join(
+        json.dumps({"id": i, "text": f"a {c} ticket", "label": c}) + "\n"
+        for i, c, _ in _eval_rows(set())))  # fmt: skip
+    (project.parent / "eval" / "baseline.results.json").write_text("{}\n")
+    project.write_text(project.read_text().replace("eval/zero.jsonl", "eval/baseline.results.json"))
     run = tmp_path / "run"
     (run / "logs").mkdir(parents=True)
     (run / "logs" / "train.log").write_text("step 1 loss 0.52\nstep 2 loss 0.48\n")
