@@ -248,12 +248,22 @@ _DAMAGED_HINT = (
 def _worded_for_backups(exc: FtManifestError) -> FtManifestError:
     """A signing refusal about ``<id>.meta.json`` in a backup's words: an
     untrusted signer says so (the message names its key, ``expected`` the trust
-    file); a damaged envelope gets a backup's fix, not "re-sign the manifest"
-    (issue 28)."""
+    file); a damaged envelope gets a backup's fix, not "re-sign the manifest",
+    and is the guide's ``metadata-mismatch`` (exit 1), not the signing layer's
+    unusable input (issue 28)."""
     if isinstance(exc, _UNTRUSTED):
         exc.message = f"the backup's signer is not trusted: {exc.message}"
         exc.args = (exc.message,)
-    elif isinstance(exc, (SigningInputError, WrongPayloadTypeError, BadSignatureError)):
+    elif isinstance(exc, SigningInputError):
+        return MetadataMismatchError(
+            f"the backup metadata is damaged: {exc.message}",
+            path=exc.path,
+            field=exc.field or "envelope",
+            expected=exc.expected or "the signed DSSE envelope ftmanifest backup wrote",
+            observed=exc.observed or exc.reason,
+            hint=_DAMAGED_HINT,
+        )
+    elif isinstance(exc, (WrongPayloadTypeError, BadSignatureError)):
         exc.hint = _DAMAGED_HINT
     return exc
 

@@ -47,11 +47,6 @@ def test_a_file_changing_while_it_is_hashed_is_source_changed(keys, tmp_path, mo
     assert not (tmp_path / "backups").exists() or list((tmp_path / "backups").iterdir()) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs read_meta to raise MetadataMismatchError for a SigningInputError "
-    "(meta._worded_for_backups, being changed for items 1-2 of issue 28)",
-)
 @pytest.mark.parametrize("damage", ["truncated", "renamed-field", "not-json"])
 def test_damaged_metadata_is_a_metadata_mismatch(keys, tmp_path, capsys, damage):
     made = backup(keys, [_source(tmp_path)], tmp_path / "backups")
