@@ -4,7 +4,8 @@ Layer: edge (reads key files, the environment and the terminal).
 
 Recipients are age X25519 keys (``age1...``) or OpenSSH ``ssh-ed25519`` public
 keys, so the keys a team lists in ``allowed_signers`` can receive backups
-(``-R .ftmanifest/allowed_signers`` reads every ed25519 key of such a file).
+(``-R .ftmanifest/allowed_signers`` reads the ed25519 keys that file trusts
+for ftmanifest now, by the trust file's own rules).
 Other ssh key types are refused: age's ssh-rsa recipient exists, but the
 design names ed25519 only.
 
@@ -22,10 +23,19 @@ import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
 from ftmanifest.backup.errors import IdentityFileError, RecipientError
+from ftmanifest.signing._ssh_line import KEY_TYPES
+from ftmanifest.signing.trust import (
+    STATUS_EXPIRED,
+    STATUS_NOT_YET_VALID,
+    STATUS_OK,
+    TrustedKey,
+    parse_trust,
+)
 
 RecipientKind = Literal["x25519", "ssh-ed25519"]
 IDENTITY_MAX_BYTES = 64 * 1024
@@ -105,10 +115,14 @@ def _bad_recipient(value: str, source: str, why: str) -> RecipientError:
     )
 
 
-def read_recipients_file(path: Path) -> list[Recipient]:
-    """Every recipient in a file: age recipients files (one key per line,
-    ``#`` comments), ``.pub`` files, and allowed_signers files (principals and
-    options before the key; only ssh-ed25519 keys are taken)."""
+def read_recipients_file(path: Path) -> tuple[list[Recipient], list[str]]:
+    """Every recipient in a file, and the lines skipped and why: age recipients
+    files (one key per line, ``#`` comments), ``.pub`` lines and allowed_signers
+    lines (principals and options before the key).  An allowed_signers line
+    counts as the trust file counts it for ftmanifest now (``signing.trust``):
+    namespaces naming ftmanifest, within valid-after and valid-before, no
+    cert-authority, an Ed25519 key (issue 28: an expired key's owner must not
+    open new backups).  A file where nothing remains is refused."""
     from ftmanifest.untrusted import read_untrusted
 
     hint = "pass a file of age1 or ssh-ed25519 public keys, one per line"
@@ -117,27 +131,63 @@ def read_recipients_file(path: Path) -> list[Recipient]:
     except FileNotFoundError:
         raise RecipientError("recipients file not found", path=str(path), hint=hint) from None
     out: list[Recipient] = []
+    skipped: list[str] = []
+    signer_lines: list[str] = []  # the allowed_signers lines, others blank (line numbers kept)
     for lineno, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
         text = line.strip()
-        if not text or text.startswith("#"):
-            continue
-        found = _AGE_RECIPIENT.search(text)
-        if found:
-            out.append(parse_recipient(found.group(0), source=f"{path}:{lineno}"))
-            continue
-        for match in _SSH_WORD.finditer(text):
-            if match.group(1) == "ssh-ed25519":
-                out.append(parse_recipient(match.group(0), source=f"{path}:{lineno}"))
-                break
+        first = text.split(maxsplit=1)[0] if text else "#"
+        signer_lines.append("" if first.startswith(("#", "age1")) or first in KEY_TYPES else line)
+        where = f"{path}:{lineno}"
+        if first.startswith("age1"):
+            out.append(parse_recipient(first, source=where))
+        elif first == "ssh-ed25519":
+            out.append(parse_recipient(text, source=where))
+        elif first in KEY_TYPES:
+            skipped.append(f"{where}: {first} keys cannot receive backups (ssh-ed25519 only)")
+    out += _current_signers("\n".join(signer_lines), path, skipped)
     if not out:
         raise RecipientError(
-            "no age1 or ssh-ed25519 key in the recipients file",
+            "no key in the recipients file can receive backups",
             path=str(path),
-            expected="at least one key",
-            observed="none",
+            expected="at least one age1 or ssh-ed25519 key (in an allowed_signers file: "
+            'on a line with namespaces="ftmanifest", valid now, not cert-authority)',
+            observed="; ".join(skipped) or "no key",
             hint=hint,
         )
+    return out, skipped
+
+
+def _current_signers(text: str, path: Path, skipped: list[str]) -> list[Recipient]:
+    """The keys an allowed_signers ``text`` trusts for ftmanifest now; the
+    others are added to ``skipped`` with the trust file's reason."""
+    store = parse_trust(text, path)
+    skipped += store.warnings
+    now = datetime.now(timezone.utc)
+    out: list[Recipient] = []
+    for key in store.keys:
+        status = key.status(now)
+        if status == STATUS_OK:
+            blob = base64.b64encode(key.blob).decode()
+            out.append(parse_recipient(f"ssh-ed25519 {blob}", source=f"{path}:{key.line}"))
+        else:
+            skipped.append(f"{path}:{key.line}: {_not_current(key, status)}; skipped")
     return out
+
+
+def _not_current(key: TrustedKey, status: str) -> str:
+    """Why the trust file does not count ``key`` for ftmanifest now."""
+
+    def when(seconds: int | None) -> str:
+        return datetime.fromtimestamp(seconds or 0, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    who = f"{key.fingerprint} ({', '.join(key.principals)})"
+    if status == STATUS_EXPIRED:
+        return f"{who} expired: valid-before {when(key.valid_before)} has passed"
+    if status == STATUS_NOT_YET_VALID:
+        return f"{who} is not yet valid: valid-after {when(key.valid_after)} is in the future"
+    if key.namespaces is None:
+        return f'{who} has no namespaces option (only namespaces="ftmanifest" lines count)'
+    return f'{who}: namespaces="{",".join(key.namespaces)}" does not include ftmanifest'
 
 
 def unique(recipients: list[Recipient]) -> list[Recipient]:
@@ -317,6 +367,7 @@ def passphrase_source(env_var: str | None, *, new: bool) -> Callable[[], str]:
         return first
 
     return ask
+
 
 def _check_new_passphrase(value: str, field: str, how: str) -> None:
     """Refuse a blank or short passphrase for a new backup, saying how long

@@ -33,17 +33,21 @@ def recipients_for(
     manifest: Any = None,
     trust_path: Path | None = None,
     passphrase: bool = False,
-) -> list[Recipient]:
+) -> tuple[list[Recipient], list[str]]:
     """The recipients a new backup is encrypted to (none for a passphrase backup
-    unless some were given, which the caller refuses).
+    unless some were given, which the caller refuses), and the lines of the
+    ``-R`` files skipped, each with its reason (for the caller to warn).
 
     ``recipients`` are ``-r`` texts, ``recipient_files`` ``-R`` files; with
     neither and no ``passphrase``, the recipients of ``manifest`` (a loaded
     manifest) once its signature is verified against ``trust_path``.
     """
     out = [parse_recipient(r, source="-r") for r in recipients]
+    skipped: list[str] = []
     for path in recipient_files:
-        out += read_recipients_file(path)
+        found, passed_over = read_recipients_file(path)
+        out += found
+        skipped += passed_over
     if not out and manifest is not None and not passphrase:
         from ftmanifest.signing.verify import verify_manifest_signature
 
@@ -52,7 +56,7 @@ def recipients_for(
             parse_recipient(r, source="security.backup_recipients")
             for r in manifest.manifest.security.backup_recipients
         ]
-    return unique(out)
+    return unique(out), skipped
 
 
 def identities_for(

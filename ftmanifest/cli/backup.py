@@ -154,13 +154,15 @@ def run(args: argparse.Namespace) -> int:
         )
     loaded = load_manifest(args.manifest) if args.manifest else None
     use_passphrase = bool(args.passphrase or args.passphrase_env)
-    recipients = recipients_for(
+    recipients, skipped = recipients_for(
         args.recipient,
         args.recipients_file,
         manifest=loaded,
         trust_path=args.trust,
         passphrase=use_passphrase,
     )
+    for line in skipped:
+        sys.stderr.write(f"warning: not a recipient: {escape(line)}\n")
     if use_passphrase and recipients:
         raise UsageError(
             "a passphrase and recipients do not go together",
