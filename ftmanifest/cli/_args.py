@@ -79,6 +79,13 @@ def trust_help(what: str = "the manifest") -> str:
     return f"allowed signers file (default: {TRUST_DEFAULT.format(what=what)})"
 
 
+BACKUP_TRUST_HELP = (
+    "allowed signers file (default: $FTMANIFEST_TRUST_FILE, else .ftmanifest/allowed_signers "
+    "at the root of the repository holding the current folder; never one in the backups "
+    "folder)"
+)
+
+
 def add_trust_arguments(parser: argparse.ArgumentParser) -> None:
     """``--no-signature``, ``--trust PATH`` and ``--threshold N``, as verify and audit take them."""
     parser.add_argument(
@@ -135,4 +142,4 @@ def add_opening_arguments(parser: argparse.ArgumentParser, when: str = "") -> No
         metavar="PATH",
         help=f"{when}age identity file or ssh-ed25519 private key (repeatable)",
     )
-    parser.add_argument("--trust", type=Path, metavar="PATH", help=trust_help("the backup"))
+    parser.add_argument("--trust", type=Path, metavar="PATH", help=BACKUP_TRUST_HELP)

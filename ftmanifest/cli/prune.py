@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ftmanifest.cli._args import add_format_argument, trust_help
+from ftmanifest.cli._args import BACKUP_TRUST_HELP, add_format_argument
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
 from ftmanifest.safe_text import escape
 
@@ -63,10 +63,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--keep-within",
         metavar="DURATION",
-        help="keep every backup within DURATION of the group's newest (e.g. 30d, 1y6m)",
+        help="keep every backup made within DURATION before now (e.g. 30d, 1y6m)",
     )
     p.add_argument("--apply", action="store_true", help="delete (default: only show the plan)")
-    p.add_argument("--trust", type=Path, metavar="PATH", help=trust_help("DIR (and --manifest)"))
+    p.add_argument("--trust", type=Path, metavar="PATH", help=BACKUP_TRUST_HELP)
     add_format_argument(p)
     p.set_defaults(func=run)
 
