@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "keygen": "keygen",
     "sign": "sign",
     "signers": "signers",
+    "trust": "trust",
     "scan": "scan",
     "lock": "lock",
     "verify": "verify",

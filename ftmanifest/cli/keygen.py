@@ -1,7 +1,8 @@
 """``ftmanifest keygen``: write an Ed25519 signing key pair in OpenSSH format.
 
 Layer: edge.  The private key is created 0600; the public key line and the
-matching allowed-signers line are printed so the key can be trusted.
+matching allowed-signers line are printed so the key can be trusted, or with
+``--trust`` added to the repository's trust file (``signing.trust_add``).
 """
 
 from __future__ import annotations
@@ -10,20 +11,24 @@ import argparse
 import sys
 from pathlib import Path
 
-DEFAULT_KEY = Path("~/.ftmanifest/id_ed25519")
-
+from ftmanifest.signing.locate import DEFAULT_KEY
 
 DESCRIPTION = """\
 Write an Ed25519 signing key pair in OpenSSH format: the private key at PATH
 (created 0600, encrypted with a passphrase asked on the terminal unless
 --passphrase-env or --no-passphrase), the public key at PATH.pub.  The
 public key line and the matching allowed_signers line are printed: add that
-line to .ftmanifest/allowed_signers to trust the key.  Exit 0 written,
-2 unusable input (the key file exists, a passphrase cannot be read).
+line to .ftmanifest/allowed_signers to trust the key, or pass --trust to add
+it to the repository's trust file for the principal given by --comment (as
+`ftmanifest trust add PATH.pub --principal EMAIL` does).  `ftmanifest sign`
+uses the default PATH when --key is not given.  Exit 0 written, 1 the trust
+file's folder is writable by others, 2 unusable input (the key file exists,
+a passphrase cannot be read, --trust without --comment).
 """
 
 EXAMPLES = """\
 examples:
+  ftmanifest keygen --comment alice@example.org --trust
   ftmanifest keygen -f keys/alice --comment alice@example.org
   ftmanifest keygen -f keys/ci --no-passphrase --comment ci@example.org
 """
@@ -44,6 +49,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"private key file; the public key goes to PATH.pub (default: {DEFAULT_KEY})",
     )
     p.add_argument("--comment", default="", help="comment stored in PATH.pub (e.g. your email)")
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="add the public key to the repository's .ftmanifest/allowed_signers "
+        "for the principal given by --comment",
+    )
     group = p.add_mutually_exclusive_group()
     group.add_argument(
         "--passphrase-env",
@@ -55,10 +66,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ftmanifest.errors import UsageError
     from ftmanifest.signing.keys import generate_key_pair
     from ftmanifest.signing.passphrase import for_new_key
+    from ftmanifest.signing.trust_add import (
+        add_trusted_key,
+        check_principal,
+        repository_trust_file,
+    )
 
     path = Path(args.path).expanduser()
+    if args.trust and not args.comment:
+        raise UsageError(
+            "--trust needs the principal to trust the key for",
+            field="--comment",
+            expected="the signer's e-mail address",
+            observed="no --comment",
+            hint="ftmanifest keygen --comment alice@example.org --trust",
+        )
+    if args.trust:  # refuse a bad principal before a key is written
+        check_principal(args.comment)
     passphrase = for_new_key(args.passphrase_env, args.no_passphrase)
     fp = generate_key_pair(path, comment=args.comment, passphrase=passphrase)
     pub = path.with_name(path.name + ".pub")
@@ -68,7 +95,15 @@ def run(args: argparse.Namespace) -> int:
         f"private key: {path} ({'encrypted' if passphrase else 'not encrypted'})\n"
         f"public key:  {pub}\n"
         f"fingerprint: {fp}\n"
-        "to trust it, add this line to .ftmanifest/allowed_signers:\n"
-        f'  {principal} namespaces="ftmanifest" {key_line}\n'
     )
+    if args.trust:
+        trust, stop = repository_trust_file(Path.cwd())
+        added = add_trusted_key(trust, pub, args.comment, stop)
+        sys.stdout.write(f"added to {added.path} for {added.principal}\n")
+    else:
+        sys.stdout.write(
+            "to trust it, add this line to .ftmanifest/allowed_signers "
+            "(or run `ftmanifest trust add`):\n"
+            f'  {principal} namespaces="ftmanifest" {key_line}\n'
+        )
     return 0

@@ -104,10 +104,17 @@ def report(args: argparse.Namespace, result: LockResult) -> int:
             for line in result.diff().splitlines()
             if line.startswith("+") and not line.startswith("+++")
         )
-        sys.stderr.write(
-            f"locked {args.manifest} ({added} line(s) changed); "
-            f"sign it again: ftmanifest sign {args.manifest} --key KEY\n"
-        )
+        from ftmanifest.signing.sign import envelope_path_for
+
+        envelope = envelope_path_for(Path(args.manifest))
+        if envelope.exists():  # its signatures cover the manifest as it was
+            again = (
+                f"{envelope} signs the old version; sign it again with a new envelope: "
+                f"ftmanifest sign {args.manifest} --replace [--key KEY]"
+            )
+        else:
+            again = f"sign it: ftmanifest sign {args.manifest} [--key KEY]"
+        sys.stderr.write(f"locked {args.manifest} ({added} line(s) changed); {again}\n")
     else:
         sys.stderr.write(f"{args.manifest}: already locked, nothing to change\n")
     return 0

@@ -1,4 +1,4 @@
-"""``ftmanifest sign M --key K``: sign a manifest into ``M.sig.json``.
+"""``ftmanifest sign M [--key K]``: sign a manifest into ``M.sig.json``.
 
 Layer: edge.  Signing again with another key adds a signature to the same
 envelope (author, then reviewer); ``--replace`` starts a new envelope.
@@ -12,18 +12,22 @@ from pathlib import Path
 
 from ftmanifest.cli._args import add_format_argument
 from ftmanifest.safe_text import escape
+from ftmanifest.signing.locate import DEFAULT_KEY
 
 DESCRIPTION = """\
 Sign a manifest's canonical form with an Ed25519 key into a DSSE envelope
-beside it (M.sig.json).  Signing again with another key adds a signature to
-the same envelope (author, then reviewer); --replace starts a new envelope,
-dropping signatures made over an older version of the manifest.  Exit 0
+beside it (M.sig.json), with --key or else the key `ftmanifest keygen`
+writes by default (~/.ftmanifest/id_ed25519).  Signing again with another
+key adds a signature to the same envelope (author, then reviewer); --replace
+starts a new envelope, dropping signatures made over an older version of the
+manifest.  Exit 0
 signed (or already signed by this key), 2 unusable input (no key, a wrong
 passphrase, an unreadable manifest).
 """
 
 EXAMPLES = """\
 examples:
+  ftmanifest sign exp.yaml
   ftmanifest sign exp.yaml --key keys/alice
   ftmanifest sign exp.yaml --key keys/bob --passphrase-env BOB_KEY_PASSPHRASE
   ftmanifest sign exp.yaml --key keys/alice --replace
@@ -38,7 +42,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="sign a manifest (DSSE envelope beside it)",
     )
     p.add_argument("manifest", metavar="MANIFEST", help="the manifest file (YAML, JSON or TOML)")
-    p.add_argument("--key", required=True, metavar="PATH", help="Ed25519 private key (OpenSSH)")
+    p.add_argument(
+        "--key",
+        metavar="PATH",
+        help=f"Ed25519 private key (OpenSSH) (default: {DEFAULT_KEY}, made by `ftmanifest keygen`)",
+    )
     p.add_argument(
         "--passphrase-env",
         metavar="VAR",
@@ -61,7 +69,18 @@ def run(args: argparse.Namespace) -> int:
     from ftmanifest.signing.sign import sign_manifest
 
     loaded = load_manifest(args.manifest)
-    key_path = Path(args.key).expanduser()
+    key_path = Path(args.key or DEFAULT_KEY).expanduser()
+    if args.key is None and not key_path.exists() and not key_path.is_symlink():
+        from ftmanifest.signing.errors import KeyNotFoundError
+
+        raise KeyNotFoundError(
+            "no --key given and keygen's default key does not exist",
+            path=str(key_path),
+            field="--key",
+            expected=f"a private key at {DEFAULT_KEY}, or --key PATH",
+            observed="no such file",
+            hint="create it with `ftmanifest keygen --comment EMAIL --trust`, or pass --key PATH",
+        )
     key = load_private_key(key_path, for_unlock(args.passphrase_env, str(key_path)))
     result = sign_manifest(Path(args.manifest), loaded.canonical(), key, replace=args.replace)
     if args.format == "json":

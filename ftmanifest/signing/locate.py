@@ -1,4 +1,5 @@
-"""Which trust file (allowed signers) judges a manifest, and why.
+"""Which trust file (allowed signers) judges a manifest, and why; and the
+key ``keygen`` writes and ``sign`` uses when none is named (``DEFAULT_KEY``).
 
 Layer: signing (edge: asks git, stats folders).  In order:
 
@@ -37,6 +38,8 @@ from ftmanifest.signing.errors import InsecureTrustPathError, TrustFileNotFoundE
 
 TRUST_ENV = "FTMANIFEST_TRUST_FILE"
 DEFAULT_TRUST = Path(".ftmanifest") / "allowed_signers"
+DEFAULT_KEY = Path("~/.ftmanifest/id_ed25519")
+"""The private key ``keygen`` writes and ``sign`` uses without ``-f`` / ``--key``."""
 TrustHow = Literal["option", "environment", "repository", "folder", "current-folder"]
 _WHERE = {
     "repository": "repository root",

@@ -1,0 +1,195 @@
+"""Add a public key to the repository's trust file (``.ftmanifest/allowed_signers``).
+
+Layer: signing (edge: reads a public key file, writes the trust file).  The
+line written is the one ``trust`` reads back:
+``PRINCIPAL namespaces="ftmanifest" ssh-ed25519 KEY [comment]``.  Refused
+before anything is written: a key that is not an Ed25519 public key, a
+principal ssh would read as something else, a key the file already trusts,
+an existing file that does not parse, and a trust file or folder that
+another user could change (the same StrictModes check verify applies).  The
+new file is written whole (temp file, fsync, rename), mode 0644; a missing
+``.ftmanifest`` folder is created 0755.  Two ``trust add`` at once may lose
+one line (the last rename wins); the file is never half-written.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftmanifest.errors import UsageError
+from ftmanifest.fsutil import atomic_write_bytes
+from ftmanifest.signing._files import KEY_MAX_BYTES, TRUST_MAX_BYTES, _insecure, check_strict_modes
+from ftmanifest.signing._ssh_line import KEY_TYPES
+from ftmanifest.signing._strict import b64decode_strict
+from ftmanifest.signing.errors import (
+    InsecureTrustPathError,
+    KeyExistsError,
+    KeyNotFoundError,
+    MalformedKeyError,
+    MalformedTrustFileError,
+    UnsupportedKeyError,
+)
+from ftmanifest.signing.keys import KEY_TYPE, fingerprint_of_blob, public_key_from_blob
+from ftmanifest.signing.locate import DEFAULT_TRUST
+from ftmanifest.signing.trust import NAMESPACE, parse_trust
+from ftmanifest.untrusted import read_untrusted
+
+_KEY_FIX = "pass the .pub file made by `ftmanifest keygen` or `ssh-keygen -t ed25519`"
+# Characters that would end or split an ssh principal list (sshsig.c strdelimw).
+_NOT_IN_PRINCIPAL = frozenset(' \t",#')
+
+
+@dataclass(frozen=True)
+class Added:
+    """What ``add_trusted_key`` wrote."""
+
+    path: Path
+    line: str
+    principal: str
+    fingerprint: str
+    created: bool
+
+
+def repository_trust_file(start: Path) -> tuple[Path, Path]:
+    """(the trust file, the folder that holds ``.ftmanifest``): at the root of
+    the git work tree holding ``start``, else in ``start`` itself -- where
+    ``locate.choose_trust_file`` looks for it."""
+    from ftmanifest.probe.git import repository_root
+
+    start = Path(os.path.abspath(start))
+    root = repository_root(start)
+    stop = root if root is not None else start
+    return stop / DEFAULT_TRUST, stop
+
+
+def check_principal(principal: str) -> None:
+    bad = sorted({c for c in principal if c in _NOT_IN_PRINCIPAL or not c.isprintable()})
+    if principal and not bad:
+        return
+    raise UsageError(
+        "this principal cannot be written to an allowed_signers line",
+        field="--principal",
+        expected="one name without spaces, commas or quotes (e.g. alice@example.org)",
+        observed=repr(principal) if principal else "an empty principal",
+        hint="name the signer by one e-mail address: --principal alice@example.org",
+    )
+
+
+def read_public_key(path: Path) -> tuple[bytes, str]:
+    """(the ``ssh-ed25519`` key blob, its comment) of an OpenSSH public key file."""
+    try:
+        data = read_untrusted(path, limit=KEY_MAX_BYTES, what="public key", hint=_KEY_FIX)
+    except FileNotFoundError:
+        raise KeyNotFoundError(
+            "public key not found",
+            path=str(path),
+            hint="create a key pair with `ftmanifest keygen -f PATH` and pass PATH.pub",
+        ) from None
+    text = data.decode("utf-8", errors="replace").strip()
+    if text.startswith("-----BEGIN"):
+        raise MalformedKeyError(
+            "this is a private key: trust needs the public key, and the private key must "
+            "stay with its owner",
+            path=str(path),
+            expected="a public key line: ssh-ed25519 AAAA... [comment]",
+            observed=text.splitlines()[0][:60],
+            hint=f"pass {path}.pub (made beside it by `ftmanifest keygen`)",
+        )
+    words = text.splitlines()[0].split(None, 2) if text else []
+    keytype = words[0] if words else ""
+    if keytype != KEY_TYPE and keytype in KEY_TYPES:
+        raise UnsupportedKeyError(
+            f"{keytype[:40]} keys cannot sign manifests (Ed25519 only)",
+            path=str(path),
+            expected=KEY_TYPE,
+            observed=keytype[:40],
+            hint="create an Ed25519 key: ftmanifest keygen -f PATH, then trust PATH.pub",
+        )
+    try:
+        if keytype != KEY_TYPE or len(words) < 2:
+            raise ValueError("no ssh-ed25519 key on the first line")
+        blob = b64decode_strict(words[1])
+        public_key_from_blob(blob)
+    except ValueError as exc:
+        raise MalformedKeyError(
+            f"not an ssh-ed25519 public key: {exc}",
+            path=str(path),
+            expected="ssh-ed25519 AAAA... [comment] (one line)",
+            observed=(text.splitlines()[0][:60] if text else "an empty file"),
+            hint=f"{_KEY_FIX}; create one with `ftmanifest keygen -f PATH`",
+        ) from None
+    comment = words[2].strip() if len(words) > 2 else ""
+    return blob, comment if comment.isprintable() else ""
+
+
+def _check_folders(folder: Path, stop: Path) -> None:
+    """Refuse when another user could change ``folder`` or one above it up to ``stop``."""
+    item = folder
+    while True:
+        why = _insecure(item, item.stat())
+        if why is not None:
+            raise InsecureTrustPathError(
+                f"refusing to write the trust file: folder {item} is {why}",
+                path=str(item),
+                expected="owned by you or root and not writable by group or others "
+                "(verify refuses a trust file under such a folder, like ssh's StrictModes)",
+                observed=why,
+                hint=f"chmod go-w {item}, then run the command again",
+            )
+        if item == stop or item.parent == item:
+            return
+        item = item.parent
+
+
+def add_trusted_key(trust: Path, public_key: Path, principal: str, stop: Path) -> Added:
+    """Append ``public_key`` for ``principal`` to the trust file ``trust``;
+    ``stop`` is the folder up to which the modes are checked (the repository root)."""
+    check_principal(principal)
+    blob, comment = read_public_key(public_key)
+    fp = fingerprint_of_blob(blob)
+    folder = trust.parent
+    if not folder.exists():
+        try:
+            folder.mkdir(mode=0o755, parents=True)
+        except OSError as exc:
+            from ftmanifest.fsutil import write_error
+
+            raise write_error(exc, trust, "cannot create the trust file's folder") from None
+    _check_folders(folder, Path(os.path.abspath(stop)))
+    old = b""
+    created = not trust.exists()
+    if not created:
+        check_strict_modes(trust, stop)
+        old = read_untrusted(
+            trust,
+            limit=TRUST_MAX_BYTES,
+            what="trust file (allowed signers)",
+            hint="fix the trust file, or pass --trust PATH to write another one",
+        )
+    try:
+        text = old.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MalformedTrustFileError(
+            "trust file is not UTF-8 text", path=str(trust), hint="rewrite it as UTF-8 text"
+        ) from None
+    store = parse_trust(text, trust)
+    for key in store.by_fingerprint(fp):
+        raise KeyExistsError(
+            "this key is already in the trust file",
+            path=str(trust),
+            line=key.line,
+            expected=f"a key not yet trusted ({fp})",
+            observed=f"line {key.line} trusts it for {','.join(key.principals)}",
+            hint=f"edit line {key.line} of {trust} to change its principal or options",
+        )
+    b64 = base64.b64encode(blob).decode("ascii")
+    line = f'{principal} namespaces="{NAMESPACE}" {KEY_TYPE} {b64}' + (
+        f" {comment}" if comment else ""
+    )
+    new = text + ("\n" if text and not text.endswith("\n") else "") + line + "\n"
+    parse_trust(new, trust)  # what verify will read must parse
+    atomic_write_bytes(trust, new.encode("utf-8"), mode=0o644)
+    return Added(trust, line, principal, fp, created)
