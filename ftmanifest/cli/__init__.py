@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 
 from ftmanifest import __version__
-from ftmanifest.cli._args import Parser
+from ftmanifest.cli._args import Parser, require_manifest
 from ftmanifest.errors import EXIT_BUG, EXIT_INTERRUPTED, FtManifestError
 from ftmanifest.safe_text import escape
 
@@ -166,6 +166,7 @@ def _main(argv: Sequence[str] | None) -> int:
     first = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(only=first if first in COMMANDS else None)
     args = parser.parse_args(argv)
+    require_manifest(parser, args)
     args.passthrough = passthrough
     debug = os.environ.get("FTMANIFEST_DEBUG", "") not in ("", "0")
     try:

@@ -74,6 +74,50 @@ TRUST_DEFAULT = (
 )
 
 
+class _OneManifest(argparse.Action):
+    """The manifest as ``M`` or ``--manifest M``: the same value, given once."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if values is None:
+            return  # the positional, not given (argparse calls it with nothing)
+        seen = getattr(namespace, self.dest, None)
+        if seen is not None and seen != values:
+            parser.error(f"the manifest is given twice ({seen} and {values}): give it once")
+        setattr(namespace, self.dest, values)
+
+
+def add_manifest_argument(
+    parser: argparse.ArgumentParser,
+    help: str = "the experiment's manifest",  # noqa: A002 - argparse's own word
+    *,
+    kind: Any = Path,
+    dest: str = "manifest",
+) -> None:
+    """The manifest, positional as everywhere (``cmd M``), ``--manifest M`` accepted too.
+
+    Neither given is a usage error (exit 2) from ``require_manifest``.
+    """
+    parser.add_argument(dest, nargs="?", type=kind, metavar="MANIFEST", help=help,
+                        action=_OneManifest, default=argparse.SUPPRESS)  # fmt: skip
+    parser.add_argument("--manifest", dest=dest, type=kind, metavar="MANIFEST",
+                        action=_OneManifest, default=argparse.SUPPRESS,
+                        help="the same, as an option")  # fmt: skip
+    parser.set_defaults(**{dest: None}, manifest_required=dest)
+
+
+def require_manifest(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A usage error when a command that takes ``add_manifest_argument`` got neither form."""
+    dest = getattr(args, "manifest_required", None)
+    if dest and getattr(args, dest, None) is None:
+        parser.error("the manifest is required: give it as MANIFEST or --manifest MANIFEST")
+
+
 def trust_help(what: str = "the manifest") -> str:
     """The help of a ``--trust PATH`` found as ``signing.locate`` finds it."""
     return f"allowed signers file (default: {TRUST_DEFAULT.format(what=what)})"

@@ -13,7 +13,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ftmanifest.cli._args import add_format_argument, add_observe_arguments, add_trust_arguments
+from ftmanifest.cli._args import (
+    add_format_argument,
+    add_manifest_argument,
+    add_observe_arguments,
+    add_trust_arguments,
+)
 from ftmanifest.cli._render import trusted_line
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, UsageError
 from ftmanifest.safe_text import escape
@@ -24,9 +29,7 @@ if TYPE_CHECKING:
 
 def add_verify_arguments(p: argparse.ArgumentParser) -> None:
     """The options of verify, shared with ``ftmanifest run``."""
-    p.add_argument(
-        "manifest", type=Path, metavar="MANIFEST", help="the manifest file (YAML, JSON or TOML)"
-    )
+    add_manifest_argument(p, "the manifest file (YAML, JSON or TOML)")
     p.add_argument(
         "--accept",
         action="append",

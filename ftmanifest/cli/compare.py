@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ftmanifest.cli._args import add_format_argument
+from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 
 if TYPE_CHECKING:
     from ftmanifest.results.compare import Comparison
@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog=EXAMPLES,
         help="check a candidate's results against the manifest's guards",
     )
-    p.add_argument("manifest", metavar="MANIFEST", help="the experiment's manifest")
+    add_manifest_argument(p, kind=str)
     p.add_argument("--baseline", required=True, metavar="B", help="the baseline's results file")
     p.add_argument("--candidate", required=True, metavar="C", help="the candidate's results file")
     p.add_argument(

@@ -22,7 +22,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.cli._args import add_distributed_arguments, add_format_argument
+from ftmanifest.cli._args import (
+    add_distributed_arguments,
+    add_format_argument,
+    add_manifest_argument,
+)
 from ftmanifest.errors import UsageError
 from ftmanifest.safe_text import escape
 
@@ -96,7 +100,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     q = actions.add_parser("check", help="exact and near duplicates between and within splits",
                            description=CHECK_DESCRIPTION,
                            epilog=CHECK_EPILOG + "\n" + CHECK_EXAMPLES)  # fmt: skip
-    q.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
+    add_manifest_argument(q)
     q.add_argument("--threshold", type=float, default=None, metavar="J",
                    help="Jaccard similarity of 3-word shingles from which two records are "
                    "near duplicates (default: data_checks.near_threshold, 0.8)")  # fmt: skip

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.cli._args import add_format_argument
+from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 from ftmanifest.cli._render import marked_tokens
 from ftmanifest.errors import UsageError
 from ftmanifest.safe_text import escape
@@ -63,7 +63,7 @@ def add_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     q = actions.add_parser("sample", help="a few records of every category, as the model sees them",
                            description=SAMPLE_DESCRIPTION,
                            epilog=SAMPLE_EPILOG + "\n" + SAMPLE_EXAMPLES)  # fmt: skip
-    q.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
+    add_manifest_argument(q)
     q.add_argument("--per-category", type=int, required=True, metavar="N",
                    help="records shown per category and split")  # fmt: skip
     q.add_argument("--split", action="append", default=[], metavar="NAME",

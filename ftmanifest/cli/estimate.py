@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.cli._args import add_format_argument
+from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 from ftmanifest.errors import EXIT_OK, InputError
 
 DESCRIPTION = """\
@@ -40,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog=EXAMPLES,
         help="memory of one training step, from the model's config",
     )
-    p.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
+    add_manifest_argument(p)
     p.add_argument("--seq-len", type=int, metavar="N", help="instead of training.seq_len")
     p.add_argument("--micro-batch", type=int, metavar="N", help="instead of training.micro_batch")
     p.add_argument("--allow-outside", action="store_true",

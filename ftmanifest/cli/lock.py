@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ftmanifest.cli._args import add_distributed_arguments
+from ftmanifest.cli._args import add_distributed_arguments, add_manifest_argument
 
 if TYPE_CHECKING:
     from ftmanifest.errors import FtManifestError
@@ -47,9 +47,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog=EXAMPLES,
         help="fill in or refresh a manifest's pins from this machine",
     )
-    p.add_argument(
-        "manifest", type=Path, metavar="MANIFEST", help="the YAML or JSON manifest to rewrite"
-    )
+    add_manifest_argument(p, "the YAML or JSON manifest to rewrite")
     p.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")
     p.add_argument(
         "--check",

@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ftmanifest.cli._args import add_format_argument
+from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 from ftmanifest.safe_text import escape
 
 
@@ -52,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog=EXAMPLES,
         help="a rental plan in the method's phases, from measured throughput",
     )
-    p.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
+    add_manifest_argument(p)
     p.add_argument("--days", type=_positive, required=True, metavar="N",
                    help="length of the rental in days (3, 7, 30...)")  # fmt: skip
     p.add_argument("--tokens-per-second", type=_positive, metavar="X",

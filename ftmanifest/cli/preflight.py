@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.cli._args import add_format_argument
+from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 from ftmanifest.cli._render import marked_tokens
 from ftmanifest.safe_text import escape
 
@@ -45,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog=EXAMPLES,
         help="check and size one full training step on this machine",
     )
-    p.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
+    add_manifest_argument(p)
     p.add_argument("--only", action="append", default=[], metavar="NAME",
                    help="run only this check (repeatable): stack, disk, tokens, step, "
                    "update, overfit, resume, determinism, throughput")  # fmt: skip

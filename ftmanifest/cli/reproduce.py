@@ -11,7 +11,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from ftmanifest.cli._args import add_format_argument, add_observe_arguments, add_trust_arguments
+from ftmanifest.cli._args import (
+    add_format_argument,
+    add_manifest_argument,
+    add_observe_arguments,
+    add_trust_arguments,
+)
 from ftmanifest.cli._render import trusted_line
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
 from ftmanifest.safe_text import escape
@@ -41,9 +46,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog=EXAMPLES,
         help="check a signed manifest against this machine; write pins, list what to do",
     )
-    p.add_argument(
-        "manifest", type=Path, metavar="MANIFEST", help="the manifest file (YAML, JSON or TOML)"
-    )
+    add_manifest_argument(p, "the manifest file (YAML, JSON or TOML)")
     p.add_argument(
         "--requirements",
         type=Path,

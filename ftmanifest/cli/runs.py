@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.cli._args import add_format_argument
+from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -44,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog=EXAMPLES,
         help="list or add the run records of a manifest",
     )
-    p.add_argument("manifest", metavar="MANIFEST", help="manifest file")
+    add_manifest_argument(p, "manifest file", kind=str)
     p.add_argument(
         "--mark",
         choices=MARKS,

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ftmanifest.cli._args import add_format_argument
+from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 from ftmanifest.safe_text import escape
 from ftmanifest.signing.locate import DEFAULT_KEY
 
@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EXAMPLES,
         help="sign a manifest (DSSE envelope beside it)",
     )
-    p.add_argument("manifest", metavar="MANIFEST", help="the manifest file (YAML, JSON or TOML)")
+    add_manifest_argument(p, "the manifest file (YAML, JSON or TOML)", kind=str)
     p.add_argument(
         "--key",
         metavar="PATH",

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.cli._args import add_format_argument, trust_help
+from ftmanifest.cli._args import add_format_argument, add_manifest_argument, trust_help
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -38,7 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EXAMPLES,
         help="list the signatures of a manifest and who made them",
     )
-    p.add_argument("manifest", metavar="MANIFEST", help="the manifest file (YAML, JSON or TOML)")
+    add_manifest_argument(p, "the manifest file (YAML, JSON or TOML)", kind=str)
     p.add_argument(
         "--trust",
         metavar="PATH",

@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ftmanifest.cli._args import add_format_argument
+from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -40,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog=EXAMPLES,
         help="record one use of the sealed test split, print its path",
     )
-    p.add_argument("manifest", type=Path, metavar="MANIFEST", help="the experiment's manifest")
+    add_manifest_argument(p)
     p.add_argument("--split", required=True, metavar="NAME", help="the sealed data entry")
     p.add_argument("--reason", required=True, metavar="TEXT", help="why this evaluation")
     p.add_argument("--ledger", type=Path, metavar="DIR", help="the ledger folder")
