@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.cli._args import add_format_argument
+from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 
 PREDICTIONS_HELP = (
     "predictions, JSONL: one object per line with id (string or integer, unique), "
@@ -45,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog=EXAMPLES,
         help="score predictions into a results file bound to its inputs",
     )
-    p.add_argument("--manifest", required=True, metavar="M", help="the experiment's manifest")
+    add_manifest_argument(p, kind=str)
     p.add_argument("--split", required=True, metavar="NAME", help="name of the data entry scored")
     p.add_argument("--predictions", required=True, metavar="P", help=PREDICTIONS_HELP)
     p.add_argument(
