@@ -356,6 +356,15 @@ def _show(store: Any, args: argparse.Namespace) -> int:
         if isinstance(sealed, dict):
             line += f"  sealed split {sealed.get('split')} use {sealed.get('use')}"
         _out(escape(line) + "\n")
+    for t in attempt.trackers:
+        where = t.get("uri") or t.get("project") or "-"
+        line = f"  tracker {t.get('kind')} run {t.get('run_id')}  ({where})"
+        if t.get("error"):
+            line += f"  not tagged: {t['error']}"
+        _out(escape(line) + "\n")
+    for b in attempt.adapter_bindings:
+        how = "bound" if b.get("bound") else f"NOT bound: {b.get('reason')}"
+        _out(escape(f"  adapter {b.get('path')}  {how}") + "\n")
     return 0
 
 

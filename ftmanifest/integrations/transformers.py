@@ -218,6 +218,7 @@ class FtManifestCallback(TrainerCallback):
         self.recipe: dict[str, Any] = {}
         self._begin: tuple[Any, dict[str, Any]] | None = None
         self._eval_loader: Any = None  # the eval dataloader last judged (held: no id reuse)
+        self._ended_main: bool | None = None  # after on_train_end: is this the main process
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -232,6 +233,7 @@ class FtManifestCallback(TrainerCallback):
             report, refusal = self._verify_ranks(job, args, state, kw.get("model"))
         self.report = report
         record = self._record(report, args, state, started)
+        record["trackers"] = self._link_trackers(args, state, record)
         if state.is_world_process_zero and args.output_dir:
             self.record_path = Path(args.output_dir) / self.record_name
             self._write(record)
@@ -241,6 +243,21 @@ class FtManifestCallback(TrainerCallback):
         if not report.ok:
             control.should_training_stop = True  # belt and braces; the raise stops it
             raise refusal
+
+    def _link_trackers(
+        self, args: TrainingArguments, state: TrainerState, record: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """Tag the MLflow / W&B runs the Trainer reports to with this attempt
+        (``integrations.trackers``); the links the attempt records."""
+        if not state.is_world_process_zero:
+            return []  # trackers run on the main process only
+        from ftmanifest.integrations.trackers import link_trackers, tags_for
+
+        links, problems = link_trackers(getattr(args, "report_to", None), tags_for(record))
+        for problem in problems:
+            record["warnings"].append(problem)
+            warnings.warn(problem, stacklevel=3)
+        return links
 
     def _verify(self, model: Any, state: TrainerState, hasher: Any = None) -> VerifyReport:
         """This process's verify, the model's origin rows included (``hasher``: the job's)."""
@@ -471,6 +488,7 @@ class FtManifestCallback(TrainerCallback):
             budget_used=runrecord.used(started, finished, devices, steps=steps),
         )
         self.record.get("manifest", {}).pop("body", None)  # the started record holds it
+        self._ended_main = bool(state.is_world_process_zero)
         if state.is_world_process_zero:
             if self.record_path is not None:
                 self._write(self.record)
@@ -508,7 +526,18 @@ class FtManifestCallback(TrainerCallback):
                 "envelope": str(result.envelope_path),
             }
         self.bindings.append(entry)
+        self._record_late_binding(entry)
         return entry
+
+    def _record_late_binding(self, entry: dict[str, Any]) -> None:
+        """After the run's end record, a binding goes to the run record file
+        and to the ledger as a ``bound`` record of the same attempt."""
+        if not self._ended_main or self.record is None:
+            return  # during training on_train_end records it; other ranks record nothing
+        self.record["adapter_bindings"] = list(self.bindings)
+        if self.record_path is not None:
+            self._write(self.record)
+        self._append(runrecord.bound_after(self.record, [entry]))
 
     def _bind_if_adapter(self, folder: Path) -> None:
         if self._export_folder() is None:

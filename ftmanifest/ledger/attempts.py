@@ -20,7 +20,8 @@ from ftmanifest.ledger.store import Entry
 
 MARKS = ("abandoned", "invalid")
 ENDS = ("completed", "failed", "not-started")
-STATUSES = ("planned", "refused", "verified", "started", *ENDS, *MARKS, "unsealed", "scored")
+STATUSES = ("planned", "refused", "verified", "started", *ENDS, *MARKS, "unsealed", "scored",
+            "bound")  # fmt: skip
 
 
 @dataclass
@@ -110,6 +111,18 @@ class Attempt:
                     out[key] = value if old is None else max(old, value)
         return out
 
+    @property
+    def trackers(self) -> list[dict[str, Any]]:
+        """The tracker runs (MLflow, W&B) the attempt's records name, once each
+        (optional ``trackers`` of a record; older records have none)."""
+        return _union(self.entries, "trackers", ("kind", "run_id"))
+
+    @property
+    def adapter_bindings(self) -> list[dict[str, Any]]:
+        """Every adapter the attempt bound (or left unbound), once each by folder:
+        the checkpoints the guard saw and those bound after ``save_model``."""
+        return _union(self.entries, "adapter_bindings", ("path",))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "attempt": self.id,
@@ -121,8 +134,22 @@ class Attempt:
             "started_at": self.started_at,
             "ended_at": self.ended_at,
             "budget_used": self.used,
+            "trackers": self.trackers,
+            "adapter_bindings": self.adapter_bindings,
             "records": [e.id for e in self.entries],
         }
+
+
+def _union(entries: Iterable[Entry], key: str, identity: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The dicts listed under ``key`` by any entry, the latest of each identity,
+    in the order they first appear."""
+    out: dict[tuple[str, ...], dict[str, Any]] = {}
+    for e in entries:
+        items = e.record.get(key)
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict):
+                out[tuple(str(item.get(k)) for k in identity)] = dict(item)
+    return list(out.values())
 
 
 def attempts(entries: Iterable[Entry]) -> list[Attempt]:

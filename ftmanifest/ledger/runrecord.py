@@ -132,6 +132,24 @@ def used(
     return {"steps": steps, "hours": round(hours, 9), "gpu_hours": round(hours * n_devices, 9)}
 
 
+def bound_after(run: Mapping[str, Any], bindings: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ``bound`` record: adapters of ``run``'s attempt bound after its end
+    record was written (``trainer.save_model`` then ``guard.bind(folder)``).
+    The attempt's outcome stays its end; ``Attempt.adapter_bindings`` lists these too."""
+    import ftmanifest
+
+    manifest = run.get("manifest") or {}
+    return {
+        "ftmanifest_version": ftmanifest.__version__,
+        "status": "bound",
+        "attempt": run.get("attempt"),
+        "experiment": run.get("experiment"),
+        "manifest": {k: manifest[k] for k in ("path", "digest") if k in manifest},
+        "bound_at": now(),
+        "adapter_bindings": list(bindings),
+    }
+
+
 MARKS = ("abandoned", "invalid")  # what a person records about an attempt after the fact
 
 
