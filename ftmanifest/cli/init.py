@@ -1,7 +1,9 @@
-"""``ftmanifest init PATH``: write a commented manifest template.
+"""``ftmanifest init PATH [--from SOURCE...]``: write a commented manifest to fill in.
 
 Layer: edge.  The template is schema-valid but deliberately incomplete, so
-``ftmanifest lint`` rejects it (exit 1) until every FILL is done.
+``ftmanifest lint`` rejects it (exit 1) until every FILL is done.  With
+``--from``, ``ftmanifest.authoring`` derives what the sources state (each
+value commented with its file and key) and leaves the judgement as FILLs.
 """
 
 from __future__ import annotations
@@ -12,20 +14,37 @@ import sys
 from pathlib import Path
 
 from ftmanifest.errors import InputError
+from ftmanifest.output import to_json
+from ftmanifest.safe_text import escape
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ftmanifest.authoring.draft import Derived
 
 DESCRIPTION = """\
 Write a commented manifest template at PATH.  The template is valid against
 the schema but deliberately incomplete: every value still to choose is marked
 FILL, so `ftmanifest lint` refuses it (exit 1) until each one is filled in,
 and `ftmanifest lock` fills in the digests and versions found here.  An
-existing file is replaced only with --force.  Exit 0 written, 2 a path that
-cannot be written.
+existing file is replaced only with --force.
+--from SOURCE... derives what your files already say: an axolotl or
+LLaMA-Factory config, a TrainingArguments / SFTConfig / DPOConfig JSON
+(trainer.args.to_json_string(); a pickled training_args.bin is refused), a peft
+adapter_config.json, a model folder or org/name@revision in the Hugging Face
+cache, and data files or folders.  Each derived value is commented with its
+source file and key; what needs judgement (hypothesis, guards, licences, roles,
+the sealed split, personal data, retention) stays a FILL; a key ftmanifest does
+not read is named in a note.  --format json prints what was derived and the
+FILLs.  Exit 0 written, 2 a source or path that cannot be used.
 """
 
 EXAMPLES = """\
 examples:
   ftmanifest init exp.yaml
   ftmanifest init exp.yaml --id docroute-lora-r16 --force
+  ftmanifest init exp.yaml --from axolotl.yml data/test.jsonl
+  ftmanifest init exp.yaml --from training_args.json out/adapter_config.json \
+      org/model@main data/ --format json
 """
 
 
@@ -44,6 +63,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="experiment id (default: the file name without suffix)",
     )
     p.add_argument("--force", action="store_true", help="replace an existing file")
+    p.add_argument(
+        "--from",
+        dest="sources",
+        nargs="+",
+        metavar="SOURCE",
+        default=[],
+        help="configs, adapter_config.json, model folder or org/name@revision, data files",
+    )
+    p.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="json: print what was derived (field, value, source) and the FILLs",
+    )
     p.set_defaults(func=run)
 
 
@@ -56,7 +89,6 @@ def render_template(experiment_id: str, schema_url: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ftmanifest.fsutil import atomic_write_text
-    from ftmanifest.manifest.schema import SCHEMA_ID
 
     path: Path = args.path
     exp_id = args.experiment_id or re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem).strip("-._")
@@ -85,6 +117,56 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(
             "folder does not exist", path=str(path.parent), hint=f"mkdir -p {path.parent}"
         )
-    atomic_write_text(path, render_template(exp_id, SCHEMA_ID))
-    sys.stderr.write(f"wrote {path}; fill in every FILL, then run `ftmanifest lint {path}`\n")
+    schema = schema_ref(path)
+    if args.sources:
+        from ftmanifest.authoring.compose import author
+
+        authored = author(args.sources, path, exp_id, schema)
+        text, derived, fills = authored.text, authored.derived, authored.fills
+        notes = authored.notes
+    else:
+        from ftmanifest.authoring.render import fills_in
+
+        text, derived, notes = render_template(exp_id, schema), [], []
+        fills = fills_in(text)
+    atomic_write_text(path, text)
+    for note in notes:
+        sys.stderr.write(f"note: {escape(note)}\n")
+    if args.format == "json":
+        sys.stdout.write(to_json(_payload(path, derived, fills, notes)) + "\n")
+    sys.stderr.write(
+        f"wrote {path} ({len(derived)} derived, {len(fills)} to FILL); fill in every FILL, "
+        f"then run `ftmanifest lock {path}` and `ftmanifest lint {path}`\n"
+    )
     return 0
+
+
+def schema_ref(manifest: Path) -> str:
+    """The packaged schema, as a path editors read offline (relative when close by)."""
+    import os
+    from importlib import resources
+
+    schema = Path(str(resources.files("ftmanifest.manifest").joinpath("ftmanifest.schema.json")))
+    try:
+        rel = os.path.relpath(schema.resolve(), manifest.parent.resolve())
+    except ValueError:  # another drive
+        return schema.resolve().as_uri()
+    if rel.count("..") > 3:
+        return schema.resolve().as_uri()
+    return Path(rel).as_posix()
+
+
+def _payload(
+    path: Path, derived: list[Derived], fills: list[tuple[str, str]], notes: list[str]
+) -> dict[str, object]:
+    from ftmanifest.location import format_loc
+
+    return {
+        "manifest": str(path),
+        "derived": [
+            {"field": format_loc(d.loc), "value": d.value, "source": d.source, "key": d.key}
+            for d in derived
+        ],
+        "fill": [{"field": f, "decide": why} for f, why in fills],
+        "notes": notes,
+    }
