@@ -225,12 +225,12 @@ tiny = pathlib.Path(sys.argv[1])
 labels = [json.loads(line)["label"] for line in open(tiny / "data" / "eval.jsonl")]
 def write(name, wrong):
     with open(tiny / "out" / name, "w") as fh:
-        for i, label in enumerate(labels):
+        for i, label in enumerate(labels, 1):  # a record without an id is its number
             pred = "account" if i in wrong else label
             fh.write(json.dumps({"id": i, "reference": label, "prediction": pred}) + "\n")
-write("baseline.jsonl", wrong={0, 3, 6, 9, 12})
+write("baseline.jsonl", wrong={1, 4, 7, 10, 13})
 write("candidate.jsonl", wrong={})
-write("candidate-worse.jsonl", wrong={i for i, l in enumerate(labels) if l == "billing"})
+write("candidate-worse.jsonl", wrong={i for i, l in enumerate(labels, 1) if l == "billing"})
 PY
 for name in baseline candidate candidate-worse; do
   expect 0 ftmanifest score --manifest "$OUT/tiny/lora.yaml" --split eval \
@@ -343,7 +343,7 @@ import json, sys, pathlib
 tiny = pathlib.Path(sys.argv[1])
 rows = [json.loads(line) for line in open(tiny / "data" / "test.jsonl")]
 with open(tiny / "out" / "test-preds.jsonl", "w") as fh:
-    for i, r in enumerate(rows):
+    for i, r in enumerate(rows, 1):
         fh.write(json.dumps({"id": i, "reference": r["label"], "prediction": r["label"]}) + "\n")
 PY
 SCORE_TEST=(ftmanifest score --manifest "$OUT/tiny/lora.yaml" --split test

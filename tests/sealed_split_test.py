@@ -15,9 +15,10 @@ from tests.conftest import ENV, run_cli
 from tests.results.conftest import write_predictions
 
 
-def _predictions(folder: Path) -> Path:
-    rows = [(f"t-{i}", c, c) for i, c in enumerate(["billing", "shipping", "returns"] * 3)]
-    return write_predictions(folder / "test-preds.jsonl", rows)
+def _predictions(folder: Path, split: str = "test") -> Path:
+    """Predictions of the project's one-record split (no id key: record 1)."""
+    label = {"test": "account", "eval": "returns"}[split]
+    return write_predictions(folder / f"{split}-preds.jsonl", [(1, label, label)])
 
 
 def _score(project: Path, preds: Path, out: Path) -> object:
@@ -45,7 +46,8 @@ def test_scoring_a_sealed_split_without_unseal_is_refused(project: Path, tmp_pat
     assert not out.exists()
     # the eval split is not sealed: scoring it needs nothing
     ok = run_cli("score", "--manifest", str(project), "--split", "eval", "--predictions",
-                 str(preds), "--out", str(tmp_path / "e.json"), env=ENV)  # fmt: skip
+                 str(_predictions(tmp_path, "eval")), "--out", str(tmp_path / "e.json"),
+                 env=ENV)  # fmt: skip
     assert ok.returncode == 0, ok.stderr
 
 

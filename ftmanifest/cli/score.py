@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     predictions = Path(args.predictions)
     out = Path(args.out) if args.out else default_out(predictions)
     loaded = load_manifest(args.manifest)
-    results = build_results(loaded, args.split, predictions, args.adapter)
+    results = build_results(loaded, args.split, predictions, args.adapter, out=out)
     text = dumps(results)
     if any(d.name == args.split and d.sealed for d in loaded.manifest.data):
         _consume_sealed_use(loaded, args, results["split"]["digest"], text)

@@ -165,6 +165,7 @@ def comparison_findings(m: Any, s: AuditSubject) -> list[Finding]:
     """The manifest has guards; the comparison is present, made from results that
     are still the same, under this manifest, against the pinned baseline, on an eval
     or test split, and every guard holds when made again (``comparison_file.rejudge``)."""
+    from ftmanifest.manifest import load_manifest
     from ftmanifest.results.comparison_file import no_guards, rejudge
 
     none = no_guards(m, s.manifest_path)
@@ -176,8 +177,9 @@ def comparison_findings(m: Any, s: AuditSubject) -> list[Finding]:
                            hint="ftmanifest compare M --baseline B --candidate C "
                            f"--out {s.run_dir / COMPARISON_FILES[0]}")]  # fmt: skip
     adapter = m.export is not None and m.export.kind == "adapter" and s.tree is not None
+    loaded = load_manifest(s.manifest_path)  # the comparison's results are scored again
     rows, s.compared = rejudge(
-        m, s.verify.manifest_digest, s.comparison, s.tree.digest if adapter else None
+        m, s.verify.manifest_digest, s.comparison, s.tree.digest if adapter else None, loaded
     )
     return none + rows
 

@@ -55,12 +55,18 @@ def _row(rule: str, message: str, path: Path, hint: str, **kw: Any) -> Finding:
 
 
 def rejudge(
-    manifest: Any, manifest_digest: str, path: Path, deliverable_digest: str | None = None
+    manifest: Any,
+    manifest_digest: str,
+    path: Path,
+    deliverable_digest: str | None = None,
+    loaded: Any = None,
 ) -> tuple[list[Finding], Any]:
     """Audit rows for the comparison record at ``path`` and the comparison made
     again from the results it names (None when it could not be made).
     ``deliverable_digest``: the tree digest of the adapter being handed off, which
-    the candidate must have been scored with."""
+    the candidate must have been scored with.  ``loaded`` (the ``LoadedManifest``):
+    both results files are scored again from their predictions on the pinned split
+    and must say what they say (``rescore``)."""
     from ftmanifest.errors import FtManifestError
     from ftmanifest.hashing import hash_file
     from ftmanifest.manifest.jsonkeys import unique_keys
@@ -119,6 +125,12 @@ def rejudge(
                          "test split", expected="a data entry with role eval or test",
                          observed=f"{split} ({role})"))  # fmt: skip
     rows += _not_pinned(manifest, refs["baseline"], files["baseline"], path)
+    if loaded is not None:
+        pinned = manifest.evaluation.baseline.results
+        if pinned is not None and refs["baseline"].get("digest") == pinned.digest:
+            files = {**files, "baseline": loaded.path.parent / pinned.path}  # its predictions
+        for side, file in files.items():
+            rows += rescore(loaded, side, file, results[side])
     comparison = compare(manifest, results["baseline"], results["candidate"])
     rows += [f._replace(path=str(path)) for f in comparison.findings if f.severity == "error"]
     if comparison.comparable:
@@ -212,3 +224,77 @@ def no_guards(manifest: Any, manifest_path: Path) -> list[Finding]:
                        observed="guards: []",
                        hint=f"add a {kinds} guard to experiment.guards, lock and sign the "
                        "manifest, then compare again")]  # fmt: skip
+
+
+def _results_row(rule: str, message: str, file: Path, hint: str, where: str, **kw: Any) -> Finding:
+    return Finding.at(_LOC, kind="audit", rule=f"audit.{rule}", message=message, path=str(file),
+                      hint=hint, extra={"results_field": where}, **kw)  # fmt: skip
+
+
+def rescore(loaded: Any, side: str, file: Path, results: dict[str, Any]) -> list[Finding]:
+    """Score ``results``' predictions again on its pinned split; a row when they are
+    not there (a results file from before the path was recorded relative to it),
+    changed, refused by the split, or score to other metrics than the file's."""
+    from ftmanifest.errors import FtManifestError
+    from ftmanifest.hashing import hash_file
+    from ftmanifest.results.resultsfile import score_split
+
+    ref, split = results["predictions"], results["split"]["name"]
+    preds = file.parent / str(ref["path"])
+    fix = (f"score the {side}'s predictions again: ftmanifest score --manifest M --split "
+           f"{split} --predictions P --out {file} (which records where P is), then compare "
+           "again")  # fmt: skip
+    if not preds.is_file():
+        return [_results_row("results-predictions-missing", f"the {side}'s predictions are not "
+                             "where its results file says", file, fix, "predictions.path",
+                             expected="the predictions file, relative to the results file",
+                             observed=f"{ref['path']} (not found)")]  # fmt: skip
+    have = hash_file(preds, use_cache=False).digest
+    if have != ref["digest"]:
+        return [_results_row("results-predictions-changed", f"the {side}'s predictions changed "
+                             "after they were scored", preds, fix, "predictions.digest",
+                             expected=str(ref["digest"]), observed=have)]  # fmt: skip
+    try:
+        _, metrics, examples = score_split(loaded, split, preds)
+    except FtManifestError as exc:
+        at = Path(exc.path or preds)
+        return [_results_row("results-rescore-refused", f"the {side}'s predictions do not score "
+                             f"on the pinned split {split!r}: {exc.message}", at, exc.hint or fix,
+                             f"predictions ({exc.field or 'file'})",
+                             expected=exc.expected, observed=exc.observed)]  # fmt: skip
+    again = json.loads(json.dumps({"metrics": metrics, "examples": examples}))
+    diff = _first_difference(
+        again, {"metrics": results["metrics"], "examples": results["examples"]}
+    )
+    if diff is None:
+        return []
+    where, want, got = diff
+    return [_results_row("results-rescored-differ", f"the {side}'s results file says {where} is "
+                         f"{got}; its predictions score {want}", file, fix, where,
+                         expected=want, observed=got)]  # fmt: skip
+
+
+def _first_difference(want: Any, got: Any, where: str = "") -> tuple[str, str, str] | None:
+    """(dotted path, wanted, found) of the first place ``got`` differs from ``want``."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        for key in [*want, *(k for k in got if k not in want)]:
+            if key not in want or key not in got:
+                shown = json.dumps(want.get(key, "absent"))
+                return f"{where}.{key}".lstrip("."), shown, json.dumps(got.get(key, "absent"))
+            found = _first_difference(want[key], got[key], f"{where}.{key}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
+        for i, (a, b) in enumerate(zip(want, got, strict=True)):
+            found = _first_difference(a, b, f"{where}[{i}]")
+            if found is not None:
+                return found
+        return None
+    if want == got and type(want) is type(got):
+        return None
+    return where.lstrip(".") or "(document)", _short(json.dumps(want)), _short(json.dumps(got))
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 200 else text[:197] + "..."

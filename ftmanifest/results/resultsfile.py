@@ -85,22 +85,53 @@ def _adapter(loaded: LoadedManifest, root: Path | None = None) -> dict[str, Any]
     return {"path": export.path, "tree_digest": tree.digest, "files": files}
 
 
-def build_results(
-    loaded: LoadedManifest, split: str, predictions: Path, adapter: Path | None = None
-) -> dict[str, Any]:
-    """The results document for ``predictions`` on ``split`` (see the module doc)."""
-    from ftmanifest.hashing import hash_file
+def score_split(
+    loaded: LoadedManifest, split: str, predictions: Path
+) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """``(split record, metrics, examples)`` of ``predictions`` on the pinned ``split``:
+    refused when the split is not the pinned data or the predictions do not predict
+    each of its records once with its own reference (``split_match``)."""
     from ftmanifest.results.predictions import read_predictions
     from ftmanifest.results.score import score
+    from ftmanifest.results.split_match import check_split
 
     task = loaded.manifest.experiment.task or "unset"
     data = split_digest(loaded, split)
     items = read_predictions(predictions, task)
     fmt, fields = _guard_settings(loaded)
     schema, fmt_record = _schema(loaded, fmt) if task == "extraction" else (None, None)
+    check_split(loaded, split, items, predictions)
     metrics, examples = score(items, task, schema=schema, fields=fields)
     if task == "extraction":
         metrics = {**metrics, "format": fmt_record, "required_field_names": fields}
+    return data, metrics, examples
+
+
+def predictions_ref(predictions: Path, out: Path | None) -> str:
+    """``predictions.path``: relative to the results file's folder (``out``), so
+    ``audit`` finds the predictions to score again wherever the run folder is
+    copied; without ``out``, the name (the results file is beside them)."""
+    import os
+
+    if out is None:
+        return predictions.name
+    return Path(os.path.relpath(predictions.resolve(), out.resolve().parent)).as_posix()
+
+
+def build_results(
+    loaded: LoadedManifest,
+    split: str,
+    predictions: Path,
+    adapter: Path | None = None,
+    *,
+    out: Path | None = None,
+) -> dict[str, Any]:
+    """The results document for ``predictions`` on ``split`` (see the module doc);
+    ``out``: where it will be written (``predictions.path`` is relative to it)."""
+    from ftmanifest.hashing import hash_file
+
+    task = loaded.manifest.experiment.task or "unset"
+    data, metrics, examples = score_split(loaded, split, predictions)
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -110,7 +141,10 @@ def build_results(
             "digest": loaded.digest(),
         },
         "split": data,
-        "predictions": {"path": predictions.name, "digest": hash_file(predictions).digest},
+        "predictions": {
+            "path": predictions_ref(predictions, out),
+            "digest": hash_file(predictions).digest,
+        },
         "procedure": loaded.manifest.evaluation.procedure,
         "model": {"tree_digest": loaded.manifest.model.tree_digest},
         "adapter": _adapter(loaded, adapter),

@@ -157,3 +157,98 @@ def test_every_guard_row_that_is_not_a_verdict_is_an_error(verdict: str) -> None
     comparison = Comparison(True, guards=[GuardRow(0, "metric", "macro_f1", verdict, "x", "y")])
     [row] = unjudged(comparison, Path("comparison.json"))
     assert row.rule == "audit.guard-not-judged" and row.severity == "error"
+
+
+# --- item 8: metrics edited in a results file -------------------------------------
+
+
+def test_metrics_edited_in_the_results_file_are_rescored_from_the_predictions(
+    audit_run: AuditRun,
+) -> None:
+    r = audit_run
+    good = json.loads((r.run / "results" / "candidate.results.json").read_text())
+    bad = _score(r, "bad", _rows({"billing-0": "account", "billing-1": "account"}))
+    assert _compare(r, _pinned(r), bad) == 1  # honest: the billing drop refuses
+    body = json.loads(bad.read_text())
+    body["metrics"], body["examples"] = good["metrics"], good["examples"]
+    bad.write_text(json.dumps(body))
+    assert _compare(r, _pinned(r), bad) == 0  # the edited metrics are trusted as written
+    [row] = _errors(r)["audit.results-rescored-differ"]
+    assert row.path == str(bad) and "candidate" in row.message
+    assert row.extra["results_field"] == "metrics.accuracy"
+    assert row.expected == "0.9" and row.observed == "1.0"
+    assert "ftmanifest score" in (row.hint or "")
+
+
+def test_a_results_file_whose_predictions_are_elsewhere_is_refused(audit_run: AuditRun) -> None:
+    r = audit_run
+    cand = r.run / "results" / "candidate.jsonl"
+    cand.rename(r.run / "candidate-moved.jsonl")
+    [row] = _errors(r)["audit.results-predictions-missing"]
+    assert row.path == str(cand.with_name("candidate.results.json"))
+    assert row.extra["results_field"] == "predictions.path" and "candidate.jsonl" in row.observed
+    assert "ftmanifest score" in (row.hint or "") and "--out" in (row.hint or "")
+
+
+def test_new_results_record_the_predictions_relative_to_the_results_file(
+    audit_run: AuditRun,
+) -> None:
+    from ftmanifest.cli import main
+
+    r = audit_run
+    (r.run / "preds").mkdir()
+    preds = write_predictions(r.run / "preds" / "c.jsonl", _rows())
+    out = r.run / "results" / "c.results.json"
+    assert main(["score", "--manifest", str(r.manifest), "--split", "eval", "--predictions",
+                 str(preds), "--adapter", str(r.adapter), "--out", str(out)]) == 0  # fmt: skip
+    assert json.loads(out.read_text())["predictions"]["path"] == "../preds/c.jsonl"
+    assert _compare(r, _pinned(r), out) == 0
+    assert _errors(r) == {}
+
+
+# --- item 8: predictions that do not match the split ------------------------------
+
+
+def _refused(r: AuditRun, rows: list[tuple[Any, ...]]) -> Any:
+    from ftmanifest.errors import RefusedError
+    from ftmanifest.manifest import load_manifest
+    from ftmanifest.results.resultsfile import build_results
+
+    preds = write_predictions(r.run / "results" / "forged.jsonl", rows)
+    with pytest.raises(RefusedError) as info:
+        build_results(load_manifest(r.manifest), "eval", preds, r.adapter)
+    assert info.value.path == str(preds) and info.value.hint
+    return info.value
+
+
+def test_a_reference_rewritten_to_the_prediction_is_refused(audit_run: AuditRun) -> None:
+    rows = _rows({"billing-0": "account"})
+    rows[0] = ("billing-0", "account", "account")  # the reference follows the wrong answer
+    err = _refused(audit_run, rows)
+    assert err.field == "reference" and err.line == 1
+    assert err.expected == "billing" and err.observed == "account"
+
+
+def test_wrong_examples_dropped_are_refused(audit_run: AuditRun) -> None:
+    rows = [row for row in _rows() if row[0] not in ("billing-0", "billing-1")]
+    err = _refused(audit_run, rows)
+    assert err.field == "id" and "2 of 20" in str(err.observed)
+    assert "billing-0" in str(err.observed) and "billing-1" in str(err.observed)
+
+
+def test_an_id_the_split_does_not_have_is_refused(audit_run: AuditRun) -> None:
+    err = _refused(audit_run, [*_rows(), ("billing-99", "billing", "billing")])
+    assert err.field == "id" and err.line == 21 and err.observed == "'billing-99'"
+
+
+def test_records_without_an_id_are_named_by_their_number(tmp_path: Path) -> None:
+    from ftmanifest.errors import RefusedError
+    from ftmanifest.results.predictions import Prediction
+    from ftmanifest.results.split_match import match_records
+
+    records = [{"text": "a", "label": "x"}, {"text": "b", "label": "y"}]
+    good = [Prediction(1, "x", "y", None, 1), Prediction(2, "y", "y", None, 2)]
+    match_records(records, good, "classification", tmp_path / "p.jsonl", "eval")
+    with pytest.raises(RefusedError):
+        match_records(records, [Prediction("1", "x", "y", None, 1), good[1]], "classification",
+                      tmp_path / "p.jsonl", "eval")  # fmt: skip

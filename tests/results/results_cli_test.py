@@ -21,7 +21,23 @@ def _rows(right: dict[str, int], n: int = 40) -> list[tuple[Any, ...]]:
     return [(f"{c}-{i}", c, c if i < right.get(c, n) else "other") for c in CATS for i in range(n)]
 
 
+def _eval_split(project: Path, rows: list[tuple[Any, ...]]) -> None:
+    """Make the eval split the records ``rows`` predict (score checks ids and
+    references against it), committed and locked."""
+    from ftmanifest.verify.lock import lock_manifest
+    from tests.conftest import git
+
+    split = project.parent / "data" / "eval.jsonl"
+    text = "".join(json.dumps({"id": r[0], "text": f"a {r[1]} ticket", "label": r[1]}) + "\n"
+                   for r in rows)  # fmt: skip
+    if split.read_text() != text:
+        split.write_text(text)
+        git(project.parent, "commit", "-qam", "the eval split the predictions score")
+        lock_manifest(project)
+
+
 def _score(project: Path, name: str, rows: list[tuple[Any, ...]]) -> Path:
+    _eval_split(project, rows)
     preds = write_predictions(project.parent / f"{name}.jsonl", rows)
     assert (
         main(["score", "--manifest", str(project), "--split", "eval", "--predictions", str(preds)])
@@ -107,7 +123,10 @@ evaluation: {{procedure: invoices-v1}}
 def _extraction_project(tmp_path: Path, fmt: str) -> Path:
     from ftmanifest.hashing import hash_file
 
-    (tmp_path / "eval.jsonl").write_text('{"text": "invoice 1"}\n')
+    fields = [{"number": str(n), "total": str(n + 4)} for n in range(1, 5)]
+    (tmp_path / "eval.jsonl").write_text("".join(
+        json.dumps({"id": n, "prompt": f"invoice {n}", "completion": json.dumps(f)}) + "\n"
+        for n, f in enumerate(fields, 1)))  # fmt: skip
     digest = hash_file(tmp_path / "eval.jsonl").digest
     schema = {"type": "object", "properties": {"total": {"type": "string"}}}
     (tmp_path / "invoice.schema.json").write_text(json.dumps(schema))

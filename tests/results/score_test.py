@@ -93,7 +93,19 @@ def test_scoring_is_invariant_to_the_order_of_prediction_lines(
     assert score(_items(rows), "classification") == score(_items(shuffled), "classification")
 
 
+def _table_split(project: Path) -> None:
+    """The eval split of ``TABLE``: records 1-6 (no id key: numbered) with its references."""
+    from ftmanifest.verify.lock import lock_manifest
+    from tests.conftest import git
+
+    records = "".join(json.dumps({"text": f"doc {i}", "label": r}) + "\n" for i, r, _ in TABLE)
+    (project.parent / "data" / "eval.jsonl").write_text(records)
+    git(project.parent, "commit", "-qam", "the table's eval split")
+    lock_manifest(project)
+
+
 def test_results_file_binds_inputs_and_validates_against_its_schema(project: Path) -> None:
+    _table_split(project)
     loaded = load_manifest(project)
     preds = write_predictions(project.parent / "p.jsonl", TABLE)
     results = build_results(loaded, "eval", preds)
@@ -118,6 +130,7 @@ def test_adapter_files_are_recorded_when_the_export_exists(project: Path) -> Non
     adapter = project.parent / "out" / "docroute-lora-r16"
     adapter.mkdir(parents=True)
     (adapter / "adapter_config.json").write_text("{}")
+    _table_split(project)
     preds = write_predictions(project.parent / "p.jsonl", TABLE)
     results = build_results(load_manifest(project), "eval", preds)
     assert list(results["adapter"]["files"]) == ["adapter_config.json"]
