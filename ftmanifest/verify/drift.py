@@ -244,7 +244,7 @@ def _code(m: Manifest, seen: Observed) -> Iterator[Finding]:
             ("environment", "code", "dirty"),
             "the manifest was locked with uncommitted changes: the code cannot be checked",
             "a manifest locked on a clean tree",
-            "dirty now" if have.dirty else "clean now",
+            _dirty_files(seen.code_dirty) + " now" if have.dirty else "clean now",
             "commit the changes, then `ftmanifest lock` again",
         )
     elif want.commit and have.dirty:
@@ -253,9 +253,17 @@ def _code(m: Manifest, seen: Observed) -> Iterator[Finding]:
             ("environment", "code", "dirty"),
             "training code has uncommitted changes",
             "clean tree",
-            "dirty",
+            _dirty_files(seen.code_dirty),
             "commit or stash the changes, then re-lock",
         )
+
+
+def _dirty_files(paths: tuple[str, ...], shown: int = 8) -> str:
+    """``dirty: a.py, b.py and 3 more``: which files make the tree dirty."""
+    if not paths:
+        return "dirty"
+    more = len(paths) - shown
+    return "dirty: " + ", ".join(paths[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _model(m: Manifest, seen: Observed) -> Iterator[Finding]:

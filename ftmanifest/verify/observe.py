@@ -37,6 +37,7 @@ class Observed:
     disk_free: int | None
     disk_path: str
     code_ancestry: Any = None  # probe.git_ancestry.AncestryResult when HEAD != the pin
+    code_dirty: tuple[str, ...] = ()  # the changed files that make the code dirty, repo-relative
 
 
 def folder_format(declared: str | None, listing: Mapping[str, Path]) -> str | None:
@@ -191,9 +192,9 @@ def observe(
     base = manifest_path.parent
     probed = probe_all(code_dir or base)
     environment = to_environment_fields(probed, packages=manifest.environment.packages)
-    ancestry = None
+    ancestry, dirty = None, ()
     if "code" in environment and probed.git is not None and probed.git.root:
-        ancestry = _judge_code(manifest, manifest_path, probed.git, environment)
+        ancestry, dirty = _judge_code(manifest, manifest_path, probed.git, environment)
     disk_path = base
     if manifest.export is not None:
         disk_path = _existing_parent(base / manifest.export.path)
@@ -240,6 +241,7 @@ def observe(
         disk_free=free,
         disk_path=str(disk_path),
         code_ancestry=ancestry,
+        code_dirty=dirty,
     )
 
 
@@ -268,15 +270,19 @@ def own_files(manifest: Manifest, manifest_path: Path) -> list[Path]:
 
 def _judge_code(
     manifest: Manifest, manifest_path: Path, git: Any, environment: dict[str, Any]
-) -> Any:
+) -> tuple[Any, tuple[str, ...]]:
     """Dirty = changes beyond the manifest's own files; ancestry when HEAD moved on.
+    Returns (the ancestry verdict or None, the files that make the code dirty).
 
     The manifest, its signature and everything it pins by digest are judged
     by their digests, so only other changes make the training code dirty, and
     a HEAD that descends from the pinned commit with only those files changed
-    (the locked manifest was committed) is the pinned code.
+    (the locked manifest was committed) is the pinned code.  The repository's
+    trust file (``.ftmanifest/allowed_signers``) is not training code either:
+    adding it after ``lock`` must not move the code (issue 30).
     """
     from ftmanifest.ledger.runrecord import records_path
+    from ftmanifest.signing.locate import DEFAULT_TRUST
     from ftmanifest.probe.git_ancestry import (
         descends_with_only,
         path_allowed,
@@ -285,7 +291,7 @@ def _judge_code(
     )
 
     base = manifest_path.parent
-    own = own_files(manifest, manifest_path)
+    own = [*own_files(manifest, manifest_path), Path(git.root) / DEFAULT_TRUST]
     tops = repo_tops(git.root, base)
     inside = repo_paths(own, tops, base=base)
     ledger = repo_paths([records_path(manifest_path)], tops, base=base)
@@ -300,8 +306,8 @@ def _judge_code(
     if pinned and git.commit and pinned != git.commit:
         return descends_with_only(
             base, pinned, git.commit, own, refuse=lambda p: _stray_in_ledger(p, ledger)
-        )
-    return None
+        ), tuple(others)
+    return None, tuple(others)
 
 
 def _untracked_within(git: Any, path: str, within: frozenset[str]) -> list[str]:

@@ -1,0 +1,84 @@
+"""The traps of a first run (issue 30, "a first run without traps"), each one a
+test that failed before its fix: the trust file is not training code, dirty
+files are named, the code that trains is pinned, a hub cache whose
+``refs/main`` moved is warned about, reproduce's requirements stay out of the
+work tree and install from the index, ``audit --fix-perms`` leaves a shared
+cache alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ftmanifest.verify import verify_manifest
+from tests.conftest import ENV, git, run_cli
+
+TRUST_LINE = (
+    'alice@example.org namespaces="ftmanifest" ssh-ed25519 '
+    "AAAAC3NzaC1lZDI1NTE5AAAAIH+hKAVitT0ejqaFQz9nXF9DCVQvAfVXs6vAXuHpx5xi\n"
+)
+
+
+def _fields(path: Path) -> dict[str, str | None]:
+    report = verify_manifest(path, signature=False, scan=False)
+    return {f.field or "": f.observed for f in report.findings}
+
+
+def _add_trust_file(root: Path) -> Path:
+    trust = root / ".ftmanifest" / "allowed_signers"
+    trust.parent.mkdir(exist_ok=True)
+    trust.write_text(TRUST_LINE)
+    return trust
+
+
+# --- the trust file and the ledger are not training code -----------------------
+
+
+def test_trust_file_added_after_lock_leaves_the_code_clean(project: Path) -> None:
+    _add_trust_file(project.parent)
+    assert _fields(project) == {}
+
+
+def test_trust_file_committed_after_lock_is_not_a_code_change(project: Path) -> None:
+    root = project.parent
+    _add_trust_file(root)
+    git(root, "add", ".ftmanifest/allowed_signers")
+    git(root, "commit", "-qm", "trust alice")
+    assert _fields(project) == {}
+
+
+def test_a_script_beside_the_trust_file_is_still_code(project: Path) -> None:
+    root = project.parent
+    _add_trust_file(root)
+    (root / ".ftmanifest" / "train_hook.py").write_text("print('hidden')\n")
+    fields = _fields(project)
+    assert "environment.code.dirty" in fields
+    assert ".ftmanifest/train_hook.py" in (fields["environment.code.dirty"] or "")
+    assert "allowed_signers" not in (fields["environment.code.dirty"] or "")
+
+
+# --- a dirty tree names its files ----------------------------------------------
+
+
+def test_dirty_names_the_changed_files_in_text_and_json(project: Path) -> None:
+    root = project.parent
+    (root / "train.py").write_text("print('new')\n")
+    (root / ".gitignore").write_text("out/\ncache/\n")  # a tracked file, not pinned
+    observed = _fields(project)["environment.code.dirty"] or ""
+    assert "train.py" in observed and ".gitignore" in observed
+    text = run_cli("verify", str(project), "--no-signature", env=ENV)
+    assert text.returncode == 1
+    assert "train.py" in text.stdout and ".gitignore" in text.stdout
+    doc = json.loads(
+        run_cli("verify", str(project), "--no-signature", "--format", "json", env=ENV).stdout
+    )
+    rows = [f for f in doc["findings"] if f["field"] == "environment.code.dirty"]
+    assert rows and ".gitignore" in rows[0]["observed"]
+
+
+def test_many_dirty_files_are_counted_not_all_listed(project: Path) -> None:
+    root = project.parent
+    for i in range(30):
+        (root / f"gen_{i:02d}.py").write_text("x = 1\n")
+    observed = _fields(project)["environment.code.dirty"] or ""
+    assert "gen_00.py" in observed and "more" in observed and len(observed) < 400
