@@ -515,6 +515,11 @@ OTHER_ROWS = [
         lambda p: ["signers", str(p["template"]), "--threshold", "0"],
         codes=(1, 2),
     ),  # fmt: skip
+    *(
+        Row(f"trust-add-{name}", lambda p, n=name: ["trust", "add", str(p[n]), "--principal",
+                                                    "a@example.org"], codes=(2,))
+        for name in ("dir", "fifo", "template")
+    ),  # fmt: skip
     Row(
         "keygen-passphrase-env-unset",
         lambda p: ["keygen", "-f", str(p["dir"] / "k"), "--passphrase-env", "FTM_TEST_UNSET_VAR"],
