@@ -472,7 +472,9 @@ def test_a_manifest_locked_on_a_dirty_tree_cannot_verify_the_code(project: Path)
     assert "dirty: true" in project.read_text()
     (project.parent / "train.py").write_text("print('something else entirely')\n")
     rows = verify_manifest(project, signature=False).findings
-    assert [(f.field, f.observed) for f in rows] == [("environment.code.dirty", "dirty now")]
+    assert [(f.field, f.observed) for f in rows] == [
+        ("environment.code.dirty", "dirty: train.py now")
+    ]
 
 
 def test_a_data_path_that_is_a_symlink_loop_is_a_row(project: Path) -> None:
