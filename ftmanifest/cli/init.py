@@ -43,8 +43,7 @@ examples:
   ftmanifest init exp.yaml
   ftmanifest init exp.yaml --id docroute-lora-r16 --force
   ftmanifest init exp.yaml --from axolotl.yml data/test.jsonl
-  ftmanifest init exp.yaml --from training_args.json out/adapter_config.json \
-      org/model@main data/ --format json
+  ftmanifest init exp.yaml --from args.json out/ org/model@main data/ --format json
 """
 
 
