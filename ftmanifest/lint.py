@@ -155,6 +155,29 @@ def _python(data: dict[str, Any]) -> Iterator[Problem]:
         )
 
 
+def _code(data: dict[str, Any]) -> Iterator[Problem]:
+    """The code that trains is pinned: a commit, locked on a clean tree (issue 30)."""
+    code = _get(data, "environment", "code") or {}
+    commit = code.get("commit")
+    if not isinstance(commit, str) or not COMMIT_RE.match(commit):
+        yield Problem(
+            ("environment", "code", "commit"),
+            "the training code is not pinned: no git commit recorded",
+            "keep the training scripts in a git repository with the manifest, commit them, "
+            "then `ftmanifest lock` (it pins environment.code.commit)",
+            expected="a 40-hex git commit",
+            observed=_show(commit) if commit is not None else "absent (not in a git repository?)",
+        )
+    elif code.get("dirty") is True:
+        yield Problem(
+            ("environment", "code", "dirty"),
+            "the manifest was locked with uncommitted changes: the code cannot be checked",
+            "commit the changes, then `ftmanifest lock` again",
+            expected="false",
+            observed="true",
+        )
+
+
 def _backend(data: dict[str, Any]) -> Iterator[Problem]:
     backend = _get(data, "environment", "backend") or {}
     kind = backend.get("kind")
@@ -339,6 +362,7 @@ RULES: dict[str, Rule] = {
         Rule("FTM002", "every model file has a digest", _model_files),
         Rule("FTM010", "packages pinned exactly, lock file digest present", _packages),
         Rule("FTM011", "python version exact", _python),
+        Rule("FTM012", "training code pinned to a git commit, locked clean", _code),
         Rule("FTM020", "backend kind, runtime and driver recorded", _backend),
         Rule("FTM030", "all seeds set", _seeds),
         Rule("FTM040", "data entries have digest, role, records, license", _data),

@@ -8,6 +8,7 @@ cache alone."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from ftmanifest.verify import verify_manifest
@@ -82,3 +83,47 @@ def test_many_dirty_files_are_counted_not_all_listed(project: Path) -> None:
         (root / f"gen_{i:02d}.py").write_text("x = 1\n")
     observed = _fields(project)["environment.code.dirty"] or ""
     assert "gen_00.py" in observed and "more" in observed and len(observed) < 400
+
+
+# --- the code that trains is pinned ---------------------------------------------
+
+
+def test_lint_flags_a_manifest_locked_outside_a_git_repository(
+    hub: tuple[Path, dict[str, str]],
+) -> None:
+    manifest, _ = hub
+    assert run_cli("lock", str(manifest)).returncode == 0
+    assert "code:" not in manifest.read_text()  # nothing to pin: not in a repository
+    result = run_cli("lint", str(manifest))
+    assert result.returncode == 1
+    assert "FTM012" in result.stdout and "environment.code.commit" in result.stdout
+    assert "git" in result.stdout
+
+
+def test_run_refuses_a_script_outside_the_pinned_repository(project: Path) -> None:
+    outside = project.parent.parent / "train_elsewhere.py"
+    marker = project.parent.parent / "ran"
+    outside.write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    result = run_cli(
+        "run", str(project), "--no-signature", "--", sys.executable, str(outside), env=ENV
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert not marker.exists()
+    err = result.stderr
+    assert str(outside) in err and str(project.parent) in err
+    assert "environment.code" in err and "move" in err and "Traceback" not in err
+
+
+def test_run_starts_a_script_inside_the_pinned_repository(project: Path) -> None:
+    result = run_cli(
+        "run",
+        str(project),
+        "--no-signature",
+        "--",
+        sys.executable,
+        "scripts/clean_tickets.py",
+        cwd=project.parent,
+        env=ENV,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "clean" in result.stdout

@@ -63,6 +63,7 @@ FAILING: dict[str, tuple[Callable[[Data], None], tuple[str | int, ...]]] = {
         ("environment", "packages", "torch"),
     ),
     "FTM011": (_set("3.11", "environment", "python"), ("environment", "python")),
+    "FTM012": (_drop("environment", "code"), ("environment", "code", "commit")),
     "FTM020": (_drop("environment", "backend", "driver"), ("environment", "backend", "driver")),
     "FTM030": (_drop("seeds", "numpy"), ("seeds", "numpy")),
     "FTM040": (_drop("data", 0, "license"), ("data", 0, "license")),

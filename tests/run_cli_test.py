@@ -18,6 +18,14 @@ from tests.supervise_test import assert_gone, child_command, finish, started
 FTM = [sys.executable, "-m", "ftmanifest", "run"]
 
 
+def _ignored(project: Path) -> Path:
+    """A folder inside the repository that git ignores: a script there is inside the
+    pinned repository (``run`` refuses one outside it) and leaves the tree clean."""
+    out = project.parent / "out"
+    out.mkdir(exist_ok=True)
+    return out
+
+
 def _run(manifest: Path, *command: str, options: tuple[str, ...] = ()) -> tuple[int, str]:
     result = run_cli("run", str(manifest), "--no-signature", *options, "--", *command)
     return result.returncode, result.stderr
@@ -31,7 +39,7 @@ def test_a_missing_command_is_127_in_one_line(project: Path) -> None:
 
 
 def test_a_file_that_is_not_executable_is_126(project: Path, tmp_path: Path) -> None:
-    script = tmp_path / "train.sh"  # outside the repo, which must stay clean
+    script = _ignored(project) / "train.sh"  # the repo must stay clean
     script.write_text("#!/bin/sh\necho never\n")
     code, stderr = _run(project, str(script))
     assert code == 126
@@ -59,12 +67,13 @@ def test_a_signal_is_passed_on_and_the_handler_finishes(
     tmp_path: Path,
     sig: signal.Signals,
 ) -> None:
-    argv = [*FTM, str(project), "--no-signature", "--", *child_command(tmp_path, "checkpoint")]
-    with started(argv, tmp_path) as (proc, pids):
+    out = _ignored(project)
+    argv = [*FTM, str(project), "--no-signature", "--", *child_command(out, "checkpoint")]
+    with started(argv, out) as (proc, pids):
         os.kill(proc.pid, sig)
         code, stderr = finish(proc)
         assert code == 0, stderr  # the command's own status: its handler exited 0
-        assert (tmp_path / "marker").read_text() == str(int(sig))
+        assert (out / "marker").read_text() == str(int(sig))
         assert f"{sig.name} passed on to the command" in stderr
         assert_gone(*pids)  # the grandchild ignored the signal: it was killed with the group
 
@@ -88,7 +97,8 @@ def test_a_command_that_ignores_the_signal_is_killed_after_the_grace(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     argv = [*FTM, str(project), "--no-signature", *option, "--"]
-    with started([*argv, *child_command(tmp_path, "ignore")], tmp_path) as (proc, pids):
+    out = _ignored(project)
+    with started([*argv, *child_command(out, "ignore")], out) as (proc, pids):
         start = time.monotonic()
         os.kill(proc.pid, sig)
         code, stderr = finish(proc)

@@ -117,6 +117,16 @@ def run(args: argparse.Namespace) -> int:
         _record(report, "refused", command, attempt=attempt, ledger=args.ledger)
         sys.stderr.write("ftmanifest: not running the command: the manifest does not match\n")
         return code if args.refused_exit is None else int(args.refused_exit)
+    try:  # the code that trains must be the code pinned (issue 30)
+        from ftmanifest.verify.command import check_script_pinned
+
+        pinned = report.loaded.manifest.environment.code.commit if report.loaded else None
+        check_script_pinned(command, report.manifest_path, pinned, args.code)
+    except FtManifestError as exc:
+        _record(report, "refused", command, attempt=attempt, ledger=args.ledger)
+        if args.refused_exit is not None:
+            exc.exit_code = args.refused_exit
+        raise
     env = {
         **os.environ,
         "FTMANIFEST_MANIFEST": str(args.manifest.resolve()),
