@@ -78,6 +78,24 @@ def hub_snapshot(
     return Snapshot(path, commit, path.parent.parent, "hub-cache")
 
 
+def branch_commit(snapshot_folder: Path, branch: str = "main") -> str | None:
+    """The commit the cache's ``refs/<branch>`` names for the repository holding
+    ``snapshot_folder`` (``models--org--name/snapshots/<commit>``), or None.
+
+    What ``from_pretrained("org/name")`` loads offline is that commit's snapshot,
+    whatever the manifest pins (issue 30).
+    """
+    from ftmanifest.untrusted import read_untrusted
+
+    ref = Path(snapshot_folder).parent.parent / "refs" / branch
+    try:
+        text = read_untrusted(ref, limit=256, what="hub cache ref", hint="").decode("ascii")
+    except (OSError, UnicodeDecodeError, InputError):
+        return None
+    text = text.strip()
+    return text if COMMIT_RE.match(text) else None
+
+
 def download_command(repo_id: str, revision: str) -> str:
     """The command that puts ``repo_id@revision`` into the cache (the ``hf`` CLI)."""
     return f"hf download {repo_id} --revision {revision}"

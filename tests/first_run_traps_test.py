@@ -127,3 +127,34 @@ def test_run_starts_a_script_inside_the_pinned_repository(project: Path) -> None
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "clean" in result.stdout
+
+
+# --- a hub cache whose refs/main is not the pinned commit ------------------------
+
+
+def _pin(manifest: Path, commit: str) -> None:
+    manifest.write_text(manifest.read_text().replace("revision: main", f"revision: {commit}"))
+    assert run_cli("lock", str(manifest)).returncode == 0
+
+
+def test_verify_and_run_warn_when_refs_main_is_not_the_pinned_commit(
+    hub: tuple[Path, dict[str, str]],
+) -> None:
+    manifest, commits = hub
+    _pin(manifest, commits["v1"])  # refs/main -> v2
+    result = run_cli("verify", str(manifest), "--no-signature")
+    assert result.returncode == 0, result.stdout + result.stderr
+    err = " ".join(result.stderr.split())
+    assert "refs/main" in err and commits["v2"] in err and commits["v1"] in err
+    assert f'revision="{commits["v1"]}"' in err
+    ran = run_cli("run", str(manifest), "--no-signature", "--", sys.executable, "-c", "print('ok')")
+    assert ran.returncode == 0 and "refs/main" in ran.stderr
+
+
+def test_no_warning_when_refs_main_is_the_pinned_commit(
+    hub: tuple[Path, dict[str, str]],
+) -> None:
+    manifest, commits = hub
+    _pin(manifest, commits["v2"])
+    result = run_cli("verify", str(manifest), "--no-signature")
+    assert result.returncode == 0 and "refs/main" not in result.stderr

@@ -239,6 +239,9 @@ def _verify(
             "signature NOT checked (--no-signature): this manifest may have been "
             "altered or signed by no one you trust"
         )
+    moved = hub_main_warning(loaded.manifest, seen)
+    if moved is not None:
+        warnings.append(moved)
     remaining, accepted, unused = apply_acceptances(findings, accept or {})
     return VerifyReport(
         manifest_path,
@@ -252,6 +255,26 @@ def _verify(
         loaded=loaded,
         ledger=history,
         observed=seen,
+    )
+
+
+def hub_main_warning(manifest: Any, seen: Any) -> str | None:
+    """A warning when the hub cache's ``refs/main`` is not the pinned commit: a script
+    that loads the model by repo id gets other weights than those verified (issue 30)."""
+    from ftmanifest.hfcache import COMMIT_RE, branch_commit
+
+    model = seen.model
+    pinned = manifest.model.revision
+    if manifest.model.repo is None or model.source != "hub-cache" or not model.folder:
+        return None
+    main = branch_commit(Path(model.folder))
+    if main is None or pinned is None or not COMMIT_RE.match(pinned) or main == pinned:
+        return None
+    repo = manifest.model.repo
+    return (
+        f"model {repo}: the hub cache's refs/main is {main}, not the pinned commit {pinned}: "
+        f'a script loading "{repo}" by repo id gets other weights; load the pinned ones '
+        f'with from_pretrained("{repo}", revision="{pinned}")'
     )
 
 
