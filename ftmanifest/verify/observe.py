@@ -192,7 +192,8 @@ def observe(
     base = manifest_path.parent
     probed = probe_all(code_dir or base)
     environment = to_environment_fields(probed, packages=manifest.environment.packages)
-    ancestry, dirty = None, ()
+    ancestry = None
+    dirty: tuple[str, ...] = ()
     if "code" in environment and probed.git is not None and probed.git.root:
         ancestry, dirty = _judge_code(manifest, manifest_path, probed.git, environment)
     disk_path = base
@@ -282,13 +283,13 @@ def _judge_code(
     adding it after ``lock`` must not move the code (issue 30).
     """
     from ftmanifest.ledger.runrecord import records_path
-    from ftmanifest.signing.locate import DEFAULT_TRUST
     from ftmanifest.probe.git_ancestry import (
         descends_with_only,
         path_allowed,
         repo_paths,
         repo_tops,
     )
+    from ftmanifest.signing.locate import DEFAULT_TRUST
 
     base = manifest_path.parent
     own = [*own_files(manifest, manifest_path), Path(git.root) / DEFAULT_TRUST]
