@@ -1,8 +1,8 @@
 """Encrypted backups: age archives, signed index and metadata, safe restore, retention.
 
 Layer: judging rooms, the last of them (reads the files it backs up, writes
-archives; the cipher is the ``age`` format through pyrage, never written
-here).
+archives; the cipher is the ``age`` format through the ``age`` binary when
+installed, else pyrage, never written here).
 
     keys.py       recipients (age1..., ssh-ed25519), identities, passphrases
     recipients.py who may decrypt a new backup; what opens one for check and restore
@@ -10,7 +10,7 @@ here).
     index.py      the signed index: every file's path, type, mode, size, sha256
     meta.py       the signed clear metadata beside the archive
     pipe.py       a thread on a pipe, a hashing writer
-    agechild.py   age (pyrage) in a child process between two pipes
+    agechild.py   age (the binary, else pyrage) in a child process between two pipes
     create.py     ``ftmanifest backup create``
     unpack.py     the archive against its metadata, then decryption
     members.py    the tar stream member by member against the signed index

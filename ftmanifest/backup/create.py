@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from ftmanifest.backup.agechild import AgeChild, AgeChildError
 from ftmanifest.backup.errors import EncryptFailedError
 from ftmanifest.backup.index import INDEX_MEMBER, Entry, Source, _changed, stat_identity
 from ftmanifest.backup.keys import Recipient
@@ -238,14 +239,14 @@ def _encrypt(
     thread hashes the child's output into ``sink`` (the temp file), so the
     three run on both cores.  The producer's own error (a file that changed)
     wins over the broken pipe it causes."""
-    from ftmanifest.backup.agechild import AgeChild, AgeChildError
-
     hashed = HashingWriter(sink)
     tar = Worker(produce, "wb")
     try:
-        child = AgeChild("encrypt", recipients, stdin=tar.outer.fileno())
-    except BaseException:
+        child = AgeChild("encrypt", tar.outer.fileno(), recipients=recipients)
+    except BaseException as exc:
         tar.stop()
+        if isinstance(exc, AgeChildError):
+            raise _encrypt_failed(exc) from None
         raise
     tar.outer.close()  # the child holds the read end now
     assert child.stdout is not None
@@ -259,17 +260,21 @@ def _encrypt(
         if own is not None:
             raise own from None
         if isinstance(exc, AgeChildError):
-            raise EncryptFailedError(
-                "age could not encrypt the backup",
-                field="-r",
-                expected="recipients age encrypts to: age1... X25519 or ssh-ed25519 public keys",
-                observed=f"{exc.kind}: {exc.message}",
-                hint="check the -r/-R keys (age-keygen -y KEYFILE prints a key's recipient), "
-                "or encrypt with --passphrase-env VAR",
-            ) from None
+            raise _encrypt_failed(exc) from None
         raise
     tar.finish()
     return hashed.sha.hexdigest(), hashed.size
+
+
+def _encrypt_failed(exc: AgeChildError) -> EncryptFailedError:
+    return EncryptFailedError(
+        "age could not encrypt the backup",
+        field="-r",
+        expected="recipients age encrypts to: age1... X25519 or ssh-ed25519 public keys",
+        observed=f"{exc.kind}: {exc.message}",
+        hint="check the -r/-R keys (age-keygen -y KEYFILE prints a key's recipient), "
+        "or encrypt with --passphrase-env VAR",
+    )
 
 
 def _check_space(to: Path, size: int) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from ftmanifest.backup.agechild import AgeChild, AgeChildError
 from ftmanifest.backup.errors import (
     ArchiveDigestError,
     DecryptFailedError,
@@ -97,14 +98,12 @@ def read_archive(
     whatever a writer could change in between must still decrypt, hold the
     index the metadata names signed by a trusted key, and every file's
     digest, which is what is judged next."""
-    from ftmanifest.backup.agechild import AgeChild, AgeChildError, identities_secret
-
     if not hashed:  # the caller just did (backup check)
         hash_archive(archive, meta)
     if progress is not None:
         progress.add_total(meta.bytes)
     with _open_archive(archive) as fh:
-        child = AgeChild("decrypt", [], stdin=fh.fileno(), secret=identities_secret(identities))
+        child = AgeChild("decrypt", fh.fileno(), identities=identities)
     result: Read | None = None
     assert child.stdout is not None
     try:
@@ -127,9 +126,9 @@ def read_archive(
     return result
 
 
-def _decrypt_refusal(exc: BaseException, archive: Path) -> Exception:
+def _decrypt_refusal(exc: AgeChildError, archive: Path) -> Exception:
     text = str(exc)
-    if "No matching keys" in text:
+    if exc.wrong_key:
         return WrongIdentityError(
             "none of the given identities can open this backup",
             path=str(archive),
