@@ -8,7 +8,10 @@ large files cut from a repeated random 1 MiB block (age does not compress, so
 this costs nothing in realism and keeps generation fast) and 1,000 small
 files (0.5-32 KiB) in ten folders.  It then times, in one run, each tool as a
 separate process (peak RSS of that process alone, from ``/usr/bin/time`` when
-present, else from ``os.wait4`` in a small launcher):
+present, else from ``os.wait4`` in a small launcher), in rounds: each round
+runs every tool once, ours and the references in turn, so load from
+elsewhere falls on all of them alike; per tool the best of ``--repeat``
+rounds counts:
 
 1. the first ``ftmanifest backup create --no-cache`` (both passes read the data:
    the hashing pass that builds the signed index, then the tar -> age pass),
@@ -21,7 +24,9 @@ present, else from ``os.wait4`` in a small launcher):
    ``python -c pyrage.decrypt_io | tar -xf -``.
 
 Throughput is plaintext bytes (the folder's file sizes) per wall-clock second,
-in MB/s (10^6 bytes).  Targets: ftmanifest >= 0.8 of the reference
+in MB/s (10^6 bytes).  ftmanifest fsyncs the archive (backup) and every
+restored file (restore) before it says done; the references fsync nothing, so
+the ratio includes that wait.  Targets: ftmanifest >= 0.8 of the reference
 (``age`` when installed, else pyrage alone), peak RSS < 200 MB.  The page
 cache cannot be dropped without root, so the data is read once before the
 runs and every tool sees a warm cache.  Everything lives in a temporary
@@ -39,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -101,6 +107,38 @@ def run(cmd: str, cwd: Path, env: dict[str, str]) -> tuple[float, str]:
     if p.returncode:
         raise SystemExit(f"failed ({p.returncode}): {cmd}\n{p.stderr[-2000:]}")
     return wall, p.stdout
+
+
+Tool = str | Callable[[], None]  # a shell line, or a function that runs one
+
+
+def rounds(
+    tools: dict[str, Tool],
+    repeat: int,
+    cwd: Path,
+    env: dict[str, str],
+    rss: Path,
+    before: dict[str, Tool] | None = None,
+) -> dict[str, tuple[float, float]]:
+    """Run each tool once per round, in turn (its ``before`` line untimed
+    ahead of it); per tool (best wall s, peak RSS MB)."""
+    best: dict[str, tuple[float, float]] = {}
+    for _ in range(repeat):
+        for name, tool in tools.items():
+            ahead = (before or {}).get(name)
+            if callable(ahead):
+                ahead()
+            elif ahead:
+                run(ahead, cwd, env)
+            t = time.perf_counter()
+            if callable(tool):
+                tool()
+            else:
+                run(tool, cwd, env)
+            wall = time.perf_counter() - t
+            old = best.get(name, (float("inf"), 0.0))
+            best[name] = (min(old[0], wall), max(old[1], rss_mb(rss)))
+    return best
 
 
 def rss_mb(path: Path) -> float:
@@ -194,16 +232,6 @@ def main() -> int:
         rss = tmp / "rss"
         py = [sys.executable, "-c"]
 
-        def best(cmd: str, before: str = "") -> tuple[float, float]:
-            """Best wall time over --repeat runs of ``cmd``; peak RSS of its measured part."""
-            wall, peak = float("inf"), 0.0
-            for _ in range(args.repeat):
-                if before:
-                    run(before, tmp, env)
-                w, _ = run(cmd, tmp, env)
-                wall, peak = min(wall, w), max(peak, rss_mb(rss))
-            return wall, peak
-
         # Freshly written files are racy (never cached): wait out the window once.
         newest = max(max(p.stat().st_mtime, p.stat().st_ctime) for p in (tmp / "data").rglob("*"))
         time.sleep(max(0.0, newest + RACY_S + 0.05 - time.time()))
@@ -211,41 +239,66 @@ def main() -> int:
 
         backup = [FTM, "backup", "create", "data", "--to", "out", "--key", "K", "-r", recipient,
                   "--format", "json"]  # fmt: skip
-        t_first = float("inf")
-        rss_backup = 0.0
-        archive = ""
-        for _ in range(args.repeat):
-            run("rm -rf out", tmp, env)
-            w, out = run(measured([*backup, "--no-cache"], rss), tmp, env)
-            t_first, rss_backup = min(t_first, w), max(rss_backup, rss_mb(rss))
-            archive = json.loads(out)["archive"]
-        w_fill, out = run(measured(backup, rss), tmp, env)
+        w_fill, out = run(measured(backup, rss), tmp, env)  # fills the stat cache
         (tmp / json.loads(out)["archive"]).unlink()
-        t_second, rss_second = best(measured(backup, rss))
-        for p in (tmp / "out").glob("*"):
-            if p.name != Path(archive).name and p.name != Path(archive).name[:-4] + ".meta.json":
-                p.unlink()
+        archive = ""
 
-        age_enc = age_dec = None
+        def first() -> None:
+            nonlocal archive
+            made = run(measured([*backup, "--no-cache"], rss), tmp, env)[1]
+            archive = json.loads(made)["archive"]
+
+        made_second: list[Path] = []
+
+        def second() -> None:
+            made = json.loads(run(measured(backup, rss), tmp, env)[1])
+            made_second.extend(tmp / made[key] for key in ("archive", "metadata"))
+
+        def forget_second() -> None:  # untimed: deleting 1 GiB is no part of a backup
+            while made_second:
+                made_second.pop().unlink(missing_ok=True)
+
+        # Each round runs every tool once, ours and the references in turn, so a
+        # burst of load from elsewhere falls on all of them; the best round counts.
+        enc_tools: dict[str, Tool] = {"first": first, "second": second}
         if age:
             age_cmd = measured([age, "-r", recipient, "-o", "ref.age"], rss)
-            age_enc = best(f"tar -cf - data | {age_cmd}")
-        py_enc = best(f"tar -cf - data | {measured([*py, ENCRYPT, 'py.age', recipient], rss)}")
+            enc_tools["age"] = f"tar -cf - data | {age_cmd}"
+        py_cmd = measured([*py, ENCRYPT, "py.age", recipient], rss)
+        enc_tools["pyrage"] = f"tar -cf - data | {py_cmd}"
+        enc = rounds(enc_tools, args.repeat, tmp, env, rss,
+                     before={"first": "rm -rf out", "second": forget_second})  # fmt: skip
+        forget_second()
 
         rm_dest = "rm -rf dest dest-age dest-py"
-        restore = [FTM, "restore", archive, "-i", "id.txt", "--to", "dest"]
-        t_restore, rss_restore = best(measured(restore, rss), rm_dest)
-        if tree_size(tmp / "dest" / "data") != (size, nfiles):
-            raise SystemExit("ftmanifest restore: the restored tree differs from the data")
+        dec_tools: dict[str, Tool] = {
+            "ours": measured([FTM, "restore", archive, "-i", "id.txt", "--to", "dest"], rss),
+        }
         if age:
-            age_dec = best("mkdir dest-age && "
-                           f"{measured([age, '-d', '-i', 'id.txt', 'ref.age'], rss)} "
-                           "| tar -xf - -C dest-age", rm_dest)  # fmt: skip
-            if tree_size(tmp / "dest-age" / "data") != (size, nfiles):
-                raise SystemExit("age -d | tar -x: the restored tree differs from the data")
-        py_dec = best(f"mkdir dest-py && {measured([*py, DECRYPT, 'py.age', 'id.txt'], rss)} "
-                      "| tar -xf - -C dest-py", rm_dest)  # fmt: skip
+            dec_tools["age"] = ("mkdir dest-age && "
+                                f"{measured([age, '-d', '-i', 'id.txt', 'ref.age'], rss)} "
+                                "| tar -xf - -C dest-age")  # fmt: skip
+        py_cmd = measured([*py, DECRYPT, "py.age", "id.txt"], rss)
+        dec_tools["pyrage"] = f"mkdir dest-py && {py_cmd} | tar -xf - -C dest-py"
+        folders = {"ours": "dest", "age": "dest-age", "pyrage": "dest-py"}
+        dec = rounds(
+            dec_tools,
+            args.repeat,
+            tmp,
+            env,
+            rss,
+            before={name: f"rm -rf {folder}" for name, folder in folders.items()},
+        )
+
+        for name, folder in folders.items():
+            if name in dec and tree_size(tmp / folder / "data") != (size, nfiles):
+                raise SystemExit(f"{name} restore: the restored tree differs from the data")
         run(rm_dest, tmp, env)
+        t_first, rss_backup = enc["first"]
+        t_second, rss_second = enc["second"]
+        t_restore, rss_restore = dec["ours"]
+        py_enc, py_dec = enc["pyrage"], dec["pyrage"]
+        age_enc, age_dec = enc.get("age"), dec.get("age")
 
         def speed(wall: float) -> str:
             return f"{mb / wall:.0f} MB/s"
