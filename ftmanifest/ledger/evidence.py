@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.ledger.store import KEY_ENV, Contents, Entry, Ledger, Problem, signature_problems
-from ftmanifest.signing.locate import DEFAULT_TRUST, TRUST_ENV, TrustSource, choose_trust_file
+from ftmanifest.signing.locate import (
+    DEFAULT_TRUST,
+    TRUST_ENV,
+    TrustSource,
+    choose_trust_file,
+    refuse_inside,
+)
 
 
 @dataclass(frozen=True)
@@ -95,7 +101,13 @@ def choose_ledger_trust(
         source = choose_trust_file(anchor, option, environ)
     except TrustFileNotFoundError as exc:
         return LedgerTrust(None, missing=_no_trust(exc.path or "", exc.observed, manifest))
-    _refuse_inside(source, ledger)
+    refuse_inside(
+        source,
+        ledger,
+        "the ledger folder",
+        "whoever can append records",
+        "name the project's allowed_signers; never keep the trust file in the ledger",
+    )
     return LedgerTrust(load_trust(source.path), source)
 
 
@@ -170,23 +182,4 @@ def _no_trust(path: str, observed: str | None, manifest: Path | None) -> Problem
         observed=observed or f"not found: {path}",
         hint=f"run from the project whose {DEFAULT_TRUST} trusts the ledger's signers, or "
         f"pass --manifest M or --trust PATH (CI: set {TRUST_ENV})",
-    )
-
-
-def _refuse_inside(source: TrustSource, ledger: Path) -> None:
-    from ftmanifest.signing.errors import InsecureTrustPathError
-
-    real = Path(os.path.realpath(source.path))
-    folder = Path(os.path.realpath(ledger))
-    if real != folder and folder not in real.parents:
-        return
-    raise InsecureTrustPathError(
-        "refusing the trust file: it lies inside the ledger folder, and whoever can "
-        "append records can write it",
-        path=str(source.path),
-        field={"option": "--trust", "environment": f"${TRUST_ENV}"}.get(source.how, "trust"),
-        expected=f"a trust file outside {folder}: the project's {DEFAULT_TRUST}, --trust "
-        f"PATH or ${TRUST_ENV}",
-        observed=f"{real} is inside {folder}",
-        hint="name the project's allowed_signers; never keep the trust file in the ledger",
     )

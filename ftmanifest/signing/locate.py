@@ -152,7 +152,7 @@ def choose_backup_trust_file(
             searched_from=start,
             root=stop,
         )
-    _refuse_inside(source, backups)
+    refuse_inside(source, backups)
     if source.root is not None:
         if not source.path.exists():
             raise _no_backup_trust(source, backups)
@@ -160,24 +160,30 @@ def choose_backup_trust_file(
     return source
 
 
-def _refuse_inside(source: TrustSource, backups: Path) -> None:
-    """Refuse a trust file whose real path is inside the backups folder."""
+def refuse_inside(
+    source: TrustSource,
+    folder: Path,
+    what: str = "the backups folder being checked",
+    writer: str = "whoever can write the backups",
+    hint: str = "run from the project that made the backups, or pass --trust PATH naming "
+    "the project's allowed_signers; never keep the trust file with the backups",
+) -> None:
+    """Refuse a trust file whose real path is inside ``folder``, the storage being
+    judged (a backups folder, a ledger): trust never comes from what it checks."""
     real = Path(os.path.realpath(source.path))
-    folder = Path(os.path.realpath(backups))
-    if real != folder and folder not in real.parents:
+    inside = Path(os.path.realpath(folder))
+    if real != inside and inside not in real.parents:
         return
     named = {"option": "--trust", "environment": f"${TRUST_ENV}"}.get(source.how, "trust file")
     raise InsecureTrustPathError(
-        "refusing the trust file: it lies inside the backups folder being checked, "
-        "and whoever can write the backups can write it",
+        f"refusing the trust file: it lies inside {what}, and {writer} can write it",
         path=str(source.path),
         field=named,
-        expected=f"a trust file outside {folder}: the project's {DEFAULT_TRUST}, "
+        expected=f"a trust file outside {inside}: the project's {DEFAULT_TRUST}, "
         f"--trust PATH or ${TRUST_ENV}",
-        observed=f"{real} is inside {folder}"
+        observed=f"{real} is inside {inside}"
         + (f" ({source.describe()})" if source.root is not None else ""),
-        hint="run from the project that made the backups, or pass --trust PATH naming the "
-        "project's allowed_signers; never keep the trust file with the backups",
+        hint=hint,
     )
 
 
