@@ -125,6 +125,10 @@ class AgeChild:
             finally:
                 os.close(w)
         self.stdout: IO[bytes] | None = self.proc.stdout
+        if self.stdout is not None:
+            from ftmanifest.backup.pipe import widen
+
+            widen(self.stdout.fileno())  # fewer wake-ups: the reader takes 1 MiB at a time
 
     def wait(self) -> dict[str, Any]:
         """Wait for the child; its result, or ``AgeChildError`` if it failed."""

@@ -31,7 +31,7 @@ from ftmanifest.backup.errors import EncryptFailedError
 from ftmanifest.backup.index import INDEX_MEMBER, Entry, Source, _changed, stat_identity
 from ftmanifest.backup.keys import Recipient
 from ftmanifest.backup.meta import ARCHIVE_SUFFIX, Meta, new_backup_id, next_sequence, sign_meta
-from ftmanifest.backup.pipe import CHUNK, HashingWriter, Worker
+from ftmanifest.backup.pipe import CHUNK, PIPE_BYTES, HashingWriter, Worker
 from ftmanifest.progress import ProgressSink
 
 BLOCK = 512
@@ -251,7 +251,7 @@ def _encrypt(
     tar.outer.close()  # the child holds the read end now
     assert child.stdout is not None
     try:
-        while chunk := child.stdout.read(CHUNK):
+        while chunk := child.stdout.read1(PIPE_BYTES):  # what the pipe holds, up to 1 MiB
             hashed.write(chunk)
         child.wait()
     except BaseException as exc:
