@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,13 @@ from ftmanifest.errors import EXIT_OK, InputError
 DESCRIPTION = """\
 The memory of one training step, from the model's config and the manifest's
 method: weights, gradients, optimizer state and activations, with the levers
-that lower it.  Reads no weights and imports no torch.  Exit 0 with the
-breakdown, 2 unusable input (no sequence length, the model folder or its
-config missing, an architecture the estimator does not know).
+that lower it.  Reads no weights and imports no torch.  The total assumes
+the allocator of the manifest's backend and this environment (printed: on a
+glibc host without MALLOC_MMAP_THRESHOLD_ it adds what malloc keeps resident).
+The last preflight step's measured peak is set beside the estimate for the
+shape that step ran.  Exit 0 with the breakdown, 2 unusable input (no
+sequence length, the model folder or its config missing, an architecture the
+estimator does not know).
 """
 
 EXAMPLES = """\
@@ -71,16 +76,20 @@ def gib(n: int | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from ftmanifest.adapter.base import pinned_folder
     from ftmanifest.manifest import load_manifest
     from ftmanifest.output import table, to_json
     from ftmanifest.preflight.estimate import (
+        ALLOCATORS,
         estimate,
         levers,
         lora_problems,
         setup_from_manifest,
         with_measured,
     )
+    from ftmanifest.preflight.measured import allocator_here, compare_measured
     from ftmanifest.preflight.shapes import read_architecture
 
     loaded = load_manifest(args.manifest)
@@ -99,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     folder = pinned_folder(m, Path(args.manifest), allow_outside=args.allow_outside)
     arch = read_architecture(folder)
     setup = setup_from_manifest(m, seq_len=seq_len, micro_batch=micro_batch)
+    setup = replace(setup, allocator=allocator_here(m.environment.backend.kind))
     problems = lora_problems(arch, setup, str(args.manifest))
     if problems:
         raise InputError(
@@ -111,10 +121,10 @@ def run(args: argparse.Namespace) -> int:
             findings=problems,
         )
     est = estimate(arch, setup)
-    if args.seq_len is None and args.micro_batch is None:
-        measured = measured_peak(loaded, est)
-        if measured is not None:
-            est = with_measured(est, measured)
+    figures = last_step(loaded)
+    if figures is not None:  # beside the estimate for the shape the step ran, not this one
+        compared = compare_measured(arch, setup, figures)
+        est = with_measured(est, compared.measured, compared)
     found = levers(arch, setup)
     if args.format == "json":
         sys.stdout.write(to_json({
@@ -135,9 +145,15 @@ def run(args: argparse.Namespace) -> int:
     )
     rows = [(p.name, gib(p.bytes), p.formula) for p in est.parts]
     rows.append(("total per process", gib(est.total), ""))
-    if est.measured is not None:
-        rows.append(("measured peak", gib(est.measured), f"error {est.error:+.0%}"))
+    c = est.comparison
+    if c is not None and c.measured is not None and c.estimate is not None:
+        rows.append((f"measured peak ({c.seq_len} x {c.micro_batch})", gib(c.measured),
+                     f"preflight step; estimated {gib(c.estimate)} for that shape and "
+                     f"allocator ({c.allocator}), error {est.error:+.0%}"))  # fmt: skip
     out.write(table(rows, ("part", "bytes", "how")))
+    out.write(f"allocator: {setup.allocator}: {ALLOCATORS.get(setup.allocator)}\n")
+    if c is not None and c.why_not:
+        out.write(f"measured peak: not compared: {c.why_not}\n")
     for note in est.notes:
         out.write(f"note: {note}\n")
     out.write("\nlevers, in the method's order:\n")
@@ -148,20 +164,11 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def measured_peak(loaded: Any, est: Any) -> int | None:
-    """The step's measured peak from the last passing preflight of this recipe:
-    the device allocator's peak, else the host's rise during the step plus the
-    weights (resident before it); None without such a record."""
+def last_step(loaded: Any) -> Mapping[str, Any] | None:
+    """The figures of the last passing preflight step of this recipe, from the
+    ledger (``preflight.run.recorded_rows``); None without one."""
     from ftmanifest.preflight.run import recorded_rows
 
     steps = [r["step"] for r in recorded_rows(loaded) if r.get("step", {}).get("ok")]
-    found = (steps[-1].get("figures") or {}) if steps else None
-    if not found:
-        return None
-    if isinstance(found.get("peak_device_bytes"), int):
-        return int(found["peak_device_bytes"])
-    peak, before = found.get("peak_host_bytes"), found.get("host_bytes_before")
-    if isinstance(peak, int) and isinstance(before, int):
-        weights = sum(p.bytes for p in est.parts if p.name.endswith("weights"))
-        return max(peak - before, 0) + weights
-    return None
+    found = steps[-1].get("figures") if steps else None
+    return found if isinstance(found, Mapping) and found else None

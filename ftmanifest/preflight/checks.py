@@ -7,8 +7,8 @@ checklist before a long run, on the manifest's own model, data and recipe:
     disk      only the pinned revision is cached; free disk covers checkpoints
     tokens    formatted examples per category; loss only where the manifest says;
               no example loses its target to truncation
-    step      one forward, backward and optimizer step at the manifest's sizing;
-              peak host and device memory
+    step      one forward, backward and optimizer step at the manifest's sizing
+              (padded to seq_len); peak host and device memory, the shape and allocator
     update    what should change changed, nothing else did; trainable count
     overfit   a tiny sample's loss falls below a threshold within a step budget
 
@@ -307,24 +307,31 @@ def render(ex: Example, tokenizer: Any) -> dict[str, Any]:
 # -- step and update ------------------------------------------------------------
 
 
-def _model_and_batches(s: State, count: int | None = None) -> tuple[Any, Any, Any]:
+def _model_and_batches(
+    s: State, count: int | None = None, pad_to: int | None = None
+) -> tuple[Any, Any, Any]:
     from ftmanifest.preflight.steps import micro_batches
 
     r = s.recipe
     model = r.build_model(r).to(s.device)
     optimizer = r.make_optimizer(model, r)
     examples = s.examples if count is None else s.examples[:count]
-    batches = micro_batches(examples, r.micro_batch, r.grad_accum, _pad_id(r.tokenizer), s.device)
+    pad = _pad_id(r.tokenizer)
+    batches = micro_batches(examples, r.micro_batch, r.grad_accum, pad, s.device, pad_to=pad_to)
     return model, optimizer, batches
 
 
 def step(s: State) -> Row:
+    from ftmanifest.preflight.measured import allocator_here
     from ftmanifest.preflight.steps import PeakMemory, train_step
 
     r = s.recipe
-    model, optimizer, batches = _model_and_batches(s)
+    # padded to seq_len: the step is measured at the shape the manifest sizes (and
+    # the estimate computes), not at the longest example's (issue 30)
+    model, optimizer, batches = _model_and_batches(s, pad_to=r.seq_len)
     with PeakMemory(s.device) as peak:
         loss = train_step(model, optimizer, batches, r.loss_normalization, r.precision)
+    width = max((int(b["input_ids"].size(1)) for b in batches), default=0)
     figures = {
         "loss": loss,
         "precision": r.precision,
@@ -337,6 +344,8 @@ def step(s: State) -> Row:
         "host_bytes_before": peak.host_before,
         "peak_device_bytes": peak.device_peak,
         "memory_method": peak.method,
+        "measured_shape": {"seq_len": width, "micro_batch": r.micro_batch},
+        "allocator": allocator_here(getattr(s.device, "type", "cpu")),
     }
     if not math.isfinite(loss):
         return Row("step", False, f"the step's loss is {loss}", figures)

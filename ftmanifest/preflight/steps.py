@@ -2,7 +2,8 @@
 
 Layer: edge (torch).  ``micro_batches`` cuts the formatted examples into
 ``grad_accum`` micro-batches of ``micro_batch`` sequences (padded to the
-longest; padding carries no loss); ``train_step`` runs forward and backward
+longest, or to ``pad_to``: the step check pads to ``seq_len`` so it measures
+the shape the manifest sizes; padding carries no loss); ``train_step`` runs forward and backward
 on each, normalising the loss as ``training.loss_normalization`` says
 (``per-token``: the summed token losses over every loss-carrying token of the
 whole step; ``per-sequence``: the mean over sequences of each sequence's mean),
@@ -23,7 +24,12 @@ from ftmanifest.preflight.recipe import IGNORE, Example
 
 
 def micro_batches(
-    examples: Sequence[Example], micro_batch: int, grad_accum: int, pad_id: int, device: Any
+    examples: Sequence[Example],
+    micro_batch: int,
+    grad_accum: int,
+    pad_id: int,
+    device: Any,
+    pad_to: int | None = None,
 ) -> list[dict[str, Any]]:
     import torch
 
@@ -34,7 +40,7 @@ def micro_batches(
     out = []
     for start in range(0, need, micro_batch):
         group = chosen[start : start + micro_batch]
-        width = max(len(e.input_ids) for e in group)
+        width = max([len(e.input_ids) for e in group] + [pad_to or 0])
         ids = [e.input_ids + [pad_id] * (width - len(e.input_ids)) for e in group]
         labels = [e.labels + [IGNORE] * (width - len(e.labels)) for e in group]
         mask = [[1] * len(e.input_ids) + [0] * (width - len(e.input_ids)) for e in group]
