@@ -158,3 +158,43 @@ def test_no_warning_when_refs_main_is_the_pinned_commit(
     _pin(manifest, commits["v2"])
     result = run_cli("verify", str(manifest), "--no-signature")
     assert result.returncode == 0 and "refs/main" not in result.stderr
+
+
+# --- one way to name things, JSON everywhere ------------------------------------
+
+
+def test_lock_prints_what_it_changed_as_json(project: Path) -> None:
+    dry = run_cli("lock", str(project), "--dry-run", "--format", "json")
+    assert dry.returncode == 0, dry.stderr
+    out = json.loads(dry.stdout)
+    assert out["manifest"] == str(project) and out["dry_run"] is True
+    assert out["written"] is False and out["exit_code"] == 0
+    assert out["changed"] is False and out["lines_changed"] == 0 and out["diff"] == ""
+    # a stale pin: a training record was added, so lock rewrites a digest and a count
+    train = project.parent / "data" / "train.jsonl"
+    train.write_text(train.read_text() + '{"text": "doc 5", "label": "billing"}\n')
+    check = run_cli("lock", str(project), "--dry-run", "--check", "--format", "json")
+    assert check.returncode == 1
+    stale = json.loads(check.stdout)
+    assert stale["changed"] is True and stale["lines_changed"] >= 1 and stale["exit_code"] == 1
+    assert "+" in stale["diff"] and stale["written"] is False
+    done = run_cli("lock", str(project), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    wrote = json.loads(done.stdout)
+    assert wrote["written"] is True and wrote["next"].startswith("sign it: ftmanifest sign")
+    assert done.stderr == ""  # the one object on stdout is all there is
+
+
+def test_keygen_prints_its_key_as_json(tmp_path: Path) -> None:
+    key = tmp_path / "k"
+    done = run_cli(
+        "keygen", "-f", str(key), "--no-passphrase", "--comment", "a@example.org",
+        "--format", "json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["private_key"] == str(key) and out["public_key"] == str(key) + ".pub"
+    assert out["encrypted"] is False and out["fingerprint"].startswith("SHA256:")
+    assert out["allowed_signers_line"].startswith('a@example.org namespaces="ftmanifest" ssh-')
+    assert out["trust_file"] is None and out["principal"] == "a@example.org"
+    assert "PRIVATE" not in done.stdout

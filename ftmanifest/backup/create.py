@@ -18,13 +18,14 @@ metadata is incomplete, and metadata never names bytes only in the page cache.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import tarfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from ftmanifest.backup.agechild import AgeChild, AgeChildError
 from ftmanifest.backup.errors import EncryptFailedError
@@ -251,7 +252,8 @@ def _encrypt(
     tar.outer.close()  # the child holds the read end now
     assert child.stdout is not None
     try:
-        while chunk := child.stdout.read1(PIPE_BYTES):  # what the pipe holds, up to 1 MiB
+        out = cast(io.BufferedReader, child.stdout)
+        while chunk := out.read1(PIPE_BYTES):  # what the pipe holds, up to 1 MiB
             hashed.write(chunk)
         child.wait()
     except BaseException as exc:

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ftmanifest.cli._args import add_format_argument
 from ftmanifest.signing.locate import DEFAULT_KEY
 
 DESCRIPTION = """\
@@ -23,14 +24,15 @@ it to the repository's trust file for the principal given by --comment (as
 `ftmanifest trust add PATH.pub --principal EMAIL` does).  `ftmanifest sign`
 uses the default PATH when --key is not given.  Exit 0 written, 1 the trust
 file's folder is writable by others, 2 unusable input (the key file exists,
-a passphrase cannot be read, --trust without --comment).
+a passphrase cannot be read, --trust without --comment).  --format json
+prints the paths, fingerprint and allowed_signers line as one object.
 """
 
 EXAMPLES = """\
 examples:
   ftmanifest keygen --comment alice@example.org --trust
   ftmanifest keygen -f keys/alice --comment alice@example.org
-  ftmanifest keygen -f keys/ci --no-passphrase --comment ci@example.org
+  ftmanifest keygen -f keys/ci --no-passphrase --comment ci@example.org --format json
 """
 
 
@@ -62,6 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="encrypt the key with the passphrase held in environment variable VAR",
     )
     group.add_argument("--no-passphrase", action="store_true", help="leave the key unencrypted")
+    add_format_argument(p)
     p.set_defaults(func=run)
 
 
@@ -91,19 +94,39 @@ def run(args: argparse.Namespace) -> int:
     pub = path.with_name(path.name + ".pub")
     key_line = " ".join(pub.read_text(encoding="utf-8").split()[:2])
     principal = args.comment or "PRINCIPAL"
+    signers_line = f'{principal} namespaces="ftmanifest" {key_line}'
+    added = None
+    if args.trust:
+        trust, stop = repository_trust_file(Path.cwd())
+        added = add_trusted_key(trust, pub, args.comment, stop)
+    if args.format == "json":
+        from ftmanifest.output import to_json
+
+        sys.stdout.write(
+            to_json(
+                {
+                    "private_key": str(path),
+                    "public_key": str(pub),
+                    "encrypted": bool(passphrase),
+                    "fingerprint": fp,
+                    "allowed_signers_line": signers_line,
+                    "trust_file": str(added.path) if added else None,
+                    "principal": added.principal if added else (args.comment or None),
+                }
+            )
+        )
+        return 0
     sys.stdout.write(
         f"private key: {path} ({'encrypted' if passphrase else 'not encrypted'})\n"
         f"public key:  {pub}\n"
         f"fingerprint: {fp}\n"
     )
-    if args.trust:
-        trust, stop = repository_trust_file(Path.cwd())
-        added = add_trusted_key(trust, pub, args.comment, stop)
+    if added is not None:
         sys.stdout.write(f"added to {added.path} for {added.principal}\n")
     else:
         sys.stdout.write(
             "to trust it, add this line to .ftmanifest/allowed_signers "
             "(or run `ftmanifest trust add`):\n"
-            f'  {principal} namespaces="ftmanifest" {key_line}\n'
+            f"  {signers_line}\n"
         )
     return 0

@@ -16,7 +16,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ftmanifest.cli._args import add_distributed_arguments, add_manifest_argument
+from ftmanifest.cli._args import (
+    add_distributed_arguments,
+    add_format_argument,
+    add_manifest_argument,
+)
 
 if TYPE_CHECKING:
     from ftmanifest.errors import FtManifestError
@@ -30,13 +34,15 @@ and record counts, the Python and package versions, the backend and the
 training code's commit.  YAML comments are kept.
 --dry-run prints the diff instead of writing; with --check it exits 1 when
 the file would change (for CI).  Exit 0 written (or nothing to change),
-1 out of date under --dry-run --check, 2 unusable input.
+1 out of date under --dry-run --check, 2 unusable input.  --format json
+prints what changed (or would change) as one object on stdout.
 """
 
 EXAMPLES = """\
 examples:
   ftmanifest lock exp.yaml
   ftmanifest lock exp.yaml --dry-run --check
+  ftmanifest lock exp.yaml --format json
 """
 
 
@@ -68,6 +74,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="store_true",
         help="allow data/model paths outside the manifest's folder",
     )
+    add_format_argument(p)
     add_distributed_arguments(p, "the ranks split the hashing, rank 0 writes, all exit alike")
     p.set_defaults(func=run)
 
@@ -91,31 +98,62 @@ def run(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace, result: LockResult) -> int:
     """Print what ``lock`` did (or would do, with --dry-run); the exit code."""
+    code = 1 if (args.dry_run and args.check and result.changed) else 0
+    if getattr(args, "format", "text") == "json":
+        from ftmanifest.output import to_json
+
+        sys.stdout.write(to_json(_as_json(args, result, code)))
+        return code
     for note in result.notes:
         sys.stderr.write(f"note: {note}\n")
     if args.dry_run:
         sys.stdout.write(result.diff() or f"{args.manifest}: already locked, nothing to change\n")
-        return 1 if (args.check and result.changed) else 0
+        return code
     if result.changed:
-        added = sum(
-            1
-            for line in result.diff().splitlines()
-            if line.startswith("+") and not line.startswith("+++")
+        sys.stderr.write(
+            f"locked {args.manifest} ({_lines_changed(result)} line(s) changed); "
+            f"{_sign_again(args)[1]}\n"
         )
-        from ftmanifest.signing.sign import envelope_path_for
-
-        envelope = envelope_path_for(Path(args.manifest))
-        if envelope.exists():  # its signatures cover the manifest as it was
-            again = (
-                f"{envelope} signs the old version; sign it again with a new envelope: "
-                f"ftmanifest sign {args.manifest} --replace [--key KEY]"
-            )
-        else:
-            again = f"sign it: ftmanifest sign {args.manifest} [--key KEY]"
-        sys.stderr.write(f"locked {args.manifest} ({added} line(s) changed); {again}\n")
     else:
         sys.stderr.write(f"{args.manifest}: already locked, nothing to change\n")
     return 0
+
+
+def _lines_changed(result: LockResult) -> int:
+    return sum(
+        1
+        for line in result.diff().splitlines()
+        if line.startswith("+") and not line.startswith("+++")
+    )
+
+
+def _sign_again(args: argparse.Namespace) -> tuple[bool, str]:
+    """Whether an envelope beside the manifest signs its old version; what to run."""
+    from ftmanifest.signing.sign import envelope_path_for
+
+    envelope = envelope_path_for(Path(args.manifest))
+    if envelope.exists():  # its signatures cover the manifest as it was
+        return True, (
+            f"{envelope} signs the old version; sign it again with a new envelope: "
+            f"ftmanifest sign {args.manifest} --replace [--key KEY]"
+        )
+    return False, f"sign it: ftmanifest sign {args.manifest} [--key KEY]"
+
+
+def _as_json(args: argparse.Namespace, result: LockResult, code: int) -> dict[str, object]:
+    stale, next_step = _sign_again(args) if result.changed else (False, None)
+    return {
+        "manifest": str(args.manifest),
+        "written": bool(result.changed and not args.dry_run),
+        "changed": result.changed,
+        "lines_changed": _lines_changed(result) if result.changed else 0,
+        "dry_run": bool(args.dry_run),
+        "diff": result.diff() if args.dry_run else None,
+        "envelope_signs_old_version": stale and not args.dry_run,
+        "next": next_step,
+        "notes": list(result.notes),
+        "exit_code": code,
+    }
 
 
 def run_distributed(args: argparse.Namespace) -> int:
