@@ -8,6 +8,7 @@ cache alone."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -198,3 +199,53 @@ def test_keygen_prints_its_key_as_json(tmp_path: Path) -> None:
     assert out["allowed_signers_line"].startswith('a@example.org namespaces="ftmanifest" ssh-')
     assert out["trust_file"] is None and out["principal"] == "a@example.org"
     assert "PRIVATE" not in done.stdout
+
+
+# --- reproduce: the requirements stay out of the work tree and install ----------
+
+
+def _signed(project: Path) -> None:
+    root = project.parent
+    key = root.parent / "k"
+    assert run_cli("keygen", "-f", str(key), "--no-passphrase").returncode == 0
+    pub = " ".join((root.parent / "k.pub").read_text().split()[:2])
+    _add_trust_file(root).write_text(f'me@example.org namespaces="ftmanifest" {pub}\n')
+    git(root, "add", ".ftmanifest")
+    git(root, "commit", "-qm", "trust me")
+    from ftmanifest.verify.lock import lock_manifest
+
+    lock_manifest(project)
+    assert run_cli("sign", str(project), "--key", str(key), "--replace").returncode == 0
+
+
+def test_reproduce_leaves_the_work_tree_clean_for_the_next_verify(project: Path) -> None:
+    _signed(project)
+    root = project.parent.resolve()
+
+    def status() -> str:
+        return subprocess.run(["git", "-C", str(root), "status", "--porcelain"],
+                              capture_output=True, text=True, check=True).stdout  # fmt: skip
+
+    before = status()
+    first = run_cli("reproduce", str(project), "--format", "json")
+    assert first.returncode == 0, first.stdout + first.stderr
+    req = Path(json.loads(first.stdout)["requirements"])
+    assert req.is_file() and root not in req.resolve().parents, req
+    assert status() == before  # nothing new in the work tree
+    again = run_cli("verify", str(project))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "dirty" not in again.stdout + again.stderr
+
+
+def test_a_local_torch_build_names_its_index_and_others_become_installable() -> None:
+    from ftmanifest.verify.reproduce import installable
+
+    assert installable("torch==2.13.0+cpu") == (
+        "torch==2.13.0+cpu", "https://download.pytorch.org/whl/cpu", None,
+    )  # fmt: skip
+    assert installable("torchvision==0.28.0+cu128")[1] == "https://download.pytorch.org/whl/cu128"
+    pin, index, note = installable("mylib==1.2.0+local.7")
+    assert pin == "mylib==1.2.0" and index is None and note and "+local.7" in note
+    assert installable("numpy==2.4.6") == ("numpy==2.4.6", None, None)
+    # a label PyTorch does not publish is not sent to its index
+    assert installable("torch==2.13.0+mybuild")[0] == "torch==2.13.0"

@@ -51,7 +51,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--requirements",
         type=Path,
         metavar="PATH",
-        help="where to write the exact pins (default: <manifest stem>.requirements.txt beside it)",
+        help="where to write the exact pins (default: ftmanifest's cache, "
+        "reproduce/<manifest stem>-<digest>.requirements.txt, outside the work tree)",
     )
     add_trust_arguments(p)
     add_observe_arguments(p)

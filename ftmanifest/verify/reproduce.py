@@ -187,8 +187,44 @@ def _sha256(path: Path) -> str | None:
     return "sha256:" + h.hexdigest()
 
 
-def default_requirements_path(manifest_path: Path) -> Path:
-    return manifest_path.with_name(f"{manifest_path.stem}.requirements.txt")
+def default_requirements_path(manifest_path: Path, digest: str) -> Path:
+    """Outside the work tree: ftmanifest's cache, named by the manifest's stem and
+    digest.  Beside the manifest it was an uncommitted file that made the
+    colleague's next ``verify`` refuse the code as dirty (issue 30)."""
+    from ftmanifest.statcache import cache_dir
+
+    short = digest.split(":", 1)[-1][:12]
+    return cache_dir() / "reproduce" / f"{manifest_path.stem}-{short}.requirements.txt"
+
+
+# PyTorch publishes its local builds (2.13.0+cpu, +cu128, +rocm6.4) on its own
+# index, one per label; the package index has only the public version.
+TORCH_FAMILY = frozenset({"torch", "torchvision", "torchaudio", "triton", "pytorch-triton"})
+TORCH_INDEX = "https://download.pytorch.org/whl/{label}"
+_TORCH_LABEL = re.compile(r"cpu|cu[0-9]{2,4}|rocm[0-9]+(\.[0-9]+){0,2}|xpu")
+
+
+def installable(line: str) -> tuple[str, str | None, str | None]:
+    """(the pin pip can install, the index it needs or None, a note or None) for
+    ``name==version``.  A local version (``+cpu``) is on no package index: a
+    PyTorch build keeps its exact pin and names PyTorch's index for its label;
+    any other becomes its public version, with a note saying what differs."""
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    name, version = line.split("==", 1)
+    local = Version(version).local
+    if local is None:
+        return line, None, None
+    if canonicalize_name(name) in TORCH_FAMILY and _TORCH_LABEL.fullmatch(local):
+        return line, TORCH_INDEX.format(label=local), None
+    public = Version(version).public
+    return (
+        f"{name}=={public}",
+        None,
+        f"{name} {version} is a local build (+{local}) no index serves: the "
+        f"requirements pin {public}; install the build the manifest names by hand",
+    )
 
 
 def build_plan(
@@ -223,7 +259,7 @@ def build_plan(
             "signature NOT checked (--no-signature): this manifest may have been "
             "altered or signed by no one you trust"
         )
-    req_path = requirements or default_requirements_path(manifest_path)
+    req_path = requirements or default_requirements_path(manifest_path, loaded.digest())
     try:  # an earlier run's file is itself an uncommitted file
         earlier = req_path.exists()
     except OSError:
@@ -249,23 +285,34 @@ def build_plan(
     m = loaded.manifest
     pins: list[str] = []
     unpinned: list[str] = []
+    indexes: list[str] = []
+    notes: list[str] = []
     for name, value in m.environment.packages.items():
         line, shown = requirement(name, value, manifest_path)
         if line is None:
             unpinned.append(f"{name} {shown}")
-        else:
-            pins.append(line)
+            continue
+        pin, index, note = installable(line)
+        pins.append(pin)
+        if index is not None and index not in indexes:
+            indexes.append(index)
+        if note is not None:
+            notes.append(note)
     text = (
         f"# exact pins from {escape(manifest_path.name)} ({loaded.digest()}), "
         "written by ftmanifest reproduce\n"
+        + "".join(f"--extra-index-url {i}  # PyTorch's local builds\n" for i in indexes)
         + "".join(f"{p}\n" for p in pins)
         + "".join(f"# not one exact version, pin it by hand: {u}\n" for u in unpinned)
     )
     if write:
+        try:
+            req_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # the write below names the problem
         atomic_write_text(req_path, text)
 
     commands = [_shell("pip", "install", "-r", str(req_path))]
-    notes: list[str] = []
     lock = m.environment.lock
     if lock is not None and lock.digest:
         lock_path = manifest_path.parent / lock.path
