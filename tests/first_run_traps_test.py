@@ -249,3 +249,39 @@ def test_a_local_torch_build_names_its_index_and_others_become_installable() -> 
     assert installable("numpy==2.4.6") == ("numpy==2.4.6", None, None)
     # a label PyTorch does not publish is not sent to its index
     assert installable("torch==2.13.0+mybuild")[0] == "torch==2.13.0"
+
+
+# --- audit --fix-perms leaves a shared hub cache alone --------------------------
+
+
+def test_fix_perms_never_changes_the_shared_hub_cache(
+    hub: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    import os
+    import stat
+
+    from ftmanifest.results.audit import audit
+
+    manifest, commits = hub
+    _pin(manifest, commits["v2"])
+    cache = tmp_path / "hf-cache"
+    blobs = [p for p in cache.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert blobs
+    for p in blobs:
+        os.chmod(p, 0o666)  # a team cache: group- and world-writable
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    (run / "logs" / "train.log").write_text("step 1\n")
+    os.chmod(run / "logs" / "train.log", 0o666)
+    report = audit(run, manifest, signature=False, only=["permissions"], fix_perms=True)
+    assert {stat.S_IMODE(p.stat().st_mode) for p in blobs} == {0o666}  # untouched
+    assert stat.S_IMODE((run / "logs" / "train.log").stat().st_mode) & 0o022 == 0  # the run's
+    rows = [f for f in report.findings if str(cache) in (f.path or "")]
+    assert rows and all(f.rule == "audit.permissions-unfixed" for f in rows)
+    assert all("shared Hugging Face hub cache" in f.message for f in rows)
+    assert all("HF_HUB_CACHE" in (f.hint or "") and "for this user only" in (f.hint or "")
+               for f in rows)  # fmt: skip
+    # without --fix-perms the hint does not offer --fix-perms for them
+    plain = audit(run, manifest, signature=False, only=["permissions"])
+    shared = [f for f in plain.findings if str(cache) in (f.path or "")]
+    assert shared and not any("--fix-perms" in (f.hint or "") for f in shared)

@@ -152,9 +152,9 @@ def _under(path: str | None, top: Path) -> bool:
 
 def _permissions(_m: Any, s: AuditSubject) -> list[Finding]:
     hint = f"ftmanifest audit {s.run_dir} --manifest {s.manifest_path} --fix-perms"
-    return [perms.problem_finding(p, hint) for p in s.loose] + [
-        perms.unfixed_finding(p) for p in s.unfixed
-    ]
+    return [
+        perms.problem_finding(p, perms.shared_hint(p.shared) if p.shared else hint) for p in s.loose
+    ] + [perms.unfixed_finding(p) for p in s.unfixed]
 
 
 def _rights(m: Any, _s: AuditSubject) -> list[Finding]:
@@ -413,29 +413,38 @@ def _gather_perms(s: AuditSubject, manifest: Any, fix_perms: bool) -> None:
     if s.deliverable is not None:
         roots.append(("checkpoints", s.deliverable))
     roots += [("logs", s.run_dir / "logs"), ("keys", s.run_dir / "keys")]
-    roots += _cache_roots(manifest, s.manifest_path)
-    s.loose, s.unfixed, s.changes = perms.judge(roots, manifest.security.max_modes, fix=fix_perms)
+    caches, shared = _cache_roots(manifest, s.manifest_path)
+    s.loose, s.unfixed, s.changes = perms.judge(
+        roots + caches, manifest.security.max_modes, fix=fix_perms, shared=shared
+    )
 
 
-def _cache_roots(manifest: Any, manifest_path: Path) -> list[tuple[str, Path]]:
+def _cache_roots(
+    manifest: Any, manifest_path: Path
+) -> tuple[list[tuple[str, Path]], dict[Path, str]]:
     """The caches the run used: the base model's folder (a local ``model.path``, or
     the pinned repo's whole hub-cache folder, blobs included) judged as weights, and
-    ftmanifest's own cache (digests and scan fingerprints of the data) as data."""
+    ftmanifest's own cache (digests and scan fingerprints of the data) as data.
+    The hub cache's folder is shared with every run and user of that cache:
+    it is named in the second item, so ``--fix-perms`` never changes it."""
     from ftmanifest.errors import FtManifestError
     from ftmanifest.hfcache import hub_snapshot
     from ftmanifest.statcache import cache_dir
 
     out: list[tuple[str, Path]] = []
+    shared: dict[Path, str] = {}
     m = manifest.model
     try:
         if m.path is not None:
             out.append(("checkpoints", manifest_path.parent / m.path))
         elif m.repo is not None and m.revision:
-            out.append(("checkpoints", hub_snapshot(m.repo, m.revision).folder.parent.parent))
+            folder = hub_snapshot(m.repo, m.revision).folder.parent.parent
+            out.append(("checkpoints", folder))
+            shared[folder] = f"Hugging Face hub cache ({folder.parent})"
     except FtManifestError:
         pass  # a base that is not here is already a drift row
     try:
         out.append(("data", cache_dir()))
     except (OSError, RuntimeError):
         pass
-    return out
+    return out, shared

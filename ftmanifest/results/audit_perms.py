@@ -54,6 +54,7 @@ class PermProblem:
     allowed: int
     dev_ino: tuple[int, int]
     via: Path | None = None  # the symlink in the run that leads out to it
+    shared: str | None = None  # the shared cache it lies in (never changed), how to name it
 
     @property
     def tightened(self) -> int:
@@ -129,7 +130,7 @@ def _inside(target: str, boundary: str) -> bool:
     return target == boundary or target.startswith(boundary.rstrip(os.sep) + os.sep)
 
 
-def check_tree(root: Path, klass: str, mode: str) -> list[PermProblem]:
+def check_tree(root: Path, klass: str, mode: str, shared: str | None = None) -> list[PermProblem]:
     """Every regular file and folder at or under ``root`` that is looser than ``mode``."""
     out: list[PermProblem] = []
     for path, st, via in _entries(root):
@@ -140,31 +141,39 @@ def check_tree(root: Path, klass: str, mode: str) -> list[PermProblem]:
         bits = stat.S_IMODE(st.st_mode) & 0o777
         if bits & ~allowed:
             ident = (st.st_dev, st.st_ino)
-            out.append(PermProblem(path, klass, is_dir, bits, allowed, ident, via))
+            out.append(PermProblem(path, klass, is_dir, bits, allowed, ident, via, shared))
     return out
 
 
 def judge(
-    roots: Iterable[tuple[str, Path]], modes: Any, *, fix: bool = False
+    roots: Iterable[tuple[str, Path]],
+    modes: Any,
+    *,
+    fix: bool = False,
+    shared: dict[Path, str] | None = None,
 ) -> tuple[list[PermProblem], list[PermProblem], list[PermChange]]:
     """(loose, unfixed, changes) over ``(class, root)`` pairs; ``modes`` is a ``FileModes``.
 
     Without ``fix`` every problem is loose; with it, each is tightened
     (``tighten``) or, when that is not safely possible, unfixed.  A path
-    under two roots is judged once, by the first.
+    under two roots is judged once, by the first.  ``shared`` names the
+    roots that are a cache other runs and users share (the Hugging Face hub
+    cache holding a public base): their problems are reported, never
+    changed, and say how to hold the files privately instead (issue 30).
     """
     loose: list[PermProblem] = []
     unfixed: list[PermProblem] = []
     changes: list[PermChange] = []
     judged: set[Path] = set()
     for klass, root in roots:
-        for problem in check_tree(root, klass, getattr(modes, klass)):
+        what = (shared or {}).get(root)
+        for problem in check_tree(root, klass, getattr(modes, klass), what):
             if problem.path in judged:
                 continue
             judged.add(problem.path)
             if not fix:
                 loose.append(problem)
-            elif problem.via is not None:
+            elif problem.via is not None or problem.shared is not None:
                 unfixed.append(problem)  # outside the run: audit changes nothing there
             elif (change := tighten(problem)) is not None:
                 changes.append(change)
@@ -200,6 +209,17 @@ def tighten(problem: PermProblem) -> PermChange | None:
         os.close(fd)
 
 
+def shared_hint(what: str) -> str:
+    """How to fix a loose mode in a shared cache for this user only."""
+    return (
+        f"audit never changes the {what}: other runs and users read it. To hold the "
+        "base for this user only, download it into a cache of your own "
+        "(umask 077; HF_HUB_CACHE=~/.cache/huggingface/private-hub hf download REPO "
+        "--revision COMMIT) and point HF_HUB_CACHE there for the run; or, if the cache "
+        "is yours alone, chmod -R go-rwx it"
+    )
+
+
 def problem_finding(problem: PermProblem, hint: str) -> Finding:
     """The audit row for one loose mode, located at ``security.max_modes.<class>``."""
     loc: Loc = ("security", "max_modes", problem.klass)
@@ -213,6 +233,8 @@ def problem_finding(problem: PermProblem, hint: str) -> Finding:
     ]
     said = ", ".join(loose) or "too permissive"
     through = f", reached through the link {problem.via}" if problem.via is not None else ""
+    if problem.shared is not None:
+        through += f", in the shared {problem.shared}"
     return Finding.at(
         loc,
         kind="audit",
@@ -228,6 +250,10 @@ def problem_finding(problem: PermProblem, hint: str) -> Finding:
 
 def unfixed_finding(problem: PermProblem) -> Finding:
     """The row for a loose mode ``fix`` could not change (unreadable, swapped, or outside)."""
+    if problem.shared is not None:
+        return problem_finding(problem, shared_hint(problem.shared))._replace(
+            rule="audit.permissions-unfixed"
+        )
     if problem.via is not None:
         hint = f"{problem.via} links to it outside the run: chmod it there or copy it in"
         return problem_finding(problem, hint)._replace(rule="audit.permissions-unfixed")
