@@ -256,12 +256,16 @@ def _list(store: Any, args: argparse.Namespace) -> int:
     if args.family:
         members = family(args.family, parents(contents.entries))
         items = [a for a in items if a.experiment in members]
+    # preflight records are checks before a run, not attempts at one (issue 30)
+    checks = [a for a in items if _is_preflight(a)]
+    items = [a for a in items if not _is_preflight(a)]
     over = {a.id: over_budget(a, budget_of(a, {})) for a in items}
     tally = counts(items)
     if args.format == "json":
         _json({
             "ledger": str(store.root),
             "attempts": [{**a.to_dict(), "over_budget": over[a.id]} for a in items],
+            "preflights": [_preflight_dict(a) for a in checks],
             "counts": tally,
             "problems": [p.__dict__ for p in contents.problems],
             "untrusted": [u.to_dict() for u in found.untrusted],
@@ -287,6 +291,14 @@ def _list(store: Any, args: argparse.Namespace) -> int:
         _out(table(rows, header, nowrap=(0, 1, 2, 3), notes=notes))
         summary = ", ".join(f"{n} {s}" for s, n in sorted(tally.items()))
         _out(f"{len(items)} attempt(s): {summary}\n")
+    if checks:
+        rows = [
+            (d["record"], d["experiment"] or "-", (d["at"] or "-")[:16].replace("T", " "),
+             "passed" if d["ok"] else "FAILED", ", ".join(d["failed"]) or "-")
+            for d in map(_preflight_dict, checks)
+        ]  # fmt: skip
+        _out("\npreflight checks (not attempts):\n")
+        _out(table(rows, ("record", "experiment", "at", "result", "failed"), nowrap=(0, 1, 2)))
     for p in contents.problems:
         _out(f"warning: {escape(p.rule)}: {escape(p.message)} ({escape(p.file)})\n")
     for u in found.untrusted[:SHOWN_UNTRUSTED]:
@@ -295,6 +307,28 @@ def _list(store: Any, args: argparse.Namespace) -> int:
         _out(f"warning: {len(found.untrusted) - SHOWN_UNTRUSTED} more untrusted record(s) "
              "(--format json lists them)\n")  # fmt: skip
     return 0
+
+
+def _is_preflight(a: Any) -> bool:
+    return bool(a.entries) and all(e.record.get("status") == "preflight" for e in a.entries)
+
+
+def _preflight_dict(a: Any) -> dict[str, Any]:
+    """One preflight record as ``ledger list`` shows it: when, of what, and which checks failed."""
+    e = a.entries[-1]
+    rows = e.record.get("rows")
+    failed = [
+        str(r.get("name"))
+        for r in (rows if isinstance(rows, list) else [])
+        if isinstance(r, dict) and r.get("ok") is False
+    ]
+    return {
+        "record": e.short,
+        "experiment": a.experiment,
+        "at": e.at or None,
+        "ok": e.record.get("ok") is True,
+        "failed": failed,
+    }
 
 
 def _evidence(store: Any, contents: Any, args: argparse.Namespace) -> Any:
