@@ -5,6 +5,7 @@ correct recipe, and each broken recipe fails its own row."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -153,6 +154,17 @@ def test_an_unreachable_overfit_loss_fails_the_overfit_row(tmp_path: Path) -> No
     options = Options(overfit_steps=2, throughput_seconds=0.5)
     row = _rows(_example(tmp_path), only=["overfit"], options=options)["overfit"]
     assert not row.ok and "did not fall below" in row.summary  # type: ignore[attr-defined]
+    # it says what it trained with, so a slow optimizer can be told from a broken recipe
+    assert re.search(r"with \w+ at lr [0-9.e-]+ \(from ", row.summary), row.summary  # type: ignore[attr-defined]
+    assert row.figures["optimizer"] and row.figures["lr_from"]  # type: ignore[attr-defined]
+
+
+def test_preflight_runs_on_the_device_the_backend_names() -> None:
+    from ftmanifest.cli.preflight import device_for
+
+    assert [device_for(k) for k in ("cuda", "rocm", "mps", "cpu", None)] == [
+        "cuda", "cuda", "mps", "cpu", "cpu",
+    ]  # fmt: skip
 
 
 def test_cli_records_the_result_and_writes_html(tmp_path: Path) -> None:

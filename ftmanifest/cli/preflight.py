@@ -51,13 +51,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "update, overfit, resume, determinism, throughput")  # fmt: skip
     p.add_argument("--recipe", metavar="FILE.py:FUNC",
                    help="the training code's recipe: FUNC(default Recipe) -> Recipe")  # fmt: skip
-    p.add_argument("--device", default="cpu", help="torch device to run on (cpu, cuda, mps)")
+    p.add_argument(
+        "--device",
+        default=None,
+        help="torch device to run on (cpu, cuda, mps; default: the one "
+        "environment.backend.kind names: cuda and rocm run on cuda, mps on mps, else cpu)",
+    )
     p.add_argument("--per-category", type=int, default=2, metavar="N",
                    help="formatted examples shown per category")  # fmt: skip
     p.add_argument("--overfit-steps", type=int, default=60, metavar="N",
                    help="step budget of the overfit check")  # fmt: skip
     p.add_argument("--overfit-ratio", type=float, default=0.2, metavar="R",
                    help="the overfit loss must fall below R x its start")  # fmt: skip
+    p.add_argument("--overfit-lr", type=float, default=None, metavar="LR",
+                   help="learning rate of the overfit check (default: training.optimizer.lr, "
+                   "else 0.01)")  # fmt: skip
     p.add_argument("--html", type=Path, metavar="OUT", help="write the rendered examples here")
     p.add_argument("--allow-outside", action="store_true",
                    help="allow data/model paths outside the manifest's folder")  # fmt: skip
@@ -81,12 +89,16 @@ def run(args: argparse.Namespace) -> int:
     if args.overfit_steps < 1 or not 0 < args.overfit_ratio < 1 or args.per_category < 0:
         raise UsageError("--overfit-steps must be >= 1, --overfit-ratio in (0, 1), "
                          "--per-category >= 0", field="--overfit-ratio")  # fmt: skip
+    if args.overfit_lr is not None and not 0 < args.overfit_lr < 10:
+        raise UsageError("--overfit-lr must be a learning rate in (0, 10)", field="--overfit-lr",
+                         observed=str(args.overfit_lr))  # fmt: skip
     loaded = load_manifest(args.manifest)
     options = Options(
-        device=args.device,
+        device=args.device or device_for(loaded.manifest.environment.backend.kind),
         per_category=args.per_category,
         overfit_steps=args.overfit_steps,
         overfit_ratio=args.overfit_ratio,
+        overfit_lr=args.overfit_lr,
     )
     result = run_preflight(loaded, only=args.only, options=options, recipe_spec=args.recipe,
                            allow_outside=args.allow_outside, say=stderr_say)  # fmt: skip
@@ -104,6 +116,11 @@ def run(args: argparse.Namespace) -> int:
     if where:
         sys.stdout.write(f"recorded: {escape(where)}\n")
     return 0 if result.ok else 1
+
+
+def device_for(backend: str | None) -> str:
+    """The torch device a manifest's backend runs on (ROCm builds of torch call it cuda)."""
+    return {"cuda": "cuda", "rocm": "cuda", "mps": "mps"}.get(str(backend or ""), "cpu")
 
 
 def _record(loaded: Any, result: Any, args: argparse.Namespace) -> str | None:

@@ -396,6 +396,12 @@ def overfit(s: State) -> Row:
     o = s.options
     model, optimizer, batches = _model_and_batches(s, count=o.overfit_examples)
     lr = o.overfit_lr or (r.lr if r.manifest.training.optimizer is not None else 1e-2)
+    lr_from = (
+        "--overfit-lr" if o.overfit_lr else
+        "training.optimizer.lr" if r.manifest.training.optimizer is not None else
+        "the default: the manifest names no training.optimizer"
+    )  # fmt: skip
+    used = type(optimizer).__name__
     for group in optimizer.param_groups:
         group["lr"] = lr
     start = eval_loss(model, batches)
@@ -411,12 +417,16 @@ def overfit(s: State) -> Row:
             break
     figures = {"examples": o.overfit_examples, "start_loss": start, "target_loss": target,
                "final_loss": losses[-1] if losses else start, "steps": len(losses),
-               "step_budget": o.overfit_steps, "lr": lr}  # fmt: skip
+               "step_budget": o.overfit_steps, "lr": lr, "lr_from": lr_from,
+               "optimizer": used}  # fmt: skip
     if reached is None:
         return Row("overfit", False,
                    f"loss {figures['final_loss']:.4f} did not fall below {target:.4f} "
-                   f"({o.overfit_ratio:g} x start {start:.4f}) in {o.overfit_steps} steps",
-                   figures, ["labels, template or optimizer settings may be broken"])  # fmt: skip
+                   f"({o.overfit_ratio:g} x start {start:.4f}) in {o.overfit_steps} steps "
+                   f"with {used} at lr {lr:g} (from {lr_from})",
+                   figures, ["labels, template or optimizer settings may be broken; "
+                             "try --overfit-lr or --overfit-steps to tell a slow "
+                             "optimizer from a broken recipe"])  # fmt: skip
     return Row("overfit", True, f"loss {start:.4f} -> {losses[-1]:.4f} in {reached} steps",
                figures)  # fmt: skip
 
