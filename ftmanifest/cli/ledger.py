@@ -292,13 +292,14 @@ def _list(store: Any, args: argparse.Namespace) -> int:
         summary = ", ".join(f"{n} {s}" for s, n in sorted(tally.items()))
         _out(f"{len(items)} attempt(s): {summary}\n")
     if checks:
-        rows = [
+        check_rows = [
             (d["record"], d["experiment"] or "-", (d["at"] or "-")[:16].replace("T", " "),
              "passed" if d["ok"] else "FAILED", ", ".join(d["failed"]) or "-")
             for d in map(_preflight_dict, checks)
         ]  # fmt: skip
         _out("\npreflight checks (not attempts):\n")
-        _out(table(rows, ("record", "experiment", "at", "result", "failed"), nowrap=(0, 1, 2)))
+        check_header = ("record", "experiment", "at", "result", "failed")
+        _out(table(check_rows, check_header, nowrap=(0, 1, 2)))
     for p in contents.problems:
         _out(f"warning: {escape(p.rule)}: {escape(p.message)} ({escape(p.file)})\n")
     for u in found.untrusted[:SHOWN_UNTRUSTED]:

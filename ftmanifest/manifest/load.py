@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-MAX_BYTES = 1 << 20
+MAX_BYTES = 16 << 20  # a model of ~25,000 listed files; MAX_NODES binds first
 MAX_NODES = 100_000
 MAX_DEPTH = 64
 MAX_SAFE_INT = 2**53 - 1

@@ -231,9 +231,42 @@ def lock_manifest(
     )
     new_text = apply_json(old_text, ups) if suffix == ".json" else apply_yaml(old_text, ups)
     result = LockResult(manifest_path, old_text, new_text, notes)
+    if result.changed:
+        _readable_back(result, ups)
     if result.changed and not dry_run:
         write_locked(result)
     return result
+
+
+def _readable_back(result: LockResult, ups: list[Update]) -> None:
+    """Refuse to write what ``load`` would refuse to read (issue 31: at 10,000 model
+    files lock wrote a 1.36 MB manifest that it and verify then refused as too large)."""
+    from ftmanifest.errors import ManifestError
+    from ftmanifest.manifest.load import MAX_BYTES, detect_format, parse_text
+
+    name = str(result.path)
+    size = len(result.new_text.encode("utf-8"))
+    try:
+        if size > MAX_BYTES:
+            raise ManifestError(
+                "file is too large for a manifest",
+                expected=f"at most {MAX_BYTES} bytes",
+                observed=f"{size} bytes",
+            )
+        parse_text(result.new_text, name, detect_format(name))
+    except ManifestError as exc:
+        files = next((len(v) for loc, v in ups if loc == ("model", "files")), 0)
+        raise InputError(
+            f"lock would write a manifest that cannot be read back: {exc.message}",
+            path=name,
+            field="model.files" if files else None,
+            expected=exc.expected or "a manifest every command can load",
+            observed=(exc.observed or "")
+            + (f"; model.files would list {files} files" if files else ""),
+            hint="nothing was written. A model folder of that many files cannot be "
+            "listed in one manifest yet (docs/limits.md, Lock); pin a folder with fewer "
+            "files, or keep the extra files out of the model folder",
+        ) from None
 
 
 def write_locked(result: LockResult) -> None:
