@@ -1,34 +1,62 @@
 #!/usr/bin/env bash
 # `make demo`: an offline, end-to-end walk through everything ftmanifest can do
 # on the shipped example manifests, showing passes and refusals.
-# Works in demo-out/ (git-ignored); safe to run again.
+# Works in demo-out/ (git-ignored); safe to run again.  Each command shows its
+# verdict and the last line of its output (`--verbose`, or VERBOSE=1 make demo,
+# shows all of it); all of it is in demo-out/demo.log.
 set -u
 cd "$(dirname "$0")/.."
 OUT=demo-out
 rm -rf "$OUT"
 mkdir -p "$OUT"
 FAILED=0
+VERBOSE=${VERBOSE:-0}
+[ "${1:-}" = "--verbose" ] && VERBOSE=1
+FULL="$PWD/$OUT/demo.log"
+: > "$FULL"
 
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+now() { date +%s.%N; }
+STEP_T=""
+took() {  # the previous step's wall time
+  [ -n "$STEP_T" ] && awk -v a="$STEP_T" -v b="$(now)" 'BEGIN { printf "   (%.1f s)\n", b - a }'
+  STEP_T=$(now)
+}
+step() { took; printf '\033[1m== %s\033[0m\n' "$*"; printf '\n== %s\n' "$*" >> "$FULL"; }
+# show LOG: a command's output in full with --verbose, else nothing (judge prints its
+# last line); always kept whole in demo.log.
+show() {
+  cat "$1" >> "$FULL"
+  if [ "$VERBOSE" = 1 ]; then cat "$1"; fi
+}
 # expect CODE CMD...: run CMD, show its output, and check its exit code; a Python
 # traceback fails the step whatever the code (a crash is never a refusal).
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
 expect() {
   local want=$1; shift
-  printf '$ %s\n' "$*"
-  "$@" 2>&1 | tee "$LOG"
-  judge "$want" "${PIPESTATUS[0]}" "$LOG"
+  printf '$ %s\n' "$*" | tee -a "$FULL"
+  "$@" > "$LOG" 2>&1
+  local got=$?
+  show "$LOG"
+  judge "$want" "$got" "$LOG"
 }
 # judge WANT GOT LOG...: the verdict on one command from its exit code and its output.
+# Without --verbose the verdict line ends with the output's last line; a failed step
+# shows the end of its output whatever the mode.
 judge() {
-  local want=$1 got=$2; shift 2
+  local want=$1 got=$2 last=""; shift 2
+  if [ "$VERBOSE" != 1 ]; then
+    last=$(cat "$@" | grep -v '^[[:space:]]*$' | tail -n 1 | cut -c 1-100)
+    [ -n "$last" ] && last=": $last"
+  fi
   if cat "$@" | grep -q "Traceback (most recent call last)"; then
+    [ "$VERBOSE" = 1 ] || cat "$@" | tail -n 30
     printf '   -> exit %s with a traceback: DEMO FAILED\n' "$got"
     FAILED=1
   elif [ "$got" -eq "$want" ]; then
-    printf '   -> exit %s (as expected)\n' "$got"
+    printf '   -> exit %s (as expected)%s\n' "$got" "$last"
   else
+    [ "$VERBOSE" = 1 ] || cat "$@" | tail -n 30
     printf '   -> exit %s, expected %s: DEMO FAILED\n' "$got" "$want"
     FAILED=1
   fi
@@ -69,8 +97,8 @@ mkdir -p "$OUT/signed/.ftmanifest"
 ( cd "$OUT/signed" && git init -q . )
 cp manifests/docroute-lora-r16.yaml "$OUT/signed/exp.yaml"
 expect 0 ftmanifest keygen -f "$OUT/keys/alice" --no-passphrase --comment alice@example.org
-printf 'alice@example.org namespaces="ftmanifest" %s\n' "$(cut -d' ' -f1,2 "$OUT/keys/alice.pub")" \
-  > "$OUT/signed/.ftmanifest/allowed_signers"
+cd "$OUT/signed" && expect 0 ftmanifest trust add ../keys/alice.pub --principal alice@example.org
+cd - > /dev/null
 expect 0 ftmanifest sign "$OUT/signed/exp.yaml" --key "$OUT/keys/alice"
 expect 0 ftmanifest signers "$OUT/signed/exp.yaml"
 sed -i 's/max_steps: 1200/max_steps: 1300/' "$OUT/signed/exp.yaml"
@@ -129,10 +157,30 @@ GIT="git -c user.name=demo -c user.email=demo@example.org -c commit.gpgsign=fals
 printf 'out/\n*.runs.jsonl\n' > "$OUT/tiny/.gitignore"
 ( cd "$OUT/tiny" && git init -q . && $GIT add -A && $GIT commit -qm "tiny example" )
 expect 1 ftmanifest lint "$OUT/tiny/manifest.yaml"
-printf '$ ftmanifest lock --dry-run %s | head -25\n' "$OUT/tiny/manifest.yaml"
-ftmanifest lock --dry-run "$OUT/tiny/manifest.yaml" | head -25
+printf '$ ftmanifest lock --dry-run %s | head -8\n' "$OUT/tiny/manifest.yaml"
+ftmanifest lock --dry-run "$OUT/tiny/manifest.yaml" > "$LOG" 2>&1
+cat "$LOG" >> "$FULL"
+head -n 8 "$LOG"
 expect 0 ftmanifest lock "$OUT/tiny/manifest.yaml"
 expect 0 ftmanifest lint "$OUT/tiny/manifest.yaml"
+
+step "9a. init --from: a manifest derived from what you already have (TrainingArguments JSON, a LoRA config, the model folder, the data); lint names what is left to decide"
+python - "$OUT" <<'PY' 2>/dev/null
+import sys
+from pathlib import Path
+from peft import LoraConfig
+from transformers import TrainingArguments
+out = Path(sys.argv[1])
+args = TrainingArguments(output_dir="out", learning_rate=2e-4, per_device_train_batch_size=4,
+                         max_steps=30, seed=7, report_to=[])
+(out / "args.json").write_text(args.to_json_string())
+LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"],
+           task_type="CAUSAL_LM").save_pretrained(out / "lora-config")
+PY
+expect 0 ftmanifest init "$OUT/from.yaml" --from "$OUT/args.json" \
+  "$OUT/lora-config/adapter_config.json" "$OUT/tiny/model" "$OUT/tiny/data/train.jsonl" \
+  "$OUT/tiny/data/eval.jsonl" "$OUT/tiny/data/test.jsonl"
+expect 1 ftmanifest lint "$OUT/from.yaml"
 
 step "10. verify: unsigned is refused; signed and unchanged passes"
 expect 1 ftmanifest verify "$OUT/tiny/manifest.yaml"
@@ -367,7 +415,7 @@ sed 's/^  max_steps: 3$/  max_steps: 200000/' "$OUT/tiny/manifest.yaml" > "$OUT/
 expect 1 ftmanifest plan "$OUT/tiny/long.yaml" --days 3 --tokens-per-second 50
 rm "$OUT/tiny/long.yaml"
 
-step "20. data check: leakage between splits, categories, lengths, counts and digests; a test record copied into train is refused; --write-clean drops it, lock pins the clean copy"
+step "20. data check: leakage between splits, categories, lengths, counts and digests; a test record copied into train is refused; --write-clean drops exactly that record"
 # step 12 edited tiny's training data: data check refuses it as verify does
 expect 1 ftmanifest data check "$OUT/tiny/manifest.yaml" --examples 1
 cp -r "$OUT/tiny" "$OUT/leaky"
@@ -376,10 +424,11 @@ expect 0 ftmanifest data check "$OUT/leaky/manifest.yaml" --examples 1
 head -1 "$OUT/leaky/data/test.jsonl" >> "$OUT/leaky/data/train.jsonl"
 expect 1 ftmanifest data check "$OUT/leaky/manifest.yaml" --examples 1 \
   --write-clean "$OUT/leaky/train-clean.jsonl"
+# the clean copy cuts out exactly the leaking record: byte for byte the file that was
+# pinned before it was appended, so it checks clean and lock has nothing to change
 mv "$OUT/leaky/train-clean.jsonl" "$OUT/leaky/data/train.jsonl"
-expect 1 ftmanifest data check "$OUT/leaky/manifest.yaml" --examples 0  # not the pinned digest
-expect 0 ftmanifest lock "$OUT/leaky/manifest.yaml"
 expect 0 ftmanifest data check "$OUT/leaky/manifest.yaml" --examples 0
+expect 0 ftmanifest lock "$OUT/leaky/manifest.yaml"
 
 step "21. data sample: one example of each category of the eval split, rendered as the model sees them (the pinned tokenizer, the cut at seq_len, the tokens that carry the loss)"
 expect 0 ftmanifest data sample "$OUT/leaky/manifest.yaml" --split eval --per-category 1 \
@@ -397,7 +446,8 @@ dist() {
   printf '$ torchrun --standalone --nproc-per-node 2 %s\n' "$*"
   torchrun --standalone --nproc-per-node 2 --log-dir "$logs" --redirects 3 "$@" >/dev/null 2>&1
   local got=$?
-  cat "$logs"/*/attempt_0/0/stdout.log "$logs"/*/attempt_0/*/stderr.log
+  cat "$logs"/*/attempt_0/0/stdout.log "$logs"/*/attempt_0/*/stderr.log > "$LOG"
+  show "$LOG"
   judge "$want" "$got" "$logs"/*/attempt_0/*/std*.log
 }
 cp -r "$OUT/leaky" "$OUT/ddp"
@@ -415,9 +465,18 @@ dist 1 --no-python bash -c '[ "$LOCAL_RANK" = 1 ] && export TOKENIZERS_PARALLELI
 unset TOKENIZERS_PARALLELISM
 
 step "summary"
+took
 if [ "$FAILED" -eq 0 ]; then
-  echo "demo finished: every pass passed and every refusal was refused"
+  echo "demo finished: every pass passed and every refusal was refused (all output: $OUT/demo.log)"
 else
-  echo "demo FAILED: see the steps marked DEMO FAILED above"
+  echo "demo FAILED: see the steps marked DEMO FAILED above (all output: $OUT/demo.log)"
 fi
+cat <<'TXT'
+
+start your own experiment:
+  ftmanifest init exp.yaml --from args.json adapter_config.json MODEL_DIR data/   # derive what you have
+  ftmanifest lint exp.yaml                       # fill every FILL it names
+  ftmanifest keygen --comment you@example.org --trust
+  ftmanifest lock exp.yaml && ftmanifest sign exp.yaml && ftmanifest verify exp.yaml
+TXT
 exit "$FAILED"
