@@ -317,3 +317,25 @@ def _fuzz_one(data: bytes, fmt: str) -> None:
                 assert all(isinstance(x, Finding) for x in found)
                 # the safety net in scan_binary is not where errors should end up
                 assert not [x for x in found if x.rule == PARSE_FAILED], found
+
+
+def test_a_zip_inside_a_stream_whose_member_name_is_not_utf8_is_unreadable(tmp_path: Path) -> None:
+    """Found by the fuzz test above: a zip flagged UTF-8 whose name is not UTF-8
+    made zipfile raise UnicodeDecodeError, which reached scan_binary's safety
+    net; it is an unreadable-archive row naming why."""
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("aé.txt", b"x")  # a non-ASCII name: the UTF-8 flag is set
+    data = bytearray(buf.getvalue())
+    name = "aé".encode()
+    central = data.rindex(name)  # the central directory's copy is what zipfile reads
+    data[central : central + 1] = b"\x80"
+    path = tmp_path / "logs.bin"
+    path.write_bytes(bytes(data))
+    found = scan_binary(path, "binary", _collect)
+    rules = {f.rule for f in found}
+    assert PARSE_FAILED not in rules, found
+    assert "scan.unreadable" in rules and any("UnicodeDecodeError" in f.message for f in found)

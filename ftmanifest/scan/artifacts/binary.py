@@ -307,8 +307,11 @@ class Ctx:
         try:
             for name, opener in _members(io.BytesIO(data), kind, self.limits.max_members):
                 out += self.content(opener, prefix + name, depth=depth + 1)
-        except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
-            why = f"{kind} inside a stream unreadable: {exc}"
+        except (
+            zipfile.BadZipFile, tarfile.TarError, EOFError, OSError,
+            ValueError, NotImplementedError, RuntimeError,  # zipfile on a name not UTF-8...
+        ) as exc:  # fmt: skip
+            why = f"{kind} inside a stream unreadable: {type(exc).__name__}: {exc}"
             out.append(part_not_scanned(self.where, why, member, "scan.unreadable", REEXPORT_HINT))
         return out
 
