@@ -91,7 +91,9 @@ def run(args: argparse.Namespace) -> int:
                          "--per-category >= 0", field="--overfit-ratio")  # fmt: skip
     if args.overfit_lr is not None and not 0 < args.overfit_lr < 10:
         raise UsageError("--overfit-lr must be a learning rate in (0, 10)", field="--overfit-lr",
-                         observed=str(args.overfit_lr))  # fmt: skip
+                         expected="a number in (0, 10), such as 0.01",
+                         observed=str(args.overfit_lr),
+                         hint="omit it to use training.optimizer.lr, else 0.01")  # fmt: skip
     loaded = load_manifest(args.manifest)
     options = Options(
         device=args.device or device_for(loaded.manifest.environment.backend.kind),
