@@ -157,7 +157,7 @@ GIT="git -c user.name=demo -c user.email=demo@example.org -c commit.gpgsign=fals
 printf 'out/\n*.runs.jsonl\n' > "$OUT/tiny/.gitignore"
 ( cd "$OUT/tiny" && git init -q . && $GIT add -A && $GIT commit -qm "tiny example" )
 expect 1 ftmanifest lint "$OUT/tiny/manifest.yaml"
-printf '$ ftmanifest lock --dry-run %s | head -8\n' "$OUT/tiny/manifest.yaml"
+printf '$ ftmanifest lock --dry-run %s | head -8\n' "$OUT/tiny/manifest.yaml" | tee -a "$FULL"
 ftmanifest lock --dry-run "$OUT/tiny/manifest.yaml" > "$LOG" 2>&1
 cat "$LOG" >> "$FULL"
 head -n 8 "$LOG"
@@ -443,7 +443,7 @@ dist() {
   local want=$1; shift
   local logs="$OUT/torchrun-logs"
   rm -rf "$logs"
-  printf '$ torchrun --standalone --nproc-per-node 2 %s\n' "$*"
+  printf '$ torchrun --standalone --nproc-per-node 2 %s\n' "$*" | tee -a "$FULL"
   torchrun --standalone --nproc-per-node 2 --log-dir "$logs" --redirects 3 "$@" >/dev/null 2>&1
   local got=$?
   cat "$logs"/*/attempt_0/0/stdout.log "$logs"/*/attempt_0/*/stderr.log > "$LOG"
