@@ -6,6 +6,10 @@
 # shows all of it); all of it is in demo-out/demo.log.
 set -u
 cd "$(dirname "$0")/.."
+# output in the order a terminal shows it (stdout is not buffered apart from stderr)
+export PYTHONUNBUFFERED=1
+# tables as wide as in the tutorial, whatever the terminal (demo.log is read in an editor)
+export COLUMNS=100
 OUT=demo-out
 rm -rf "$OUT"
 mkdir -p "$OUT"
@@ -364,15 +368,20 @@ cmd = ["ftmanifest", "run", sys.argv[1], "--no-signature", *sys.argv[2:],
        "signal.signal(signal.SIGINT, lambda *a: sys.exit('train: stopped, checkpoint saved'))\n"
        "print('training...', flush=True); time.sleep(60)"]
 print("$", " ".join(cmd[:4]), "... -- python train (then Ctrl-C)")
+# a shell starts a background job with SIGINT ignored, and run would inherit that (as
+# any program does, it then leaves SIGINT ignored): Ctrl-C is sent to a foreground run
+signal.signal(signal.SIGINT, signal.default_int_handler)
 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+started = False
 for line in proc.stdout:  # verify's report, then the command's first line
     print("  ", line.rstrip())
     if line.startswith("training..."):
+        started = True
         break
 proc.send_signal(signal.SIGINT)
 code = proc.wait(timeout=60)
 print(f"   -> exit {code} (the command's own; the attempt is recorded as abandoned)")
-sys.exit(0 if code == 1 else 1)
+sys.exit(0 if started and code == 1 else 1)
 PY
 [ $? -eq 0 ] || { echo "   DEMO FAILED"; FAILED=1; }
 expect 3 ftmanifest run "$OUT/tiny/seed7.yaml" --no-signature "${ACCEPT[@]}" -- sh -c 'exit 3'
@@ -426,7 +435,7 @@ expect 1 ftmanifest data check "$OUT/leaky/manifest.yaml" --examples 1 \
   --write-clean "$OUT/leaky/train-clean.jsonl"
 # the clean copy cuts out exactly the leaking record: byte for byte the file that was
 # pinned before it was appended, so it checks clean and lock has nothing to change
-mv "$OUT/leaky/train-clean.jsonl" "$OUT/leaky/data/train.jsonl"
+expect 0 mv "$OUT/leaky/train-clean.jsonl" "$OUT/leaky/data/train.jsonl"
 expect 0 ftmanifest data check "$OUT/leaky/manifest.yaml" --examples 0
 expect 0 ftmanifest lock "$OUT/leaky/manifest.yaml"
 
