@@ -19,11 +19,12 @@ from ftmanifest.fsutil import resolve_inside
 from ftmanifest.hfcache import Snapshot, hub_snapshot, local_snapshot
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from ftmanifest.hashing import FileDigest
     from ftmanifest.manifest.model import Manifest
     from ftmanifest.progress import ProgressSink
+    from ftmanifest.treelist import ListDiff
 
     # a function with ``hashing.hash_files``'s signature (``distributed.shard``'s)
     Hasher = Callable[..., dict[Path, FileDigest | FtManifestError]]
@@ -38,6 +39,11 @@ class FileState:
     size: int | None = None
     error: str | None = None
     records: int | None = None
+    # a folder: its files as its tree digest covers them (relpath -> ``FileDigest``)
+    tree: Mapping[str, FileDigest] | None = None
+    # a folder whose digest differs from its pin: the files that differ, when the
+    # pinned list is in the cache (``treelist``); else None
+    differs: ListDiff | None = None
 
 
 @dataclass

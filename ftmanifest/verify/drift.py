@@ -424,14 +424,21 @@ def _file_rows(
 
 def _data(m: Manifest, seen: Observed) -> Iterator[Finding]:
     for i, (entry, have) in enumerate(zip(m.data, seen.data, strict=True)):
+        folder = have.tree is not None
+        named = folder and have.differs is not None
         yield from _file_rows(
             "drift.data",
             ("data", i, "digest"),
             f"data {entry.name!r}",
             entry.digest,
             have,
-            "restore the pinned data, or re-lock after review",
+            "restore the pinned data, or re-lock after review"
+            if named or not folder
+            else "restore the pinned data, or re-lock after review (the pinned list of "
+            f"{entry.path!r}'s files is not in this machine's cache, so the files that "
+            "differ cannot be named: compare the folder with the machine that locked it)",
         )
+        yield from _shard_rows(i, entry.name, entry.path, have)
         if (
             have.error is None
             and entry.records is not None
@@ -447,6 +454,42 @@ def _data(m: Manifest, seen: Observed) -> Iterator[Finding]:
                 "restore the pinned data, or re-lock after review",
                 path=have.path,
             )
+
+
+def _shard_rows(i: int, name: str, top: str, have: FileState) -> Iterator[Finding]:
+    """One row per file of a data folder that differs from the folder's pinned list."""
+    diff = have.differs
+    if diff is None:
+        return
+    field: Loc = ("data", i, "digest")
+    fix = "restore the pinned data, or re-lock after review"
+    top = top.rstrip("/")
+    rows: list[tuple[str, str, object, object]] = [
+        *((rel, "changed", want, dig) for rel, want, dig in diff.changed),
+        *((rel, "is missing", want, "absent") for rel, want in diff.missing),
+        *((rel, "is not in the pin", "absent", dig) for rel, dig in diff.added),
+    ]
+    for rel, what, want, dig in sorted(rows, key=lambda r: r[0].encode("utf-8")):
+        shown = f"{top}/{rel}"
+        yield _row(
+            "drift.data-shard",
+            field,
+            f"data {name!r}: {shown} {what}",
+            want,
+            dig,
+            fix,
+            path=shown,
+        )
+    if diff.total > diff.named:
+        yield _row(
+            "drift.data-shard",
+            field,
+            f"data {name!r}: {diff.total - diff.named} more files of {top} differ",
+            "the pinned files",
+            f"{diff.total} files differ, {diff.named} named above",
+            fix,
+            path=top,
+        )
 
 
 def _pinned(m: Manifest, seen: Observed) -> Iterator[Finding]:

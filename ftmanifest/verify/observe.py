@@ -90,6 +90,7 @@ def hash_path(
             )
             state.digest = tree.digest
             state.size = sum(f.size for f in tree.files.values())
+            state.tree = tree.files
             if count:
                 state.records = tree.records if kind else len(tree.files)
         else:
@@ -124,7 +125,10 @@ def observe_data(
     """Digest and record count of every data entry, in the manifest's order.
 
     One read per changed file: the count comes from the hashing read (or, for
-    an unchanged file, from the cache beside its digest).
+    an unchanged file, from the cache beside its digest).  A folder's file list
+    is kept in the cache under its tree digest (``treelist``); one that differs
+    from its pin is diffed against the pinned list, when the cache holds it, so
+    that verify names the files that changed.
     """
     out: list[FileState] = []
     for i, entry in enumerate(manifest.data):
@@ -142,8 +146,25 @@ def observe_data(
             hasher=hasher,
         )
         state.path = entry.path
+        if state.tree is not None and state.error is None:
+            state.differs = _tree_diff(entry.digest, state)
         out.append(state)
     return out
+
+
+def _tree_diff(pinned: str | None, state: FileState) -> Any:
+    """Keep the folder's list; ``treelist.diff`` against the pinned one, or None (the
+    same, nothing pinned, or the pinned list not in the cache)."""
+    from ftmanifest import treelist
+
+    assert state.tree is not None
+    treelist.keep(state.digest, state.tree)
+    if pinned is None or state.digest == pinned:
+        return None
+    listed = treelist.read(pinned)
+    if listed is None:
+        return None
+    return treelist.diff(listed, ((rel, f.digest) for rel, f in state.tree.items()))
 
 
 def observe_pinned(
