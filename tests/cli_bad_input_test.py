@@ -516,8 +516,11 @@ OTHER_ROWS = [
         codes=(1, 2),
     ),  # fmt: skip
     *(
-        Row(f"trust-add-{name}", lambda p, n=name: ["trust", "add", str(p[n]), "--principal",
-                                                    "a@example.org"], codes=(2,))
+        Row(
+            f"trust-add-{name}",
+            lambda p, n=name: ["trust", "add", str(p[n]), "--principal", "a@example.org"],
+            codes=(2,),
+        )
         for name in ("dir", "fifo", "template")
     ),  # fmt: skip
     Row(

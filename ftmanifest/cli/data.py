@@ -178,14 +178,22 @@ def _check(args: argparse.Namespace, signer: Any = None) -> int:
 
 def _run_distributed(args: argparse.Namespace) -> int:
     """``--distributed``: every rank signs its share of the records; rank 0 checks."""
+    from ftmanifest.cli._ranks import print_error
     from ftmanifest.data import parallel
+    from ftmanifest.distributed.agree import leave_together
     from ftmanifest.distributed.comm import joined
     from ftmanifest.distributed.shard import launched
+    from ftmanifest.errors import FtManifestError
 
     job, timeout = launched(args.rank_timeout, f"data check {args.manifest}")
     share = max(1, parallel.cores() // max(1, job.local_world_size))
     jobs = share if args.jobs is None else args.jobs or parallel.cores()
     with joined(job, timeout) as comm, parallel.Workers(jobs) as workers:
+        try:  # every node's copy is its pin before any rank reads a record of it
+            _copies_agree(args, comm)
+        except FtManifestError as exc:
+            print_error(exc, getattr(args, "format", "text"))
+            return leave_together(comm, exc.exit_code)
         signer = parallel.RankSigner(comm, workers)
         if job.rank == 0:
             code, error = parallel.run_ranks(comm, lambda: _check(args, signer))
@@ -199,6 +207,41 @@ def _run_distributed(args: argparse.Namespace) -> int:
     sys.stderr.write(f"rank {job.rank}: signed its share of the records, exit {code} as rank 0 "
                      f"(rank 0 prints the report){own}\n")  # fmt: skip
     return code
+
+
+def _copies_agree(args: argparse.Namespace, comm: Any) -> None:
+    """Every rank hashes the data entries as its node sees them (the files split over
+    the node's ranks, ``shard.hash_files``), and the ranks compare them with the pins:
+    a node whose copy differs refuses the check on every rank, naming the node."""
+    from functools import partial
+
+    from ftmanifest.distributed import shard
+    from ftmanifest.distributed.agree import agree_on_copies
+    from ftmanifest.errors import FtManifestError
+    from ftmanifest.manifest import load_manifest
+    from ftmanifest.verify.observe import observe_data
+
+    planned = shard.Planned()
+    seen: dict[str, str] = {}
+    pinned: dict[str, str | None] = {}
+    manifest = None
+    try:
+        manifest = load_manifest(args.manifest).manifest
+        kw = {"use_cache": False, "allow_outside": args.allow_outside}
+        observe_data(manifest, args.manifest.parent, hasher=planned, **kw)
+    except FtManifestError as exc:  # still take part in the hashing, then differ
+        seen["manifest"] = f"unreadable: {exc.message}"
+    planned.run(partial(shard.hash_files, comm))
+    if manifest is not None:
+        kw = {"use_cache": True, "allow_outside": args.allow_outside}
+        states = observe_data(manifest, args.manifest.parent, hasher=planned, **kw)
+        for i, (entry, state) in enumerate(zip(manifest.data, states, strict=True)):
+            name = f"data[{i}].digest"
+            seen[name] = (
+                (state.digest or "absent") if state.error is None else f"unreadable: {state.error}"
+            )
+            pinned[name] = entry.digest
+    agree_on_copies(comm, seen, pinned, "data check")
 
 
 def _serve(args: argparse.Namespace, comm: Any, signer: Any) -> None:

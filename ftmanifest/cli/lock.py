@@ -12,18 +12,19 @@ written unless every rank got that far.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.cli._args import (
     add_distributed_arguments,
     add_format_argument,
     add_manifest_argument,
 )
+from ftmanifest.errors import FtManifestError
 
 if TYPE_CHECKING:
-    from ftmanifest.errors import FtManifestError
     from ftmanifest.verify.lock import LockResult
 
 
@@ -156,17 +157,24 @@ def _as_json(args: argparse.Namespace, result: LockResult, code: int) -> dict[st
     }
 
 
+LOCK_ARGUMENTS = ("code", "allow_outside", "dry_run", "check")
+"""lock's arguments that decide what it writes and its exit: the same on every rank."""
+
+
 def run_distributed(args: argparse.Namespace) -> int:
-    """Every rank hashes its share; rank 0 locks from the gathered digests and writes."""
+    """Every rank hashes its share and locks from the job's digests of its own node's
+    files; the ranks compare what they would pin (a node whose copy differs refuses
+    the lock on every rank, naming the node), then rank 0 alone writes, and every
+    rank exits with the job's code."""
+    from ftmanifest.cli._ranks import deciding, in_job
     from ftmanifest.distributed import shard
-    from ftmanifest.distributed.comm import joined
-    from ftmanifest.errors import FtManifestError
+    from ftmanifest.distributed.agree import agree_arguments, agree_on_copies
     from ftmanifest.verify.lock import lock_manifest, write_locked
 
     job, timeout = shard.launched(args.rank_timeout, f"lock {args.manifest}")
-    failure: FtManifestError | None = None
-    result = None
-    with joined(job, timeout) as comm:
+
+    def body(comm: Any) -> int:
+        agree_arguments(comm, deciding(args, LOCK_ARGUMENTS))
         planned, failure = shard.plan_manifest(
             comm,
             args.manifest,
@@ -174,7 +182,8 @@ def run_distributed(args: argparse.Namespace) -> int:
             settle=True,  # as lock does: fresh files are cached for the next verify
             allow_outside=args.allow_outside,
         )
-        if job.is_main and failure is None:
+        result = None
+        if failure is None:
             try:
                 result = lock_manifest(
                     args.manifest,
@@ -186,29 +195,68 @@ def run_distributed(args: argparse.Namespace) -> int:
                 )
             except FtManifestError as exc:
                 failure = exc
-        stale = bool(result and result.changed and args.dry_run and args.check)
-        own = failure.exit_code if failure else int(stale)
-        code = shard.agree_exit(comm, own)
-        if code == 0 and result is not None and result.changed and not args.dry_run:
+        codes = shard.exit_codes(comm, failure.exit_code if failure else 0)
+        if failure is not None:
+            raise failure
+        if max(codes):
+            return _elsewhere(comm, codes)
+        assert result is not None
+        agree_on_copies(comm, pins_seen(result.updates), {}, "lock")
+        if job.is_main and result.changed and not args.dry_run:
             try:
-                write_locked(result)  # rank 0 only, once every rank got this far
+                write_locked(result)  # rank 0 only, once every rank agreed
             except OSError as exc:
                 failure = _unwritable(args, exc)
             except FtManifestError as exc:
                 failure = exc
-        code = shard.agree_exit(comm, failure.exit_code if failure else code)
-    if failure is not None and failure.exit_code == code:
-        raise failure  # the CLI prints it like any error, with the job's exit code
-    if failure is not None:
-        from ftmanifest.output import error_text, terminal_width
+        codes = shard.exit_codes(comm, failure.exit_code if failure else 0)
+        if failure is not None:
+            raise failure
+        if max(codes):
+            return _elsewhere(comm, codes)
+        if job.is_main:
+            return report(args, result)
+        stale = args.dry_run and args.check and result.changed
+        sys.stderr.write(f"rank {job.rank} of {job.world_size}: lock "
+                         f"{'out of date' if stale else 'done'}\n")  # fmt: skip
+        return int(bool(stale))
 
-        text = error_text(failure, width=terminal_width(sys.stderr))
-        sys.stderr.write(f"ftmanifest: error: {text}\n")
-    if result is not None and failure is None and code == own:
-        return report(args, result)
-    state = "done" if code == 0 else "refused" if code == 1 else f"failed (exit {code})"
-    sys.stderr.write(f"rank {job.rank} of {job.world_size}: lock {state}\n")
-    return code
+    return in_job(job, timeout, body, args.format)
+
+
+def _elsewhere(comm: Any, codes: list[int]) -> int:
+    """What a rank says when other ranks failed (their output names why); the job's code."""
+    from ftmanifest.distributed.agree import who
+
+    failed = [r for r, c in enumerate(codes) if c]
+    sys.stderr.write(
+        f"rank {comm.rank} of {comm.world_size}: lock failed (exit {max(codes)}) on "
+        f"{who(failed, comm.hosts)}; see its output there\n"
+    )
+    return max(codes)
+
+
+def pins_seen(updates: Any) -> dict[str, str]:
+    """{field: value} of what lock would pin, a file list by file and a map by key, as
+    ranks compare them (text, cut short)."""
+    from ftmanifest.location import format_loc
+
+    out: dict[str, str] = {}
+
+    def put(name: str, value: Any) -> None:
+        if isinstance(value, list) and all(isinstance(v, dict) and "path" in v for v in value):
+            for v in value:
+                put(f"{name}[{json.dumps(v['path'])}]", v.get("digest"))
+        elif isinstance(value, dict) and value:
+            for k in sorted(value):
+                put(f"{name}.{k}", value[k])
+        else:
+            text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+            out[name] = text[:300]
+
+    for loc, value in updates:
+        put(format_loc(loc), value)
+    return out
 
 
 def _unwritable(args: argparse.Namespace, exc: OSError) -> FtManifestError:

@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.cli._args import add_distributed_arguments, add_format_argument
 from ftmanifest.safe_text import escape
@@ -170,41 +170,59 @@ def _run_distributed(args: argparse.Namespace, opts: ScanOptions) -> int:
     """Every rank scans its share; rank 0 prints the single-process report."""
     from dataclasses import replace
 
+    from ftmanifest.cli._ranks import deciding, in_job
     from ftmanifest.distributed import shard
-    from ftmanifest.distributed.comm import joined
-    from ftmanifest.distributed.scan import scan_distributed
+    from ftmanifest.distributed.agree import agree_arguments, who
+    from ftmanifest.distributed.scan import job_findings, scan_distributed
     from ftmanifest.errors import FtManifestError
+    from ftmanifest.scan.engine import ScanResult
 
     job, timeout = shard.launched(args.rank_timeout, "scan PATH")
     if not opts.jobs:  # the node's cores are shared by its ranks
         opts = replace(opts, jobs=max(1, (os.cpu_count() or 1) // job.local_world_size))
-    failure: FtManifestError | None = None
-    shown: Judged | None = None
-    with joined(job, timeout) as comm:
+
+    def body(comm: Any) -> int:
+        agree_arguments(comm, deciding(args, SCAN_ARGUMENTS))
+        failure: FtManifestError | None = None
         try:
             result = scan_distributed(comm, args.paths, opts, use_cache=not args.no_cache)
-            shown = _judge(args, result, write=job.is_main)
         except FtManifestError as exc:
-            failure = exc  # the others still get this rank's exit code, not a hang
-        own = failure.exit_code if failure is not None else _code(shown)
-        code = shard.agree_exit(comm, own)
-    if failure is not None and failure.exit_code == code:
-        raise failure
-    if failure is not None:
-        from ftmanifest.output import error_text
+            failure, result = exc, ScanResult()  # still take part in the gathers below
+        result = job_findings(comm, result)  # what another node's copy holds, too
+        shown: Judged | None = None
+        if failure is None:
+            try:
+                shown = _judge(args, result, write=job.is_main)
+            except FtManifestError as exc:
+                failure = exc
+        codes = shard.exit_codes(comm, failure.exit_code if failure else _code(shown))
+        if failure is not None:
+            raise failure
+        assert shown is not None
+        code = max(codes)
+        failed = [r for r, c in enumerate(codes) if c and c != _code(shown)]
+        if job.is_main:
+            _print(args, shown.findings, shown.summary)
+            if failed:
+                sys.stderr.write(f"ftmanifest: exit {code}: {who(failed, comm.hosts)} failed; "
+                                 "see its output there\n")  # fmt: skip
+        else:
+            n = sum(1 for f in shown.findings if f.severity != "info")
+            sys.stderr.write(
+                f"rank {job.rank} of {job.world_size}: {shown.summary['files']} file(s), "
+                f"{n} finding(s) in the job; job exit {code} (rank 0 prints the report)\n"
+            )
+        return code
 
-        sys.stderr.write(f"ftmanifest: error: {error_text(failure)}\n")
-    if job.is_main and shown is not None:
-        _print(args, shown.findings, shown.summary)
-        if code != _code(shown):
-            sys.stderr.write(f"ftmanifest: exit {code}: another rank failed; see its output\n")
-    elif shown is not None:
-        n = sum(1 for f in shown.findings if f.severity != "info")
-        sys.stderr.write(
-            f"rank {job.rank} of {job.world_size}: {shown.summary['files']} file(s), "
-            f"{n} finding(s) here; job exit {code} (rank 0 prints the report)\n"
-        )
-    return code
+    return in_job(job, timeout, body, args.format)
+
+
+SCAN_ARGUMENTS = (
+    "paths", "baseline", "allow_not_scanned", "no_secrets", "no_pii", "no_pickles",
+    "max_size", "ner", "phone_regions",
+)  # fmt: skip
+"""scan's arguments that decide the verdict: the same on every rank (a baseline by
+what the file holds)."""
 
 
 def _code(judged: Judged | None) -> int:

@@ -86,9 +86,16 @@ def warn_test_override() -> None:
         )
 
 
+VERDICT_ARGUMENTS = ("accept", "no_signature", "trust", "threshold", "allow_outside", "code")
+"""verify's arguments that decide the verdict: every rank must be given the same."""
+
+
 def run_distributed(args: argparse.Namespace) -> int:
-    """``verify --distributed``: join the job, agree on the manifest, verify, judge."""
-    from ftmanifest.distributed.comm import joined
+    """``verify --distributed``: join the job, agree on the arguments and the manifest,
+    verify, judge; every rank prints, then waits for the others and exits with the
+    job's code (``cli._ranks.in_job``)."""
+    from ftmanifest.cli._ranks import deciding, in_job
+    from ftmanifest.distributed.agree import agree_arguments
     from ftmanifest.distributed.fingerprint import strategy_from_env
     from ftmanifest.distributed.shard import launched
     from ftmanifest.distributed.verify import verify_job
@@ -96,7 +103,9 @@ def run_distributed(args: argparse.Namespace) -> int:
     job, timeout = launched(args.rank_timeout, f"verify {args.manifest}")
     accept = accepted_fields(args)
     strategy = strategy_from_env(job.world_size)
-    with joined(job, timeout) as comm:
+
+    def body(comm: Any) -> int:
+        agree_arguments(comm, deciding(args, VERDICT_ARGUMENTS))
         verdict, report = verify_job(
             comm,
             args.manifest,
@@ -106,15 +115,18 @@ def run_distributed(args: argparse.Namespace) -> int:
             use_cache=not args.no_cache,
             allow_outside=args.allow_outside,
         )
-    if job.rank != 0:
-        sys.stderr.write(rank_line(job.rank, verdict) + "\n")
-        return verdict.exit_code
-    print_job(args, verdict, report, strategy)
-    if report is not None and (report.accepted or verdict.accepted):
-        report.findings = list(verdict.rows)  # the record keeps the job's verdict
-        report.accepted += verdict.accepted
-        record_acceptances(report, "verified" if verdict.ok else "refused", ledger=args.ledger)
-    return verdict.exit_code
+        if job.rank != 0:
+            sys.stderr.write(rank_line(job.rank, verdict) + "\n")
+            return int(verdict.exit_code)
+        print_job(args, verdict, report, strategy)
+        if report is not None and (report.accepted or verdict.accepted):
+            report.findings = list(verdict.rows)  # the record keeps the job's verdict
+            report.accepted += verdict.accepted
+            status = "verified" if verdict.ok else "refused"
+            record_acceptances(report, status, ledger=args.ledger)
+        return int(verdict.exit_code)
+
+    return in_job(job, timeout, body, args.format)
 
 
 def _word(code: int) -> str:

@@ -18,6 +18,7 @@ naming the rank (``bad_answer``), never a crash, a hang or code run here.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -30,6 +31,7 @@ from ftmanifest.wire import RankAnswerError, RankTimeoutError
 DEFAULT_TIMEOUT = 300.0
 """Seconds a rank waits for the others to join or answer (``--rank-timeout``)."""
 
+_JOINS = itertools.count()  # groups this process joined (every rank joins alike)
 _INTS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
 
 
@@ -102,6 +104,10 @@ class Comm:
         self.job = job
         self.group = group
         self.timeout = timeout
+        # every rank's host name, once ``joined`` gathered them: messages name the node
+        self.hosts: list[str] = ["?"] * job.world_size
+        self._step = 0  # the gathers so far: the key each rank checks in under
+        self._keys = f"ftmanifest/{next(_JOINS)}"  # the same on every rank of a job
 
     @property
     def rank(self) -> int:
@@ -133,18 +139,45 @@ class Comm:
         Sizes are gathered first, then the payloads padded to the largest; an
         answer over ``MAX_ANSWER`` bytes is refused on every rank before any
         payload is sent, and a silent rank raises ``RankTimeoutError``."""
+        self._step += 1
+        self._check_in(self._step)
         try:
             lengths = self._sizes(len(data))
             if not all(0 <= n <= MAX_ANSWER for n in lengths):  # the same on every rank
                 raise _too_large(what, lengths)
             raws = self._payloads(data, max(1, *lengths))
         except (RuntimeError, OSError) as exc:  # gloo raises RuntimeError on a timeout
-            raise _timeout(self.job, self.timeout, f"gathering {what}", exc) from None
+            missing = self._missing(self._step)
+            raise _timeout(
+                self.job, self.timeout, f"gathering {what}", exc, missing, self.hosts
+            ) from None
         if len(raws) != self.world_size:
             raise RankAnswerError(f"the gather of {what} returned {len(raws)} answers")
         return [raw[:n] for raw, n in zip(raws, lengths, strict=True)]
 
     # the transport: the one place that touches torch.distributed (tests replace it)
+
+    def _store(self) -> Any:
+        import torch.distributed as dist
+
+        return dist.distributed_c10d._get_default_store()
+
+    def _check_in(self, step: int) -> None:
+        """Say in the job's store that this rank reached gather ``step``, so that a rank
+        that times out can name the ranks that never got there."""
+        try:
+            self._store().set(f"{self._keys}/{step}/{self.rank}", "1")
+        except Exception:  # noqa: BLE001 - only the naming is lost, never the gather
+            pass
+
+    def _missing(self, step: int) -> list[int] | None:
+        """The ranks that did not reach gather ``step``, or None when it cannot be said."""
+        try:
+            store = self._store()
+            keys = [f"{self._keys}/{step}/{r}" for r in range(self.world_size)]
+            return [r for r, key in enumerate(keys) if not store.check([key])]
+        except Exception:  # noqa: BLE001 - the message then names no rank
+            return None
 
     def _sizes(self, n: int) -> list[int]:
         import torch
@@ -166,6 +199,14 @@ class Comm:
         return [b.numpy().tobytes() for b in buffers]
 
 
+def _hosts(comm: Comm) -> list[str]:
+    """Every rank's host name, as it says (text, cut short): for messages only."""
+    import socket
+
+    got = comm.all_gather_json(socket.gethostname()[:100] or "?", "the ranks' host names")
+    return [h[:100] if isinstance(h, str) and h else "?" for h in got]
+
+
 UNREADABLE = object()
 """What ``all_gather_json`` returns for a rank whose answer is not JSON."""
 MAX_ANSWER = 256 * 1024 * 1024
@@ -182,15 +223,32 @@ def _too_large(what: str, lengths: list[int]) -> RankAnswerError:
     )
 
 
-def _timeout(job: Job, timeout: float, doing: str, exc: BaseException) -> RankTimeoutError:
+def _timeout(
+    job: Job,
+    timeout: float,
+    doing: str,
+    exc: BaseException,
+    missing: list[int] | None = None,
+    hosts: list[str] | None = None,
+) -> RankTimeoutError:
     detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+    if missing:
+        named = ", ".join(
+            f"rank {r} ({hosts[r]})" if hosts and hosts[r] != "?" else f"rank {r}" for r in missing
+        )
+        observed = f"{named} did not answer: it died, hangs or is still busy"
+        head = f"{named} did not answer"
+    else:
+        observed = "a rank that did not join, died or hangs"
+        head = "not every rank answered"
     return RankTimeoutError(
-        f"rank {job.rank} of {job.world_size}: not every rank answered while {doing} "
+        f"rank {job.rank} of {job.world_size}: {head} while {doing} "
         f"within {timeout:g} s ({detail})",
         field="ranks",
         expected=f"{job.world_size} ranks answering within {timeout:g} s",
-        observed="a rank that did not join, died or hangs",
-        hint="look at the other ranks' output; raise --rank-timeout if a rank is only slow",
+        observed=observed,
+        hint="look at the named rank's output (on its host); raise --rank-timeout if a rank "
+        "is only slow",
     )
 
 
@@ -228,7 +286,9 @@ def joined(job: Job, timeout: float = DEFAULT_TIMEOUT) -> Iterator[Comm]:
     except (RuntimeError, OSError, ValueError) as exc:
         raise _timeout(job, timeout, "joining", exc) from None
     try:
-        yield Comm(job, group, timeout)
+        comm = Comm(job, group, timeout)
+        comm.hosts = _hosts(comm)
+        yield comm
     finally:
         if owned and dist.is_initialized():
             dist.destroy_process_group()

@@ -59,7 +59,7 @@ def of_report(job: Job, report: VerifyReport, strategy: str) -> dict[str, Any]:
         "manifest_digest": report.manifest_digest,
         "environment": env.model_dump(mode="json", exclude_none=True) if env else None,
         "environment_digest": fingerprint(env) if env is not None else None,
-        "files": files_read(report.observed),
+        "files": files_read(report.observed, report.loaded.manifest if report.loaded else None),
         "findings": [f.to_dict() for f in report.findings if f.severity == "error"],
         "warnings": list(report.warnings),
         "ok": report.ok,
@@ -102,19 +102,25 @@ def error_dict(exc: FtManifestError) -> dict[str, Any]:
     }
 
 
-def files_read(seen: Any) -> dict[str, str]:
+def files_read(seen: Any, manifest: Any = None) -> dict[str, str]:
     """{field: digest} of every file verify read (model files, data, pinned files);
-    a file it could not read maps to ``unreadable: why`` (a value, so it differs)."""
+    a file it could not read maps to ``unreadable: why`` (a value, so it differs).
+
+    Each field is the one verify's drift row names and ``--accept`` takes: a
+    model file the manifest lists is ``model.files[i]`` (its place in the list);
+    one it does not list, ``model.files["name"]`` (no ``--accept`` covers it)."""
     from ftmanifest.location import format_loc
 
     if seen is None:
         return {}
     out: dict[str, str] = {}
     model = seen.model
+    listed = {f.path: i for i, f in enumerate(manifest.model.files)} if manifest else {}
     if model.error is not None:
         out["model"] = UNREADABLE + str(getattr(model.error, "message", model.error))
     for rel, state in sorted(model.files.items()):
-        out[f"model.files[{json.dumps(rel)}]"] = _state(state)
+        name = f"model.files[{listed[rel]}]" if rel in listed else f"model.files[{json.dumps(rel)}]"
+        out[name] = _state(state)
     for i, state in enumerate(seen.data):
         out[f"data[{i}].digest"] = _state(state)
     for loc, state in seen.pinned.items():

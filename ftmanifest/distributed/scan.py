@@ -21,6 +21,7 @@ and an answer that does not fit is a refusal naming the rank.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -111,3 +112,32 @@ def scan_distributed(
         raise failure
     result.findings = sort_findings(findings + problems)
     return result
+
+
+def job_findings(comm: Comm, result: ScanResult) -> ScanResult:
+    """``result`` (this rank's) with every other rank's findings that it lacks, each
+    marked with the ranks and hosts that found it: a node whose own copy holds a
+    token shows it in rank 0's report, not only in its exit code.  The same on every
+    rank."""
+    from ftmanifest.distributed.agree import who
+
+    sent = [wire.finding_to_wire(f) for f in result.findings]
+    found_by: dict[str, list[int]] = {}
+    first: dict[str, Finding] = {}
+    for rank, got in enumerate(comm.all_gather_json(sent, "every rank's scan findings")):
+        for f in shard.received(_all_findings, got, rank, "every rank's scan findings"):
+            key = json.dumps(wire.finding_to_wire(f), sort_keys=True)
+            found_by.setdefault(key, []).append(rank)
+            first.setdefault(key, f)
+    everyone = comm.world_size
+    out = []
+    for key, ranks in found_by.items():
+        f = first[key]
+        if len(set(ranks)) < everyone:
+            f = f._replace(message=f"{f.message} (only on {who(sorted(set(ranks)), comm.hosts)})")
+        out.append(f)
+    return ScanResult(sort_findings(out), result.files, result.bytes_scanned)
+
+
+def _all_findings(value: Any) -> list[Finding]:
+    return list(map(wire.finding_from_wire, wire.list_of(value)))

@@ -393,8 +393,13 @@ def no_rank_timeout(rank_timeout: float | None, example: str) -> None:
 
 def agree_exit(comm: Comm, code: int) -> int:
     """The job's exit code, the same on every rank: the worst of the ranks' codes."""
+    return max(exit_codes(comm, code))
+
+
+def exit_codes(comm: Comm, code: int) -> list[int]:
+    """Every rank's exit code (``code`` is this rank's), the same list on every rank."""
     codes = comm.all_gather_json(code, "exit codes")
     for rank, c in enumerate(codes):
         if not isinstance(c, int) or isinstance(c, bool) or not 0 <= c <= 255:
             raise bad_answer(rank, "exit codes", "an exit code (0-255)", _brief(c))
-    return max(codes)
+    return list(codes)

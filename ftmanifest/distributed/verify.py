@@ -27,12 +27,14 @@ The rows, one per (rank, field):
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ftmanifest.distributed.agree import ranks_text
 from ftmanifest.distributed.fingerprint import sane
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, FtManifestError
 from ftmanifest.findings import Finding
@@ -154,23 +156,27 @@ def _differs(
         if len(set(values.values())) < 2:
             continue
         want = _expected(values)
-        agree = ",".join(str(r) for r, v in values.items() if v == want)
+        agree = ranks_text([r for r, v in values.items() if v == want])
+        others: dict[str, list[int]] = {}  # one row per value: ranks 2,3 of one node alike
         for rank, value in sorted(values.items()):
             if value != want:
-                rows.append(
-                    _row(
-                        "distributed.rank-differs",
-                        str(rank),
-                        [rank],
-                        hosts[rank],
-                        message=f"rank {rank} differs from rank(s) {agree} on {key}",
-                        field=key,
-                        expected=f"{want} (as rank {agree})",
-                        observed=value,
-                        hint="make every rank's environment and files the same "
-                        "(the same image, venv, checkout and data)",
-                    )
+                others.setdefault(value, []).append(rank)
+        for value, ranks in others.items():
+            shown = ranks_text(ranks)
+            rows.append(
+                _row(
+                    "distributed.rank-differs",
+                    shown,
+                    ranks,
+                    ",".join(sorted({hosts[r] for r in ranks})),
+                    message=f"rank(s) {shown} differ from rank(s) {agree} on {key}",
+                    field=key,
+                    expected=f"{want} (as rank {agree})",
+                    observed=value,
+                    hint="make every rank's environment and files the same "
+                    "(the same image, venv, checkout and data)",
                 )
+            )
     return rows
 
 
@@ -188,7 +194,7 @@ def _drift(prints: Sequence[Mapping[str, Any]]) -> list[Finding]:
     everyone = len(prints) > 1
     for (name, expected, observed), hits in groups.items():
         ranks = [h["_rank"] for h in hits]
-        shown = "all" if everyone and len(hits) == len(prints) else ",".join(map(str, ranks))
+        shown = "all" if everyone and len(hits) == len(prints) else ranks_text(ranks)
         hosts = sorted({str(h["_host"]) for h in hits})
         rows.append(
             _row(
@@ -201,9 +207,18 @@ def _drift(prints: Sequence[Mapping[str, Any]]) -> list[Finding]:
                 expected=f"{expected} (manifest)",
                 observed=observed,
                 hint=hits[0].get("hint"),
+                path=hits[0].get("path"),
             )
         )
     return rows
+
+
+def _covers(row: Finding, name: str | None) -> bool:
+    """Whether drift ``row`` already says what a differs row on ``name`` would: the same
+    field, or an unlisted model file (``model.files`` naming the file's path)."""
+    if row.field == name:
+        return True
+    return row.field == "model.files" and name == f"model.files[{json.dumps(row.path)}]"
 
 
 def job_rows(manifest: Manifest, prints: Sequence[Mapping[str, Any]]) -> list[Finding]:
@@ -253,13 +268,29 @@ def judge(
     usable = [fp for fp in prints if not fp.get("error")]
     drift = _drift(usable)
     # a rank's drift row on a field already says it differs there (with the fix)
-    covered = {(rank, row.field) for row in drift for rank in row.extra["ranks"]}
-    differs = [r for r in _differs(usable) if (r.extra["ranks"][0], r.field) not in covered]
-    rows = [_error_row(fp) for fp in errors] + differs + drift
+    differs = []
+    for row in _differs(usable):
+        ranks = [
+            r
+            for r in row.extra["ranks"]
+            if not any(r in d.extra["ranks"] and _covers(d, row.field) for d in drift)
+        ]
+        if ranks:
+            shown = ranks_text(ranks)
+            extra = {**row.extra, "ranks": ranks, "rank": shown}
+            differs.append(row._replace(extra=extra))
+    rows = [_error_row(fp) for fp in errors]
     accepted: list[Acceptance] = []
+    # every rank applied --accept to its own drift rows (the ranks agreed on the same
+    # arguments), keeping those no --accept covers; the job's rows take it here, under
+    # the field each shows, except a file the manifest does not list (as verify does)
+    unlisted = [r for r in differs if (r.field or "").startswith('model.files["')]
+    jobs = job_rows(manifest, prints) if manifest is not None else []
+    kept = [r for r in differs if r not in unlisted] + jobs
     if manifest is not None:
-        rows_job, accepted, _ = apply_acceptances(job_rows(manifest, prints), accept or {})
-        rows += rows_job
+        kept, accepted, _ = apply_acceptances(kept, accept or {})
+    rows += [r for r in differs if r in unlisted or r in kept] + drift
+    rows += [r for r in jobs if r in kept]
     code = EXIT_REFUSED if rows else EXIT_OK
     if errors:
         code = max([code, *(int(fp["error"]["exit_code"]) for fp in errors)])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +49,7 @@ class LockResult:
     old_text: str
     new_text: str
     notes: list[str]
+    updates: list[Update] = field(default_factory=list)  # what lock pins, where
 
     @property
     def changed(self) -> bool:
@@ -230,7 +231,7 @@ def lock_manifest(
         hasher=hasher,
     )
     new_text = apply_json(old_text, ups) if suffix == ".json" else apply_yaml(old_text, ups)
-    result = LockResult(manifest_path, old_text, new_text, notes)
+    result = LockResult(manifest_path, old_text, new_text, notes, ups)
     if result.changed:
         _readable_back(result, ups)
     if result.changed and not dry_run:

@@ -95,7 +95,7 @@ def test_lock_distributed_writes_nothing_when_a_rank_fails(shards: Path, tmp_pat
     assert result.elapsed < 60  # a refusal, not the deadline
     assert mine.read_text() == before
     assert "repo1" in result.ranks[1].err and "error" in result.ranks[1].err
-    assert "rank 0 of 2: lock failed (exit 2)" in result.ranks[0].err
+    assert "rank 0 of 2: lock failed (exit 2) on rank 1 (" in result.ranks[0].err
 
 
 def _dataset(root: Path) -> None:

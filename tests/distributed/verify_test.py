@@ -243,7 +243,7 @@ def test_the_majority_is_expected_so_a_drifted_rank_0_is_named(locked: Path) -> 
     verdict = judge(prints, manifest)
     assert verdict.exit_code == EXIT_REFUSED
     assert [(r.extra["rank"], r.field, r.expected, r.observed) for r in verdict.rows] == [
-        ("0", "environment.packages.torch", "==2.13.0 (as rank 1,2,3)", "==2.12.0")
+        ("0", "environment.packages.torch", "==2.13.0 (as rank 1-3)", "==2.12.0")
     ]
     assert verdict.named() == {0: ["environment.packages.torch"]}
 
