@@ -164,27 +164,34 @@ def job(tmp: Path, listing: Path, nproc: int, mode: str, cache: Path) -> tuple[f
 def model_rows(core: float, cached_s: float, gathers_s: float) -> list[str]:
     """Time to verify 1 TB as ranks grow, from the measured numbers (a model, not a run).
 
-    T = max(bytes / min(bandwidth, ranks x SHA-256 per core), largest file / SHA-256 per core):
-    the ranks share the bandwidth of their node's disks (or of one shared
-    filesystem), each rank hashes on one core, and one file is one rank's work.
-    A second verify: every rank checks its own view through its own cache
-    (``cached_s`` per file: a stat and an indexed lookup), then two gathers.
+    Every node hashes every file as it sees it (a node trains on its own view, so
+    each view is verified; ranks on different nodes never share a file, even on a
+    shared filesystem), split over the node's ranks:
+
+    T = max(node's bytes / min(its bandwidth, its ranks x SHA-256 per core),
+            largest file / SHA-256 per core)
+
+    With its own disk a node reads 1 TB from it, so more nodes add nothing; on
+    one shared filesystem every node reads the whole 1 TB from it, so the nodes
+    divide its bandwidth.  A second verify: every rank checks its own view
+    through its own cache (``cached_s`` per file: a stat and an indexed
+    lookup), then two gathers.
     """
     tb, files, largest = 1e12, 2000, 20e9  # one 20 GB file among ~490 MB shards
     disk, per_node, shared = 3e9, 8, 20e9  # NVMe per node, ranks per node, shared FS in all
     lines = [
         f"model: 1 TB in {files} files, the largest {largest / GB:.0f} GB; SHA-256"
-        f" {core / GB:.2f} GB/s per rank (measured); {per_node} ranks per node, each node"
-        f" reading its own NVMe copy at {disk / GB:.0f} GB/s, or all reading one shared"
-        f" filesystem of {shared / GB:.0f} GB/s",
+        f" {core / GB:.2f} GB/s per rank (measured); {per_node} ranks per node, every node"
+        f" hashing its whole view: its own NVMe copy at {disk / GB:.0f} GB/s, or one shared"
+        f" filesystem of {shared / GB:.0f} GB/s that the nodes divide",
         "ranks nodes | own disks: s  bound          | shared fs: s  bound          |"
         " 2nd verify, cache: per rank (s) + gathers (s)",
     ]
 
-    def one(bandwidth: float, ranks: int) -> tuple[float, str]:
+    def one(bandwidth: float, ranks_here: int) -> tuple[float, str]:
         terms = {
             "disk/network": tb / bandwidth,
-            "SHA-256/core": tb / (ranks * core),
+            "SHA-256/core": tb / (ranks_here * core),
             "largest file": largest / core,
         }
         bound = max(terms, key=lambda k: terms[k])
@@ -192,8 +199,9 @@ def model_rows(core: float, cached_s: float, gathers_s: float) -> list[str]:
 
     for ranks in (1, 2, 8, 32, 128, 512):
         nodes = -(-ranks // per_node)
-        t_own, b_own = one(nodes * disk, ranks)
-        t_fs, b_fs = one(shared, ranks)
+        here = min(ranks, per_node)  # the ranks of one node
+        t_own, b_own = one(disk, here)
+        t_fs, b_fs = one(shared / nodes, here)
         lines.append(
             f"{ranks:>5} {nodes:>5} | {t_own:>12.0f}  {b_own:<14} | {t_fs:>12.0f}  {b_fs:<14} |"
             f" {files * cached_s:>10.4f} + {gathers_s:.3f}"
