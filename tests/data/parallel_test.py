@@ -175,17 +175,18 @@ def test_distributed_check_equals_the_single_process_run(tmp_path: Path) -> None
 
 
 def test_distributed_a_rank_whose_copy_is_broken_stops_every_rank(tmp_path: Path) -> None:
-    """Each rank reads its own copy of the project; rank 1's has a broken line in the
-    second chunk, which rank 1 signs: every rank exits 2, rank 0 with the reader's own
-    error (naming rank 1's file and line)."""
+    """Each rank reads its own copy of the project, both with the same broken line in
+    the second chunk (so the copies agree and the read is what fails), which rank 1
+    signs: every rank exits 2, rank 0 with the reader's own error (naming rank 1's
+    file and line)."""
     from tests.distributed.launch import verify_job
 
-    _project(tmp_path / "p0")
-    broken = _project(tmp_path / "p1").parent / "train.jsonl"
-    lines = broken.read_bytes().split(b"\n")
-    at = next(i for i, n in enumerate(_offsets(lines)) if n > parallel.CHUNK_BYTES + 5000)
-    lines[at] = b'{"text": "cut'
-    broken.write_bytes(b"\n".join(lines))
+    for rank in (0, 1):  # the same broken copy on both: the copies agree, then the read fails
+        broken = _project(tmp_path / f"p{rank}").parent / "train.jsonl"
+        lines = broken.read_bytes().split(b"\n")
+        at = next(i for i, n in enumerate(_offsets(lines)) if n > parallel.CHUNK_BYTES + 5000)
+        lines[at] = b'{"text": "cut'
+        broken.write_bytes(b"\n".join(lines))
     argv = ["data", "check", str(tmp_path / "p{rank}" / "exp.yaml"), "--distributed",
             "--rank-timeout", "60"]  # fmt: skip
     job = verify_job(tmp_path / "job", argv)
@@ -193,6 +194,27 @@ def test_distributed_a_rank_whose_copy_is_broken_stops_every_rank(tmp_path: Path
     assert f"p1/train.jsonl:{at + 1}" in job.ranks[0].err, job.ranks[0].err
     assert "Traceback" not in job.ranks[0].err
     assert "exit 2 as rank 0" in job.ranks[1].err
+
+
+def test_distributed_a_rank_whose_copy_differs_is_refused_before_any_record_is_read(
+    tmp_path: Path,
+) -> None:
+    """Rank 1's copy has one line more: every rank refuses (exit 1) naming rank 1, and
+    no rank reads a record of it (issue 31: rank 0 judged only its own copy)."""
+    from tests.distributed.launch import verify_job
+
+    _project(tmp_path / "p0")
+    other = _project(tmp_path / "p1").parent / "train.jsonl"
+    other.write_bytes(other.read_bytes() + b'{"text": "one more", "label": "billing"}\n')
+    argv = ["data", "check", str(tmp_path / "p{rank}" / "exp.yaml"), "--distributed",
+            "--rank-timeout", "60"]  # fmt: skip
+    job = verify_job(tmp_path / "job", argv)
+    assert job.codes() == {0: 1, 1: 1}, job.log + job.ranks[0].err + job.ranks[1].err
+    for rank in (0, 1):
+        err = job.ranks[rank].err
+        assert "rank 1 (" in err and "its copy differs on data[0].digest" in err, err
+        assert "reason: node-copies-differ" in err, err
+    assert "leakage" not in job.ranks[0].out.lower()
 
 
 def _offsets(lines: list[bytes]) -> list[int]:
