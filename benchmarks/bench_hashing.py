@@ -1,6 +1,7 @@
 """Benchmarks for ftmanifest.hashing against `openssl dgst -sha256`, in one run.
 
   .venv/bin/python benchmarks/bench_hashing.py [--quick]
+  .venv/bin/python benchmarks/bench_hashing.py --files N   (many small files only)
 
 1. first hash of a 2 GiB file (page cache warmed once for both) vs openssl
    (target: >= 0.9 of its throughput);
@@ -139,7 +140,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--files", type=int, metavar="N",
+        help="only the many-files benchmark: lock and verify a folder of N small files",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.files:
+        from _many_files import files_rows
+
+        tmp = Path(tempfile.mkdtemp(prefix="ftm-bench-files-"))
+        try:
+            rows = files_rows(args.files, args.repeat, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return print_table(rows, f"files: {args.files}")
     big_size = 256 * MiB if args.quick else 2 * GiB
     pair_size = 128 * MiB if args.quick else GiB
     jsonl_size = 256 * MiB if args.quick else 2 * GiB

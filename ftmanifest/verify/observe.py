@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,17 +40,18 @@ class Observed:
     code_dirty: tuple[str, ...] = ()  # the changed files that make the code dirty, repo-relative
 
 
-def folder_format(declared: str | None, listing: Mapping[str, Path]) -> str | None:
+def folder_format(declared: str | None, listing: Iterable[str]) -> str | None:
     """The record format of a folder of shards, or None when its records are its files.
 
     ``data[i].format`` decides, as for a file; without one, the shards' common
     suffix does when it is a format with a record count (``part-*.jsonl``).
     """
-    from ftmanifest.counts import cache_key, format_of
+    from ftmanifest.counts import cache_key
 
     if declared is not None:
         return declared if cache_key(declared) else None
-    kinds = {format_of(p) for p in listing.values()}
+    # the suffix as Path.suffix reads it: after the last dot of the name, not a leading one
+    kinds = {os.path.splitext(rel)[1].lstrip(".").lower() for rel in listing}
     kind = kinds.pop() if len(kinds) == 1 else None
     return kind if kind and cache_key(kind) else None
 
@@ -74,12 +75,13 @@ def hash_path(
     function with ``hashing.hash_files``'s signature (default: that one).
     """
     from ftmanifest.counts import RecordCountError, format_of
-    from ftmanifest.hashing import hash_files, hash_tree, list_tree
+    from ftmanifest.hashing import hash_files, hash_tree, walk_tree
 
     state = FileState(str(path))
     try:
         if path.is_dir():
-            kind = folder_format(fmt, list_tree(path, symlink_root=base)) if count else None
+            walked = walk_tree(path, symlink_root=base)  # once, for the format and the hash
+            kind = folder_format(fmt, (rel for rel, _, _ in walked.entries)) if count else None
             tree = hash_tree(
                 path,
                 use_cache=use_cache,
@@ -87,6 +89,7 @@ def hash_path(
                 count=kind,
                 settle=settle,
                 hasher=hasher,
+                walked=walked,
             )
             state.digest = tree.digest
             state.size = sum(f.size for f in tree.files.values())

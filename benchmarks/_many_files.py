@@ -1,0 +1,110 @@
+"""Many small files (issue 31): ``bench_hashing.py --files N`` measures lock, a cached
+verify and ``verify --no-cache`` of a data folder of N JSONL shards (nested folders of
+at most 1,000), each as a whole ``ftmanifest`` process, beside the stat-walk floor
+(``find -printf``) and ``find | xargs -P2 sha256sum``; peak RSS of each process, and
+the stat cache's size per file.  The folder is generated in a temporary folder and
+removed at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ftmanifest.statcache import RACY_NS
+
+HOUR_NS = 3600 * 10**9
+_RSS = """
+import resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+if done.returncode:
+    sys.exit(done.stderr.decode()[-2000:])
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def make_shards(root: Path, n: int) -> None:
+    """``n`` one-record JSONL shards under ``root``, 1,000 to a folder, dated an hour back."""
+    old = time.time_ns() - HOUR_NS
+    for i in range(n):
+        if i % 1000 == 0:
+            folder = root / f"d{i // 1000:04d}"
+            folder.mkdir(parents=True)
+        p = folder / f"part-{i:07d}.jsonl"
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, b'{"text": "record %d", "label": "billing"}\n' % i)
+        os.close(fd)
+        os.utime(p, ns=(old, old))
+
+
+def project(tmp: Path, n: int) -> Path:
+    """The tiny example, its training split a folder of ``n`` shards, not yet locked."""
+    from ftmanifest.examples.project import build_example
+
+    manifest = build_example(tmp / "proj")
+    make_shards(manifest.parent / "data" / "shards", n)
+    text = manifest.read_text("utf-8").replace("data/train.jsonl", "data/shards", 1)
+    manifest.write_text(text, "utf-8")
+    return manifest
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MB) of ``cmd``, run once."""
+    t = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-c", _RSS, *cmd], env=env, capture_output=True, text=True, check=False
+    )
+    wall = time.perf_counter() - t
+    if out.returncode:
+        raise RuntimeError(f"{' '.join(cmd[:4])} failed: {out.stderr[-2000:]}")
+    return wall, int(out.stdout.split()[-1]) * 1024 / 1e6
+
+
+def shell(line: str) -> float:
+    t = time.perf_counter()
+    subprocess.run(["bash", "-c", line], check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def files_rows(n: int, repeat: int, tmp: Path) -> list[tuple[str, str, str, str, str, bool]]:
+    repo = Path(__file__).resolve().parents[1]
+    manifest = project(tmp, n)
+    shards = manifest.parent / "data" / "shards"
+    cache = tmp / "cache"
+    env = {**os.environ, "PYTHONPATH": str(repo), "FTMANIFEST_CACHE_DIR": str(cache),
+           "HF_HUB_OFFLINE": "1"}  # fmt: skip
+    ftm = [sys.executable, "-m", "ftmanifest"]
+    shell(f"find {shards} -printf '' ")  # the folders' inodes in memory for every tool
+    floor = min(shell(f"find {shards} -printf '%s %T@ %p\\n' > /dev/null") for _ in range(repeat))
+    ref = min(
+        shell(f"find {shards} -type f -print0 | xargs -0 -P2 -n 2000 sha256sum > /dev/null")
+        for _ in range(repeat)
+    )
+    time.sleep(RACY_NS / 1e9)
+    t_lock, rss_lock = timed([*ftm, "lock", str(manifest)], env)
+    cache_bytes = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
+    verify = [*ftm, "verify", str(manifest), "--no-signature", "--no-scan"]
+    timed(verify, env)  # the first verify after lock: every file cached already
+    cached = [timed(verify, env) for _ in range(repeat)]
+    t_cached, rss_cached = min(c[0] for c in cached), max(c[1] for c in cached)
+    t_nocache, rss_nocache = timed([*verify, "--no-cache"], env)
+    shutil.rmtree(shards)
+    per = cache_bytes / n
+    return [
+        (f"lock, {n} files (first hash)", f"{t_lock:.2f} s",
+         f"{ref:.2f} s (find|xargs -P2 sha256sum)", f"{t_lock / ref:.1f}x", "<= 2x",
+         t_lock <= 2 * ref),
+        (f"cached verify, {n} files", f"{t_cached:.2f} s", f"{floor:.2f} s (find -printf)",
+         f"{t_cached / floor:.1f}x", "<= 5 s, <= 3x", t_cached <= 5 and t_cached <= 3 * floor),
+        (f"verify --no-cache, {n} files", f"{t_nocache:.2f} s",
+         f"{ref:.2f} s (find|xargs -P2 sha256sum)", f"{t_nocache / ref:.1f}x", "<= 2x",
+         t_nocache <= 2 * ref),
+        (f"peak RSS lock / verify / --no-cache, {n}",
+         f"{rss_lock:.0f} / {rss_cached:.0f} / {rss_nocache:.0f} MB", "", "", "<= 500 MB",
+         max(rss_lock, rss_cached, rss_nocache) <= 500),
+        (f"stat cache per file, {n}", f"{per:.0f} B", "", "", "<= 100 B", per <= 100),
+    ]  # fmt: skip
