@@ -92,9 +92,39 @@ def files_rows(n: int, repeat: int, tmp: Path) -> list[tuple[str, str, str, str,
     cached = [timed(verify, env) for _ in range(repeat)]
     t_cached, rss_cached = min(c[0] for c in cached), max(c[1] for c in cached)
     t_nocache, rss_nocache = timed([*verify, "--no-cache"], env)
+    t_scan, rss_scan = timed([*ftm, "scan", str(shards), "--jobs", "2"], env)
+    t_data, rss_data = timed([*ftm, "data", "check", str(manifest), "--examples", "0"], env)
+    t_backup, rss_backup, t_tar = _backup(tmp, shards, ftm, env)
     shutil.rmtree(shards)
     per = cache_bytes / n
-    return [
+    more = [
+        (
+            f"scan, {n} files",
+            f"{t_scan:.2f} s",
+            f"{floor:.2f} s (find -printf)",
+            f"{t_scan / floor:.1f}x",
+            "(measured)",
+            True,
+        ),
+        (f"data check, {n} records in {n} files", f"{t_data:.2f} s", "", "", "(measured)", True),
+        (
+            f"backup create, {n} files",
+            f"{t_backup:.2f} s",
+            f"{t_tar:.2f} s (tar | age)",
+            f"{t_tar / t_backup:.2f}",
+            "(measured)",
+            True,
+        ),
+        (
+            f"peak RSS scan / data check / backup, {n}",
+            f"{rss_scan:.0f} / {rss_data:.0f} / {rss_backup:.0f} MB",
+            "",
+            "",
+            "(measured)",
+            True,
+        ),
+    ]
+    return more + [
         (f"lock, {n} files (first hash)", f"{t_lock:.2f} s",
          f"{ref:.2f} s (find|xargs -P2 sha256sum)", f"{t_lock / ref:.1f}x", "<= 2x",
          t_lock <= 2 * ref),
@@ -108,3 +138,21 @@ def files_rows(n: int, repeat: int, tmp: Path) -> list[tuple[str, str, str, str,
          max(rss_lock, rss_cached, rss_nocache) <= 500),
         (f"stat cache per file, {n}", f"{per:.0f} B", "", "", "<= 100 B", per <= 100),
     ]  # fmt: skip
+
+
+def _backup(
+    tmp: Path, shards: Path, ftm: list[str], env: dict[str, str]
+) -> tuple[float, float, float]:
+    """``backup create`` of the shards folder, and ``tar | age`` of it, to a new key."""
+    key = tmp / "key"
+    subprocess.run([*ftm, "keygen", "-f", str(key), "--no-passphrase"], env=env, check=True,
+                   capture_output=True)  # fmt: skip
+    pub = key.with_suffix(".pub").read_text("utf-8").split()[:2]
+    recipient = " ".join(pub)
+    t, rss = timed([*ftm, "backup", "create", str(shards), "--to", str(tmp / "backups"),
+                    "--kind", "data", "-r", recipient, "--key", str(key)], env)  # fmt: skip
+    tar = min(
+        shell(f"tar -cf - -C {shards.parent} {shards.name} | age -r '{recipient}' > {tmp}/ref.age")
+        for _ in range(2)
+    ) if shutil.which("age") else float("nan")  # fmt: skip
+    return t, rss, tar

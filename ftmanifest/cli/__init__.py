@@ -216,4 +216,17 @@ def _broken_pipe() -> int:
 
 
 def entry() -> None:
+    _tune_gc()
     sys.exit(main())
+
+
+def _tune_gc() -> None:
+    """Fewer cyclic collections for a process that builds millions of small objects
+    (a folder of a million files is a stat result, a cache row and a digest a file):
+    a young collection every 50,000 allocations, not 700, and what the start-up
+    imported kept out of every collection (``gc.freeze``).  A quarter of a cached
+    verify of 300,000 files went to collections that found nothing to free."""
+    import gc
+
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
