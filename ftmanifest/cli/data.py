@@ -176,11 +176,15 @@ def _check(args: argparse.Namespace, signer: Any = None) -> int:
     return 0 if result.ok else 1
 
 
+CHECK_ARGUMENTS = ("threshold", "field", "allow_outside", "write_clean")
+"""data check's arguments that decide its verdict: the same on every rank."""
+
+
 def _run_distributed(args: argparse.Namespace) -> int:
     """``--distributed``: every rank signs its share of the records; rank 0 checks."""
-    from ftmanifest.cli._ranks import print_error
+    from ftmanifest.cli._ranks import deciding, print_error
     from ftmanifest.data import parallel
-    from ftmanifest.distributed.agree import leave_together
+    from ftmanifest.distributed.agree import agree_arguments, leave_together
     from ftmanifest.distributed.comm import joined
     from ftmanifest.distributed.shard import launched
     from ftmanifest.errors import FtManifestError
@@ -189,7 +193,8 @@ def _run_distributed(args: argparse.Namespace) -> int:
     share = max(1, parallel.cores() // max(1, job.local_world_size))
     jobs = share if args.jobs is None else args.jobs or parallel.cores()
     with joined(job, timeout) as comm, parallel.Workers(jobs) as workers:
-        try:  # every node's copy is its pin before any rank reads a record of it
+        try:  # the same verdict's arguments, and every node's copy its pin, before any read
+            agree_arguments(comm, deciding(args, CHECK_ARGUMENTS))
             _copies_agree(args, comm)
         except FtManifestError as exc:
             print_error(exc, getattr(args, "format", "text"))

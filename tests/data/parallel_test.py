@@ -247,3 +247,21 @@ def test_a_worker_that_dies_is_an_error_not_a_hang(
 
 def _die(job: object) -> None:
     os._exit(9)
+
+
+def test_distributed_ranks_started_with_other_fields_are_refused_before_reading(
+    tmp_path: Path,
+) -> None:
+    """Rank 1 is told to compare another field: every rank refuses (exit 1) naming rank 1
+    and the argument, before any record is read (issue 31)."""
+    from tests.distributed.launch import verify_job
+
+    _project(tmp_path / "p0")
+    argv = ["data", "check", str(tmp_path / "p0" / "exp.yaml"), "--distributed",
+            "--rank-timeout", "60", "--field", "text{rank}"]  # fmt: skip
+    job = verify_job(tmp_path / "job", argv)
+    assert job.codes() == {0: 1, 1: 1}, job.log + job.ranks[0].err + job.ranks[1].err
+    for rank in (0, 1):
+        err = job.ranks[rank].err
+        assert "the ranks were started with different arguments" in err, err
+        assert "rank 1 (" in err and "--field differs from rank(s) 0" in err, err
