@@ -130,15 +130,17 @@ def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
 
 
-def two_rank_example(folder: Path) -> Path:
-    """The tiny example for a job of two ranks on one node, locked to this machine."""
+def two_rank_example(folder: Path, *, world_size: int = 2, nodes: int = 1) -> Path:
+    """The tiny example for a job of two ranks on one node (or ``world_size`` ranks on
+    ``nodes`` nodes), locked to this machine."""
     from ftmanifest.examples.project import build_example
     from ftmanifest.verify.lock import lock_manifest
 
     manifest = build_example(folder, arch="llama", seed=0)
     text = manifest.read_text("utf-8")
     manifest.write_text(
-        text + "\ndistributed:\n  strategy: ddp\n  world_size: 2\n  nodes: 1\n", "utf-8"
+        text + f"\ndistributed:\n  strategy: ddp\n  world_size: {world_size}\n  nodes: {nodes}\n",
+        "utf-8",
     )
     lock_manifest(manifest)
     return manifest

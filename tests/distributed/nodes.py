@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from tests.distributed.launch import TORCHRUN, VERIFY_SCRIPT, RankResult
+from tests.distributed.launch import TORCHRUN, VERIFY_SCRIPT, RankResult, two_rank_example
 
 HOSTS = ("node-a", "node-b")
 
@@ -185,13 +185,4 @@ def exit_statuses(log: str) -> dict[int, int]:
 
 def four_rank_example(folder: Path) -> Path:
     """The tiny example for a job of two nodes of two ranks, locked to this machine."""
-    from ftmanifest.examples.project import build_example
-    from ftmanifest.verify.lock import lock_manifest
-
-    manifest = build_example(folder, arch="llama", seed=0)
-    text = manifest.read_text("utf-8")
-    manifest.write_text(
-        text + "\ndistributed:\n  strategy: ddp\n  world_size: 4\n  nodes: 2\n", "utf-8"
-    )
-    lock_manifest(manifest)
-    return manifest
+    return two_rank_example(folder, world_size=4, nodes=2)
