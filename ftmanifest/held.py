@@ -50,6 +50,8 @@ class Held:
 
     def keep(self, path: StrPath, fd: int, key: StatKey) -> bool:
         """Take ownership of ``fd`` for ``path``; False (the caller closes it) when full."""
+        if len(self._fds) >= self.limit:  # full: no path to spell (a million files)
+            return False
         name = _key(path)
         with self._lock:
             if name in self._fds or len(self._fds) >= self.limit:
