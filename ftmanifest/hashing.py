@@ -6,7 +6,11 @@ content goes through here.  Digests are written
 
 - One file is read in ``CHUNK_SIZE`` pieces into one reused buffer (constant
   memory); hashlib releases the GIL on large updates, so several files are
-  hashed in parallel on a thread pool.
+  hashed in parallel on a thread pool.  Small files cost Python work, not
+  bytes: a tree's many small files are read by forked worker processes.
+- A tree's unchanged files come from the folder cache
+  (``ftmanifest.foldercache``: a compact state per folder, compared with the
+  walk as two byte strings), other files' from the stat cache.
 - A file whose stat (device, inode, size, mtime_ns, ctime_ns) differs before
   and after reading, or whose byte count differs from its size, raises
   ``FileChangedError`` and is never cached.
@@ -41,9 +45,12 @@ import os
 import queue
 import re
 import stat
+import struct
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,15 +99,24 @@ class FileDigest:
 
 @dataclass(frozen=True)
 class TreeResult:
-    files: dict[str, FileDigest]  # '/'-separated relative path -> digest, sorted
+    files: Mapping[str, FileDigest]  # '/'-separated relative path -> digest, sorted
     digest: str  # tree_digest over files
     records: int | None = None  # with count=: the sum, None when a file has no count
+    size: int = 0  # bytes in all files
+
+
+class _Stat(NamedTuple):
+    """What hashing needs of a walked entry's stat."""
+
+    st_size: int
+    st_mtime_ns: int
+    st_ctime_ns: int
 
 
 class _Job(NamedTuple):
-    path: Path  # the key of its result (a tree's own walk keys by relative path)
+    path: Path  # the key of its result
     abspath: str
-    st: os.stat_result
+    st: os.stat_result | _Stat
     fmt: str | None  # a format that has a count here, or None
 
 
@@ -208,11 +224,9 @@ def _hash_jobs(
     progress: ProgressSink | None,
     workers: int | None,
     settle: bool,
-    prefix: str | None = None,
 ) -> None:
-    """Every job's digest into ``results[job.path]``: from the cache, else read.
-    ``prefix``: every job's absolute path starts with it (one range read of the cache)."""
-    todo = _from_cache(jobs, results, cache, prefix)
+    """Every job's digest into ``results[job.path]``: from the cache, else read."""
+    todo = _from_cache(jobs, results, cache)
     for job in todo:
         if progress is not None:
             progress.add_total(job.st.st_size)
@@ -261,16 +275,14 @@ def _from_cache(
     jobs: list[_Job],
     results: dict[Any, FileDigest | FtManifestError],
     cache: StatCache | None,
-    prefix: str | None = None,
 ) -> list[_Job]:
     """Fill in what the cache knows (digest, and count when asked); the rest must be read."""
     if cache is None:
         return jobs
-    items = [(job.abspath, StatKey.of(job.st)) for job in jobs]
-    if prefix is not None and len(items) >= PREFIX_LOOKUP:
-        known = cache.lookup_under(prefix, items, ALGORITHM)
-    else:
-        known = cache.lookup_many(items, ALGORITHM)
+    items = [
+        (job.abspath, StatKey.of(job.st)) for job in jobs if isinstance(job.st, os.stat_result)
+    ]
+    known = cache.lookup_many(items, ALGORITHM)
     kinds = {fmt: _kind(fmt) for fmt in {job.fmt for job in jobs} if fmt}
     wanted = {
         (known[job.abspath], kinds[job.fmt]) for job in jobs if job.fmt and job.abspath in known
@@ -287,38 +299,41 @@ def _from_cache(
     return todo
 
 
-PREFIX_LOOKUP = 2000  # jobs under one folder past which the cache is read as one range
-
-
 def _kind(fmt: str | None) -> str:
     kind = counts.cache_key(fmt) if fmt else None
     assert kind is not None, fmt  # _formats keeps countable formats only
     return kind
 
 
-def _changed_at(st: os.stat_result) -> int:
+def _changed_at(st: os.stat_result | _Stat) -> int:
     return max(st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _hash_settled(
     todo: list[_Job],
     results: dict[Path, FileDigest | FtManifestError],
-    cache: StatCache,
+    cache: StatCache | None,
     progress: ProgressSink | None,
     workers: int | None,
+    on_hashed: Callable[[_Job, _Hashed], None] | None = None,
 ) -> list[_Job]:
     """Hash the files that are not racy; return the racy ones once they no longer are."""
     now, window = time.time_ns(), statcache.RACY_NS
     racy = [job for job in todo if _changed_at(job.st) >= now - window]
     ready = [job for job in todo if _changed_at(job.st) < now - window]
-    _hash_all(ready, results, cache, progress, workers)
+    _hash_all(ready, results, cache, progress, workers, on_hashed)
     if racy:
-        # +1 ms: the clock a file is stamped with may run a tick behind time.time_ns().
-        until = max(_changed_at(job.st) for job in racy) + window + 1_000_000
-        wait_ns = min(until - time.time_ns(), window + 1_000_000)  # a future mtime: give up
-        if wait_ns > 0:
-            time.sleep(wait_ns / 1e9)
+        _wait_past(max(_changed_at(job.st) for job in racy))
     return racy
+
+
+def _wait_past(changed_at: int) -> None:
+    """Sleep until a file changed at ``changed_at`` is no longer racy (at most a window)."""
+    window = statcache.RACY_NS
+    # +1 ms: the clock a file is stamped with may run a tick behind time.time_ns().
+    wait_ns = min(changed_at + window + 1_000_000 - time.time_ns(), window + 1_000_000)
+    if wait_ns > 0:  # a future mtime: give up after one window
+        time.sleep(wait_ns / 1e9)
 
 
 def _hash_all(
@@ -327,7 +342,10 @@ def _hash_all(
     cache: StatCache | None,
     progress: ProgressSink | None,
     workers: int | None,
+    on_hashed: Callable[[_Job, _Hashed], None] | None = None,
 ) -> None:
+    """Hash every job into ``results`` (and ``cache``); ``on_hashed`` sees each digest
+    with the stat it was read under."""
     if not todo:
         return
     cancel = threading.Event()
@@ -356,6 +374,8 @@ def _hash_all(
             return
         fd, key, hashed_at, same_read = outcome
         results[job.path] = fd
+        if on_hashed is not None:
+            on_hashed(job, outcome)
         if cache is not None:
             cache.put(job.abspath, ALGORITHM, key, fd.digest, hashed_at_ns=hashed_at)
             if fd.records is not None and (same_read or not is_racy(key, hashed_at)):
@@ -652,34 +672,74 @@ def _check_relpath(rel: str) -> None:
         )
 
 
-class Walked(NamedTuple):
-    """What ``walk_tree`` found: ``root``'s absolute path and every entry but folders,
-    as (relative path, path, stat), sorted by relative path (UTF-8 byte order)."""
+KEY = struct.Struct("<QQqqq")  # a walked entry's stat: device, inode, size, mtime_ns, ctime_ns
+_NEVER = -1  # a stored ctime that no file has: a racy file's key never matches
 
-    root: str
-    entries: list[tuple[str, str, os.stat_result]]
+
+class Walked:
+    """What ``walk_tree`` found: every entry but folders under ``root`` (absolute),
+    sorted by relative path (UTF-8 byte order), compactly: ``names`` holds each
+    relative path in UTF-8 followed by NUL, ``keys`` each entry's ``KEY`` (of a
+    symlink's target, which stays inside), ``special`` the index and mode of each
+    entry that is not a regular file.  ``top`` is the root as given, for messages."""
+
+    __slots__ = ("root", "top", "boundary", "names", "keys", "special", "count")
+
+    def __init__(
+        self,
+        root: str,
+        top: str,
+        boundary: str,
+        names: bytes,
+        keys: bytes,
+        special: dict[int, int],
+        count: int,
+    ) -> None:
+        self.root, self.top, self.boundary = root, top, boundary
+        self.names, self.keys, self.special, self.count = names, keys, special, count
+
+    def rels(self) -> list[str]:
+        """Every relative path, in order."""
+        return self.names[:-1].decode("utf-8").split("\0") if self.count else []
+
+    def path(self, rel: str) -> str:
+        """``rel``'s path under ``top``, as ``os.path.join`` spells it."""
+        return os.path.join(self.top, rel)
+
+    @property
+    def entries(self) -> list[tuple[str, str]]:
+        """(relative path, path) of every entry, in order."""
+        return [(rel, self.path(rel)) for rel in self.rels()]
 
 
 def list_tree(root: StrPath, *, symlink_root: StrPath | None = None) -> dict[str, Path]:
     """Everything but folders under ``root`` by '/'-separated relative path (see module doc)."""
-    return {rel: Path(p) for rel, p, _ in walk_tree(root, symlink_root=symlink_root).entries}
+    return {rel: Path(p) for rel, p in walk_tree(root, symlink_root=symlink_root).entries}
+
+
+class _Out:
+    __slots__ = ("names", "keys", "special", "count")
+
+    def __init__(self) -> None:
+        self.names, self.keys = bytearray(), bytearray()
+        self.special: dict[int, int] = {}
+        self.count = 0
 
 
 def walk_tree(root: StrPath, *, symlink_root: StrPath | None = None) -> Walked:
-    """``list_tree`` with each entry's stat (following a symlink that stays inside),
-    from one walk: one stat per entry, no ``Path`` per entry."""
+    """``list_tree`` with each entry's stat key (following a symlink that stays inside),
+    from one walk in path order: one stat per entry, no object kept per entry."""
     top = Path(root)
     if not top.is_dir():
         if not top.exists():
             raise InputNotFoundError(f"folder not found: {top}", path=str(top))
         raise InputError(f"not a folder: {top}", path=str(top), expected="a folder")
     boundary = os.path.realpath(symlink_root if symlink_root is not None else top)
-    out: list[tuple[str, str, os.stat_result]] = []
+    out = _Out()
     st = top.stat()
     _walk(str(top), "", boundary, {(st.st_dev, st.st_ino)}, out)
-    # str order is code point order, which is UTF-8 byte order (names are checked UTF-8)
-    out.sort(key=lambda e: e[0])
-    return Walked(os.path.abspath(top), out)
+    names, keys = bytes(out.names), bytes(out.keys)
+    return Walked(os.path.abspath(top), str(top), boundary, names, keys, out.special, out.count)
 
 
 def _check_name(relpath: str, name: str) -> None:
@@ -693,18 +753,21 @@ def _walk(
     rel: str,
     boundary: str,
     active: set[tuple[int, int]],
-    out: list[tuple[str, str, os.stat_result]],
+    out: _Out,
 ) -> None:
+    """Every entry under ``folder`` into ``out``, in path order: a folder's entries
+    sorted by name, a subfolder's name with '/' after it ("a.txt" before "a/b")."""
     try:
         with os.scandir(folder) as it:
             entries = list(it)
     except OSError as exc:
         raise _os_error(Path(folder), exc) from exc
+    found: list[tuple[str, str | None, os.stat_result]] = []
     for entry in entries:
-        if entry.name == ".git":
+        name = entry.name
+        if name == ".git":
             continue
-        relpath = f"{rel}/{entry.name}" if rel else entry.name
-        _check_name(relpath, entry.name)
+        _check_name(rel + name, name)
         try:
             if entry.is_symlink():
                 target = os.path.realpath(entry.path)
@@ -726,12 +789,84 @@ def _walk(
         except OSError as exc:
             raise _os_error(Path(entry.path), exc) from exc
         if stat.S_ISDIR(st.st_mode):
-            ident = (st.st_dev, st.st_ino)
-            if ident in active:
-                raise InputError(f"symlink loop at {entry.path}", path=entry.path)
-            _walk(entry.path, relpath, boundary, active | {ident}, out)
+            found.append((name + "/", entry.path, st))
         else:  # a file, or a FIFO, socket or device: hashing refuses those without opening them
-            out.append((relpath, entry.path, st))
+            found.append((name, None, st))
+    found.sort(key=_first)  # str order is code point order, which is UTF-8 byte order
+    names, keys, pack = out.names, out.keys, KEY.pack
+    for name, path, st in found:
+        if path is None:
+            if not stat.S_ISREG(st.st_mode):
+                out.special[out.count] = st.st_mode
+            names += (rel + name).encode("utf-8")
+            names += b"\0"
+            keys += pack(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            out.count += 1
+            continue
+        ident = (st.st_dev, st.st_ino)
+        if ident in active:
+            raise InputError(f"symlink loop at {path}", path=path)
+        _walk(path, rel + name, boundary, active | {ident}, out)
+
+
+def _first(item: tuple[str, str | None, os.stat_result]) -> str:
+    return item[0]
+
+
+class TreeFiles(Mapping[str, FileDigest]):
+    """A hashed tree's files by relative path, in path order, kept as the folder
+    cache's arrays (``ftmanifest.foldercache``) and read on demand."""
+
+    def __init__(
+        self, names: bytes, keys: bytes, digests: bytes, counts: array | None, count: int
+    ) -> None:
+        self.names, self.stats, self.digests, self.counts = names, keys, digests, counts
+        self.count = count
+        self.stored: Path | None = None  # the folder cache's state for these files
+        self._index: dict[str, int] | None = None
+
+    def _rels(self) -> list[str]:
+        return self.names[:-1].decode("utf-8").split("\0") if self.count else []
+
+    def _at(self, i: int) -> FileDigest:
+        size = KEY.unpack_from(self.stats, i * KEY.size)[2]
+        n = self.counts[i] if self.counts is not None else -1
+        digest = f"{ALGORITHM}:{self.digests[i * 32 : i * 32 + 32].hex()}"
+        return FileDigest(digest, size, None if n < 0 else n)
+
+    def __getitem__(self, rel: str) -> FileDigest:
+        if self._index is None:
+            self._index = {r: i for i, r in enumerate(self._rels())}
+        return self._at(self._index[rel])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rels())
+
+    def __len__(self) -> int:
+        return self.count
+
+    def items(self) -> Any:  # in order, without the index
+        return ((rel, self._at(i)) for i, rel in enumerate(self._rels()))
+
+    def values(self) -> Any:
+        return (self._at(i) for i in range(self.count))
+
+    def size(self) -> int:
+        """Bytes in all files."""
+        sizes: Any = memoryview(self.stats).cast("q")[2::5]
+        return sum(sizes)
+
+    def records(self) -> Iterator[bytes]:
+        """The tree digest's input (``relpath NUL digest LF`` each), in chunks."""
+        hexes = self.digests.hex()
+        head = f"{ALGORITHM}:".encode("ascii")
+        rels = self.names.split(b"\0")
+        step = 4096
+        for start in range(0, self.count, step):
+            yield b"".join(
+                rels[i] + b"\0" + head + hexes[i * 64 : i * 64 + 64].encode("ascii") + b"\n"
+                for i in range(start, min(start + step, self.count))
+            )
 
 
 def hash_tree(
@@ -755,34 +890,35 @@ def hash_tree(
     ``count``: count every file's records in that format (``TreeResult.records``).
     ``hasher``: a function with ``hash_files``'s signature (the distributed one).
     ``walked``: ``walk_tree(root, ...)`` when the caller already walked it.
+    Unchanged files come from the folder cache (``ftmanifest.foldercache``) in the
+    directory of ``cache`` (default: the user's cache), not the stat cache.
     """
     walked = walk_tree(root, symlink_root=symlink_root) if walked is None else walked
-    if hasher is not None:
-        listing = {rel: Path(p) for rel, p, _ in walked.entries}
-        by_path = hasher(
-            listing.values(),
-            use_cache=use_cache,
-            workers=workers,
-            progress=progress,
-            cache=cache,
-            count=count,
-            settle=settle,
-        )
-        results = {rel: by_path[p] for rel, p in listing.items()}
-    else:
-        results = _hash_walked(walked, use_cache, workers, progress, cache, count, settle)
+    if hasher is None:
+        return _hash_walked(walked, use_cache, workers, progress, cache, count, settle)
+    listing = {rel: Path(p) for rel, p in walked.entries}
+    by_path = hasher(
+        listing.values(),
+        use_cache=use_cache,
+        workers=workers,
+        progress=progress,
+        cache=cache,
+        count=count,
+        settle=settle,
+    )
     files: dict[str, FileDigest] = {}
-    for rel, _, _ in walked.entries:
-        result = results[rel]
+    for rel, p in listing.items():
+        result = by_path[p]
         if isinstance(result, FtManifestError):
             raise result
         files[rel] = result
-    counts = [fd.records for fd in files.values()]
-    total = sum(n for n in counts if n is not None) if count and None not in counts else None
+    counted = [fd.records for fd in files.values()]
+    total = sum(n for n in counted if n is not None) if count and None not in counted else None
     h = hashlib.sha256()  # tree_digest over names the walk checked, in the walk's order
     for rel, fd in files.items():
         h.update(rel.encode("utf-8") + b"\0" + fd.digest.encode("ascii") + b"\n")
-    return TreeResult(files, f"sha256:{h.hexdigest()}", total)
+    size = sum(fd.size for fd in files.values())
+    return TreeResult(files, f"sha256:{h.hexdigest()}", total, size)
 
 
 def _hash_walked(
@@ -793,26 +929,270 @@ def _hash_walked(
     cache: StatCache | None,
     count: str | None,
     settle: bool,
-) -> dict[str, FileDigest | FtManifestError]:
-    """``hash_files`` over a walk, keyed by relative path, from the walk's stats."""
+) -> TreeResult:
+    """``hash_tree`` without a distributed hasher: the folder cache's unchanged files,
+    then every other file read (see ``foldercache``)."""
+    from ftmanifest import foldercache
+
     fmt = count if count and counts.cache_key(count) else None
-    results: dict[str, FileDigest | FtManifestError] = {}
-    jobs: list[_Job] = []
+    kind = counts.cache_key(fmt) if fmt else None
+    n = walked.count
+    where = (cache.directory if cache is not None else statcache.cache_dir()) if use_cache else None
+    prev = foldercache.load(where, walked.root, walked.boundary) if where is not None else None
+    if prev is not None and fmt and prev.kind != kind:
+        prev = None  # counts in another kind: every file is read again
+    keys = bytearray(walked.keys)
+    digests = bytearray(prev.digests) if prev is not None and prev.names == walked.names else None
+    tallies = array("q")
+    if digests is not None and prev is not None:
+        tallies.frombytes(prev.counts)
+        todo = _changed_keys(walked.keys, prev.keys, n)
+    else:
+        digests = bytearray(32 * n)
+        tallies.frombytes(b"\xff" * (8 * n))
+        todo = _merge(walked, prev, digests, tallies) if prev is not None else list(range(n))
+    if fmt:
+        todo = sorted(set(todo) | {i for i, t in enumerate(tallies) if t < 0})
+    todo = [i for i in todo if i not in walked.special]
+    errors: dict[int, FtManifestError] = {}
+    for i, mode in walked.special.items():
+        errors[i] = _not_regular(Path(walked.path(_rel_at(walked.names, i))), mode)
+    if cache is not None:
+        cache.hits += n - len(todo) - len(walked.special)
+        cache.misses += len(todo)
+    _hash_indices(walked, todo, fmt, keys, digests, tallies, errors, progress, workers, settle)
+    if errors:
+        raise errors[min(errors)]
+    files = TreeFiles(walked.names, bytes(keys), bytes(digests), tallies if fmt else None, n)
+    if prev is not None and not todo and prev.names == walked.names and prev.keys == walked.keys:
+        digest, files.stored = prev.digest, prev.file  # nothing changed, nothing to store
+    else:
+        h = hashlib.sha256()
+        for chunk in files.records():
+            h.update(chunk)
+        digest = f"sha256:{h.hexdigest()}"
+        if where is not None:
+            state = foldercache.State(
+                walked.root, walked.boundary, digest, kind or (prev.kind if prev else None), n,
+                walked.names, files.stats, tallies.tobytes(), files.digests,
+            )  # fmt: skip
+            files.stored = foldercache.store(where, state)
+    total = sum(tallies) if fmt and n else (0 if fmt else None)
+    return TreeResult(files, digest, total, files.size())
+
+
+def _rel_at(names: bytes, i: int) -> str:
+    return names.split(b"\0")[i].decode("utf-8")
+
+
+def _changed_keys(here: bytes, stored: bytes, n: int) -> list[int]:
+    """Indices whose key differs, comparing 1,024 keys at a time."""
+    size, step, out = KEY.size, 1024, []
+    for start in range(0, n, step):
+        lo, hi = start * size, min(n, start + step) * size
+        if here[lo:hi] != stored[lo:hi]:
+            for i in range(start, min(n, start + step)):
+                if here[i * size : (i + 1) * size] != stored[i * size : (i + 1) * size]:
+                    out.append(i)
+    return out
+
+
+def _merge(walked: Walked, prev: Any, digests: bytearray, tallies: array) -> list[int]:
+    """The files added or changed since ``prev``, with the others' digests and counts
+    copied from it: a merge of the two sorted lists of names."""
+    size = KEY.size
+    old = prev.names.split(b"\0")[:-1] if prev.count else []
+    old_at = {name: j for j, name in enumerate(old)}
+    stored_counts = array("q")
+    stored_counts.frombytes(prev.counts)
+    todo = []
+    for i, name in enumerate(walked.names.split(b"\0")[:-1] if walked.count else []):
+        j = old_at.get(name)
+        if (
+            j is None
+            or walked.keys[i * size : (i + 1) * size] != prev.keys[j * size : (j + 1) * size]
+        ):
+            todo.append(i)
+            continue
+        digests[i * 32 : i * 32 + 32] = prev.digests[j * 32 : j * 32 + 32]
+        tallies[i] = stored_counts[j]
+    return todo
+
+
+def _hash_indices(
+    walked: Walked,
+    todo: list[int],
+    fmt: str | None,
+    keys: bytearray,
+    digests: bytearray,
+    tallies: array,
+    errors: dict[int, FtManifestError],
+    progress: ProgressSink | None,
+    workers: int | None,
+    settle: bool,
+) -> None:
+    """Read the files at ``todo``; their keys, digests and counts into the arrays."""
+    if not todo:
+        return
+    rels = walked.names.split(b"\0")
+    if _forkable(len(todo), workers):
+        todo = _hash_forked(walked, rels, todo, fmt, keys, digests, tallies, progress, settle)
     top = walked.root.rstrip("/")
-    for rel, path, st in walked.entries:
-        if stat.S_ISREG(st.st_mode):
-            jobs.append(_Job(path, f"{top}/{rel}", st, fmt))  # type: ignore[arg-type]
-        else:
-            results[rel] = _not_regular(Path(path), st.st_mode)
-    own_cache = use_cache and cache is None
-    active = (StatCache() if cache is None else cache) if use_cache else None
-    by_path: dict[Any, FileDigest | FtManifestError] = {}
+    at: dict[Path, int] = {}
+    jobs = []
+    for i in todo:
+        rel = rels[i].decode("utf-8")
+        path = Path(walked.path(rel))
+        dev, ino, size, mtime, ctime = KEY.unpack_from(walked.keys, i * KEY.size)
+        at[path] = i
+        jobs.append(_Job(path, f"{top}/{rel}", _Stat(size, mtime, ctime), fmt))
+        if progress is not None:
+            progress.add_total(size)
+    results: dict[Path, FileDigest | FtManifestError] = {}
+
+    def hashed(job: _Job, outcome: _Hashed) -> None:
+        i = at[job.path]
+        key = outcome.key
+        racy = statcache.is_racy(key, outcome.hashed_at)
+        KEY.pack_into(keys, i * KEY.size, key.dev % (1 << 64), key.ino % (1 << 64), key.size,
+                      key.mtime_ns, _NEVER if racy else key.ctime_ns)  # fmt: skip
+        digests[i * 32 : i * 32 + 32] = bytes.fromhex(outcome.digest.digest.partition(":")[2])
+        n = outcome.digest.records
+        tallies[i] = -1 if n is None else n
+
+    if settle:
+        jobs = _hash_settled(jobs, results, None, progress, workers, hashed)
+    _hash_all(jobs, results, None, progress, workers, hashed)
+    for path, result in results.items():
+        if isinstance(result, FtManifestError):
+            errors[at[path]] = result
+
+
+FORK_MIN = 4096  # small files to read past which worker processes read them
+_FORKED: tuple[Walked, list[bytes], str | None] | None = None  # what forked workers read
+
+
+def _forkable(n_files: int, workers: int | None) -> bool:
+    """Worker processes for many small files: Python's per-file work holds the GIL, so
+    threads do not help (``_hash_all``).  Forked, so they start in milliseconds and
+    share the walk; only on Linux."""
+    n = workers or default_workers(n_files)
+    return n > 1 and n_files >= FORK_MIN and sys.platform == "linux"
+
+
+def _hash_forked(
+    walked: Walked,
+    rels: list[bytes],
+    todo: list[int],
+    fmt: str | None,
+    keys: bytearray,
+    digests: bytearray,
+    tallies: array,
+    progress: ProgressSink | None,
+    settle: bool,
+) -> list[int]:
+    """Read the small files of ``todo`` in worker processes; the indices left to read
+    here: large files, the first ones ``held`` has room to keep open, and any a worker
+    could not read or saw change (reading them again here reports why)."""
+    import multiprocessing
+
+    global _FORKED
+    size_at = KEY.size
+    small: list[int] = []
+    left: list[int] = []
+    for i in todo:
+        (small if KEY.unpack_from(walked.keys, i * size_at)[2] < SMALL_FILE else left).append(i)
+    keeper = held.current()  # the files it has room for are read here, and kept open
+    room = min(keeper.room(), len(small)) if keeper is not None else 0
+    left.extend(small[:room])
+    small = small[room:]
+    rounds = [small]
+    if settle:  # as _hash_settled: the racy ones once they no longer are
+        now = time.time_ns() - statcache.RACY_NS
+        stamped = {i: max(KEY.unpack_from(walked.keys, i * size_at)[3:5]) for i in small}
+        rounds = [[i for i in small if stamped[i] < now], [i for i in small if stamped[i] >= now]]
+    n = default_workers(len(small))
+    _FORKED = (walked, rels, fmt)
     try:
-        _hash_jobs(jobs, by_path, active, progress, workers, settle, prefix=f"{top}/")
+        with multiprocessing.get_context("fork").Pool(n) as pool:
+            for k, batch in enumerate(rounds):
+                if k and batch:
+                    _wait_past(max(stamped[i] for i in batch))
+                chunks = [batch[at : at + _CHUNK] for at in range(0, len(batch), _CHUNK)]
+                for done, packed, failed, nbytes in pool.imap_unordered(_read_chunk, chunks):
+                    for j, i in enumerate(done):
+                        keys[i * size_at : (i + 1) * size_at] = packed[0][
+                            j * size_at : (j + 1) * size_at
+                        ]
+                        digests[i * 32 : i * 32 + 32] = packed[1][j * 32 : j * 32 + 32]
+                        tallies[i] = struct.unpack_from("<q", packed[2], j * 8)[0]
+                    left.extend(failed)
+                    if progress is not None:
+                        progress.advance(nbytes)
     finally:
-        if active is not None:
-            active.close() if own_cache else active.flush()
-    rel_of = {path: rel for rel, path, _ in walked.entries}
-    for path, result in by_path.items():
-        results[rel_of[path]] = result
-    return results
+        _FORKED = None
+    return sorted(left)
+
+
+_CHUNK = 2000  # files a worker reads per task
+
+
+def _read_chunk(chunk: list[int]) -> tuple[list[int], tuple[bytes, bytes, bytes], list[int], int]:
+    """In a worker: read the files at ``chunk`` as ``_digest_open`` does.  Returns the
+    indices read, their keys, digests and counts packed, the indices not read, bytes."""
+    assert _FORKED is not None
+    walked, rels, fmt = _FORKED
+    prefix = walked.root.rstrip("/").encode("utf-8") + b"/"
+    view = _buffer()
+    keys, digests, counted = bytearray(), bytearray(), bytearray()
+    done, failed, nbytes = [], [], 0
+    pack, window = KEY.pack, statcache.RACY_NS
+    for i in chunk:
+        path = prefix + rels[i]
+        counter = counts.counter_for(fmt) if fmt else None
+        if fmt and counter is None:
+            failed.append(i)  # counted after hashing: read here, not in a worker
+            continue
+        hashed_at = time.time_ns()
+        try:
+            fd = os.open(path, _OPEN_FLAGS)
+        except OSError:
+            failed.append(i)
+            continue
+        try:
+            before = os.fstat(fd)
+            if not stat.S_ISREG(before.st_mode):
+                failed.append(i)
+                continue
+            h, total = hashlib.sha256(), 0
+            while n := os.readv(fd, [view]):
+                h.update(view[:n])
+                if counter is not None:
+                    counter.feed(view[:n])
+                total += n
+            after = os.fstat(fd)
+            now = os.stat(path)
+        except OSError:
+            failed.append(i)
+            continue
+        finally:
+            os.close(fd)
+        key = (before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns)
+        if total != before.st_size or any(
+            key != (s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns)
+            for s in (after, now)
+        ):
+            failed.append(i)  # changed while read: read again here, which says so
+            continue
+        racy = max(key[3], key[4]) >= hashed_at - window
+        keys += pack(*key[:4], _NEVER if racy else key[4])
+        digests += h.digest()
+        try:
+            n_records = counter.result() if counter is not None else -1
+        except FtManifestError:
+            failed.append(i)  # a record count error: read again here, which says so
+            continue
+        counted += struct.pack("<q", n_records)
+        done.append(i)
+        nbytes += total
+    return done, (bytes(keys), bytes(digests), bytes(counted)), failed, nbytes

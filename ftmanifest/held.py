@@ -59,6 +59,10 @@ class Held:
             self._fds[name] = (fd, key)
             return True
 
+    def room(self) -> int:
+        """How many more descriptors would be kept."""
+        return max(0, self.limit - len(self._fds))
+
     def fd(self, path: StrPath) -> int | None:
         kept = self._fds.get(_key(path))
         return kept[0] if kept else None

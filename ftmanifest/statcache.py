@@ -204,35 +204,6 @@ class StatCache:
             self.misses += len(items) - len(found)
         return found
 
-    def lookup_under(
-        self, prefix: str, items: Sequence[tuple[str, StatKey]], algo: str
-    ) -> dict[str, str]:
-        """``lookup_many`` for paths that all start with ``prefix`` (a folder and its
-        ``/``): one range read of the table's key instead of a query a batch, the
-        entries of other files under the folder read and dropped."""
-        assert prefix.endswith("/")
-        wanted = dict(items)
-        found: dict[str, str] = {}
-        with self._lock:
-            if self._conn is None:
-                return found
-            try:
-                rows = self._conn.execute(
-                    "SELECT path, dev, ino, size, mtime_ns, ctime_ns, digest FROM entries"
-                    " WHERE path >= ? AND path < ? AND algo = ?",
-                    (prefix, prefix[:-1] + "0", algo),  # "0" follows "/" in code points
-                )
-                for row in rows:
-                    key = wanted.get(row[0])
-                    if key is not None and StatKey(*row[1:6]) == key:
-                        found[row[0]] = str(row[6])
-            except sqlite3.Error as exc:
-                self._disable(exc)
-                found.clear()
-            self.hits += len(found)
-            self.misses += len(items) - len(found)
-        return found
-
     def lookup_records(self, items: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
         """Stored counts of the (digest, kind) pairs that have one; few queries."""
         found: dict[tuple[str, str], int] = {}

@@ -228,11 +228,11 @@ class _Supervisor:
         elif self.asked is None:
             self.asked = sig
             self.deadline = time.monotonic() + self.grace
-            _killpg(pgid, sig)
-            _say(
+            _say(  # said first: what the command prints on the signal comes after it
                 f"{sig.name} passed on to the command; SIGKILL in {self.grace:g} s "
                 "unless it ends (SIGINT or SIGTERM again: now)"
             )
+            _killpg(pgid, sig)
         elif sig in (signal.SIGINT, signal.SIGTERM):
             self._kill(f"{sig.name} again")
         else:

@@ -92,10 +92,34 @@ def _write(target: Path, digest: str, records: IO[bytes]) -> Path:
 
 def read(digest: str) -> dict[str, str] | None:
     """The pinned list of ``digest`` as {relpath: digest}, or None when there is
-    none here, it is not a regular file, or it does not hash to ``digest``."""
+    none here, it is not a regular file, or it does not hash to ``digest``: a list,
+    else a folder cache state of that digest (``ftmanifest.foldercache``)."""
     target = path_for(digest)
     if target is None:
         return None
+    found = _read_list(target, digest)
+    return found if found is not None else _read_state(digest)
+
+
+def _read_state(digest: str) -> dict[str, str] | None:
+    from ftmanifest import foldercache
+    from ftmanifest.hashing import TreeFiles
+    from ftmanifest.statcache import cache_dir
+
+    for path in foldercache.find(cache_dir(), digest):
+        state = foldercache.read(path)
+        if state is None or state.digest != digest:
+            continue
+        files = TreeFiles(state.names, state.keys, state.digests, None, state.count)
+        h = hashlib.sha256()
+        for chunk in files.records():
+            h.update(chunk)
+        if f"sha256:{h.hexdigest()}" == digest:  # trusted by its hash, not by where it was
+            return {rel: fd.digest for rel, fd in files.items()}
+    return None
+
+
+def _read_list(target: Path, digest: str) -> dict[str, str] | None:
     try:
         fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -141,6 +165,11 @@ def records_file(files: Mapping[str, Any]) -> IO[bytes]:
     """The records of ``files`` (relpath -> digest, or an object with ``.digest``) in
     tree order, in a ``spool``."""
     out = spool()
+    chunks = getattr(files, "records", None)
+    if callable(chunks):  # hashing.TreeFiles: in tree order already
+        for chunk in chunks():
+            out.write(chunk)
+        return out
     for rel in sorted(files, key=lambda r: r.encode("utf-8")):
         value = files[rel]
         dig = value if isinstance(value, str) else value.digest
@@ -154,6 +183,8 @@ def keep(digest: str | None, files: Mapping[str, Any]) -> None:
     target = path_for(digest) if digest else None
     if target is None or digest is None or os.path.lexists(target):
         return
+    if getattr(files, "stored", None) is not None:
+        return  # the folder cache holds this list (``read`` finds it there)
     records = records_file(files)
     try:
         if write(digest, records) is not None:

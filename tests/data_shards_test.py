@@ -1,21 +1,21 @@
 """A changed shard in a folder of data is named, not only its folder (issue 31).
 
 A data folder is pinned by one tree digest.  Its file list, kept in the user
-cache under that digest (``ftmanifest.treelist``), is trusted only because it
-hashes to the signed digest: verify names the shards that changed, were added
+cache under that digest (the folder cache's state, ``ftmanifest.foldercache``,
+read by ``ftmanifest.treelist``), is trusted only because it hashes to the
+signed digest: verify names the shards that changed, were added
 or went missing from it, and without it (or with a forged one) still refuses
 the folder and says why nothing is named.
 """
 
 from __future__ import annotations
 
-import gzip
 import os
 from pathlib import Path
 
 import pytest
 
-from ftmanifest import treelist
+from ftmanifest import foldercache, treelist
 from ftmanifest.hashing import hash_tree
 from ftmanifest.manifest import load_manifest
 from ftmanifest.verify import verify_manifest
@@ -46,15 +46,19 @@ def _locked(env: Path, n: int) -> Path:
 
 def _pinned_list(manifest: Path) -> Path:
     digest = load_manifest(manifest).manifest.data[0].digest
-    listing = treelist.path_for(digest or "")
-    assert listing is not None
+    (listing,) = foldercache.find(env_cache(), digest or "")
     return listing
+
+
+def env_cache() -> Path:
+    return Path(os.environ["FTMANIFEST_CACHE_DIR"])
 
 
 def test_the_list_kept_is_what_the_tree_digest_hashes(env: Path) -> None:
     manifest = _locked(env, 7)
     listing = _pinned_list(manifest)
     assert listing.is_file() and listing.stat().st_mode & 0o077 == 0
+    assert not list((env_cache() / "trees").glob("*.gz"))  # one copy of the list, not two
     tree = hash_tree(manifest.parent / "data/train", use_cache=False)
     assert treelist.read(tree.digest) == {r: f.digest for r, f in tree.files.items()}
     assert f"{tree.digest}" == load_manifest(manifest).manifest.data[0].digest
@@ -105,23 +109,27 @@ def test_without_the_pinned_list_the_folder_is_refused_and_says_why(env: Path) -
     assert not report.ok
 
 
-@pytest.mark.parametrize("forge", ["renamed", "truncated", "not-gzip", "fifo", "symlink"])
+@pytest.mark.parametrize("forge", ["renamed", "truncated", "garbage", "fifo", "symlink"])
 def test_a_list_that_is_not_the_pinned_one_names_nothing(env: Path, forge: str) -> None:
     manifest = _locked(env, 5)
     listing = _pinned_list(manifest)
-    raw = gzip.decompress(listing.read_bytes())
+    raw = listing.read_bytes()
+    state = foldercache.read(listing)
+    assert state is not None
     listing.unlink()
-    if forge == "renamed":  # names part-0003 where the pin has part-0002
-        listing.write_bytes(gzip.compress(raw.replace(b"part-0002", b"part-0003", 1)))
+    if forge == "renamed":  # names part-0003 where the pin has part-0002, digest kept
+        names = state.names.replace(b"part-0002", b"part-0003", 1)
+        foldercache.store(env_cache(), foldercache.State(**{**vars(state), "names": names}))
+        assert listing.is_file()
     elif forge == "truncated":
-        listing.write_bytes(gzip.compress(raw)[:-9])
-    elif forge == "not-gzip":
-        listing.write_bytes(raw)
+        listing.write_bytes(raw[:-9])
+    elif forge == "garbage":
+        listing.write_bytes(b"junk" + raw)
     elif forge == "fifo":
         os.mkfifo(listing)
     else:
-        real = env / "elsewhere.gz"
-        real.write_bytes(gzip.compress(raw))
+        real = env / "elsewhere.tree"
+        real.write_bytes(raw)
         listing.symlink_to(real)  # the right bytes, but not a file of the cache
     (manifest.parent / "data/train/part-0001.jsonl").write_text("{}\n")
     report = verify_manifest(manifest, signature=False)

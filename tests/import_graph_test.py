@@ -83,9 +83,9 @@ def test_the_cycle_finder_finds_one() -> None:
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pure core", ("location", "errors", "findings", "safe_text", "output", "checks",
                    "manifest", "lint", "lint_report")),
-    ("file access", ("fsutil", "counts", "sqlite_store", "statcache", "treelist", "held",
-                     "progress", "hashing", "untrusted", "hfcache", "snapshot", "recordio",
-                     "wire")),
+    ("file access", ("fsutil", "counts", "sqlite_store", "statcache", "foldercache",
+                     "held", "progress", "hashing", "treelist", "untrusted", "hfcache",
+                     "snapshot", "recordio", "wire")),
     ("probes and runtime", ("probe", "seeding", "supervise")),
     ("signing", ("signing",)),
     ("judging rooms", ("scan", "ledger", "adapter", "verify", "preflight", "data", "results",

@@ -8,6 +8,7 @@ decides whether something is wrong.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from ftmanifest.manifest.pinned import pinned_files
 from ftmanifest.snapshot import FileState, ModelState, observe_model
 
 if TYPE_CHECKING:
+    from ftmanifest.hashing import Walked
     from ftmanifest.manifest.environment import Environment
     from ftmanifest.manifest.model import Manifest
     from ftmanifest.snapshot import Hasher
@@ -56,6 +58,20 @@ def folder_format(declared: str | None, listing: Iterable[str]) -> str | None:
     return kind if kind and cache_key(kind) else None
 
 
+def walked_format(declared: str | None, walked: Walked) -> str | None:
+    """``folder_format`` of a walked folder, without a string a file when every name
+    ends in the first one's suffix (a folder of shards)."""
+    if declared is not None or not walked.count:
+        return folder_format(declared, ())
+    first = walked.names[: walked.names.index(b"\0")].decode("utf-8")
+    suffix = os.path.splitext(first)[1].encode("utf-8")
+    only_dots = re.compile(rb"(?:^|[/\0])\.*" + re.escape(suffix) + rb"\0")
+    if suffix and walked.names.count(suffix + b"\0") == walked.count:
+        if not only_dots.search(walked.names):  # ".jsonl" alone has no suffix
+            return folder_format(None, (first,))
+    return folder_format(None, walked.rels())
+
+
 def hash_path(
     path: Path,
     base: Path,
@@ -81,7 +97,7 @@ def hash_path(
     try:
         if path.is_dir():
             walked = walk_tree(path, symlink_root=base)  # once, for the format and the hash
-            kind = folder_format(fmt, (rel for rel, _, _ in walked.entries)) if count else None
+            kind = walked_format(fmt, walked) if count else None
             tree = hash_tree(
                 path,
                 use_cache=use_cache,
@@ -92,7 +108,7 @@ def hash_path(
                 walked=walked,
             )
             state.digest = tree.digest
-            state.size = sum(f.size for f in tree.files.values())
+            state.size = tree.size
             state.tree = tree.files
             if count:
                 state.records = tree.records if kind else len(tree.files)
