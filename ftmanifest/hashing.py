@@ -1120,6 +1120,12 @@ def _hash_forked(
                     _wait_past(max(stamped[i] for i in batch))
                 chunks = [batch[at : at + _CHUNK] for at in range(0, len(batch), _CHUNK)]
                 for done, packed, failed, nbytes in pool.imap_unordered(_read_chunk, chunks):
+                    if done and done[-1] - done[0] + 1 == len(done):  # a run: one copy
+                        lo, hi = done[0], done[-1] + 1
+                        keys[lo * size_at : hi * size_at] = packed[0]
+                        digests[lo * 32 : hi * 32] = packed[1]
+                        tallies[lo:hi] = array("q", packed[2])
+                        done = []
                     for j, i in enumerate(done):
                         keys[i * size_at : (i + 1) * size_at] = packed[0][
                             j * size_at : (j + 1) * size_at
@@ -1138,61 +1144,59 @@ _CHUNK = 2000  # files a worker reads per task
 
 
 def _read_chunk(chunk: list[int]) -> tuple[list[int], tuple[bytes, bytes, bytes], list[int], int]:
-    """In a worker: read the files at ``chunk`` as ``_digest_open`` does.  Returns the
-    indices read, their keys, digests and counts packed, the indices not read, bytes."""
+    """In a worker: read the small files at ``chunk``.  Returns the indices read, their
+    keys, digests and counts packed, the indices not read, and the bytes read.
+
+    A file is read only when its descriptor's stat is the walk's (the path named this
+    file when it was walked), in one read of its size and one more byte, and taken
+    only when that read returned exactly its size and the stat held still: else it is
+    left for ``_digest_open`` here, which says what changed.
+    """
     assert _FORKED is not None
     walked, rels, fmt = _FORKED
     prefix = walked.root.rstrip("/").encode("utf-8") + b"/"
-    view = _buffer()
     keys, digests, counted = bytearray(), bytearray(), bytearray()
     done, failed, nbytes = [], [], 0
-    pack, window = KEY.pack, statcache.RACY_NS
+    pack, unpack, window, sha256 = KEY.pack, KEY.unpack_from, statcache.RACY_NS, hashlib.sha256
     for i in chunk:
-        path = prefix + rels[i]
-        counter = counts.counter_for(fmt) if fmt else None
-        if fmt and counter is None:
-            failed.append(i)  # counted after hashing: read here, not in a worker
-            continue
+        walked_key = unpack(walked.keys, i * KEY.size)
         hashed_at = time.time_ns()
         try:
-            fd = os.open(path, _OPEN_FLAGS)
+            fd = os.open(prefix + rels[i], _OPEN_FLAGS)
         except OSError:
             failed.append(i)
             continue
         try:
-            before = os.fstat(fd)
-            if not stat.S_ISREG(before.st_mode):
+            st = os.fstat(fd)
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if key != walked_key or not stat.S_ISREG(st.st_mode):
                 failed.append(i)
                 continue
-            h, total = hashlib.sha256(), 0
-            while n := os.readv(fd, [view]):
-                h.update(view[:n])
-                if counter is not None:
-                    counter.feed(view[:n])
-                total += n
-            after = os.fstat(fd)
-            now = os.stat(path)
+            data = os.read(fd, key[2] + 1)
+            st = os.fstat(fd)
         except OSError:
             failed.append(i)
             continue
         finally:
             os.close(fd)
-        key = (before.st_dev, before.st_ino, before.st_size, before.st_mtime_ns, before.st_ctime_ns)
-        if total != before.st_size or any(
-            key != (s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns)
-            for s in (after, now)
-        ):
-            failed.append(i)  # changed while read: read again here, which says so
+        if len(data) != key[2] or (st.st_size, st.st_mtime_ns, st.st_ctime_ns) != key[2:]:
+            failed.append(i)
             continue
+        n_records = -1
+        if fmt:
+            counter = counts.counter_for(fmt)
+            try:
+                if counter is None:
+                    raise _Cancelled  # counted after hashing: read here, not in a worker
+                counter.feed(memoryview(data))
+                n_records = counter.result()
+            except (FtManifestError, _Cancelled):
+                failed.append(i)  # a record count error: read again here, which says so
+                continue
         racy = max(key[3], key[4]) >= hashed_at - window
         keys += pack(*key[:4], _NEVER if racy else key[4])
-        digests += h.digest()
-        try:
-            n_records = counter.result() if counter is not None else -1
-        except FtManifestError:
-            failed.append(i)  # a record count error: read again here, which says so
-            continue
+        digests += sha256(data).digest()
         counted += struct.pack("<q", n_records)
         done.append(i)
-        nbytes += total
+        nbytes += key[2]
     return done, (bytes(keys), bytes(digests), bytes(counted)), failed, nbytes
