@@ -1,19 +1,29 @@
 """The tar stream inside an archive, member by member, against its signed index.
 
-Layer: edge (parses tar with the standard library's stream reader, hashes,
-hands folders and file chunks to a sink; never ``extractall``, never the
-extraction filters).  ``consume`` is what ``unpack.read_archive`` runs on the
-age child's output: the first member must be the index the metadata names,
-signed by a trusted key, about this backup; every later member a regular
-file or folder the index lists, once, with its size and sha256; every entry
-present; only zero padding after the end.  A stream that ends early raises
-``Truncated`` (the caller asks age why).
+Layer: edge (parses tar itself, hashes, hands folders and file chunks to a
+sink; never ``tarfile``, never ``extractall``).  ``consume`` is what
+``unpack.read_archive`` runs on the age child's output: the first member
+must be the index the metadata names, signed by a trusted key, about this
+backup; every later member a regular file or folder the index lists, once,
+with its size and sha256; every entry present; only zero padding after the
+end.  A stream that ends early raises ``Truncated`` (the caller asks age why).
+
+The reader goes forward only and accepts the POSIX ustar and pax headers that
+``backup create`` and GNU ``tar --format=pax`` write: each header block must
+carry the POSIX magic and a valid checksum; one pax extended header (type
+``x``) may precede a member, and of its records only ``path`` and ``size``
+change anything (a ``GNU.sparse`` record makes the member a sparse file,
+refused; modes, times and owners are taken from the signed index, never from
+the tar).  Every other type -- links, devices, FIFOs, GNU long names and sparse
+files, global headers, contiguous files -- is refused by name.  A member's
+bytes come straight from the pipe, up to 1 MiB a read, with no copy on the
+way: Python's ``tarfile`` in stream mode spent as long again joining buffers.
 """
 
 from __future__ import annotations
 
 import hashlib
-import tarfile
+import os
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
@@ -32,22 +42,25 @@ from ftmanifest.backup.index import (
     parse_entries,
 )
 from ftmanifest.backup.meta import Meta
-from ftmanifest.backup.pipe import CHUNK, PIPE_BYTES
-from ftmanifest.errors import FtManifestError
+from ftmanifest.backup.pipe import PIPE_BYTES
 
-# A member's bytes are taken 1 MiB at a time (tarfile joins its 64 KiB reads
-# into one copy): a sixteenth of the per-chunk Python work of hashing and
-# handing each chunk to the writer thread.
-MEMBER_READ = PIPE_BYTES
+BLOCK = 512
+MEMBER_READ = PIPE_BYTES  # a member's bytes, at most this much a read
+PAX_MAX = 1 << 20  # the largest pax extended header accepted
+_MAGIC = b"ustar\x0000"  # POSIX ustar and pax; GNU's old "ustar  \0" is refused
 
 _TYPE_WORDS = {
-    tarfile.SYMTYPE: "a symbolic link",
-    tarfile.LNKTYPE: "a hard link",
-    tarfile.CHRTYPE: "a character device",
-    tarfile.BLKTYPE: "a block device",
-    tarfile.FIFOTYPE: "a FIFO",
-    tarfile.CONTTYPE: "a contiguous file",
-    tarfile.GNUTYPE_SPARSE: "a GNU sparse file",
+    b"1": "a hard link",
+    b"2": "a symbolic link",
+    b"3": "a character device",
+    b"4": "a block device",
+    b"6": "a FIFO",
+    b"7": "a contiguous file",
+    b"S": "a GNU sparse file",
+    b"L": "a GNU long name",
+    b"K": "a GNU long link name",
+    b"g": "a pax global header",
+    b"x": "a second pax extended header",
 }
 
 
@@ -67,85 +80,196 @@ class Truncated(Exception):
     """The tar stream ended early: a consequence of a failed decryption."""
 
 
-class _Tail:
-    """A reader that remembers its last few chunks and where they started, so
-    the bytes after the tar's end (some already in tarfile's own buffer) can
-    be judged without relying on tarfile's internals."""
+@dataclass(frozen=True)
+class _Member:
+    name: str
+    kind: bytes  # b"0" a file, b"5" a folder, else a type refused by name
+    size: int
+    sparse: bool
 
-    KEEP = 4
+
+class _Stream:
+    """The tar stream, forward only, from a descriptor: headers through a
+    read-ahead buffer, a member's bytes straight from ``os.read``."""
 
     def __init__(self, source: IO[bytes]) -> None:
-        self.source = source
-        self.pos = 0
-        self.chunks: list[tuple[int, bytes]] = []
+        self.fd = source.fileno()
+        self.buf = b""
+        self.at = 0
+        self.offset = 0  # bytes of the stream consumed so far
 
-    def read(self, n: int = -1) -> bytes:
-        data = self.source.read(n)
-        if data:
-            self.chunks.append((self.pos, data))
-            del self.chunks[: -self.KEEP]
-            self.pos += len(data)
+    def some(self, n: int) -> bytes:
+        """Up to ``n`` bytes, at least one unless the stream ended."""
+        if self.at < len(self.buf):
+            data = self.buf[self.at : self.at + n]
+            self.at += len(data)
+        else:
+            data = os.read(self.fd, min(n, MEMBER_READ))
+        self.offset += len(data)
         return data
 
-    def after(self, offset: int) -> bytes | None:
-        """Bytes read from ``offset`` on, or None when no longer kept."""
-        if not self.chunks or self.chunks[0][0] > offset:
-            return None if self.pos > offset else b""
-        return b"".join(d for _, d in self.chunks)[offset - self.chunks[0][0] :]
+    def exactly(self, n: int) -> bytes:
+        """``n`` bytes, or ``Truncated``."""
+        if len(self.buf) - self.at < n:
+            parts, got = [self.buf[self.at :]], len(self.buf) - self.at
+            while got < n:
+                more = os.read(self.fd, max(MEMBER_READ, n - got))
+                if not more:
+                    raise Truncated()
+                parts.append(more)
+                got += len(more)
+            self.buf, self.at = b"".join(parts), 0
+        data = self.buf[self.at : self.at + n]
+        self.at += n
+        self.offset += n
+        return data
+
+    def skip_padding(self, size: int) -> None:
+        if pad := -size % BLOCK:
+            if self.exactly(pad).count(0) != pad:
+                raise _Malformed("nonzero padding after a member")
+
+    def all_zero_to_end(self) -> bool:
+        while data := self.some(MEMBER_READ):
+            if data.count(0) != len(data):
+                return False
+        return True
+
+
+class _Malformed(Exception):
+    """A header this reader does not accept; the text says which part."""
+
+
+def _number(field: bytes, what: str) -> int:
+    if field[:1] in (b"\x80", b"\xff"):  # base-256, for values an octal field cannot hold
+        if field[:1] == b"\xff":
+            raise _Malformed(f"negative {what}")
+        return int.from_bytes(field[1:], "big")
+    text = field.split(b"\0", 1)[0].strip(b" ")
+    if not text:
+        return 0
+    try:
+        return int(text, 8)
+    except ValueError:
+        raise _Malformed(f"{what} is not an octal number") from None
+
+
+def _text(field: bytes) -> str:
+    return field.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+
+def _checksum_ok(block: bytes) -> bool:
+    stored = _number(block[148:156], "checksum")
+    unsigned = sum(block) - sum(block[148:156]) + 8 * 32
+    if stored == unsigned:
+        return True
+    high = sum(1 for b in block[:148] if b > 127) + sum(1 for b in block[156:] if b > 127)
+    return stored == unsigned - 256 * high  # as some old tars summed signed chars
+
+
+def _pax(data: bytes) -> dict[str, bytes]:
+    """The records of a pax extended header: ``"%d %s=%s\\n"`` each."""
+    records: dict[str, bytes] = {}
+    pos = 0
+    while pos < len(data):
+        if data[pos:].count(0) == len(data) - pos:
+            break  # zero fill to the block
+        space = data.find(b" ", pos)
+        if space < 0 or not data[pos:space].isdigit():
+            raise _Malformed("a pax record without its length")
+        end = pos + int(data[pos:space])
+        if end <= space or end > len(data) or data[end - 1 : end] != b"\n":
+            raise _Malformed("a pax record of the wrong length")
+        key, eq, value = data[space + 1 : end - 1].partition(b"=")
+        if not eq:
+            raise _Malformed("a pax record without '='")
+        records[key.decode("utf-8", "surrogateescape")] = value
+        pos = end
+    return records
+
+
+def _header(stream: _Stream) -> _Member | None:
+    """The next member's header (following one pax header), or None at the end."""
+    block = stream.exactly(BLOCK)
+    if block.count(0) == BLOCK:
+        stream.offset -= BLOCK  # the end: the zero blocks are judged as padding
+        stream.at -= BLOCK
+        return None
+    records: dict[str, bytes] = {}
+    block = _checked(block)
+    if block[156:157] == b"x":
+        size = _number(block[124:136], "size")
+        if size > PAX_MAX:
+            raise _Malformed(f"a pax header of {size} bytes")
+        records = _pax(stream.exactly(size))
+        stream.skip_padding(size)
+        block = _checked(stream.exactly(BLOCK))
+    kind = block[156:157]
+    name = _text(block[0:100])
+    if prefix := _text(block[345:500]):
+        name = prefix + "/" + name
+    size = _number(block[124:136], "size")
+    if "path" in records:
+        name = records["path"].decode("utf-8", "surrogateescape")
+    if "size" in records:
+        if not records["size"].isdigit():
+            raise _Malformed("a pax size that is not a number")
+        size = int(records["size"])
+    if kind in (b"0", b"\0") and name.endswith("/"):
+        kind = b"5"  # the old way to write a folder
+    if kind == b"\0":
+        kind = b"0"
+    if kind == b"5":
+        name = name.rstrip("/")
+        if size:
+            raise _Malformed(f"a folder with {size} bytes of data")
+    sparse = any(k.startswith("GNU.sparse.") for k in records)
+    return _Member(name, kind, size, sparse)
+
+
+def _checked(block: bytes) -> bytes:
+    if len(block) != BLOCK or block[257:265] != _MAGIC:
+        raise _Malformed("a header block without the POSIX ustar magic")
+    if not _checksum_ok(block):
+        raise _Malformed("a header block whose checksum does not match")
+    return block
 
 
 def consume(
     stream: IO[bytes], meta: Meta, trust: Any, sink: Sink | None, where: str, progress: Any
 ) -> Read:
-    stream = _Tail(stream)  # type: ignore[assignment]
+    tar = _Stream(stream)
     try:
-        tar = tarfile.open(fileobj=stream, mode="r|", bufsize=CHUNK)  # noqa: SIM115
-    except tarfile.ReadError:
-        raise Truncated() from None
-    try:
-        return _members(tar, stream, meta, trust, sink, where, progress)
-    except FtManifestError:
-        raise
-    except (tarfile.ReadError, EOFError) as exc:
-        if "unexpected end" in str(exc) or isinstance(exc, EOFError) or "empty" in str(exc):
-            raise Truncated() from None
-        raise _not_tar(exc, where) from None
-    except (tarfile.TarError, ValueError, OverflowError, IndexError, KeyError) as exc:
-        # tarfile's own parsers (sparse maps, PAX records, numbers) raise these
-        # on malformed headers
-        raise _not_tar(exc, where) from None
+        return _members(tar, meta, trust, sink, where, progress)
+    except _Malformed as exc:
+        raise _not_tar(str(exc), where) from None
 
 
-def _not_tar(exc: BaseException, where: str) -> MemberRefusedError:
+def _not_tar(what: str, where: str) -> MemberRefusedError:
     return MemberRefusedError(
-        f"the archive holds a malformed tar header: {type(exc).__name__}: {str(exc)[:120]}",
+        f"the archive holds a malformed tar header: {what}",
         path=where,
         hint="the archive was not written by ftmanifest backup; do not restore it",
     )
 
 
 def _members(
-    tar: tarfile.TarFile,
-    stream: IO[bytes],
-    meta: Meta,
-    trust: Any,
-    sink: Sink | None,
-    where: str,
-    progress: Any,
+    tar: _Stream, meta: Meta, trust: Any, sink: Sink | None, where: str, progress: Any
 ) -> Read:
-    first = tar.next()
+    first = _header(tar)
     if first is None:
-        raise Truncated()
+        raise _no_index(where)
     entries, signers = _index(tar, first, meta, trust, where)
     by_path = {e.path: e for e in entries}
     seen: set[str] = set()
-    while (member := tar.next()) is not None:
+    while (member := _header(tar)) is not None:
         entry = _judge(member, by_path, seen, where)
         if entry.type == "dir":
             if sink:
                 sink.folder(entry)
             continue
-        _copy(tar, member, entry, sink, where, progress)
+        _copy(tar, entry, sink, where, progress)
+        tar.skip_padding(entry.size)
     missing = [p for p in by_path if p not in seen]
     if missing:
         raise IndexMismatchError(
@@ -156,44 +280,43 @@ def _members(
             observed="missing: " + ", ".join(missing[:5]),
             hint="the archive is incomplete; restore from another copy",
         )
-    _only_zeros_after(tar, stream, where)
-    return Read(tuple(entries), signers)
-
-
-def _only_zeros_after(tar: tarfile.TarFile, stream: IO[bytes], where: str) -> None:
-    """Everything from the end-of-archive block on must be zero padding."""
-    assert isinstance(stream, _Tail)
-    seen = stream.after(tar.offset)
-    bad = seen is None or seen.count(0) != len(seen)
-    while not bad and (rest := stream.read(CHUNK)):
-        bad = rest.count(0) != len(rest)
-    if bad:
+    if not tar.all_zero_to_end():
         raise MemberRefusedError(
             "data follows the end of the tar archive",
             path=where,
             hint="the archive was not written by ftmanifest backup; do not restore it",
         )
+    return Read(tuple(entries), signers)
+
+
+def _no_index(where: str) -> IndexMismatchError:
+    return IndexMismatchError(
+        "the archive does not start with its signed index",
+        path=where,
+        expected=f"a first member {INDEX_MEMBER}",
+        observed="an empty tar archive",
+        hint="the archive was not written by ftmanifest backup; do not restore it",
+    )
 
 
 def _index(
-    tar: tarfile.TarFile, first: tarfile.TarInfo, meta: Meta, trust: Any, where: str
+    tar: _Stream, first: _Member, meta: Meta, trust: Any, where: str
 ) -> tuple[list[Entry], tuple[str, ...]]:
     from ftmanifest.signing.attest import verify_envelope
     from ftmanifest.signing.dsse import parse_envelope
     from ftmanifest.signing.intoto import Expect
 
-    if first.name != INDEX_MEMBER or not first.isreg() or first.size > INDEX_MAX_BYTES:
+    is_file = first.kind == b"0" and not first.sparse
+    if first.name != INDEX_MEMBER or not is_file or first.size > INDEX_MAX_BYTES:
         raise IndexMismatchError(
             "the archive does not start with its signed index",
             path=where,
             expected=f"a first member {INDEX_MEMBER} of at most {INDEX_MAX_BYTES} bytes",
-            observed=f"{first.name!r} ({first.size} bytes)",
+            observed=f"{first.name!r} ({_kind_words(first)}, {first.size} bytes)",
             hint="the archive was not written by ftmanifest backup; do not restore it",
         )
-    fh = tar.extractfile(first)
-    raw = fh.read() if fh else b""
-    if len(raw) != first.size:
-        raise Truncated()
+    raw = tar.exactly(first.size)
+    tar.skip_padding(first.size)
     if hashlib.sha256(raw).hexdigest() != meta.index_sha256:
         raise IndexMismatchError(
             "the index inside the archive is not the one the metadata names",
@@ -224,7 +347,14 @@ def _index(
     return entries, verified.verdict.valid_keyids
 
 
-def _judge(member: tarfile.TarInfo, by_path: dict[str, Entry], seen: set[str], where: str) -> Entry:
+def _kind_words(member: _Member) -> str:
+    if member.sparse:
+        return "a sparse file"
+    words = {b"0": "a regular file", b"5": "a folder", b"x": "a pax extended header"}
+    return words.get(member.kind) or _TYPE_WORDS.get(member.kind, f"type {member.kind!r}")
+
+
+def _judge(member: _Member, by_path: dict[str, Entry], seen: set[str], where: str) -> Entry:
     name = member.name
     problem = check_member_name(name)
     if problem:
@@ -236,9 +366,8 @@ def _judge(member: tarfile.TarInfo, by_path: dict[str, Entry], seen: set[str], w
             observed=name[:200],
             hint="the archive is hostile or damaged; nothing was written",
         )
-    if not (member.isreg() or member.isdir()) or member.sparse is not None:
-        kind = "a sparse file" if member.sparse is not None else None
-        kind = kind or _TYPE_WORDS.get(member.type, f"type {member.type!r}")
+    if member.kind not in (b"0", b"5") or member.sparse:
+        kind = _kind_words(member)
         raise MemberRefusedError(
             f"archive member {name!r} is {kind}; only regular files and folders are restored",
             path=where,
@@ -255,7 +384,7 @@ def _judge(member: tarfile.TarInfo, by_path: dict[str, Entry], seen: set[str], w
             hint="the archive is hostile or damaged; nothing was written",
         )
     entry = by_path.get(name)
-    if entry is None or entry.type != ("dir" if member.isdir() else "file"):
+    if entry is None or entry.type != ("dir" if member.kind == b"5" else "file"):
         raise IndexMismatchError(
             f"archive member {name!r} is not in the signed index",
             path=where,
@@ -276,23 +405,13 @@ def _judge(member: tarfile.TarInfo, by_path: dict[str, Entry], seen: set[str], w
     return entry
 
 
-def _copy(
-    tar: tarfile.TarFile,
-    member: tarfile.TarInfo,
-    entry: Entry,
-    sink: Sink | None,
-    where: str,
-    progress: Any,
-) -> None:
-    data = tar.extractfile(member)
-    if data is None:  # pragma: no cover - regular members always have data
-        raise Truncated()
+def _copy(tar: _Stream, entry: Entry, sink: Sink | None, where: str, progress: Any) -> None:
     out = sink.open(entry) if sink else None
     sha = hashlib.sha256()
     left = entry.size
     try:
         while left:
-            chunk = data.read(min(MEMBER_READ, left))
+            chunk = tar.some(left)
             if not chunk:
                 raise Truncated()
             sha.update(chunk)

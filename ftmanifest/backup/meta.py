@@ -11,7 +11,8 @@ other files by name and sha256, and whose predicate says which backup it is
 recipients, the sha256 of the index inside).  So integrity, recipients and
 retention can be judged without the key, and an archive that was swapped,
 renamed, replayed under another backup's metadata, or truncated is refused
-before anything is decrypted.
+before anything it holds is kept (``unpack``: its size before age starts, its
+sha256 while age decrypts).
 """
 
 from __future__ import annotations

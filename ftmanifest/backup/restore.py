@@ -177,8 +177,7 @@ class _Staging:
 
     def open(self, entry: Entry) -> _SparseFile:
         *above, name = entry.path.split("/")
-        where = self.folders.reach(above)
-        self.writer.drain()  # a file's folder and its earlier files are on disk
+        where = self.folders.reach(above)  # made here, before the writer is told of it
         fd = os.open(name, _FLAGS, 0o600, dir_fd=where)
         return _SparseFile(fd, entry, self.writer, self.syncs)
 

@@ -4,15 +4,24 @@ Layer: edge (decrypts through an age child process, parses tar with the
 stream reader in ``members``; never ``extractall``, never the extraction
 filters).
 
-The order is fixed: the archive's sha256 must be the metadata's before
-anything is decrypted; the first member must be the index, byte for byte the
-one the metadata names, signed by a trusted key, about this backup; every
-later member must be a regular file or folder that the index lists, once,
-with the index's size, and its bytes must hash to the index's digest; every
-index entry must appear; after the end of the archive only zero padding may
-follow; and age must authenticate the last chunk.  ``sink`` receives folders
-and file chunks as they pass; it is told nothing is final until ``read``
-returns (restore writes into a staging folder and renames only then).
+The verdict has fixed parts, and ``read`` returns only when all of them
+hold: the archive has the metadata's size (checked before anything is
+decrypted) and sha256; the first member is the index, byte for byte the one
+the metadata names, signed by a trusted key, about this backup; every later
+member is a regular file or folder that the index lists, once, with the
+index's size, and its bytes hash to the index's digest; every index entry
+appears; after the end of the archive only zero padding follows; and age
+authenticated the last chunk.  ``sink`` receives folders and file chunks as
+they pass, only after the index was judged; it is told nothing is final
+until ``read`` returns (restore writes into a private staging folder and
+renames only then).
+
+The archive's sha256 is computed on another thread while age decrypts (the
+two share two cores; one after the other cost a third of a restore), from
+the very descriptor age reads (``pread``, so the two cannot see two files).
+A file the index does not vouch for never reaches the sink, since nothing
+but the index and what it lists is taken; the digest decides whether any of
+it is kept.  When it differs, that is the refusal, whatever failed first.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -34,29 +44,88 @@ from ftmanifest.backup.errors import (
 )
 from ftmanifest.backup.members import Read, Sink, Truncated, consume
 from ftmanifest.backup.meta import Meta
-from ftmanifest.backup.pipe import CHUNK
+from ftmanifest.backup.pipe import CHUNK, PIPE_BYTES
+from ftmanifest.errors import FtManifestError
 
 __all__ = ["Read", "Sink", "hash_archive", "read_archive"]
 
 
 def hash_archive(path: Path, meta: Meta) -> None:
     """Refuse unless ``path`` is the archive the metadata names, by sha256 and size."""
-    sha = hashlib.sha256()
-    size = 0
     with _open_archive(path) as fh:
-        while chunk := fh.read(CHUNK):
-            sha.update(chunk)
-            size += len(chunk)
-    if sha.hexdigest() != meta.archive_sha256 or size != meta.archive_size:
-        raise ArchiveDigestError(
-            "the encrypted file is not the one the signed metadata names "
-            "(altered, truncated, swapped or replaced)",
-            path=str(path),
-            field="archive.sha256",
-            expected=f"sha256:{meta.archive_sha256} ({meta.archive_size} bytes)",
-            observed=f"sha256:{sha.hexdigest()} ({size} bytes)",
-            hint="restore from another copy of the backup; this one was changed after it was made",
-        )
+        _check_size(fh.fileno(), path, meta)
+        _check_digest(_digest(fh.fileno()), path, meta)
+
+
+def _digest(fd: int, stop: threading.Event | None = None) -> tuple[str, int]:
+    """sha256 and size of what ``fd`` holds, read with ``pread`` (its offset is
+    left to whoever shares it); stops early, with a wrong size, on ``stop``."""
+    sha = hashlib.sha256()
+    buf = bytearray(PIPE_BYTES)
+    view = memoryview(buf)
+    size = 0
+    while n := os.preadv(fd, [buf], size):
+        sha.update(view[:n])
+        size += n
+        if stop is not None and stop.is_set():
+            return "", -1
+    return sha.hexdigest(), size
+
+
+def _check_size(fd: int, path: Path, meta: Meta) -> None:
+    size = os.fstat(fd).st_size
+    if size != meta.archive_size:
+        raise _digest_error(path, meta, f"{size} bytes")
+
+
+def _check_digest(got: tuple[str, int], path: Path, meta: Meta) -> None:
+    sha, size = got
+    if sha != meta.archive_sha256 or size != meta.archive_size:
+        raise _digest_error(path, meta, f"sha256:{sha} ({size} bytes)")
+
+
+def _digest_error(path: Path, meta: Meta, observed: str) -> ArchiveDigestError:
+    return ArchiveDigestError(
+        "the encrypted file is not the one the signed metadata names "
+        "(altered, truncated, swapped or replaced)",
+        path=str(path),
+        field="archive.sha256",
+        expected=f"sha256:{meta.archive_sha256} ({meta.archive_size} bytes)",
+        observed=observed,
+        hint="restore from another copy of the backup; this one was changed after it was made",
+    )
+
+
+class _Hashing:
+    """The archive's digest, computed on a thread from ``fd`` while age reads it."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.stop = threading.Event()
+        self.got: tuple[str, int] | None = None
+        self.error: OSError | None = None
+        self.thread = threading.Thread(target=self._run, name="ftmanifest-archive-sha256")
+        self.thread.daemon = True
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.got = _digest(self.fd, self.stop)
+        except OSError as exc:
+            self.error = exc
+
+    def result(self, path: Path) -> tuple[str, int]:
+        self.thread.join()
+        if self.error is not None:
+            raise MetadataMismatchError(
+                f"cannot read the archive: {self.error.strerror}", path=str(path)
+            )
+        assert self.got is not None
+        return self.got
+
+    def cancel(self) -> None:
+        self.stop.set()
+        self.thread.join()
 
 
 def _open_archive(path: Path) -> IO[bytes]:
@@ -92,18 +161,41 @@ def read_archive(
     """Decrypt and judge every member; raise the first refusal.  ``progress``
     (a ``ProgressSink``) counts the files' bytes.
 
-    age runs in a child process reading the archive through a descriptor
-    opened here, after the whole file hashed to the metadata's digest; the
-    child reopens that same inode.  The file is not hashed a second time:
-    whatever a writer could change in between must still decrypt, hold the
-    index the metadata names signed by a trusted key, and every file's
-    digest, which is what is judged next."""
-    if not hashed:  # the caller just did (backup check)
-        hash_archive(archive, meta)
+    age runs in a child process whose stdin is the descriptor opened here,
+    and the digest thread reads that same descriptor: one inode.  A writer
+    who changes the file while both read it changes what age decrypts, which
+    must still hold the index the metadata names, signed by a trusted key,
+    and every file's digest; or what is hashed, which must still be the
+    metadata's digest."""
     if progress is not None:
         progress.add_total(meta.bytes)
     with _open_archive(archive) as fh:
-        child = AgeChild("decrypt", fh.fileno(), identities=identities)
+        _check_size(fh.fileno(), archive, meta)
+        hashing = None if hashed else _Hashing(fh.fileno())  # hashed: the caller just did
+        try:
+            result = _decrypt(fh.fileno(), archive, meta, identities, trust, sink, progress)
+        except BaseException as exc:
+            if hashing is not None:
+                if not isinstance(exc, FtManifestError):
+                    hashing.cancel()  # an interrupt, or a disk error: no verdict needed
+                    raise
+                _check_digest(hashing.result(archive), archive, meta)  # the cause, if it differs
+            raise
+        if hashing is not None:
+            _check_digest(hashing.result(archive), archive, meta)
+    return result
+
+
+def _decrypt(
+    fd: int,
+    archive: Path,
+    meta: Meta,
+    identities: Sequence[Any],
+    trust: Any,
+    sink: Sink | None,
+    progress: Any,
+) -> Read:
+    child = AgeChild("decrypt", fd, identities=identities)
     result: Read | None = None
     assert child.stdout is not None
     try:

@@ -90,7 +90,7 @@ def _swap_after_first_file(monkeypatch, parent: Path, moved: Path, attacker: Pat
     real = members_module._copy
     calls: list[str] = []
 
-    def copy(tar, member, entry, sink, where, progress):
+    def copy(tar, entry, sink, where, progress):
         calls.append(entry.path)
         if len(calls) == 2:
             os.rename(parent, moved)
@@ -99,7 +99,7 @@ def _swap_after_first_file(monkeypatch, parent: Path, moved: Path, attacker: Pat
                 for name in files:
                     Path(dirpath, name).write_bytes(b"attacker's bytes\n")
             os.symlink(attacker, parent)
-        return real(tar, member, entry, sink, where, progress)
+        return real(tar, entry, sink, where, progress)
 
     monkeypatch.setattr(members_module, "_copy", copy)
     return calls
