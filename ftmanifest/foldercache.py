@@ -89,6 +89,11 @@ def load(directory: Path, root: str, boundary: str) -> State | None:
     return state
 
 
+def known(directory: Path, root: str, boundary: str) -> bool:
+    """Whether a state was stored for the folder ``root`` (not whether it still reads)."""
+    return os.path.lexists(directory / "folders" / root_key(root, boundary))
+
+
 def find(directory: Path, digest: str) -> list[Path]:
     """Every stored state whose tree digest is ``digest`` (unverified: see ``read``)."""
     hexpart = _tree_hex(digest)

@@ -681,9 +681,10 @@ class Walked:
     sorted by relative path (UTF-8 byte order), compactly: ``names`` holds each
     relative path in UTF-8 followed by NUL, ``keys`` each entry's ``KEY`` (of a
     symlink's target, which stays inside), ``special`` the index and mode of each
-    entry that is not a regular file.  ``top`` is the root as given, for messages."""
+    entry that is not a regular file.  ``top`` is the root as given, for messages.
+    ``read``: what ``walk_tree(..., read=...)`` read on the way (see ``ReadAhead``)."""
 
-    __slots__ = ("root", "top", "boundary", "names", "keys", "special", "count")
+    __slots__ = ("root", "top", "boundary", "names", "keys", "special", "count", "read")
 
     def __init__(
         self,
@@ -697,6 +698,7 @@ class Walked:
     ) -> None:
         self.root, self.top, self.boundary = root, top, boundary
         self.names, self.keys, self.special, self.count = names, keys, special, count
+        self.read: ReadAhead | None = None  # small files read as they were walked
 
     def rels(self) -> list[str]:
         """Every relative path, in order."""
@@ -726,17 +728,26 @@ class _Out:
         self.count = 0
 
 
-def walk_tree(root: StrPath, *, symlink_root: StrPath | None = None) -> Walked:
+def walk_tree(
+    root: StrPath, *, symlink_root: StrPath | None = None, read: Ahead | None = None
+) -> Walked:
     """``list_tree`` with each entry's stat key (following a symlink that stays inside),
-    from one walk in path order: one stat per entry, no object kept per entry."""
+    from one walk in path order: one stat per entry, no object kept per entry.
+
+    ``read``: also read the small regular files on the way, in forked workers that
+    walk a share of the folders each (``ReadAhead``): for a first hash, where every
+    file must be read anyway, one open and stat a file instead of a stat, then an
+    open and two.  Ignored where workers cannot help (see ``_read_ahead``)."""
     top = Path(root)
     if not top.is_dir():
         if not top.exists():
             raise InputNotFoundError(f"folder not found: {top}", path=str(top))
         raise InputError(f"not a folder: {top}", path=str(top), expected="a folder")
     boundary = os.path.realpath(symlink_root if symlink_root is not None else top)
-    out = _Out()
     st = top.stat()
+    if read is not None and _read_ahead_here():
+        return _walk_reading(top, boundary, st, read)
+    out = _Out()
     _walk(str(top), "", boundary, {(st.st_dev, st.st_ino)}, out)
     names, keys = bytes(out.names), bytes(out.keys)
     return Walked(os.path.abspath(top), str(top), boundary, names, keys, out.special, out.count)
@@ -757,44 +768,9 @@ def _walk(
 ) -> None:
     """Every entry under ``folder`` into ``out``, in path order: a folder's entries
     sorted by name, a subfolder's name with '/' after it ("a.txt" before "a/b")."""
-    try:
-        with os.scandir(folder) as it:
-            entries = list(it)
-    except OSError as exc:
-        raise _os_error(Path(folder), exc) from exc
-    found: list[tuple[str, str | None, os.stat_result]] = []
-    for entry in entries:
-        name = entry.name
-        if name == ".git":
-            continue
-        _check_name(rel + name, name)
-        try:
-            if entry.is_symlink():
-                target = os.path.realpath(entry.path)
-                if os.path.commonpath([target, boundary]) != boundary:
-                    raise SymlinkEscapeError(
-                        f"symlink {entry.path} resolves outside {boundary}: {target}",
-                        path=entry.path,
-                        expected=f"a target inside {boundary}",
-                        observed=target,
-                        hint="copy the file into the folder or remove the link",
-                    )
-                st = os.stat(entry.path)  # follows the symlink, now known to stay inside
-            else:
-                st = entry.stat(follow_symlinks=False)
-        except FileNotFoundError as exc:
-            raise InputNotFoundError(
-                f"broken symlink: {entry.path}", path=entry.path, observed=str(exc.strerror)
-            ) from exc
-        except OSError as exc:
-            raise _os_error(Path(entry.path), exc) from exc
-        if stat.S_ISDIR(st.st_mode):
-            found.append((name + "/", entry.path, st))
-        else:  # a file, or a FIFO, socket or device: hashing refuses those without opening them
-            found.append((name, None, st))
-    found.sort(key=_first)  # str order is code point order, which is UTF-8 byte order
     names, keys, pack = out.names, out.keys, KEY.pack
-    for name, path, st in found:
+    for name, path, st, _ in _listing(folder, rel, boundary, lazy=False):
+        assert st is not None
         if path is None:
             if not stat.S_ISREG(st.st_mode):
                 out.special[out.count] = st.st_mode
@@ -803,14 +779,340 @@ def _walk(
             keys += pack(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
             out.count += 1
             continue
-        ident = (st.st_dev, st.st_ino)
-        if ident in active:
-            raise InputError(f"symlink loop at {path}", path=path)
-        _walk(path, rel + name, boundary, active | {ident}, out)
+        _walk(path, rel + name, boundary, _enter(active, st, path), out)
 
 
-def _first(item: tuple[str, str | None, os.stat_result]) -> str:
+def _enter(active: set[tuple[int, int]], st: os.stat_result, path: str) -> set[tuple[int, int]]:
+    """The folders above and ``path``'s, or an error when ``path`` is one of them."""
+    ident = (st.st_dev, st.st_ino)
+    if ident in active:
+        raise InputError(f"symlink loop at {path}", path=path)
+    return active | {ident}
+
+
+_Found: TypeAlias = "tuple[str, str | None, os.stat_result | None, os.DirEntry[str] | None]"
+
+
+def _listing(folder: str, rel: str, boundary: str, *, lazy: bool) -> list[_Found]:
+    """``folder``'s entries sorted as the walk takes them: (name, with '/' after a
+    folder's; the folder's path or None; the stat; the entry).  ``lazy``: a regular
+    file by its directory entry is not stat'ed (its reader stats what it opens), and
+    comes with its entry and no stat."""
+    try:
+        with os.scandir(folder) as it:
+            entries = list(it)
+    except OSError as exc:
+        raise _os_error(Path(folder), exc) from exc
+    found: list[_Found] = []
+    for entry in entries:
+        name = entry.name
+        if name == ".git":
+            continue
+        _check_name(rel + name, name)
+        if lazy and entry.is_file(follow_symlinks=False):  # d_type: no stat, no link
+            found.append((name, None, None, entry))
+            continue
+        st = _entry_stat(entry, boundary)
+        if stat.S_ISDIR(st.st_mode):
+            found.append((name + "/", entry.path, st, None))
+        else:  # a file, or a FIFO, socket or device: hashing refuses those without opening them
+            found.append((name, None, st, None))
+    found.sort(key=_first)  # str order is code point order, which is UTF-8 byte order
+    return found
+
+
+def _entry_stat(entry: os.DirEntry[str], boundary: str) -> os.stat_result:
+    """The entry's stat, a symlink's target's when it stays inside ``boundary``."""
+    try:
+        if entry.is_symlink():
+            target = os.path.realpath(entry.path)
+            if os.path.commonpath([target, boundary]) != boundary:
+                raise SymlinkEscapeError(
+                    f"symlink {entry.path} resolves outside {boundary}: {target}",
+                    path=entry.path,
+                    expected=f"a target inside {boundary}",
+                    observed=target,
+                    hint="copy the file into the folder or remove the link",
+                )
+            return os.stat(entry.path)  # follows the symlink, now known to stay inside
+        return entry.stat(follow_symlinks=False)
+    except FileNotFoundError as exc:
+        raise InputNotFoundError(
+            f"broken symlink: {entry.path}", path=entry.path, observed=str(exc.strerror)
+        ) from exc
+    except OSError as exc:
+        raise _os_error(Path(entry.path), exc) from exc
+
+
+def _first(item: _Found) -> str:
     return item[0]
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """What ``walk_tree(read=...)`` reads: ``count`` also counts each file's records,
+    in ``declared`` when given, else in its own suffix's format (``counts.format_of``)."""
+
+    count: bool = False
+    declared: str | None = None
+
+
+class ReadAhead:
+    """Small files read during a walk, by index: ``done[i]`` is 1 where ``digests``
+    and ``tallies`` hold file i's (its key is the walk's: the stat of what was read);
+    ``racy`` the indices modified too recently to cache; ``kinds`` the formats
+    records were counted in."""
+
+    __slots__ = ("digests", "tallies", "done", "racy", "kinds", "nbytes")
+
+    def __init__(self) -> None:
+        self.digests = bytearray()
+        self.tallies = array("q")
+        self.done = bytearray()
+        self.racy: list[int] = []
+        self.kinds: set[str] = set()
+        self.nbytes = 0
+
+
+class _ReadOut(_Out):
+    __slots__ = ("read", "ahead")
+
+    def __init__(self, ahead: Ahead) -> None:
+        super().__init__()
+        self.read = ReadAhead()
+        self.ahead = ahead
+
+
+READ_AHEAD_MIN = 4096  # entries walked here before workers take the rest
+_SPLIT = 16  # folders per worker wanted before the walk is shared out
+_READING: tuple[str, Ahead] | None = None  # what forked walkers read: the boundary, the ask
+
+
+def _read_ahead_here() -> bool:
+    """Worker processes walk and read: on Linux (fork), with two CPUs or more, and
+    not while files are being held open (``held``: those are read here)."""
+    return sys.platform == "linux" and _cpus() > 1 and held.current() is None
+
+
+def _walk_reading(top: Path, boundary: str, st: os.stat_result, ahead: Ahead) -> Walked:
+    """``walk_tree(read=ahead)``: the first folders here, until ``READ_AHEAD_MIN``
+    entries, then every folder left, in path order, by forked workers, each walking
+    and reading its folder whole (``_walk_read``); their results are joined in order.
+    A folder a worker could not walk is walked here again, which raises its error."""
+    import multiprocessing
+
+    global _READING
+    out = _ReadOut(ahead)
+    pending = _plan(str(top), boundary, {(st.st_dev, st.st_ino)})
+    while pending and (out.count < READ_AHEAD_MIN or not isinstance(pending[0][0], str)):
+        path, rel, active = pending.pop(0)
+        if isinstance(path, tuple):
+            _add_file(out, rel, path[0], path[1])
+        else:
+            _walk_read(path, rel, boundary, active, out)
+    if any(isinstance(item[0], str) for item in pending):
+        _READING = (boundary, ahead)
+        try:
+            folders = [item for item in pending if isinstance(item[0], str)]
+            with multiprocessing.get_context("fork").Pool(default_workers(len(folders))) as pool:
+                results = pool.imap(_walk_piece, folders)
+                for path, rel, active in pending:
+                    if isinstance(path, tuple):
+                        _add_file(out, rel, path[0], path[1])
+                        continue
+                    got = next(results)
+                    if got is None:
+                        _walk_read(path, rel, boundary, active, out)  # raises what the worker hit
+                    else:
+                        _join(out, got)
+        finally:
+            _READING = None
+    walked = Walked(
+        os.path.abspath(top), str(top), boundary, bytes(out.names), bytes(out.keys),
+        out.special, out.count,
+    )  # fmt: skip
+    walked.read = out.read
+    return walked
+
+
+_Item: TypeAlias = "tuple[str | tuple[os.stat_result, None], str, set[tuple[int, int]]]"
+
+
+def _plan(folder: str, boundary: str, active: set[tuple[int, int]]) -> list[_Item]:
+    """The walk cut into pieces in path order: a folder to walk whole, or a file
+    found while cutting (path: its stat).  Folders are opened level by level until
+    there are ``_SPLIT`` for each CPU, or no more."""
+    items: list[_Item] = [(folder, "", active)]
+    for _ in range(4):
+        folders = sum(1 for path, _, _ in items if isinstance(path, str))
+        if not folders or folders >= _SPLIT * _cpus():
+            break
+        cut: list[_Item] = []
+        for path, rel, above in items:
+            if not isinstance(path, str):
+                cut.append((path, rel, above))
+                continue
+            for name, sub, st, _ in _listing(path, rel, boundary, lazy=False):
+                assert st is not None
+                if sub is None:
+                    cut.append(((st, None), rel + name, above))
+                else:
+                    cut.append((sub, rel + name, _enter(above, st, sub)))
+        items = cut
+    return items
+
+
+def _add_file(out: _ReadOut, rel: str, st: os.stat_result, _: None) -> None:
+    """An entry found while cutting the walk: listed, not read (the hash reads it)."""
+    if not stat.S_ISREG(st.st_mode):
+        out.special[out.count] = st.st_mode
+    out.names += rel.encode("utf-8") + b"\0"
+    out.keys += KEY.pack(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    out.read.digests += bytes(32)
+    out.read.tallies.append(-1)
+    out.read.done.append(0)
+    out.count += 1
+
+
+def _walk_piece(item: _Item) -> tuple[bytes, ...] | None:
+    """In a worker: ``_walk_read`` of one folder, packed; None where it raised."""
+    assert _READING is not None
+    boundary, ahead = _READING
+    path, rel, active = item
+    assert isinstance(path, str)
+    out = _ReadOut(ahead)
+    try:
+        _walk_read(path, rel, boundary, active, out)
+    except FtManifestError:
+        return None
+    r = out.read
+    special = struct.pack(
+        f"<{2 * len(out.special)}q", *(x for kv in out.special.items() for x in kv)
+    )
+    return (
+        bytes(out.names), bytes(out.keys), bytes(r.digests), r.tallies.tobytes(), bytes(r.done),
+        array("q", r.racy).tobytes(), special, "\0".join(sorted(r.kinds)).encode("utf-8"),
+        struct.pack("<qq", out.count, r.nbytes),
+    )  # fmt: skip
+
+
+def _join(out: _ReadOut, got: tuple[bytes, ...]) -> None:
+    """A worker's piece after what ``out`` holds."""
+    names, keys, digests, tallies, done, racy, special, kinds, sizes = got
+    base = out.count
+    count, nbytes = struct.unpack("<qq", sizes)
+    out.names += names
+    out.keys += keys
+    r = out.read
+    r.digests += digests
+    r.tallies.frombytes(tallies)
+    r.done += done
+    r.racy.extend(base + i for i in array("q", racy))
+    pairs = array("q", special)
+    for k in range(0, len(pairs), 2):
+        out.special[base + pairs[k]] = pairs[k + 1]
+    if kinds:
+        r.kinds.update(kinds.decode("utf-8").split("\0"))
+    r.nbytes += nbytes
+    out.count += count
+
+
+def _walk_read(
+    folder: str, rel: str, boundary: str, active: set[tuple[int, int]], out: _ReadOut
+) -> None:
+    """``_walk`` that also reads each small regular file as it comes (``_read_entry``)."""
+    names, keys, pack = out.names, out.keys, KEY.pack
+    r = out.read
+    first = out.count
+    for name, path, st, entry in _listing(folder, rel, boundary, lazy=True):
+        if path is not None:
+            assert st is not None
+            _walk_read(path, rel + name, boundary, _enter(active, st, path), out)
+            continue
+        if entry is not None:  # regular by its directory entry: opened, stat'ed and read
+            st = _read_entry(entry, rel + name, boundary, out)
+        else:
+            assert st is not None
+            if not stat.S_ISREG(st.st_mode):
+                out.special[out.count] = st.st_mode
+            r.digests += bytes(32)  # a link to a file inside: the hash reads it
+            r.tallies.append(-1)
+            r.done.append(0)
+        names += (rel + name).encode("utf-8")
+        names += b"\0"
+        keys += pack(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        out.count += 1
+    # Racy as the hash judges it, against a moment after every read in this folder.
+    since = time.time_ns() - statcache.RACY_NS
+    for i in range(first, out.count):
+        if r.done[i] and max(KEY.unpack_from(keys, i * KEY.size)[3:5]) >= since:
+            r.racy.append(i)
+
+
+_NOFOLLOW = _OPEN_FLAGS | getattr(os, "O_NOFOLLOW", 0)
+
+
+def _read_entry(entry: os.DirEntry[str], rel: str, boundary: str, out: _ReadOut) -> os.stat_result:
+    """Read one regular file of a walk: its stat (the walk's key) and, when it is
+    small and held still (its descriptor's stat the same after one read of its size
+    and a byte more), its digest and count into ``out.read``.  Else it is left for
+    the hash to read (which says what changed); what cannot be opened is stat'ed as
+    the walk would (a name that now is a link is not followed)."""
+    r = out.read
+    digest, tally = None, -1
+    try:
+        fd = os.open(entry.path, _NOFOLLOW)
+    except OSError:
+        st = _entry_stat(entry, boundary)
+    else:
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size >= SMALL_FILE:
+                pass
+            else:
+                data = os.read(fd, st.st_size + 1)
+                after = os.fstat(fd)
+                if len(data) == st.st_size and (
+                    after.st_size,
+                    after.st_mtime_ns,
+                    after.st_ctime_ns,
+                ) == (st.st_size, st.st_mtime_ns, st.st_ctime_ns):
+                    digest, tally = _count(data, rel, out.ahead, r)
+        except OSError:
+            st = _entry_stat(entry, boundary)
+        finally:
+            os.close(fd)
+    if not stat.S_ISREG(st.st_mode):
+        out.special[out.count] = st.st_mode
+    if digest is None:
+        r.digests += bytes(32)
+        r.tallies.append(-1)
+        r.done.append(0)
+    else:
+        r.digests += digest
+        r.tallies.append(tally)
+        r.done.append(1)
+        r.nbytes += st.st_size
+    return st
+
+
+def _count(data: bytes, rel: str, ahead: Ahead, r: ReadAhead) -> tuple[bytes | None, int]:
+    """The digest of ``data`` and its records (-1 when not counted); no digest when
+    counting failed (the hash reads it again, which says why)."""
+    tally = -1
+    if ahead.count:
+        # the folder's format is known after the walk: a count is kept only where
+        # every file was counted in it (ReadAhead.kinds), so any guess is safe here
+        kind = (ahead.declared or os.path.splitext(rel)[1].lstrip(".")).lower()
+        counter = counts.counter_for(kind)
+        if counter is not None:
+            try:
+                counter.feed(memoryview(data))
+                tally = counter.result()
+            except FtManifestError:
+                return None, -1
+            r.kinds.add(kind)
+    return hashlib.sha256(data).digest(), tally
 
 
 class TreeFiles(Mapping[str, FileDigest]):
@@ -944,7 +1246,19 @@ def _hash_walked(
     keys = bytearray(walked.keys)
     digests = bytearray(prev.digests) if prev is not None and prev.names == walked.names else None
     tallies = array("q")
-    if digests is not None and prev is not None:
+    read = walked.read if prev is None else None
+    if read is not None:  # read while walked: only what was not is read now
+        digests = read.digests
+        if fmt and read.kinds <= {fmt.lower()}:
+            tallies = read.tallies
+        else:
+            tallies.frombytes(b"\xff" * (8 * n))
+        for i in read.racy:  # never matched next time, as _hash_indices stores them
+            KEY.pack_into(keys, i * KEY.size, *KEY.unpack_from(keys, i * KEY.size)[:4], _NEVER)
+        todo = _unread(read.done)
+        if settle:  # read again once they are no longer racy
+            todo = sorted(set(todo).union(read.racy))
+    elif digests is not None and prev is not None:
         tallies.frombytes(prev.counts)
         todo = _changed_keys(walked.keys, prev.keys, n)
     else:
@@ -958,8 +1272,9 @@ def _hash_walked(
     for i, mode in walked.special.items():
         errors[i] = _not_regular(Path(walked.path(_rel_at(walked.names, i))), mode)
     if cache is not None:
-        cache.hits += n - len(todo) - len(walked.special)
-        cache.misses += len(todo)
+        fresh = len(todo) if read is None else n - len(walked.special)
+        cache.hits += n - fresh - len(walked.special)
+        cache.misses += fresh
     _hash_indices(walked, todo, fmt, keys, digests, tallies, errors, progress, workers, settle)
     if errors:
         raise errors[min(errors)]
@@ -979,6 +1294,15 @@ def _hash_walked(
             files.stored = foldercache.store(where, state)
     total = sum(tallies) if fmt and n else (0 if fmt else None)
     return TreeResult(files, digest, total, files.size())
+
+
+def _unread(done: bytearray) -> list[int]:
+    """The indices where ``done`` is 0."""
+    out, i = [], done.find(0)
+    while i >= 0:
+        out.append(i)
+        i = done.find(0, i + 1)
+    return out
 
 
 def _rel_at(names: bytes, i: int) -> str:

@@ -72,6 +72,16 @@ def walked_format(declared: str | None, walked: Walked) -> str | None:
     return folder_format(None, walked.rels())
 
 
+def _known(path: Path, base: Path, use_cache: bool) -> bool:
+    """Whether the folder cache holds a state for ``path`` (then the walk only stats)."""
+    from ftmanifest import foldercache, statcache
+
+    if not use_cache:
+        return False
+    root, boundary = os.path.abspath(path), os.path.realpath(base)
+    return foldercache.known(statcache.cache_dir(), root, boundary)
+
+
 def hash_path(
     path: Path,
     base: Path,
@@ -91,12 +101,16 @@ def hash_path(
     function with ``hashing.hash_files``'s signature (default: that one).
     """
     from ftmanifest.counts import RecordCountError, format_of
-    from ftmanifest.hashing import hash_files, hash_tree, walk_tree
+    from ftmanifest.hashing import Ahead, hash_files, hash_tree, walk_tree
 
     state = FileState(str(path))
     try:
         if path.is_dir():
-            walked = walk_tree(path, symlink_root=base)  # once, for the format and the hash
+            # once, for the format and the hash; a first hash reads as it walks
+            ahead = (
+                Ahead(count, fmt) if hasher is None and not _known(path, base, use_cache) else None
+            )
+            walked = walk_tree(path, symlink_root=base, read=ahead)
             kind = walked_format(fmt, walked) if count else None
             tree = hash_tree(
                 path,

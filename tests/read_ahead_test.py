@@ -1,0 +1,231 @@
+"""A first hash that reads as it walks (issue 31): ``walk_tree(read=Ahead(...))``.
+
+Forked workers walk a share of the folders each and read the small regular files
+on the way.  Every test compares the result with the plain walk and hash, which
+reads every file through the normal path, and the attacks change what is on disk
+between the listing and the read.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from ftmanifest import hashing
+from ftmanifest.hashing import Ahead, hash_tree, walk_tree
+from ftmanifest.statcache import StatCache
+from tests.conftest import settle
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="read-ahead forks: Linux only")
+
+
+@pytest.fixture
+def workers(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Walk one folder here and share out the rest, on two CPUs; what the parent
+    joined from workers is counted (a piece per folder)."""
+    monkeypatch.setattr(hashing, "READ_AHEAD_MIN", 1)
+    monkeypatch.setattr(hashing, "_SPLIT", 1)  # the root's folders are the pieces
+    monkeypatch.setattr(hashing, "_cpus", lambda: 2)
+    joined: list[int] = []
+    real = hashing._join
+
+    def spy(out: hashing._ReadOut, got: tuple[bytes, ...]) -> None:
+        joined.append(1)
+        real(out, got)
+
+    monkeypatch.setattr(hashing, "_join", spy)
+    return joined
+
+
+def tree(root: Path, n: int = 40) -> Path:
+    for i in range(n):
+        folder = root / f"d{i // 10}" / ("deep" if i % 3 == 0 else "")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"part-{i:03d}.jsonl").write_text(f'{{"i": {i}}}\n' * (i % 4))
+    (root / "d1" / "ünïcode ✓.jsonl").write_text('{"u": 1}\n')
+    (root / "big.jsonl").write_bytes(b'{"b": 0}\n' * (hashing.SMALL_FILE // 9 + 10))
+    (root / ".git").mkdir()
+    (root / ".git" / "HEAD").write_text("ref\n")
+    (root / "d2" / "link.jsonl").symlink_to(root / "d0" / "part-001.jsonl")
+    (root / "linked").symlink_to(root / "d3")
+    settle(*root.rglob("*"))
+    return root
+
+
+def plain(root: Path, **kw: object) -> hashing.TreeResult:
+    return hash_tree(root, use_cache=False, **kw)  # type: ignore[arg-type]
+
+
+def ahead(root: Path, count: str | None = None, **kw: object) -> hashing.TreeResult:
+    walked = walk_tree(root, read=Ahead(count is not None, None))
+    assert walked.read is not None, "the walk did not read ahead"
+    return hash_tree(root, use_cache=False, walked=walked, count=count, **kw)  # type: ignore[arg-type]
+
+
+def same(a: hashing.TreeResult, b: hashing.TreeResult) -> None:
+    assert a.digest == b.digest
+    assert a.records == b.records and a.size == b.size
+    assert dict(a.files) == dict(b.files)
+
+
+def test_reading_ahead_gives_the_plain_hash(tmp_path: Path, workers: list[int]) -> None:
+    root = tree(tmp_path / "t")
+    same(ahead(root, "jsonl"), plain(root, count="jsonl"))
+    same(ahead(root), plain(root))
+    assert workers, "no folder was read by a worker"
+
+
+def test_what_was_read_on_the_way_is_what_the_walk_keyed(tmp_path: Path, workers: list[int]):
+    root = tree(tmp_path / "t")
+    walked = walk_tree(root, read=Ahead())
+    plain_walk = walk_tree(root)
+    assert (walked.names, walked.keys, walked.special) == (
+        plain_walk.names,
+        plain_walk.keys,
+        plain_walk.special,
+    )
+    read = walked.read
+    assert read is not None
+    rels = walked.rels()
+    big, link = rels.index("big.jsonl"), rels.index("d2/link.jsonl")
+    assert read.done[big] == 0 and read.done[link] == 0  # read by the hash, not the walk
+    assert sum(read.done) == len(rels) - 2 - len(rels) // 100
+
+
+def test_counts_are_kept_only_when_every_file_was_counted_in_the_folders_format(
+    tmp_path: Path, workers: list[int]
+) -> None:
+    root = tree(tmp_path / "t")
+    (root / "d0" / "table.csv").write_text("a,b\n1,2\n3,4\n")
+    settle(root / "d0" / "table.csv")
+    walked = walk_tree(root, read=Ahead(True, None))
+    assert walked.read is not None and walked.read.kinds == {"jsonl", "csv"}
+    got = hash_tree(root, use_cache=False, walked=walked, count="jsonl")
+    same(got, plain(root, count="jsonl"))  # the .csv counted as lines, by reading again
+
+
+def test_a_symlink_out_of_the_tree_is_refused_as_the_walk_refuses_it(
+    tmp_path: Path, workers: list[int]
+) -> None:
+    root = tree(tmp_path / "t")
+    (tmp_path / "secret").write_text("outside\n")
+    (root / "d3" / "zz.jsonl").symlink_to(tmp_path / "secret")
+    with pytest.raises(hashing.SymlinkEscapeError) as plain_error:
+        walk_tree(root)
+    with pytest.raises(hashing.SymlinkEscapeError) as ahead_error:
+        walk_tree(root, read=Ahead())
+    assert str(ahead_error.value) == str(plain_error.value)
+
+
+def test_a_fifo_is_listed_never_opened(tmp_path: Path, workers: list[int]) -> None:
+    root = tree(tmp_path / "t")
+    os.mkfifo(root / "d2" / "pipe.jsonl")
+    with pytest.raises(hashing.UnreadableFileError, match="FIFO"):
+        ahead(root)
+
+
+def _swap_after_listing(monkeypatch: pytest.MonkeyPatch, victim: Path, to: Path) -> None:
+    """Replace ``victim`` by a symlink to ``to`` once its folder was listed (its
+    directory entry still says a regular file)."""
+    real = hashing._listing
+
+    def listing(folder: str, rel: str, boundary: str, *, lazy: bool):  # type: ignore[no-untyped-def]
+        found = real(folder, rel, boundary, lazy=lazy)
+        if lazy and folder == str(victim.parent):
+            victim.unlink()
+            victim.symlink_to(to)
+        return found
+
+    monkeypatch.setattr(hashing, "_listing", listing)
+
+
+def test_a_file_swapped_for_a_symlink_after_listing_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the parent (the swap is patched here): the name opened with O_NOFOLLOW
+    is a link now, and a link the walk did not judge is never read."""
+    monkeypatch.setattr(hashing, "READ_AHEAD_MIN", 10**9)  # all in this process
+    monkeypatch.setattr(hashing, "_SPLIT", 1)  # and the folders walked whole, reading
+    root = tree(tmp_path / "t")
+    (tmp_path / "secret").write_text('{"leaked": true}\n')
+    victim = root / "d1" / "part-011.jsonl"
+    _swap_after_listing(monkeypatch, victim, tmp_path / "secret")
+    with pytest.raises(hashing.UnreadableFileError) as caught:
+        ahead(root)
+    assert "part-011.jsonl" in str(caught.value)
+
+
+def test_a_file_that_vanishes_after_listing_is_an_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hashing, "READ_AHEAD_MIN", 10**9)
+    monkeypatch.setattr(hashing, "_SPLIT", 1)
+    root = tree(tmp_path / "t")
+    victim = root / "d1" / "part-011.jsonl"
+    real = hashing._listing
+
+    def listing(folder: str, rel: str, boundary: str, *, lazy: bool):  # type: ignore[no-untyped-def]
+        found = real(folder, rel, boundary, lazy=lazy)
+        if lazy and folder == str(victim.parent):
+            victim.unlink()
+        return found
+
+    monkeypatch.setattr(hashing, "_listing", listing)
+    with pytest.raises(hashing.InputNotFoundError) as caught:
+        walk_tree(root, read=Ahead())
+    assert "part-011.jsonl" in str(caught.value)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads anything")
+def test_an_unreadable_file_is_named_by_the_hash(tmp_path: Path, workers: list[int]) -> None:
+    root = tree(tmp_path / "t")
+    locked = root / "d2" / "part-020.jsonl"
+    locked.chmod(0)
+    try:
+        with pytest.raises(hashing.UnreadableFileError, match="part-020"):
+            ahead(root)
+    finally:
+        locked.chmod(stat.S_IRUSR | stat.S_IWUSR)
+
+
+def test_fresh_files_are_read_ahead_but_never_cached(tmp_path: Path, workers: list[int]):
+    """Written just now: racy, so the next hash reads them again, as the plain path does."""
+    root = tmp_path / "t"
+    for i in range(30):
+        (root / f"d{i // 10}").mkdir(parents=True, exist_ok=True)
+        (root / f"d{i // 10}" / f"p{i}.jsonl").write_text(f"{i}\n")
+    walked = walk_tree(root, read=Ahead())
+    assert walked.read is not None and len(walked.read.racy) == 30
+    with StatCache(tmp_path / "c") as cache:
+        hash_tree(root, cache=cache, walked=walked)
+    with StatCache(tmp_path / "c") as cache:
+        again = hash_tree(root, cache=cache)
+        assert cache.misses == 30  # none trusted from the first
+    same(again, plain(root))
+
+
+def test_lock_reads_ahead_only_where_the_folder_cache_knows_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ftmanifest.verify import observe
+
+    root = tree(tmp_path / "t")
+    monkeypatch.setenv("FTMANIFEST_CACHE_DIR", str(tmp_path / "cache"))
+    asked: list[object] = []
+    real = hashing.walk_tree
+
+    def spy(path, **kw):  # type: ignore[no-untyped-def]
+        asked.append(kw.get("read"))
+        return real(path, **kw)
+
+    monkeypatch.setattr(hashing, "walk_tree", spy)
+    first = observe.hash_path(root, root, use_cache=True, count=True)
+    again = observe.hash_path(root, root, use_cache=True, count=True)
+    fresh = observe.hash_path(root, root, use_cache=False, count=True)
+    assert [a is not None for a in asked] == [True, False, True]
+    assert first.digest == again.digest == fresh.digest == plain(root).digest
+    assert first.records == again.records == fresh.records
