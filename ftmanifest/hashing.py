@@ -889,9 +889,10 @@ _READING: tuple[str, Ahead] | None = None  # what forked walkers read: the bound
 
 
 def _read_ahead_here() -> bool:
-    """Worker processes walk and read: on Linux (fork), with two CPUs or more, and
-    not while files are being held open (``held``: those are read here)."""
-    return sys.platform == "linux" and _cpus() > 1 and held.current() is None
+    """Worker processes walk and read: on Linux (fork), with two CPUs or more.  While
+    files are held open (``held``), the first ones it has room for are read again
+    in this process by the hash, which keeps them (``_hash_walked``)."""
+    return sys.platform == "linux" and _cpus() > 1
 
 
 def _walk_reading(top: Path, boundary: str, st: os.stat_result, ahead: Ahead) -> Walked:
@@ -1020,99 +1021,91 @@ def _join(out: _ReadOut, got: tuple[bytes, ...]) -> None:
 def _walk_read(
     folder: str, rel: str, boundary: str, active: set[tuple[int, int]], out: _ReadOut
 ) -> None:
-    """``_walk`` that also reads each small regular file as it comes (``_read_entry``)."""
+    """``_walk`` that also reads each small regular file as it comes.
+
+    A regular file by its directory entry is opened with O_NOFOLLOW; its key is the
+    stat of what was opened, and it is taken only when small and held still (the
+    descriptor's stat the same after one read of its size and a byte more).  Else
+    it is left for the hash to read, which says what changed; what cannot be opened
+    is stat'ed as the walk would (a name that is a link now is not followed).
+    Counts are taken in ``declared``, else in the format the name's suffix guesses
+    (``_hash_walked`` keeps them only where that was the folder's)."""
     names, keys, pack = out.names, out.keys, KEY.pack
     r = out.read
-    first = out.count
+    digests, tallies, done, kinds = r.digests, r.tallies, r.done, r.kinds
+    counting, declared = out.ahead.count, out.ahead.declared
+    open_, fstat, read, close, sha256 = os.open, os.fstat, os.read, os.close, hashlib.sha256
+    is_reg, small, count_whole = stat.S_ISREG, SMALL_FILE, counts.count_whole
+    since = time.time_ns() - statcache.RACY_NS
+    recent: list[int] = []
+    i, nbytes = out.count, 0
     for name, path, st, entry in _listing(folder, rel, boundary, lazy=True):
         if path is not None:
             assert st is not None
+            out.count = i
             _walk_read(path, rel + name, boundary, _enter(active, st, path), out)
+            i = out.count
             continue
-        if entry is not None:  # regular by its directory entry: opened, stat'ed and read
-            st = _read_entry(entry, rel + name, boundary, out)
-        else:
-            assert st is not None
-            if not stat.S_ISREG(st.st_mode):
-                out.special[out.count] = st.st_mode
-            r.digests += bytes(32)  # a link to a file inside: the hash reads it
-            r.tallies.append(-1)
-            r.done.append(0)
-        names += (rel + name).encode("utf-8")
-        names += b"\0"
-        keys += pack(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        out.count += 1
-    # Racy as the hash judges it, against a moment after every read in this folder.
-    since = time.time_ns() - statcache.RACY_NS
-    for i in range(first, out.count):
-        if r.done[i] and max(KEY.unpack_from(keys, i * KEY.size)[3:5]) >= since:
-            r.racy.append(i)
-
-
-_NOFOLLOW = _OPEN_FLAGS | getattr(os, "O_NOFOLLOW", 0)
-
-
-def _read_entry(entry: os.DirEntry[str], rel: str, boundary: str, out: _ReadOut) -> os.stat_result:
-    """Read one regular file of a walk: its stat (the walk's key) and, when it is
-    small and held still (its descriptor's stat the same after one read of its size
-    and a byte more), its digest and count into ``out.read``.  Else it is left for
-    the hash to read (which says what changed); what cannot be opened is stat'ed as
-    the walk would (a name that now is a link is not followed)."""
-    r = out.read
-    digest, tally = None, -1
-    try:
-        fd = os.open(entry.path, _NOFOLLOW)
-    except OSError:
-        st = _entry_stat(entry, boundary)
-    else:
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_size >= SMALL_FILE:
-                pass
-            else:
-                data = os.read(fd, st.st_size + 1)
-                after = os.fstat(fd)
-                if len(data) == st.st_size and (
-                    after.st_size,
-                    after.st_mtime_ns,
-                    after.st_ctime_ns,
-                ) == (st.st_size, st.st_mtime_ns, st.st_ctime_ns):
-                    digest, tally = _count(data, rel, out.ahead, r)
-        except OSError:
-            st = _entry_stat(entry, boundary)
-        finally:
-            os.close(fd)
-    if not stat.S_ISREG(st.st_mode):
-        out.special[out.count] = st.st_mode
-    if digest is None:
-        r.digests += bytes(32)
-        r.tallies.append(-1)
-        r.done.append(0)
-    else:
-        r.digests += digest
-        r.tallies.append(tally)
-        r.done.append(1)
-        r.nbytes += st.st_size
-    return st
-
-
-def _count(data: bytes, rel: str, ahead: Ahead, r: ReadAhead) -> tuple[bytes | None, int]:
-    """The digest of ``data`` and its records (-1 when not counted); no digest when
-    counting failed (the hash reads it again, which says why)."""
-    tally = -1
-    if ahead.count:
-        # the folder's format is known after the walk: a count is kept only where
-        # every file was counted in it (ReadAhead.kinds), so any guess is safe here
-        kind = (ahead.declared or os.path.splitext(rel)[1].lstrip(".")).lower()
-        counter = counts.counter_for(kind)
-        if counter is not None:
+        got = None
+        if entry is not None:  # regular by its directory entry
             try:
-                counter.feed(memoryview(data))
-                tally = counter.result()
+                fd = open_(entry.path, _NOFOLLOW)
+            except OSError:
+                st = _entry_stat(entry, boundary)
+            else:
+                try:
+                    st = fstat(fd)
+                    size = st.st_size
+                    if size < small and is_reg(st.st_mode):
+                        data = read(fd, size + 1)
+                        after = fstat(fd)
+                        still = (after.st_mtime_ns, after.st_ctime_ns, after.st_size) == (
+                            st.st_mtime_ns, st.st_ctime_ns, size
+                        )  # fmt: skip
+                        if still and len(data) == size:
+                            got = data
+                except OSError:
+                    st = _entry_stat(entry, boundary)
+                finally:
+                    close(fd)
+        assert st is not None
+        mode = st.st_mode
+        if not is_reg(mode):
+            out.special[i] = mode
+        tally = -1
+        if got is not None and counting:
+            kind = declared or (name[name.rfind(".") + 1 :] if "." in name else "")
+            try:
+                n = count_whole(kind, got)
             except FtManifestError:
-                return None, -1
-            r.kinds.add(kind)
-    return hashlib.sha256(data).digest(), tally
+                got = None  # read again by the hash, which says why it cannot be counted
+            else:
+                if n is not None:
+                    tally = n
+                    kinds.add(kind.lower())
+        mtime, ctime = st.st_mtime_ns, st.st_ctime_ns
+        if got is None:
+            digests += _NO_DIGEST
+            done.append(0)
+        else:
+            digests += sha256(got).digest()
+            done.append(1)
+            nbytes += len(got)
+            if mtime >= since or ctime >= since:
+                recent.append(i)
+        tallies.append(tally)
+        names += f"{rel}{name}\0".encode()
+        keys += pack(st.st_dev, st.st_ino, st.st_size, mtime, ctime)
+        i += 1
+    out.count = i
+    r.nbytes += nbytes
+    if recent:  # racy as the hash judges it: against a moment after every read here
+        since = time.time_ns() - statcache.RACY_NS
+        r.racy.extend(i for i in recent if max(KEY.unpack_from(keys, i * KEY.size)[3:5]) >= since)
+
+
+_NO_DIGEST = bytes(32)
+_NOFOLLOW = _OPEN_FLAGS | getattr(os, "O_NOFOLLOW", 0)
 
 
 class TreeFiles(Mapping[str, FileDigest]):
@@ -1256,8 +1249,12 @@ def _hash_walked(
         for i in read.racy:  # never matched next time, as _hash_indices stores them
             KEY.pack_into(keys, i * KEY.size, *KEY.unpack_from(keys, i * KEY.size)[:4], _NEVER)
         todo = _unread(read.done)
+        keeper = held.current()  # the files it has room for are read again, and kept open
+        again = _first_read(read.done, keeper.room()) if keeper is not None else []
         if settle:  # read again once they are no longer racy
-            todo = sorted(set(todo).union(read.racy))
+            again += read.racy
+        if again:
+            todo = sorted(set(todo).union(again))
     elif digests is not None and prev is not None:
         tallies.frombytes(prev.counts)
         todo = _changed_keys(walked.keys, prev.keys, n)
@@ -1294,6 +1291,16 @@ def _hash_walked(
             files.stored = foldercache.store(where, state)
     total = sum(tallies) if fmt and n else (0 if fmt else None)
     return TreeResult(files, digest, total, files.size())
+
+
+def _first_read(done: bytearray, k: int) -> list[int]:
+    """The first ``k`` indices where ``done`` is 1."""
+    out: list[int] = []
+    i = done.find(1) if k else -1
+    while i >= 0 and len(out) < k:
+        out.append(i)
+        i = done.find(1, i + 1)
+    return out
 
 
 def _unread(done: bytearray) -> list[int]:

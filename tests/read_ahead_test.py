@@ -229,3 +229,20 @@ def test_lock_reads_ahead_only_where_the_folder_cache_knows_nothing(
     assert [a is not None for a in asked] == [True, False, True]
     assert first.digest == again.digest == fresh.digest == plain(root).digest
     assert first.records == again.records == fresh.records
+
+
+def test_while_files_are_held_the_first_are_read_again_and_kept(
+    tmp_path: Path, workers: list[int]
+) -> None:
+    """verify holds what it hashed open: the files it has room for are read by the
+    hash in this process (and kept), the rest came from the walk's workers."""
+    from ftmanifest import held
+
+    root = tree(tmp_path / "t")
+    with held.holding(limit=3) as kept:
+        got = ahead(root)
+        names = sorted(kept.descriptors())
+    same(got, plain(root))
+    assert workers and len(names) == 3
+    first = [r for r in walk_tree(root).rels() if not r.startswith("big")][:3]
+    assert names == sorted(os.path.abspath(root / r) for r in first)
