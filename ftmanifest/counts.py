@@ -49,6 +49,7 @@ COUNT_VERSION = 1  # part of every cache key: bump when a count's meaning change
 _CHUNK = 1 << 20
 ACCEL_MIN = 1 << 18  # smaller chunks are counted without importing numpy (~0.15 s)
 _WS = rb" \t\r\x0b\x0c"  # bytes.strip() whitespace, newline aside
+_WS_BYTES = b" \t\r\x0b\x0c"  # the same bytes, for bytes.strip (_WS is regex text)
 _NON_WS = re.compile(rb"[^\n" + _WS + rb"]")
 _BLANK_AFTER = re.compile(rb"\n(?=[" + _WS + rb"]*\n)")  # a newline that opens a blank line
 _QUOTE, _CR, _LF = ord('"'), ord("\r"), ord("\n")
@@ -93,7 +94,7 @@ def count_whole(fmt: str, data: bytes) -> int | None:
     splitting (a shard of one line costs a split and a strip, not a counter)."""
     kind = fmt.lower()
     if kind in LINE_FORMATS and data.count(b"\n") <= 16:
-        return sum(1 for line in data.split(b"\n") if line.strip(_WS))
+        return sum(1 for line in data.split(b"\n") if line.strip(_WS_BYTES))
     counter = counter_for(kind)
     if counter is None:
         return None

@@ -196,3 +196,26 @@ def test_count_file_never_blocks_on_a_fifo(tmp_path: Path) -> None:
 def test_count_file_never_reads_a_device() -> None:
     with pytest.raises(RecordCountError, match="not a regular file"):
         within(10, lambda: count_file("/dev/zero", "jsonl"))  # /dev/zero would never end
+
+
+def test_counting_a_whole_small_file_agrees_with_the_streaming_counter() -> None:
+    """``count_whole`` (one split for a few lines) is the streaming count, exactly."""
+    import random
+
+    from ftmanifest.counts import count_whole, counter_for
+
+    rng = random.Random(31)
+    pieces = [b'{"a": 1}', b"", b" ", b"\t", b"\r", b"\x0b", b"\x0c", b"x", b" y ", b"\xc3\xa9"]
+    cases = [b"", b"\n", b"\n\n", b"a", b"a\n", b" \n", b"\r\n", b"a\r\nb"]
+    for _ in range(400):
+        lines = [
+            b"".join(rng.choices(pieces, k=rng.randint(0, 3))) for _ in range(rng.randint(0, 30))
+        ]
+        cases.append(b"\n".join(lines) + rng.choice([b"", b"\n"]))
+    for data in cases:
+        for kind in ("jsonl", "TXT", "csv"):
+            counter = counter_for(kind)
+            assert counter is not None
+            counter.feed(memoryview(data))
+            assert count_whole(kind, data) == counter.result(), (kind, data)
+    assert count_whole("parquet", b"x") is None
