@@ -7,7 +7,10 @@ content goes through here.  Digests are written
 - One file is read in ``CHUNK_SIZE`` pieces into one reused buffer (constant
   memory); hashlib releases the GIL on large updates, so several files are
   hashed in parallel on a thread pool.  Small files cost Python work, not
-  bytes: a tree's many small files are read by forked worker processes.
+  bytes: a tree's many small files are read by forked worker processes, and
+  where nothing of a folder is cached (a first hash) the workers walk a
+  share of its folders each and read every small file as they list it
+  (``walk_tree(read=Ahead(...))``).
 - A tree's unchanged files come from the folder cache
   (``ftmanifest.foldercache``: a compact state per folder, compared with the
   walk as two byte strings), other files' from the stat cache.
