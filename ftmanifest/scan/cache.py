@@ -68,13 +68,29 @@ def scanner_version() -> str:
 
 def options_key(path: Path, opts: ScanOptions) -> str:
     """The options that change findings, plus what the file's name changes."""
-    name = path.name.lower()
-    from ftmanifest.scan.text import phones
+    return _OptionKeys(opts)(path)
 
-    key: dict[str, object] = {f: getattr(opts, f) for f in _OPTION_FIELDS}
-    key["phone_regions"] = list(opts.phone_regions or phones.regions())
-    key["suffix"] = [path.suffix.lower(), name.removesuffix(".gz").rsplit(".", 1)[-1]]
-    return json.dumps(key, sort_keys=True, separators=(",", ":"))
+
+class _OptionKeys:
+    """``options_key`` for one scan's options: the JSON is made once per suffix
+    (a folder of a million shards has one), not once a file."""
+
+    def __init__(self, opts: ScanOptions) -> None:
+        from ftmanifest.scan.text import phones
+
+        self.base: dict[str, object] = {f: getattr(opts, f) for f in _OPTION_FIELDS}
+        self.base["phone_regions"] = list(opts.phone_regions or phones.regions())
+        self.made: dict[tuple[str, str], str] = {}
+
+    def __call__(self, path: Path) -> str:
+        name = path.name.lower()
+        suffix = (path.suffix.lower(), name.removesuffix(".gz").rsplit(".", 1)[-1])
+        key = self.made.get(suffix)
+        if key is None:
+            key = json.dumps({**self.base, "suffix": list(suffix)}, sort_keys=True,
+                             separators=(",", ":"))  # fmt: skip
+            self.made[suffix] = key
+        return key
 
 
 def _encode(findings: list[Finding]) -> str:
@@ -238,9 +254,10 @@ def _lookup(
     cache: ScanCache, files: list[Path], digests: Mapping[Path, object], opts: ScanOptions
 ) -> tuple[ScanResult, list[Path]]:
     result, todo = ScanResult(), []
+    keys = _OptionKeys(opts)
     for p in files:
         digest = _digest(digests, p)
-        hit = cache.get(digest, options_key(p, opts)) if digest else None
+        hit = cache.get(digest, keys(p)) if digest else None
         try:
             found = _decode(hit[1], str(p)) if hit else None
         except (ValueError, TypeError):  # a damaged row: scan again, it gets replaced
@@ -265,6 +282,7 @@ def _store(
     for f in findings:
         by_path.setdefault(f.path or "", []).append(f)
     rows = []
+    keys = _OptionKeys(opts)
     for p in todo:
         digest = _digest(digests, p)
         if digest is None or before[p] is None or _stat_key(p) != before[p]:
@@ -278,5 +296,5 @@ def _store(
             blob = _encode(found)
         except (TypeError, ValueError):  # an extra value JSON cannot hold: do not cache
             continue
-        rows.append((digest, options_key(p, opts), scanned, blob))
+        rows.append((digest, keys(p), scanned, blob))
     cache.put_many(rows)

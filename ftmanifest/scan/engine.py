@@ -76,6 +76,33 @@ def _text_ranges(files: list[tuple[Path, int]], jobs: int) -> list[tuple[Path, i
     return [(path, s, min(size, s + piece)) for path, size in files for s in range(0, size, piece)]
 
 
+def _batches(tasks: list[tuple[Path, int, int]], workers: int) -> list[list[tuple[str, int, int]]]:
+    """Consecutive ranges joined into pool tasks of about ``RANGE_MIN`` bytes, at
+    least ``TASKS_PER_JOB`` per worker while there are ranges enough: a task per small
+    file cost more in the pool's pickling and wake-ups than its scan (a folder of
+    100,000 one-line files took 2.6 times as long on two workers as on one)."""
+    total = sum(e - s for _, s, e in tasks)
+    want = max(1, min(RANGE_MIN, total // (workers * TASKS_PER_JOB)))
+    out: list[list[tuple[str, int, int]]] = []
+    batch: list[tuple[str, int, int]] = []
+    size = 0
+    for path, start, end in tasks:
+        batch.append((str(path), start, end))
+        size += end - start
+        if size >= want:
+            out.append(batch)
+            batch, size = [], 0
+    if batch:
+        out.append(batch)
+    return out
+
+
+def _scan_batch(
+    batch: list[tuple[str, int, int]], opts: ScanOptions
+) -> list[tuple[list[Finding], int]]:
+    return [_scan_range(p, s, e, opts) for p, s, e in batch]
+
+
 def _scan_range(path: str, start: int, end: int, opts: ScanOptions) -> tuple[list[Finding], int]:
     return readers.scan_text_range(
         Path(path), start, end, secrets=opts.secrets, pii=opts.pii, engine=opts.engine
@@ -209,8 +236,9 @@ def _run_text(files: list[tuple[Path, int]], opts: ScanOptions, jobs: int) -> li
             initializer=held.adopt,
             initargs=(inherit,),
         ) as pool:
-            futures = [pool.submit(_scan_range, str(p), s, e, opts) for p, s, e in tasks]
-            outs = [f.result() for f in futures]
+            batches = _batches(tasks, min(jobs, len(tasks)))
+            futures = [pool.submit(_scan_batch, batch, opts) for batch in batches]
+            outs = [out for f in futures for out in f.result()]
     else:
         outs = [_scan_range(str(p), s, e, opts) for p, s, e in tasks]
     findings: list[Finding] = []
