@@ -65,3 +65,24 @@ def test_kinds_can_be_switched_off(tmp_path) -> None:
     assert {f.kind for f in scan_paths([p]).findings} == {"secret", "pii"}
     assert {f.kind for f in scan_paths([p], ScanOptions(pii=False)).findings} == {"secret"}
     assert {f.kind for f in scan_paths([p], ScanOptions(secrets=False)).findings} == {"pii"}
+
+
+def test_many_small_files_share_pool_tasks_and_keep_their_lines(tmp_path, monkeypatch) -> None:
+    """Ranges are joined into pool tasks: findings, files and line numbers as in one process."""
+    monkeypatch.setattr(eng, "RANGE", 4096)
+    monkeypatch.setattr(eng, "RANGE_MIN", 4096)
+    monkeypatch.setattr(eng, "POOL_MIN", 0)
+    for i in range(60):
+        lines = [
+            f'{{"n": {j}, "text": "row {j} of file {i}"}}\n' for j in range(400 if i % 7 else 3)
+        ]
+        if i % 5 == 0:
+            lines[-1] = f'{{"secret": "{GHP}"}}\n'
+        (tmp_path / f"f{i:02d}.jsonl").write_text("".join(lines))
+    files = sorted(tmp_path.iterdir())
+    tasks = eng._text_ranges([(p, p.stat().st_size) for p in files], 2)
+    assert len(eng._batches(tasks, 2)) < len(tasks)  # joined, and more than one
+    serial = scan_paths([tmp_path], ScanOptions(jobs=1)).findings
+    parallel = scan_paths([tmp_path], ScanOptions(jobs=2)).findings
+    assert len(parallel) == 12 and {f.line for f in parallel} == {3, 400}
+    assert [f.to_dict() for f in serial] == [f.to_dict() for f in parallel]
