@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -64,6 +65,9 @@ def stat_identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
 def check_member_name(name: str) -> str | None:
     """Why ``name`` cannot be a member path, or None."""
     if not name or name.startswith("/") or "\\" in name:
@@ -71,7 +75,7 @@ def check_member_name(name: str) -> str | None:
     parts = name.split("/")
     if any(p in ("", ".", "..") for p in parts):
         return "an empty, '.' or '..' path component"
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+    if _CONTROL.search(name):
         return "a control character"
     try:
         name.encode("utf-8")
@@ -220,6 +224,9 @@ def sign_index(entries: Sequence[Entry], head: dict[str, Any], key: Any) -> byte
     return sign_statement([subject], PREDICATE_TYPE, predicate, key).to_bytes()
 
 
+_OCTAL = frozenset("01234567")
+
+
 def parse_entries(raw: Any, where: str) -> list[Entry]:
     """The predicate's entry list, checked field by field."""
     if not isinstance(raw, list) or len(raw) > MAX_ENTRIES:
@@ -237,7 +244,7 @@ def parse_entries(raw: Any, where: str) -> list[Entry]:
             raise _bad_index(where, f"{at}.path repeats {path!r}")
         _check_names(path, where, at)
         seen.add(path)
-        if not isinstance(mode, str) or len(mode) != 4 or not set(mode) <= set("01234567"):
+        if not isinstance(mode, str) or len(mode) != 4 or not set(mode) <= _OCTAL:
             raise _bad_index(where, f"{at}.mode is not four octal digits")
         if item["type"] == "dir":
             out.append(Entry(path, "dir", int(mode, 8) & 0o777))
