@@ -72,7 +72,7 @@ def _emit(value: Any, out: list[str]) -> None:
 
 # What ``json.dumps(s, ensure_ascii=False)`` returns for a str, without making an
 # encoder per value (a signed index of 100,000 files has 1.4 million of them).
-_quote = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_quote = json.encoder.encode_basestring
 _ORDERS: dict[tuple[Any, ...], list[str]] = {}  # key order by key tuple: dicts repeat shapes
 
 

@@ -56,23 +56,25 @@ def _watch(monkeypatch: pytest.MonkeyPatch, syncfs_available: bool) -> list[str]
     return events
 
 
-def test_small_files_share_one_syncfs_before_the_rename(keys, tmp_path, monkeypatch):
+def _restored(keys, tmp_path: Path, monkeypatch, *, syncfs_available: bool) -> list[str]:
+    """Back up a tree, restore it with the syncs watched; the events, in order."""
     src = _source(tmp_path)
     created = backup(keys, [src], tmp_path / "backups")
-    events = _watch(monkeypatch, syncfs_available=True)
+    events = _watch(monkeypatch, syncfs_available)
     restore_meta(keys, created.meta_path, tmp_path / "dest")
     assert tree_of(tmp_path / "dest" / "run") == tree_of(src)
+    return events
+
+
+def test_small_files_share_one_syncfs_before_the_rename(keys, tmp_path, monkeypatch):
+    events = _restored(keys, tmp_path, monkeypatch, syncfs_available=True)
     assert events.count("syncfs") == 1 and events.count("fsync") >= 1  # the big file's own
     assert events.count("fsync") < 20
     assert events.index("syncfs") < events.index("rename")
 
 
 def test_without_syncfs_every_file_is_fsynced_before_the_rename(keys, tmp_path, monkeypatch):
-    src = _source(tmp_path)
-    created = backup(keys, [src], tmp_path / "backups")
-    events = _watch(monkeypatch, syncfs_available=False)
-    restore_meta(keys, created.meta_path, tmp_path / "dest")
-    assert tree_of(tmp_path / "dest" / "run") == tree_of(src)
+    events = _restored(keys, tmp_path, monkeypatch, syncfs_available=False)
     first_rename = events.index("rename")
     assert events[:first_rename].count("fsync") == 21 and "syncfs" not in events
 
