@@ -748,7 +748,7 @@ def walk_tree(
         raise InputError(f"not a folder: {top}", path=str(top), expected="a folder")
     boundary = os.path.realpath(symlink_root if symlink_root is not None else top)
     st = top.stat()
-    if read is not None and _read_ahead_here():
+    if _read_ahead_here():  # workers walk a share of the folders each
         return _walk_reading(top, boundary, st, read)
     out = _Out()
     _walk(str(top), "", boundary, {(st.st_dev, st.st_ino)}, out)
@@ -880,7 +880,7 @@ class ReadAhead:
 class _ReadOut(_Out):
     __slots__ = ("read", "ahead")
 
-    def __init__(self, ahead: Ahead) -> None:
+    def __init__(self, ahead: Ahead | None) -> None:
         super().__init__()
         self.read = ReadAhead()
         self.ahead = ahead
@@ -888,7 +888,7 @@ class _ReadOut(_Out):
 
 READ_AHEAD_MIN = 4096  # entries walked here before workers take the rest
 _SPLIT = 16  # folders per worker wanted before the walk is shared out
-_READING: tuple[str, Ahead] | None = None  # what forked walkers read: the boundary, the ask
+_READING: tuple[str, Ahead | None] | None = None  # what forked walkers read: the boundary, the ask
 
 
 def _read_ahead_here() -> bool:
@@ -898,22 +898,24 @@ def _read_ahead_here() -> bool:
     return sys.platform == "linux" and _cpus() > 1
 
 
-def _walk_reading(top: Path, boundary: str, st: os.stat_result, ahead: Ahead) -> Walked:
-    """``walk_tree(read=ahead)``: the first folders here, until ``READ_AHEAD_MIN``
-    entries, then every folder left, in path order, by forked workers, each walking
-    and reading its folder whole (``_walk_read``); their results are joined in order.
-    A folder a worker could not walk is walked here again, which raises its error."""
+def _walk_reading(top: Path, boundary: str, st: os.stat_result, ahead: Ahead | None) -> Walked:
+    """``walk_tree``: the first folders here, until ``READ_AHEAD_MIN`` entries, then
+    every folder left, in path order, by forked workers, each walking its folder
+    whole (``_walk``, or with ``ahead`` reading it too: ``_walk_read``); their results
+    are joined in order.  A folder a worker could not walk is walked here again, which
+    raises its error: the first in path order, as one walk would."""
     import multiprocessing
 
     global _READING
     out = _ReadOut(ahead)
+    walk = _walk if ahead is None else _walk_read
     pending = _plan(str(top), boundary, {(st.st_dev, st.st_ino)})
     while pending and (out.count < READ_AHEAD_MIN or not isinstance(pending[0][0], str)):
         path, rel, active = pending.pop(0)
         if isinstance(path, tuple):
             _add_file(out, rel, path[0], path[1])
         else:
-            _walk_read(path, rel, boundary, active, out)
+            walk(path, rel, boundary, active, out)
     if any(isinstance(item[0], str) for item in pending):
         _READING = (boundary, ahead)
         try:
@@ -926,7 +928,7 @@ def _walk_reading(top: Path, boundary: str, st: os.stat_result, ahead: Ahead) ->
                         continue
                     got = next(results)
                     if got is None:
-                        _walk_read(path, rel, boundary, active, out)  # raises what the worker hit
+                        walk(path, rel, boundary, active, out)  # raises what the worker hit
                     else:
                         _join(out, got)
         finally:
@@ -935,7 +937,7 @@ def _walk_reading(top: Path, boundary: str, st: os.stat_result, ahead: Ahead) ->
         os.path.abspath(top), str(top), boundary, bytes(out.names), bytes(out.keys),
         out.special, out.count,
     )  # fmt: skip
-    walked.read = out.read
+    walked.read = out.read if ahead is not None else None  # walked only: nothing read
     return walked
 
 
@@ -972,21 +974,23 @@ def _add_file(out: _ReadOut, rel: str, st: os.stat_result, _: None) -> None:
         out.special[out.count] = st.st_mode
     out.names += rel.encode("utf-8") + b"\0"
     out.keys += KEY.pack(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    out.read.digests += bytes(32)
-    out.read.tallies.append(-1)
-    out.read.done.append(0)
+    if out.ahead is not None:
+        out.read.digests += bytes(32)
+        out.read.tallies.append(-1)
+        out.read.done.append(0)
     out.count += 1
 
 
 def _walk_piece(item: _Item) -> tuple[bytes, ...] | None:
-    """In a worker: ``_walk_read`` of one folder, packed; None where it raised."""
+    """In a worker: ``_walk`` or ``_walk_read`` of one folder, packed; None where it
+    raised (the parent walks it again to raise the error)."""
     assert _READING is not None
     boundary, ahead = _READING
     path, rel, active = item
     assert isinstance(path, str)
     out = _ReadOut(ahead)
     try:
-        _walk_read(path, rel, boundary, active, out)
+        (_walk if ahead is None else _walk_read)(path, rel, boundary, active, out)
     except FtManifestError:
         return None
     r = out.read
@@ -1007,18 +1011,20 @@ def _join(out: _ReadOut, got: tuple[bytes, ...]) -> None:
     count, nbytes = struct.unpack("<qq", sizes)
     out.names += names
     out.keys += keys
+    pairs = array("q", special)
+    for k in range(0, len(pairs), 2):
+        out.special[base + pairs[k]] = pairs[k + 1]
+    out.count += count
+    if out.ahead is None:
+        return
     r = out.read
     r.digests += digests
     r.tallies.frombytes(tallies)
     r.done += done
     r.racy.extend(base + i for i in array("q", racy))
-    pairs = array("q", special)
-    for k in range(0, len(pairs), 2):
-        out.special[base + pairs[k]] = pairs[k + 1]
     if kinds:
         r.kinds.update(kinds.decode("utf-8").split("\0"))
     r.nbytes += nbytes
-    out.count += count
 
 
 def _walk_read(
@@ -1036,6 +1042,7 @@ def _walk_read(
     names, keys, pack = out.names, out.keys, KEY.pack
     r = out.read
     digests, tallies, done, kinds = r.digests, r.tallies, r.done, r.kinds
+    assert out.ahead is not None
     counting, declared = out.ahead.count, out.ahead.declared
     open_, fstat, read, close, sha256 = os.open, os.fstat, os.read, os.close, hashlib.sha256
     is_reg, small, count_whole = stat.S_ISREG, SMALL_FILE, counts.count_whole

@@ -244,5 +244,38 @@ def test_while_files_are_held_the_first_are_read_again_and_kept(
         names = sorted(kept.descriptors())
     same(got, plain(root))
     assert workers and len(names) == 3
+    # the first files hashed are kept: the first small ones here, and the large one
+    # when its pool thread got there first (it is read by the hash in any case)
     first = [r for r in walk_tree(root).rels() if not r.startswith("big")][:3]
-    assert names == sorted(os.path.abspath(root / r) for r in first)
+    assert set(names) <= {os.path.abspath(root / r) for r in [*first, "big.jsonl"]}
+
+
+def test_the_plain_walk_shared_out_is_the_one_walk(tmp_path: Path, workers: list[int]) -> None:
+    """Without ``read`` the workers only walk: the same names, keys and kinds as one
+    process walking alone, and nothing claims to have been read."""
+    root = tree(tmp_path / "t")
+    os.mkfifo(root / "d2" / "pipe.jsonl")
+    shared = walk_tree(root)
+    assert workers, "no folder was walked by a worker"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(hashing, "_read_ahead_here", lambda: False)
+        alone = walk_tree(root)
+    assert shared.read is None
+    assert (shared.names, shared.keys, shared.special, shared.count) == (
+        alone.names,
+        alone.keys,
+        alone.special,
+        alone.count,
+    )
+
+
+def test_a_shared_out_walk_raises_the_first_error_in_path_order(
+    tmp_path: Path, workers: list[int]
+) -> None:
+    root = tree(tmp_path / "t")
+    (tmp_path / "secret").write_text("outside\n")
+    (root / "d3" / "zz.jsonl").symlink_to(tmp_path / "secret")
+    (root / "d1" / "aa.jsonl").symlink_to(tmp_path / "secret")
+    with pytest.raises(hashing.SymlinkEscapeError) as shared:
+        walk_tree(root)
+    assert "d1/aa.jsonl" in str(shared.value)
