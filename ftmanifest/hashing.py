@@ -735,7 +735,9 @@ def walk_tree(
     root: StrPath, *, symlink_root: StrPath | None = None, read: Ahead | None = None
 ) -> Walked:
     """``list_tree`` with each entry's stat key (following a symlink that stays inside),
-    from one walk in path order: one stat per entry, no object kept per entry.
+    in path order: one stat per entry, no object kept per entry.  On Linux with two
+    CPUs or more, past ``READ_AHEAD_MIN`` entries, forked workers walk a share of the
+    folders each (``_walk_reading``); the result is the one walk's.
 
     ``read``: also read the small regular files on the way, in forked workers that
     walk a share of the folders each (``ReadAhead``): for a first hash, where every
