@@ -897,7 +897,14 @@ def _read_ahead_here() -> bool:
     """Worker processes walk and read: on Linux (fork), with two CPUs or more.  While
     files are held open (``held``), the first ones it has room for are read again
     in this process by the hash, which keeps them (``_hash_walked``)."""
-    return sys.platform == "linux" and _cpus() > 1
+    return sys.platform == "linux" and _cpus() > 1 and not _daemonic()
+
+
+def _daemonic() -> bool:
+    """In a pool's worker process, which may not start processes of its own."""
+    import multiprocessing
+
+    return bool(multiprocessing.current_process().daemon)
 
 
 def _walk_reading(top: Path, boundary: str, st: os.stat_result, ahead: Ahead | None) -> Walked:
@@ -1423,7 +1430,7 @@ def _forkable(n_files: int, workers: int | None) -> bool:
     threads do not help (``_hash_all``).  Forked, so they start in milliseconds and
     share the walk; only on Linux."""
     n = workers or default_workers(n_files)
-    return n > 1 and n_files >= FORK_MIN and sys.platform == "linux"
+    return n > 1 and n_files >= FORK_MIN and sys.platform == "linux" and not _daemonic()
 
 
 def _hash_forked(

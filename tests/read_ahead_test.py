@@ -279,3 +279,17 @@ def test_a_shared_out_walk_raises_the_first_error_in_path_order(
     with pytest.raises(hashing.SymlinkEscapeError) as shared:
         walk_tree(root)
     assert "d1/aa.jsonl" in str(shared.value)
+
+
+def _walk_in_a_pool_worker(root: str) -> bytes:
+    return walk_tree(root).names
+
+
+def test_a_pool_worker_walks_alone(tmp_path: Path, workers: list[int]) -> None:
+    """A pool's worker may not start processes: there the walk is one process's."""
+    import multiprocessing
+
+    root = tree(tmp_path / "t")
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        names = pool.apply(_walk_in_a_pool_worker, (str(root),))
+    assert names == walk_tree(root).names
