@@ -921,10 +921,10 @@ def _walk_reading(top: Path, boundary: str, st: os.stat_result, ahead: Ahead | N
     pending = _plan(str(top), boundary, {(st.st_dev, st.st_ino)})
     while pending and (out.count < READ_AHEAD_MIN or not isinstance(pending[0][0], str)):
         path, rel, active = pending.pop(0)
-        if isinstance(path, tuple):
-            _add_file(out, rel, path[0], path[1])
-        else:
+        if isinstance(path, str):
             walk(path, rel, boundary, active, out)
+        else:
+            _add_file(out, rel, path)
     if any(isinstance(item[0], str) for item in pending):
         _READING = (boundary, ahead)
         try:
@@ -932,8 +932,8 @@ def _walk_reading(top: Path, boundary: str, st: os.stat_result, ahead: Ahead | N
             with multiprocessing.get_context("fork").Pool(default_workers(len(folders))) as pool:
                 results = pool.imap(_walk_piece, folders)
                 for path, rel, active in pending:
-                    if isinstance(path, tuple):
-                        _add_file(out, rel, path[0], path[1])
+                    if not isinstance(path, str):
+                        _add_file(out, rel, path)
                         continue
                     got = next(results)
                     if got is None:
@@ -950,7 +950,8 @@ def _walk_reading(top: Path, boundary: str, st: os.stat_result, ahead: Ahead | N
     return walked
 
 
-_Item: TypeAlias = "tuple[str | tuple[os.stat_result, None], str, set[tuple[int, int]]]"
+# A folder to walk whole (its path), or a file found while cutting (its stat).
+_Item: TypeAlias = "tuple[str | os.stat_result, str, set[tuple[int, int]]]"
 
 
 def _plan(folder: str, boundary: str, active: set[tuple[int, int]]) -> list[_Item]:
@@ -970,14 +971,14 @@ def _plan(folder: str, boundary: str, active: set[tuple[int, int]]) -> list[_Ite
             for name, sub, st, _ in _listing(path, rel, boundary, lazy=False):
                 assert st is not None
                 if sub is None:
-                    cut.append(((st, None), rel + name, above))
+                    cut.append((st, rel + name, above))
                 else:
                     cut.append((sub, rel + name, _enter(above, st, sub)))
         items = cut
     return items
 
 
-def _add_file(out: _ReadOut, rel: str, st: os.stat_result, _: None) -> None:
+def _add_file(out: _ReadOut, rel: str, st: os.stat_result) -> None:
     """An entry found while cutting the walk: listed, not read (the hash reads it)."""
     if not stat.S_ISREG(st.st_mode):
         out.special[out.count] = st.st_mode
@@ -1271,6 +1272,9 @@ def _hash_walked(
         for i in read.racy:  # never matched next time, as _hash_indices stores them
             KEY.pack_into(keys, i * KEY.size, *KEY.unpack_from(keys, i * KEY.size)[:4], _NEVER)
         todo = _unread(read.done)
+        if progress is not None:  # read already: counted as done
+            progress.add_total(read.nbytes)
+            progress.advance(read.nbytes)
         keeper = held.current()  # the files it has room for are read again, and kept open
         again = _first_read(read.done, keeper.room()) if keeper is not None else []
         if settle:  # read again once they are no longer racy

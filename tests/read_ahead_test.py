@@ -293,3 +293,39 @@ def test_a_pool_worker_walks_alone(tmp_path: Path, workers: list[int]) -> None:
     with multiprocessing.get_context("fork").Pool(1) as pool:
         names = pool.apply(_walk_in_a_pool_worker, (str(root),))
     assert names == walk_tree(root).names
+
+
+class _Tally:
+    def __init__(self) -> None:
+        self.total = self.done = 0
+
+    def add_total(self, nbytes: int) -> None:
+        self.total += nbytes
+
+    def advance(self, nbytes: int) -> None:
+        self.done += nbytes
+
+
+def test_progress_counts_what_the_walk_read(tmp_path: Path, workers: list[int]) -> None:
+    root = tree(tmp_path / "t")
+    tally = _Tally()
+    walked = walk_tree(root, read=Ahead())
+    got = hash_tree(root, use_cache=False, walked=walked, progress=tally)
+    assert tally.total == tally.done == got.size
+
+
+def test_a_name_that_is_not_utf8_is_refused_as_the_walk_refuses_it(
+    tmp_path: Path, workers: list[int]
+) -> None:
+    root = tree(tmp_path / "t")
+    bad = os.path.join(os.fsencode(root / "d2"), b"bad-\xff.jsonl")
+    with open(bad, "wb") as fh:
+        fh.write(b"{}\n")
+    with pytest.raises(hashing.InputError) as alone:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(hashing, "_read_ahead_here", lambda: False)
+            walk_tree(root)
+    with pytest.raises(hashing.InputError) as ahead_error:
+        walk_tree(root, read=Ahead())
+    assert type(ahead_error.value) is type(alone.value)
+    assert str(ahead_error.value) == str(alone.value)

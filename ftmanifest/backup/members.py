@@ -249,6 +249,9 @@ def _not_tar(what: str, where: str) -> MemberRefusedError:
     return MemberRefusedError(
         f"the archive holds a malformed tar header: {what}",
         path=where,
+        field="member",
+        expected="POSIX ustar or pax headers, as ftmanifest backup writes them",
+        observed=what,
         hint="the archive was not written by ftmanifest backup; do not restore it",
     )
 

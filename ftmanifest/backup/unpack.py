@@ -118,7 +118,9 @@ class _Hashing:
         self.thread.join()
         if self.error is not None:
             raise MetadataMismatchError(
-                f"cannot read the archive: {self.error.strerror}", path=str(path)
+                f"cannot read the archive: {self.error.strerror}",
+                path=str(path),
+                hint="check the disk and the file's permissions, then restore again",
             )
         assert self.got is not None
         return self.got
