@@ -108,12 +108,19 @@ def test_counts_are_kept_only_when_every_file_was_counted_in_the_folders_format(
     same(got, plain(root, count="jsonl"))  # the .csv counted as lines, by reading again
 
 
+def _escaping(tmp_path: Path, *links: str) -> Path:
+    """The tree, with ``links`` leading to a file outside it."""
+    root = tree(tmp_path / "t")
+    (tmp_path / "secret").write_text("outside\n")
+    for link in links:
+        (root / link).symlink_to(tmp_path / "secret")
+    return root
+
+
 def test_a_symlink_out_of_the_tree_is_refused_as_the_walk_refuses_it(
     tmp_path: Path, workers: list[int]
 ) -> None:
-    root = tree(tmp_path / "t")
-    (tmp_path / "secret").write_text("outside\n")
-    (root / "d3" / "zz.jsonl").symlink_to(tmp_path / "secret")
+    root = _escaping(tmp_path, "d3/zz.jsonl")
     with pytest.raises(hashing.SymlinkEscapeError) as plain_error:
         walk_tree(root)
     with pytest.raises(hashing.SymlinkEscapeError) as ahead_error:
@@ -272,10 +279,7 @@ def test_the_plain_walk_shared_out_is_the_one_walk(tmp_path: Path, workers: list
 def test_a_shared_out_walk_raises_the_first_error_in_path_order(
     tmp_path: Path, workers: list[int]
 ) -> None:
-    root = tree(tmp_path / "t")
-    (tmp_path / "secret").write_text("outside\n")
-    (root / "d3" / "zz.jsonl").symlink_to(tmp_path / "secret")
-    (root / "d1" / "aa.jsonl").symlink_to(tmp_path / "secret")
+    root = _escaping(tmp_path, "d3/zz.jsonl", "d1/aa.jsonl")
     with pytest.raises(hashing.SymlinkEscapeError) as shared:
         walk_tree(root)
     assert "d1/aa.jsonl" in str(shared.value)
