@@ -69,6 +69,13 @@ class Finding(_FindingBase):
 
     __slots__ = ()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as plain values: ``extra`` is often a read-only mapping proxy, which
+        pickle refuses, and findings cross process boundaries (scan's workers)."""
+        extra = self.extra
+        proxied = isinstance(extra, MappingProxyType)
+        return (_unpickle, (tuple(self[:13]), dict(extra) if proxied else extra, proxied, self.loc))
+
     @classmethod
     def at(cls, loc: Loc, **fields: Any) -> Finding:
         """A finding about manifest location ``loc`` (``field`` is its text)."""
@@ -105,6 +112,12 @@ class Finding(_FindingBase):
         if self.extra:
             out["extra"] = dict(self.extra)
         return out
+
+
+def _unpickle(head: tuple[Any, ...], extra: Any, proxied: bool, loc: Any) -> Finding:
+    if proxied:
+        extra = MappingProxyType(extra) if extra else _NO_EXTRA
+    return Finding(*head, extra, loc)  # type: ignore[call-arg]
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
