@@ -1,8 +1,8 @@
 """Scan results cached by file digest: an unchanged file is not scanned again.
 
 Layer: edge (SQLite in the user cache directory, next to the stat cache).
-``scan_cached`` hashes every file with ``ftmanifest.hashing`` (whose stat cache
-makes an unchanged file cost one ``stat``) and looks its findings up by
+``scan_cached`` asks the stat cache for every file's digest (an unchanged file
+costs one ``stat``; nothing is read) and looks its findings up by
 
     (file digest, scanner version, options, name suffix)
 
@@ -12,6 +12,11 @@ the ones that change findings (not ``jobs`` or ``engine``: both engines give the
 same findings); the name suffix is there because JSONL/CSV annotations and the
 "pickle under a .safetensors name" finding depend on it.  Cached findings are
 re-attached to the file's current path.
+
+A file the cache does not know is read: a small text file once
+(``scan.small``: digest and findings from the same bytes, its stat key taken
+before and after that read), anything else hashed by ``ftmanifest.hashing``,
+looked up, and scanned if still unknown.
 
 Safety: a result is stored only when the file's stat is the same before
 hashing and after scanning (a file edited meanwhile is scanned again next
@@ -25,31 +30,37 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
+from contextlib import suppress
 from functools import lru_cache
 from pathlib import Path
 
 from ftmanifest.findings import Finding, sort_findings
-from ftmanifest.scan.engine import ScanOptions, ScanResult, scan_files
+from ftmanifest.scan.engine import ScanOptions, ScanResult, regions, scan_files
 from ftmanifest.scan.names import name_findings
+from ftmanifest.scan.small import read_small
 from ftmanifest.scan.walk import walk
 from ftmanifest.sqlite_store import open_store
+from ftmanifest.statcache import StatCache
 
 log = logging.getLogger(__name__)
 
-DB_NAME = "scancache-v1.sqlite3"
+DB_NAME = "scancache-v2.sqlite3"
 _OPTION_FIELDS = ("secrets", "pii", "pickles", "max_bytes", "ner")
+# ``context``: 32 hex digits of sha256 over the scanner version and the options key,
+# rather than both spelled out in every row (they made a row ~330 bytes, most of it
+# the same 270 bytes a million times).
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
     digest TEXT NOT NULL,
-    scanner TEXT NOT NULL,
-    options TEXT NOT NULL,
+    context TEXT NOT NULL,
     scanned_bytes INTEGER NOT NULL,
     findings TEXT NOT NULL,
     stored_at REAL NOT NULL,
-    PRIMARY KEY (digest, scanner, options)
+    PRIMARY KEY (digest, context)
 ) WITHOUT ROWID
 """
 
@@ -115,6 +126,7 @@ class ScanCache:
 
         self.path = (directory or cache_dir()) / DB_NAME
         self.hits = self.misses = self.stored = 0
+        self._contexts: dict[str, str] = {}
         self._conn: sqlite3.Connection | None = None
         try:
             self._conn = open_store(self.path, (_SCHEMA,), timeout=timeout)
@@ -144,9 +156,8 @@ class ScanCache:
             return None
         try:
             row = self._conn.execute(
-                "SELECT scanned_bytes, findings FROM results"
-                " WHERE digest = ? AND scanner = ? AND options = ?",
-                (digest, scanner_version(), options),
+                "SELECT scanned_bytes, findings FROM results WHERE digest = ? AND context = ?",
+                (digest, self._context(options)),
             ).fetchone()
         except sqlite3.Error as exc:
             self._disable(exc)
@@ -161,23 +172,56 @@ class ScanCache:
         """Store (digest, options, scanned bytes, encoded findings) rows."""
         if self._conn is None:
             return
-        now, version = time.time(), scanner_version()
-        data = [(d, version, o, n, f, now) for d, o, n, f in rows]
+        now = time.time()
+        data = [(d, self._context(o), n, f, now) for d, o, n, f in rows]
         try:
             with self._conn:
                 self._conn.execute("BEGIN IMMEDIATE")
-                self._conn.executemany(
-                    "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?)", data
-                )
+                insert = "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?)"
+                self._conn.executemany(insert, data)
         except sqlite3.Error as exc:
             self._disable(exc)
             return
         self.stored += len(data)
 
+    def _context(self, options: str) -> str:
+        """The scanner version and ``options`` as one short key (made once per key)."""
+        made = self._contexts.get(options)
+        if made is None:
+            text = f"{scanner_version()}\0{options}".encode()
+            made = self._contexts[options] = hashlib.sha256(text).hexdigest()[:32]
+        return made
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+class _Served:
+    """The cache's findings for a digest, asked from whichever process read the file:
+    each process opens a connection of its own (a forked worker must not use its
+    parent's).  A damaged row is no answer: the file is scanned and the row replaced."""
+
+    def __init__(self, directory: Path, opts: ScanOptions) -> None:
+        self.directory = directory
+        self.keys = _OptionKeys(opts)
+        self._pid = 0
+        self._cache: ScanCache | None = None
+
+    def __call__(self, digest: str, path: Path) -> tuple[int, list[Finding]] | None:
+        if self._pid != os.getpid():
+            self._pid, self._cache = os.getpid(), ScanCache(self.directory)
+        assert self._cache is not None
+        hit = self._cache.get(digest, self.keys(path))
+        try:
+            return (hit[0], _decode(hit[1], os.fspath(path))) if hit else None
+        except (ValueError, TypeError):
+            return None
+
+    def close(self) -> None:
+        if self._cache is not None and self._pid == os.getpid():
+            self._cache.close()
 
 
 def _stat_key(path: Path) -> tuple[int, ...] | None:
@@ -225,22 +269,56 @@ def scan_files_cached(
     opts = options or ScanOptions()
     if not use_cache:
         return scan_files(files, opts)
-    from ftmanifest.hashing import hash_files
-
-    before = {p: _stat_key(p) for p in files}
-    digests = hash_files(files)
     cache = ScanCache(cache_dir)
+    stats = StatCache()
     try:
-        result, todo = _lookup(cache, files, digests, opts)
-        if todo:
-            fresh = scan_files(todo, opts)
-            result.findings += fresh.findings
-            result.bytes_scanned += fresh.bytes_scanned
-            _store(cache, todo, fresh.findings, digests, before, opts)
+        with regions(opts):
+            result = _scan_with(cache, stats, files, opts)
     finally:
         cache.close()
+        stats.close()
     result.files = [str(p) for p in files]
     result.findings = sort_findings(result.findings)
+    return result
+
+
+def _scan_with(
+    cache: ScanCache, stats: StatCache, files: list[Path], opts: ScanOptions
+) -> ScanResult:
+    from ftmanifest.hashing import ALGORITHM, from_cache, hash_files
+
+    known = from_cache(files, cache=stats)  # reads no file
+    result, todo = _lookup(cache, files, known, opts)
+    jobs = opts.jobs or os.cpu_count() or 1
+    served = _Served(cache.path.parent, opts)
+    done, rest = read_small(todo, opts, jobs=jobs, digests=True, served=served)
+    served.close()
+    keys = _OptionKeys(opts)
+    rows = []
+    for one in done:
+        p = todo[one.at]
+        result.findings += one.findings
+        result.bytes_scanned += one.size
+        assert one.digest is not None  # asked for
+        stats.put(os.path.abspath(p), ALGORITHM, one.key, one.digest, hashed_at_ns=one.read_at)
+        if one.cached:
+            continue
+        with suppress(TypeError, ValueError):  # an extra value JSON cannot hold: not kept
+            rows.append((one.digest, keys(p), one.size, _encode(one.findings)))
+    cache.put_many(rows)
+    left = [todo[i] for i in rest]  # large files, other formats, what could not be read
+    if not left:
+        return result
+    before = {p: _stat_key(p) for p in left}
+    digests = hash_files(left, cache=stats)
+    more, again = _lookup(cache, left, digests, opts)
+    result.findings += more.findings
+    result.bytes_scanned += more.bytes_scanned
+    if again:
+        fresh = scan_files(again, opts)
+        result.findings += fresh.findings
+        result.bytes_scanned += fresh.bytes_scanned
+        _store(cache, again, fresh.findings, digests, before, opts)
     return result
 
 
@@ -253,6 +331,7 @@ def _digest(digests: Mapping[Path, object], p: Path) -> str | None:
 def _lookup(
     cache: ScanCache, files: list[Path], digests: Mapping[Path, object], opts: ScanOptions
 ) -> tuple[ScanResult, list[Path]]:
+    """(what the cache knows, the files to scan); a file ``digests`` leaves out is scanned."""
     result, todo = ScanResult(), []
     keys = _OptionKeys(opts)
     for p in files:

@@ -17,6 +17,7 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -26,6 +27,7 @@ from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.scan.artifacts.binary import BINARY_FORMATS, scan_binary
 from ftmanifest.scan.artifacts.sniff import NOT_JUDGED, detect_format
 from ftmanifest.scan.names import name_findings
+from ftmanifest.scan.small import read_small
 from ftmanifest.scan.text import readers
 from ftmanifest.scan.text.matcher import matcher
 from ftmanifest.scan.text.text import scan_text
@@ -136,14 +138,23 @@ def scan_paths(paths: Iterable[Path], opts: ScanOptions | None = None) -> ScanRe
 def scan_files(files: Iterable[Path], opts: ScanOptions | None = None) -> ScanResult:
     """Scan regular files that ``walk`` listed; one that changed kind since is a row."""
     opts = opts or ScanOptions()
-    if opts.phone_regions is None:
+    with regions(opts):
         return _scan_files(files, opts)
+
+
+@contextmanager
+def regions(opts: ScanOptions) -> Iterator[None]:
+    """The phone regions of ``opts`` while scanning (set before workers fork: they
+    inherit them), and the process's own again afterwards."""
+    if opts.phone_regions is None:
+        yield
+        return
     from ftmanifest.scan.text import phones
 
     before = phones.regions()
-    phones.set_regions(opts.phone_regions)  # before workers fork: they inherit it
+    phones.set_regions(opts.phone_regions)
     try:
-        return _scan_files(files, opts)
+        yield
     finally:
         phones.set_regions(before)  # process state: the next scan starts as this one did
 
@@ -151,9 +162,14 @@ def scan_files(files: Iterable[Path], opts: ScanOptions | None = None) -> ScanRe
 def _scan_files(files: Iterable[Path], opts: ScanOptions) -> ScanResult:
     result = ScanResult()
     jobs = opts.jobs or os.cpu_count() or 1
+    listed = list(files)
+    result.files = [str(p) for p in listed]
+    done, rest = read_small(listed, opts, jobs=jobs)
+    for one in done:
+        result.findings += one.findings
+        result.bytes_scanned += one.size
     text_files: list[tuple[Path, int]] = []
-    for path in files:
-        result.files.append(str(path))
+    for path in (listed[i] for i in rest):
         try:
             st = path.stat()
             if not stat.S_ISREG(st.st_mode):  # swapped for a FIFO since it was listed

@@ -149,7 +149,7 @@ def test_scan_distributed_prints_exactly_what_scan_prints(
     assert result.ranks[0].out == single
     assert result.ranks[1].out == ""
     assert "rank 1 of 2" in result.ranks[1].err and "job exit 1" in result.ranks[1].err
-    cache = tmp_path / "jobcache" / "scancache-v1.sqlite3"
+    cache = tmp_path / "jobcache" / "scancache-v2.sqlite3"
     assert cache.exists()  # the ranks stored their results in the cache they share
 
 

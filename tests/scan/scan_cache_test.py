@@ -15,7 +15,8 @@ GHP = "ghp_SulEETldq8b8Vw2zbJYAxyL1aCcTlN99mhWp"
 
 @pytest.fixture
 def scanned(monkeypatch) -> list[str]:
-    """The real scanner, counting the files it is asked to scan."""
+    """The real scanner, counting the files it scans (small text files are read
+    once by ``read_small``, the rest by ``scan_files``)."""
     calls: list[str] = []
     real = sc.scan_files
 
@@ -24,7 +25,14 @@ def scanned(monkeypatch) -> list[str]:
         calls.extend(str(p) for p in paths)
         return real(paths, opts)
 
+    def counting_small(paths, opts, **kw):
+        done, rest = real_small(paths, opts, **kw)
+        calls.extend(str(paths[one.at]) for one in done if not one.cached)
+        return done, rest
+
+    real_small = sc.read_small
     monkeypatch.setattr(sc, "scan_files", counting)
+    monkeypatch.setattr(sc, "read_small", counting_small)
     return calls
 
 

@@ -60,37 +60,42 @@ _TEXT_CONTROLS = frozenset(b"\t\n\r\f\v\x1b")
 def detect_format(path: Path) -> str:
     """The format of ``path`` from its content; see the module docstring."""
     with open_binary(path) as fh:
-        head = fh.read(HEAD)
-        if not head:
-            return "empty"
-        if _is_safetensors(head):
-            # an 8-byte length can spell opcodes: a real header never imports
-            return sniff_pickle(_at(fh, 0), acting_only=True) or "safetensors"
-        if head.startswith(b"\x93NUMPY"):
-            return "npy"
-        if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
-            return _zip_kind(fh)
-        if head.startswith(b"\x1f\x8b"):
-            return "gzip"
-        if head.startswith(b"PAR1"):
-            return "parquet"
-        if head.startswith(b"GGUF"):
-            return "gguf"
-        if (image := image_kind(head)) is not None:
-            return image
-        if head.startswith(b"SQLite format 3\x00"):
-            return "sqlite"
-        if is_tfrecord_name(path.name):
-            return "tfrecord"  # no magic: TensorBoard's events and TFRecord data by name
-        if _hdf5_superblock(fh, head):
-            return "hdf5"  # judged (``hdf5_model``), in a child process
-        if path.suffix.lower() == ".onnx":
-            return "onnx"
-        if (unjudged := not_judged_kind(path, head)) is not None:
-            return unjudged  # before the ONNX sniff: a TensorFlow graph is protobuf too
-        if looks_like_onnx(head):
-            return "onnx"  # protobuf: its strings can make a tiny model read as text
-        kind = sniff_pickle(_at(fh, 0))
+        return format_of(fh, path)
+
+
+def format_of(fh: IO[bytes], path: Path) -> str:
+    """``detect_format`` of what ``fh`` reads from its start (``path`` for its name)."""
+    head = fh.read(HEAD)
+    if not head:
+        return "empty"
+    if _is_safetensors(head):
+        # an 8-byte length can spell opcodes: a real header never imports
+        return sniff_pickle(_at(fh, 0), acting_only=True) or "safetensors"
+    if head.startswith(b"\x93NUMPY"):
+        return "npy"
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return _zip_kind(fh)
+    if head.startswith(b"\x1f\x8b"):
+        return "gzip"
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    if head.startswith(b"GGUF"):
+        return "gguf"
+    if (image := image_kind(head)) is not None:
+        return image
+    if head.startswith(b"SQLite format 3\x00"):
+        return "sqlite"
+    if is_tfrecord_name(path.name):
+        return "tfrecord"  # no magic: TensorBoard's events and TFRecord data by name
+    if _hdf5_superblock(fh, head):
+        return "hdf5"  # judged (``hdf5_model``), in a child process
+    if path.suffix.lower() == ".onnx":
+        return "onnx"
+    if (unjudged := not_judged_kind(path, head)) is not None:
+        return unjudged  # before the ONNX sniff: a TensorFlow graph is protobuf too
+    if looks_like_onnx(head):
+        return "onnx"  # protobuf: its strings can make a tiny model read as text
+    kind = sniff_pickle(_at(fh, 0))
     if kind:
         return kind
     return "text" if _is_text(head) else "binary"

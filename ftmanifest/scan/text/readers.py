@@ -23,7 +23,7 @@ from ftmanifest.scan.text.parquet import scan_parquet
 from ftmanifest.scan.text.text import scan_buffer
 from ftmanifest.scan.unscanned import not_scanned
 
-__all__ = ["scan_gzip", "scan_parquet", "scan_text_range", "sniff"]
+__all__ = ["scan_gzip", "scan_parquet", "scan_text_open", "scan_text_range", "sniff"]
 
 CHUNK = 4 << 20  # bytes handed to the matcher at once
 OVERLAP = 16 << 10  # rescanned across every cut: longer than any match (JWT <= 12,100 bytes)
@@ -216,18 +216,27 @@ def scan_text_range(
     """
     size = path.stat().st_size
     with open_binary(path) as fh:
-        enc = encodings.detect(fh.read(encodings.GUESS_BYTES))
-        if enc is not None:
-            return _scan_wide_range(fh, path, start, end, size, enc, secrets, pii, engine)
-        a, b = _align(fh, start, size), _align(fh, end, size)
-        a0 = _align(fh, a - OVERLAP, size) if a > 0 else 0
-        fh.seek(a0)
-        skip_lines = fh.read(a - a0).count(b"\n")
-        fh.seek(a0)
-        return _scan_stream(
-            fh.read, path, secrets=secrets, pii=pii, engine=engine,
-            base_offset=a0, limit=b - a0, skip_to=a, skip_lines=skip_lines,
-        )  # fmt: skip
+        return scan_text_open(fh, path, start, end, size, secrets=secrets, pii=pii, engine=engine)
+
+
+def scan_text_open(
+    fh: BinaryIO, path: Path, start: int, end: int, size: int, *,
+    secrets: bool, pii: bool, engine: str | None = None,
+) -> tuple[list[Finding], int]:  # fmt: skip
+    """``scan_text_range`` of an open, seekable ``fh`` of ``size`` bytes (named ``path``)."""
+    fh.seek(0)
+    enc = encodings.detect(fh.read(encodings.GUESS_BYTES))
+    if enc is not None:
+        return _scan_wide_range(fh, path, start, end, size, enc, secrets, pii, engine)
+    a, b = _align(fh, start, size), _align(fh, end, size)
+    a0 = _align(fh, a - OVERLAP, size) if a > 0 else 0
+    fh.seek(a0)
+    skip_lines = fh.read(a - a0).count(b"\n")
+    fh.seek(a0)
+    return _scan_stream(
+        fh.read, path, secrets=secrets, pii=pii, engine=engine,
+        base_offset=a0, limit=b - a0, skip_to=a, skip_lines=skip_lines,
+    )  # fmt: skip
 
 
 def _scan_wide_range(
