@@ -93,9 +93,11 @@ class _OptionKeys:
         self.base["phone_regions"] = list(opts.phone_regions or phones.regions())
         self.made: dict[tuple[str, str], str] = {}
 
-    def __call__(self, path: Path) -> str:
-        name = path.name.lower()
-        suffix = (path.suffix.lower(), name.removesuffix(".gz").rsplit(".", 1)[-1])
+    def __call__(self, path: Path | str) -> str:
+        name = os.path.basename(os.fspath(path)).lower()
+        dot = name.rfind(".")
+        last = name[dot:] if 0 < dot < len(name) - 1 else ""  # ``Path.suffix``, without a Path
+        suffix = (last, name.removesuffix(".gz").rsplit(".", 1)[-1])
         key = self.made.get(suffix)
         if key is None:
             key = json.dumps({**self.base, "suffix": list(suffix)}, sort_keys=True,

@@ -54,23 +54,55 @@ def name_findings(
 
 
 def _names(tops: Sequence[Path], files: Iterable[Path]) -> Iterable[tuple[str, str]]:
-    """``(path, name)`` for every file and folder below a top, each once."""
-    roots = sorted((os.fspath(t) for t in tops), key=len, reverse=True)
+    """``(path, name)`` for every file and folder below a top, each once.
+
+    Tops are spelled as ``Path`` spells the walk's files (``./data`` is ``data``,
+    ``.`` is every relative path), so a top written either way judges the same
+    names.  A path is cut by its top's length, not by ``relpath`` (a million files
+    spent half a minute there); the folders of a run of files in one folder are
+    yielded once, and files are remembered only where two tops could list one.
+    """
+    roots = sorted({os.fspath(Path(t)) for t in tops}, key=len, reverse=True)
     seen: set[str] = set()
+    once = len(roots) == 1  # one walk lists a file once
+    last: tuple[str, str] | None = None
+    folder_at = ""
     for file in files:
         name = os.fspath(file)
-        top = next((r for r in roots if name == r or name.startswith(_dir(r))), None)
+        top = next((r for r in roots if name == r or _below(name, r)), None)
         if top is None:
             continue
         if name == top:
-            where, parts = os.path.dirname(name), [os.path.basename(name)]
-        else:
-            where, parts = top, os.path.relpath(name, top).split(os.sep)
-        for part in parts:
-            where = os.path.join(where, part)
+            where = os.path.join(os.path.dirname(name), os.path.basename(name))
             if where not in seen:
                 seen.add(where)
-                yield where, part
+                yield where, os.path.basename(name)
+            continue
+        start = "" if top == os.curdir else top
+        folder, _, base = name[len(_dir(start)) if start else 0 :].rpartition(os.sep)
+        if (top, folder) != last:
+            last, folder_at = (top, folder), start
+            for part in folder.split(os.sep) if folder else ():
+                folder_at = os.path.join(folder_at, part)
+                if folder_at not in seen:
+                    seen.add(folder_at)
+                    yield folder_at, part
+        where = os.path.join(folder_at, base)
+        if once:
+            yield where, base
+        elif where not in seen:
+            seen.add(where)
+            yield where, base
+
+
+def _below(name: str, root: str) -> bool:
+    if root == os.curdir:
+        return (
+            not os.path.isabs(name)
+            and name != os.pardir
+            and not name.startswith(os.pardir + os.sep)
+        )
+    return name.startswith(_dir(root))
 
 
 def _dir(root: str) -> str:
