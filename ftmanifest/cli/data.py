@@ -259,7 +259,8 @@ def _serve(args: argparse.Namespace, comm: Any, signer: Any) -> None:
 def _payload(report: Any, clean: dict[str, Any] | None) -> dict[str, Any]:
     def ref(r: Any) -> dict[str, Any]:
         text = report.excerpts.get((r.split, r.record))
-        return {"split": r.split, "record": r.record, "line": r.line, "text": text}
+        out = {"split": r.split, "record": r.record, "line": r.line, "text": text}
+        return {**out, "shard": r.shard} if r.shard else out
 
     pairs = [
         {
@@ -305,7 +306,8 @@ def _severity(p: Any) -> str:
 def _shown(report: Any, r: Any) -> str:
     text = report.excerpts.get((r.split, r.record), "")
     cut = escape(text[:SHOWN]) + ("..." if len(text) > SHOWN else "")
-    return f"{escape(r.split)}:{r.line}  {cut}"
+    shard = f"/{escape(r.shard)}" if r.shard else ""
+    return f"{escape(r.split)}{shard}:{r.line}  {cut}"
 
 
 def _text(report: Any, clean: dict[str, Any] | None) -> str:
@@ -373,7 +375,10 @@ def _summary_payload(s: Any) -> dict[str, Any]:
             "chars": st.chars.summary(),
             "over_seq_len": st.over if st.tokens else None,
             "tokens": st.tokens.summary() if st.tokens else None,
-            "longest": [{"line": line, "tokens": n} for n, line in st.worst],
+            "longest": [
+                {"line": line, "tokens": n, **({"shard": shard} if shard else {})}
+                for n, line, shard in st.worst
+            ],
         }
         for st in s.stats
     }

@@ -71,11 +71,24 @@ def check_data(
             hint="run without --write-clean, or keep one training entry",
         )
     before = None
+    if write_clean_to is not None and train[0].shards:
+        raise UsageError(
+            "--write-clean writes a copy of one training file; this split is a folder of "
+            f"{len(train[0].shards)} shards",
+            path=str(train[0].path),
+            field="--write-clean",
+            expected="a training split that is one file",
+            observed="a folder of shards",
+            hint="drop the records data check names from their shards, or join the shards "
+            "into one file and point the entry at it",
+        )
     if write_clean_to is not None:
         refuse_input(train[0].path, write_clean_to)
         refuse_into_pinned(write_clean_to, loaded, "--write-clean")
         before = fingerprint(train[0].path)
-    jobs = default_jobs([s.path for s in splits]) if jobs is None else jobs or cores()
+    if jobs is None:  # a folder of shards is taken as large: its size would cost a stat a file
+        jobs = cores() if any(s.shards for s in splits) else default_jobs([s.path for s in splits])
+    jobs = jobs or cores()
     report = leakage.check_leakage(splits, threshold=threshold, examples=examples,
                                    tolerance=checks.tolerance, jobs=jobs,
                                    signer=signer)  # fmt: skip

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ftmanifest.data.parallel import NUM_PERM, Workers, selected_texts
+from ftmanifest.data.shards import Marks
 from ftmanifest.data.text import normalise, shingle_list
 from ftmanifest.errors import InputError
 from ftmanifest.manifest.data import LeakTolerance, PairTolerance
@@ -57,6 +58,7 @@ class Split:
     format: str | None = None
     sealed: bool = False
     fields: tuple[str, ...] = ()
+    shards: tuple[str, ...] = ()  # a folder of shards: its files ('/'-separated, in order)
 
     @property
     def kind(self) -> str:
@@ -65,11 +67,13 @@ class Split:
 
 @dataclass(frozen=True)
 class Ref:
-    """One record of one split: its number and the line it starts on."""
+    """One record of one split: its number, the line it starts on and, in a folder
+    of shards, the shard that line is in."""
 
     split: str
     record: int
     line: int
+    shard: str = ""
 
 
 @dataclass(frozen=True)
@@ -240,13 +244,16 @@ def check_leakage(
     leaking: dict[str, set[int]] = {s.name: set() for s in splits if s.kind == "train"}
     counts: dict[str, int] = {}
     without: dict[str, int] = {}
+    marks = {s.name: Marks() for s in splits}  # a folder's shards, by first record
     with Workers(jobs if signer is None else 1) as workers:
         source = workers if signer is None else signer
         for split in order:
             seen: dict[bytes, tuple[int, int]] = {}
             index = RMinHashLSH(threshold=threshold, num_perm=NUM_PERM, num_bands=bands)
             n = empty = 0
-            for number, line, h, m in source.signatures(split.path, split.format, split.fields):
+            own = marks[split.name]
+            read = source.signatures(split.path, split.format, split.fields, split.shards, own)
+            for number, line, h, m in read:
                 n += 1
                 if h is None:  # no text
                     empty += 1
@@ -263,7 +270,8 @@ def check_leakage(
                     if split.kind == "train" and other != split.name:
                         leaking[split.name].add(number)
                     if len(exact_matches[(other, split.name)]) < examples:
-                        a, b = Ref(other, hit[0], hit[1]), Ref(split.name, number, line)
+                        a = Ref(other, hit[0], hit[1], marks[other].shard_of(hit[0]))
+                        b = Ref(split.name, number, line, own.shard_of(number))
                         exact_matches[(other, split.name)].append(Match("exact", a, b, 1.0))
                 if not repeat:
                     seen[h] = (number, line)
@@ -289,14 +297,14 @@ def check_leakage(
             exact[split.name] = seen
             if split.name in indexed:
                 lsh[split.name] = index
-    near, best = _verify(splits, candidates, threshold, examples, leaking)
+    near, best = _verify(splits, candidates, threshold, examples, leaking, marks)
     del candidates
     for key, pair in results.items():
         pair.near = near.get(key, 0)
         pair.complete = key not in stopped
         found = exact_matches[key] + best.get(key, [])
         pair.examples = sorted(found, key=_rank)[:examples]
-    excerpts = _excerpts(splits, [m for p in results.values() for m in p.examples])
+    excerpts = _excerpts(splits, [m for p in results.values() for m in p.examples], marks)
     report = LeakageReport(threshold, counts, list(results.values()), leaking, excerpts)
     report.without_text = without
     report.recall = recall_at(threshold)
@@ -342,6 +350,7 @@ def _verify(
     threshold: float,
     examples: int,
     leaking: dict[str, set[int]],
+    marks: dict[str, Marks],
 ) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], list[Match]]]:
     """Second pass: the candidates' shingles, exact Jaccard; near duplicates counted per
     split pair (train records that repeat eval or test added to ``leaking``), and the
@@ -358,7 +367,10 @@ def _verify(
         need = wanted.pop(split.name, None)
         if not need:
             continue
-        for number, line, raw in selected_texts(split.path, split.format, split.fields, need):
+        own = marks[split.name]
+        for number, line, raw in selected_texts(
+            split.path, split.format, split.fields, need, own if split.shards else None
+        ):
             sets[(split.name, number)] = _hashed(raw)
             lines[(split.name, number)] = line
     kinds = {s.name: s.kind for s in splits}
@@ -375,9 +387,9 @@ def _verify(
             heap = heaps[(a, b)]
             order = (similarity, -rb, -ra)  # the heap's smallest is the least worth showing
             if len(heap) < examples or order > heap[0][0]:
-                m = Match(
-                    "near", Ref(a, ra, lines[(a, ra)]), Ref(b, rb, lines[(b, rb)]), similarity
-                )
+                at_a = Ref(a, ra, lines[(a, ra)], marks[a].shard_of(ra))
+                m = Match("near", at_a, Ref(b, rb, lines[(b, rb)], marks[b].shard_of(rb)),
+                          similarity)  # fmt: skip
                 if len(heap) < examples:
                     heapq.heappush(heap, (order, m))
                 else:
@@ -386,7 +398,9 @@ def _verify(
     return dict(counts), best
 
 
-def _excerpts(splits: Sequence[Split], shown: Sequence[Match]) -> dict[tuple[str, int], str]:
+def _excerpts(
+    splits: Sequence[Split], shown: Sequence[Match], marks: dict[str, Marks]
+) -> dict[tuple[str, int], str]:
     """The original text, cut short, of the records the examples show (a third, light
     pass: only those lines are parsed)."""
     wanted: dict[str, set[int]] = defaultdict(set)
@@ -397,7 +411,10 @@ def _excerpts(splits: Sequence[Split], shown: Sequence[Match]) -> dict[tuple[str
     for split in splits:
         need = wanted.get(split.name)
         if need:
-            for number, _line, raw in selected_texts(split.path, split.format, split.fields, need):
+            own = marks[split.name] if split.shards else None
+            for number, _line, raw in selected_texts(
+                split.path, split.format, split.fields, need, own
+            ):
                 out[(split.name, number)] = raw[:EXCERPT]
     return out
 
@@ -405,5 +422,5 @@ def _excerpts(splits: Sequence[Split], shown: Sequence[Match]) -> dict[tuple[str
 def serve(comm: Any, splits: Sequence[Any], signer: Any) -> None:
     """A rank other than 0: sign its share of every split, in the order rank 0 reads them."""
     for split in sorted(splits, key=lambda s: ROLE_ORDER[s.role]):
-        for _sig in signer.signatures(split.path, split.format, split.fields):
+        for _sig in signer.signatures(split.path, split.format, split.fields, split.shards):
             pass

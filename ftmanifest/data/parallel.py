@@ -51,6 +51,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ftmanifest.data.shards import Marks
 from ftmanifest.data.text import NUM_PERM, SEED, normalise, shingle_list, task_text
 
 CHUNK_BYTES = 1 << 20
@@ -120,8 +121,22 @@ class _Texts:
     items: list[tuple[int, int, str]]
 
 
-def _sign(job: _Lines | _Texts) -> list[tuple[int, int, bytes | None, Any]]:
-    """Signatures of one chunk; for ``_Lines``, numbers count from 1 within the chunk."""
+@dataclass(frozen=True)
+class _Batch:
+    """The chunks of several small shards, signed as one job (a folder of a million
+    one-line shards is a thousand jobs, not a million)."""
+
+    jobs: tuple[_Lines | _Texts, ...]
+
+
+Job = _Lines | _Texts | _Batch
+
+
+def _sign(job: Job) -> list[tuple[int, int, bytes | None, Any]]:
+    """Signatures of one chunk; for ``_Lines``, numbers count from 1 within the chunk
+    (a folder's records are numbered by the reader that consumes them)."""
+    if isinstance(job, _Batch):
+        return [sig for one in job.jobs for sig in _sign(one)]
     if isinstance(job, _Texts):
         sigs = _sign_texts([t for _n, _l, t in job.items])
         return [(n, line, h, m) for (n, line, _t), (h, m) in zip(job.items, sigs, strict=True)]
@@ -151,7 +166,7 @@ def _texts(job: _Lines) -> list[tuple[int, str]]:
     return out
 
 
-def _sign_in_worker(job: _Lines | _Texts) -> list[tuple[int, int, bytes | None, Any]] | None:
+def _sign_in_worker(job: Job) -> list[tuple[int, int, bytes | None, Any]] | None:
     try:
         return _sign(job)
     except Exception:  # signed again in the parent, which raises the reader's own error
@@ -184,13 +199,13 @@ class Workers:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
-    def _run(self, jobs: Iterator[_Lines | _Texts]) -> Iterator[tuple[_Lines | _Texts, list[Any]]]:
+    def _run(self, jobs: Iterator[Job]) -> Iterator[tuple[Job, list[Any]]]:
         """Each job with its signatures, in order, with a bounded number in flight."""
         if self._pool is None:
             for job in jobs:
                 yield job, _sign(job)
             return
-        pending: deque[tuple[_Lines | _Texts, Future[list[Any] | None]]] = deque()
+        pending: deque[tuple[Job, Future[list[Any] | None]]] = deque()
         limit = self.jobs * IN_FLIGHT
         try:
             for job in jobs:
@@ -204,9 +219,7 @@ class Workers:
                 future.cancel()
 
     @staticmethod
-    def _result(
-        job: _Lines | _Texts, future: Future[list[Any] | None]
-    ) -> tuple[_Lines | _Texts, list[Any]]:
+    def _result(job: Job, future: Future[list[Any] | None]) -> tuple[Job, list[Any]]:
         from concurrent.futures.process import BrokenProcessPool
 
         try:
@@ -224,11 +237,25 @@ class Workers:
         return job, _sign(job) if out is None else out
 
     def signatures(
-        self, path: Path, fmt: str | None, fields: Sequence[str] = ()
+        self,
+        path: Path,
+        fmt: str | None,
+        fields: Sequence[str] = (),
+        shards: Sequence[str] = (),
+        marks: Marks | None = None,
     ) -> Iterator[Signature]:
-        """Every record of one split, in file order, with its hash and MinHash."""
+        """Every record of one split, in file order, with its hash and MinHash; a folder
+        (``shards``) numbers its records on across the shards, noting each shard's
+        first in ``marks``."""
         from ftmanifest.counts import format_of
 
+        if shards:
+            number = 0
+            for _job, sigs in self._run(shard_chunks(path, fmt, tuple(fields), shards, marks)):
+                for _n, line, h, m in sigs:
+                    number += 1
+                    yield number, line, h, m
+            return
         kind = format_of(path, fmt)
         if kind not in LINE_KINDS:
             for _job, sigs in self._run(_text_chunks(path, fmt, tuple(fields))):
@@ -273,6 +300,49 @@ def _line_chunks(path: Path, kind: str, fields: tuple[str, ...]) -> Iterator[_Li
             yield _Lines(str(path), kind, fields, first, raws)
 
 
+def shard_path(folder: Path, name: str) -> Path:
+    """Shard ``name`` ('/'-separated) of ``folder``."""
+    return folder.joinpath(*name.split("/"))
+
+
+def shard_chunks(
+    folder: Path,
+    fmt: str | None,
+    fields: tuple[str, ...],
+    shards: Sequence[str],
+    marks: Marks | None = None,
+) -> Iterator[Job]:
+    """The chunks of every shard, in order, small ones batched to about a chunk's size;
+    each shard's first record number noted in ``marks`` before its chunks are yielded.
+    Every rank cuts a folder into the same jobs."""
+    from ftmanifest.counts import format_of
+
+    batch: list[_Lines | _Texts] = []
+    size = records = count = 0
+    for name in shards:
+        path = shard_path(folder, name)
+        if marks is not None:
+            marks.note(records + 1, name)
+        kind = format_of(path, fmt)
+        lines = kind in LINE_KINDS
+        chunks = _line_chunks(path, kind, fields) if lines else _text_chunks(path, fmt, fields)
+        for job in chunks:
+            if isinstance(job, _Lines):
+                records += sum(1 for raw in job.raws if raw.strip())  # as ``_texts`` skips
+                size += sum(len(raw) for raw in job.raws)
+                count += len(job.raws)
+            else:
+                records += len(job.items)
+                size += sum(len(t) for _n, _l, t in job.items)
+                count += len(job.items)
+            batch.append(job)
+            if size >= CHUNK_BYTES or count >= CHUNK_RECORDS:
+                yield batch[0] if len(batch) == 1 else _Batch(tuple(batch))
+                batch, size, count = [], 0, 0
+    if batch:
+        yield batch[0] if len(batch) == 1 else _Batch(tuple(batch))
+
+
 def _text_chunks(path: Path, fmt: str | None, fields: tuple[str, ...]) -> Iterator[_Texts]:
     from ftmanifest.recordio import iter_records
 
@@ -290,10 +360,29 @@ def _text_chunks(path: Path, fmt: str | None, fields: tuple[str, ...]) -> Iterat
 
 
 def selected_texts(
-    path: Path, fmt: str | None, fields: Sequence[str], wanted: set[int]
+    path: Path,
+    fmt: str | None,
+    fields: Sequence[str],
+    wanted: set[int],
+    marks: Marks | None = None,
 ) -> Iterator[tuple[int, int, str]]:
     """(number, line, text) of the records numbered in ``wanted``, in file order; JSONL
-    and text lines that are not wanted are counted, not parsed."""
+    and text lines that are not wanted are counted, not parsed.  A folder of shards
+    (``marks``, as its first reading noted them) reads only the shards that hold one."""
+    if marks is None or not marks.firsts:
+        yield from _selected(path, fmt, fields, wanted)
+        return
+    ends = [*marks.firsts[1:], None]
+    for first, end, name in zip(marks.firsts, ends, marks.names, strict=True):
+        here = {n - first + 1 for n in wanted if n >= first and (end is None or n < end)}
+        if here:
+            for n, line, text in _selected(shard_path(path, name), fmt, fields, here):
+                yield n + first - 1, line, text
+
+
+def _selected(
+    path: Path, fmt: str | None, fields: Sequence[str], wanted: set[int]
+) -> Iterator[tuple[int, int, str]]:
     from ftmanifest.counts import format_of
 
     kind = format_of(path, fmt)
@@ -372,7 +461,12 @@ class RankSigner:
         self.batch = max(1, batch)
 
     def signatures(
-        self, path: Path, fmt: str | None, fields: Sequence[str] = ()
+        self,
+        path: Path,
+        fmt: str | None,
+        fields: Sequence[str] = (),
+        shards: Sequence[str] = (),
+        marks: Marks | None = None,
     ) -> Iterator[Signature]:
         import itertools
 
@@ -382,9 +476,11 @@ class RankSigner:
 
         size, rank = self.comm.world_size, self.comm.rank
         kind = format_of(path, fmt)
-        lines = kind in LINE_KINDS
-        chunks: Iterator[_Lines | _Texts] = (
-            _line_chunks(path, kind, tuple(fields))
+        lines = bool(shards) or kind in LINE_KINDS  # numbered here, in reading order
+        chunks: Iterator[Job] = (
+            shard_chunks(path, fmt, tuple(fields), shards, marks)
+            if shards
+            else _line_chunks(path, kind, tuple(fields))
             if lines
             else _text_chunks(path, fmt, tuple(fields))
         )

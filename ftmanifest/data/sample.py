@@ -31,9 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.data.stats import label_of
+from ftmanifest.data.stats import label_of, split_records
 from ftmanifest.errors import FtManifestError, InputError
-from ftmanifest.recordio import iter_records
 
 NO_CATEGORY = "(no category)"
 MAX_CATEGORIES = 10_000  # per split; more distinct labels is a wrong label key, not categories
@@ -56,6 +55,7 @@ class Pick:
     line: int
     category: str | None
     value: Any
+    shard: str = ""  # the shard of a folder split that holds it
 
 
 @dataclass
@@ -137,8 +137,9 @@ def choose(
         sample = SplitSample(split.name, split.role)
         heaps: dict[str | None, list[tuple[int, int, Pick]]] = {}
         key = _key(seed)
-        for rec in iter_records(split.path, split.format):
+        for shard, rec in split_records(split):
             sample.records += 1
+            number = sample.records if split.shards else rec.number  # on across the shards
             cat = label_of(rec.value, label)
             if cat not in sample.counts and len(sample.counts) >= MAX_CATEGORIES:
                 raise InputError(
@@ -147,18 +148,18 @@ def choose(
                     line=rec.line,
                     field="data_checks.label",
                     expected=f"at most {MAX_CATEGORIES} distinct labels",
-                    observed=f"a new one at record {rec.number}",
+                    observed=f"a new one at record {number}",
                     hint="set data_checks.label to the key that names a record's category",
                 )
             sample.counts[cat] = sample.counts.get(cat, 0) + 1
             heap = heaps.setdefault(cat, [])
             # the kept ranks as a max-heap (negated): its top is the first to give way
-            item = (-rank(seed, split.name, rec.number, key=key), -rec.number)
+            item = (-rank(seed, split.name, number, key=key), -number)
             if len(heap) < per_category:
-                pick = Pick(split.name, rec.number, rec.line, cat, rec.value)
+                pick = Pick(split.name, number, rec.line, cat, rec.value, shard)
                 heapq.heappush(heap, (*item, pick))
             elif heap and item > heap[0][:2]:
-                pick = Pick(split.name, rec.number, rec.line, cat, rec.value)
+                pick = Pick(split.name, number, rec.line, cat, rec.value, shard)
                 heapq.heapreplace(heap, (*item, pick))
         for cat in sorted(heaps, key=lambda c: (c is None, c or "")):
             sample.picks[cat] = sorted((p for _r, _n, p in heaps[cat]), key=lambda p: p.number)

@@ -84,6 +84,8 @@ def sample_payload(
                                       "target": {"field": where, "text": expected},
                                       "rendered": None, "raw": s.raw_fields(p.value),
                                       "error": None}  # fmt: skip
+                if p.shard:
+                    ex["shard"] = p.shard
                 if tok.tokenizer is not None:
                     try:
                         ex["rendered"] = s.render(p, tok.tokenizer, seq_len, loss_on)

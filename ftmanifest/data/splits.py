@@ -2,9 +2,10 @@
 
 Layer: data (edge: resolves paths against the manifest's folder, refusing one
 that leaves it unless ``allow_outside``, as every reader of pinned paths does).
-``splits_of`` gives the text splits (one file each; the leakage check and the
-statistics read them); ``image_splits_of`` the ``format: images`` folders
-(``data.images`` reads them); any other format is refused.
+``splits_of`` gives the text splits (a file, or a folder of shards read as one
+split: ``data.shards``; the leakage check and the statistics read them);
+``image_splits_of`` the ``format: images`` folders (``data.images`` reads them);
+any other format is refused.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.data.leakage import ROLE_ORDER, Split
+from ftmanifest.data.shards import shard_names
 from ftmanifest.errors import InputError, InputNotFoundError, UsageError
 
 TEXT_FORMATS = frozenset({"jsonl", "json", "csv", "tsv", "parquet", "text"})
@@ -39,7 +41,10 @@ def splits_of(
                 hint="declare the entry's format (images: a folder with one sub-folder per class)",
             )
         path = _located(base, i, entry, allow_outside, folder=False)
-        split = Split(entry.name, entry.role, path, entry.format, entry.sealed, tuple(fields))
+        shards = shard_names(path, ("data", i, "path")) if path.is_dir() else ()
+        split = Split(
+            entry.name, entry.role, path, entry.format, entry.sealed, tuple(fields), shards
+        )
         out.append(split)
     _distinct(loaded)
     return out
@@ -60,8 +65,8 @@ def image_splits_of(loaded: Any, *, allow_outside: bool = False) -> list[Split]:
 
 
 def _located(base: Path, i: int, entry: Any, allow_outside: bool, *, folder: bool) -> Path:
-    """The entry's path inside the manifest's folder: a file, or (``folder``) an
-    image folder with one sub-folder per class; anything else refused."""
+    """The entry's path inside the manifest's folder: a file or a folder of shards,
+    or (``folder``) an image folder with one sub-folder per class."""
     from ftmanifest.fsutil import resolve_inside
 
     loc = ("data", i, "path")
@@ -86,16 +91,6 @@ def _located(base: Path, i: int, entry: Any, allow_outside: bool, *, folder: boo
             expected="a folder with one sub-folder per class",
             observed="a file",
             hint="point the entry at the split's image folder, or fix its format",
-        )
-    if not folder and path.is_dir():
-        raise InputError(
-            f"data entry {entry.name!r} is a folder",
-            path=str(path),
-            loc=loc,
-            expected="one data file per split",
-            observed="a folder",
-            hint="point the entry at one file (JSONL, CSV, ...) per split, or declare "
-            "format: images for a folder with one sub-folder per class",
         )
     return path
 

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import heapq
 import json
+import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,7 +98,8 @@ class SplitStats:
     tokens: Histogram | None = None  # None: no tokenizer
     untokenized: int = 0  # records the tokenizer failed on
     over: int = 0  # records over seq_len tokens
-    worst: list[tuple[int, int]] = field(default_factory=list)  # (tokens, line), a min-heap
+    # (tokens, line, shard) of the longest records, longest first ("" for one file)
+    worst: list[tuple[int, int, str]] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -133,7 +135,8 @@ def collect(
     stats = SplitStats(split.name, split.role, str(split.path))
     if tokenizer is not None:
         stats.tokens = Histogram()
-    for rec in iter_records(split.path, split.format):
+    heap: list[tuple[int, int, int, str]] = []  # (tokens, -record, line, shard): a min-heap
+    for shard, rec in split_records(split):
         stats.records += 1
         category = label_of(rec.value, label)
         if category is None:
@@ -153,13 +156,27 @@ def collect(
         stats.tokens.add(n)
         if seq_len is not None and n > seq_len:
             stats.over += 1
-            item = (n, -rec.line)
-            if len(stats.worst) < WORST:
-                heapq.heappush(stats.worst, item)
+            item = (n, -stats.records, rec.line, shard)
+            if len(heap) < WORST:
+                heapq.heappush(heap, item)
             else:
-                heapq.heappushpop(stats.worst, item)
-    stats.worst = sorted(((n, -neg) for n, neg in stats.worst), key=lambda t: (-t[0], t[1]))
+                heapq.heappushpop(heap, item)
+    stats.worst = [(n, line, shard) for n, _r, line, shard in sorted(heap, reverse=True)]
     return stats
+
+
+def split_records(split: Any) -> Iterator[tuple[str, Any]]:
+    """(shard, record) of every record of ``split``, in order: one file's records with
+    shard "", a folder's shard by shard (``split.shards``)."""
+    from ftmanifest.data.parallel import shard_path
+
+    if not split.shards:
+        for rec in iter_records(split.path, split.format):
+            yield "", rec
+        return
+    for name in split.shards:
+        for rec in iter_records(shard_path(split.path, name), split.format):
+            yield name, rec
 
 
 def length_findings(
@@ -191,13 +208,18 @@ def length_findings(
 def _split_lengths(stats: SplitStats, seq_len: int | None) -> list[Finding]:
     out = []
     if stats.over:
-        longest = ", ".join(f"line {line} ({n} tokens)" for n, line in stats.worst)
+        longest = ", ".join(
+            f"{shard + ' ' if shard else ''}line {line} ({n} tokens)"
+            for n, line, shard in stats.worst
+        )
         out.append(
             Finding(
                 kind="data",
                 rule="data.over-length",
                 severity="warning",
-                path=stats.path,
+                path=os.path.join(stats.path, *stats.worst[0][2].split("/"))
+                if stats.worst and stats.worst[0][2]
+                else stats.path,
                 line=stats.worst[0][1] if stats.worst else None,
                 message=f"{stats.name}: {stats.over} of {stats.records} records are over "
                 f"seq_len {seq_len} tokens and will be cut; longest: {longest}",
