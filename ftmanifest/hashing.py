@@ -248,7 +248,7 @@ def from_cache(
     ``distributed.shard`` asks this first, so that a second verify over the
     job sends only what no rank's cache knows.
     """
-    order = [Path(p) for p in paths]
+    order = [p if isinstance(p, Path) else Path(p) for p in paths]  # a Path is not parsed again
     results: dict[Path, FileDigest | FtManifestError] = {}
     formats = _formats(order, count)
     jobs = []

@@ -31,6 +31,8 @@ def name_findings(
     """Findings for the names of ``files`` and their folders, below their top."""
     if not (secrets or pii):
         return []
+    out: list[Finding] = []
+    reported: set[tuple[str, str, str | None]] = set()
     owners: list[str] = []  # the file or folder of each line of the buffer
     lines: list[str] = []
     for where, name in _names(tops, files):
@@ -38,18 +40,35 @@ def name_findings(
             if start < len(name):
                 owners.append(where)
                 lines.append(name[start:])
-    if not lines:
-        return []
+        if len(lines) >= BLOCK:  # a million names are scanned a block at a time
+            out += _scan(owners, lines, reported, secrets=secrets, pii=pii)
+            owners, lines = [], []
+    if lines:
+        out += _scan(owners, lines, reported, secrets=secrets, pii=pii)
+    return out
+
+
+BLOCK = 100_000  # lines of names scanned at once
+
+
+def _scan(
+    owners: list[str],
+    lines: list[str],
+    reported: set[tuple[str, str, str | None]],
+    *,
+    secrets: bool,
+    pii: bool,
+) -> list[Finding]:
     buf = "\n".join(lines).encode("utf-8", "surrogateescape")
-    out: list[Finding] = []
-    reported: set[tuple[str, str, str | None]] = set()
+    out = []
     for f in scan_buffer(buf, path="", secrets=secrets, pii=pii, extra={"in": "name"}):
         where = owners[(f.line or 1) - 1]
         if (where, f.rule, f.fingerprint) in reported:
             continue
         reported.add((where, f.rule, f.fingerprint))
+        # line, column and span are places in the buffer of names, not in the file
         out.append(f._replace(path=where, message=f"{f.message} in the name", line=None,
-                              column=None))  # fmt: skip
+                              column=None, extra={"in": "name"}))  # fmt: skip
     return out
 
 

@@ -94,3 +94,20 @@ def test_a_token_in_a_folder_name_is_found_once_at_the_folder(tmp_path: Path) ->
     found = name_findings([tmp_path], files, secrets=True, pii=False)
     assert [f.path for f in found] == [str(folder)]
     assert found[0].extra.get("in") == "name"
+
+
+def test_names_scanned_in_blocks_find_what_one_buffer_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ftmanifest.scan.names as names
+
+    token = "ghp_" + "Q7wX2mK9pL4vR8sT1uY6zA3bC5dE0fG2hJ4k"
+    for i in range(30):
+        tag = f"-{token}" if i in (0, 13, 29) else ""
+        (tmp_path / f"d{i % 4}").mkdir(exist_ok=True)
+        (tmp_path / f"d{i % 4}" / f"run{i}{tag}.log").write_text("x\n")
+    files, _ = walk([tmp_path])
+    whole = name_findings([tmp_path], files, secrets=True, pii=True)
+    monkeypatch.setattr(names, "BLOCK", 7)
+    blocks = name_findings([tmp_path], files, secrets=True, pii=True)
+    assert blocks == whole and len(whole) == 3
