@@ -65,6 +65,26 @@ CREATE TABLE IF NOT EXISTS results (
 """
 
 
+_META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
+
+
+def _forget_other_versions(conn: sqlite3.Connection) -> None:
+    """Drop every row when the scanner changed: a row's context holds the scanner
+    version, so rows of another version are never read again (a million files left
+    150 MB behind at every upgrade or edit of a rule)."""
+    version = scanner_version()
+    ask = "SELECT value FROM meta WHERE key = 'scanner'"
+    row = conn.execute(ask).fetchone()
+    if row is not None and row[0] == version:
+        return
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        row = conn.execute(ask).fetchone()  # another process may have just done it
+        if row is None or row[0] != version:
+            conn.execute("DELETE FROM results")
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('scanner', ?)", (version,))
+
+
 @lru_cache(maxsize=1)
 def scanner_version() -> str:
     """Digest of the scanner's source: rules, validators, readers and walkers."""
@@ -131,7 +151,8 @@ class ScanCache:
         self._contexts: dict[str, str] = {}
         self._conn: sqlite3.Connection | None = None
         try:
-            self._conn = open_store(self.path, (_SCHEMA,), timeout=timeout)
+            self._conn = open_store(self.path, (_SCHEMA, _META), timeout=timeout)
+            _forget_other_versions(self._conn)
         except (OSError, sqlite3.Error) as exc:
             self._disable(exc)
 

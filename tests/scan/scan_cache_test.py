@@ -167,3 +167,27 @@ def test_cli_no_cache_flag(tmp_path, capsys, scanned, _private_cache_dir) -> Non
     assert run() == 1 and run() == 1
     assert len(scanned) == 2 and (_private_cache_dir / sc.DB_NAME).exists()
     assert "secret.github-pat" in capsys.readouterr().out
+
+
+def test_rows_of_another_scanner_version_are_dropped_not_kept_forever(
+    tmp_path, scanned, _private_cache_dir, monkeypatch
+) -> None:
+    """A row's context holds the scanner version, so after an upgrade (or an edited
+    rule) the old rows are never read again: they are dropped when the cache opens."""
+    a = tmp_path / "a.txt"
+    a.write_text(GHP)
+    _old(a)
+    db = _private_cache_dir / sc.DB_NAME
+
+    def rows() -> int:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT count(*) FROM results").fetchone()[0]
+
+    scan_cached([a])
+    scan_cached([a])
+    assert rows() == 1 and len(scanned) == 1  # same version: kept and served
+    monkeypatch.setattr(sc, "scanner_version", lambda: "sha256:" + "0" * 64)
+    assert [f.rule for f in scan_cached([a]).findings] == ["secret.github-pat"]
+    assert rows() == 1 and len(scanned) == 2  # the old row gone, the new one stored
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT value FROM meta").fetchall() == [("sha256:" + "0" * 64,)]
