@@ -96,8 +96,8 @@ def files_rows(n: int, repeat: int, tmp: Path) -> list[tuple[str, str, str, str,
     try:
         t_data, rss_data = timed([*ftm, "data", "check", str(manifest), "--examples", "0"], env)
         data_row = (f"{t_data:.2f} s", f"{rss_data:.0f} MB peak")
-    except RuntimeError:  # data check reads one file per split, not a folder of shards
-        data_row = ("refused", "a folder of shards is not one file per split")
+    except RuntimeError as exc:  # a refusal: say which
+        data_row = ("refused", str(exc).split("error: ")[-1].splitlines()[0][:60])
     print(f"lock {t_lock:.2f} s, cached verify {t_cached:.2f} s, --no-cache {t_nocache:.2f} s,"
           f" scan {t_scan:.2f} s", file=sys.stderr, flush=True)  # fmt: skip
     try:
