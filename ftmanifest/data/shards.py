@@ -7,7 +7,8 @@ or a glob).  ``shard_names`` lists every file below it, sorted by their
 split's records the same way: record numbers run on across the shards, line
 numbers are each shard's own, and a record is named by its shard and line.
 
-Every file below the folder is a shard, read in the entry's ``format`` or, where
+Every file below the folder (but ``.git``, which its tree digest skips too) is a
+shard, read in the entry's ``format`` or, where
 none is declared, by its suffix: a file the check cannot read as records (a
 README, an index) is a refusal naming it, not skipped, since what the trainer
 globs is not known here and the folder's tree digest pins every file.  A symlink
@@ -42,6 +43,8 @@ def shard_names(folder: Path, loc: tuple[str | int, ...] = ()) -> tuple[str, ...
         except OSError as exc:
             raise _refuse(here, loc, f"cannot list it ({exc.strerror or exc})") from exc
         for name, link in entries:
+            if name == ".git":
+                continue  # as the tree digest skips it: not pinned, not data
             sub = f"{rel}/{name}" if rel else name
             path = os.path.join(here, name)
             try:

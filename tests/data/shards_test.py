@@ -160,6 +160,18 @@ def test_links_out_and_special_files_are_refused_naming_them(tmp_path: Path, kin
     assert result.returncode == 2 and "zz.jsonl" in result.stderr
 
 
+def test_a_git_folder_is_not_data_as_the_tree_digest_skips_it(tmp_path: Path) -> None:
+    from ftmanifest.hashing import hash_tree
+
+    manifest, _texts = _project(tmp_path)
+    before = hash_tree(tmp_path / "train", use_cache=False).digest
+    (tmp_path / "train" / ".git").mkdir()
+    (tmp_path / "train" / ".git" / "config").write_text("[core]\n")
+    assert hash_tree(tmp_path / "train", use_cache=False).digest == before
+    assert not any(n.startswith(".git") for n in shard_names(tmp_path / "train"))
+    assert check_data(manifest, threshold=0.8, jobs=1).leakage.records["train"] == 36
+
+
 def test_a_link_to_a_shard_inside_the_folder_is_read(tmp_path: Path) -> None:
     manifest, _texts = _project(tmp_path)
     (tmp_path / "train" / "a" / "again.jsonl").symlink_to(
@@ -223,3 +235,22 @@ def test_thread_ranks_sign_a_folder_exactly_as_one_process(
     assert [s[:3] for s in got] == [s[:3] for s in alone] and len(alone) == 36
     assert (firsts, shard_of) == (marks.firsts, marks.names)
     assert results[1][0] == []
+
+
+def test_the_copy_data_check_names_is_what_datasets_loads_from_the_folder(
+    tmp_path: Path,
+) -> None:
+    """The real loader, on the folder as a trainer globs it, holds the record that
+    data check refuses, at the place data check names (shard order, then line)."""
+    datasets = pytest.importorskip("datasets")
+    datasets.disable_progress_bars()
+    manifest, _texts = _project(tmp_path)
+    got = check_data(manifest, threshold=0.8, jobs=1)
+    [match] = next(p for p in got.leakage.pairs if (p.a, p.b) == ("test", "train")).examples
+    files = [str(tmp_path / "train" / n) for n in shard_names(tmp_path / "train")]
+    loaded = datasets.load_dataset(
+        "json", data_files=files, split="train", cache_dir=str(tmp_path / "hf")
+    )
+    test = json.loads((tmp_path / "test.jsonl").read_text().splitlines()[0])
+    assert len(loaded) == got.leakage.records["train"]
+    assert loaded[match.b.record - 1]["messages"] == test["messages"]
