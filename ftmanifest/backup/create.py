@@ -191,7 +191,7 @@ def create_backup(
     """Back up ``paths`` into folder ``to``; signed by ``key`` (Ed25519)."""
     import pyrage
 
-    from ftmanifest.backup.index import build, sign_index
+    from ftmanifest.backup.index import build, check_index_size, sign_index
     from ftmanifest.fsutil import atomic_write_bytes, fsync_dir, write_error
 
     if bool(recipients) == (passphrase is not None):
@@ -208,6 +208,7 @@ def create_backup(
         "manifest_digest": manifest_digest,
     }
     index_bytes = sign_index(entries, head, key)
+    check_index_size(index_bytes, len(entries), paths)  # what restore reads, exactly
     key_file: bytes | None = None
     if passphrase is not None:
         identity = pyrage.x25519.Identity.generate()

@@ -104,13 +104,61 @@ def collect(paths: Sequence[Path]) -> tuple[list[Entry], list[tuple[str, Path, o
             raise InputError(f"{name} is the name of the backup's own index", path=str(given))
         tops[name] = given
         _walk(given, name, dirs, files)
-    if len(dirs) + len(files) > MAX_ENTRIES:
+    count = len(dirs) + len(files)
+    if count > MAX_ENTRIES:
         raise InputError(
             f"more than {MAX_ENTRIES} files and folders in one backup",
-            observed=str(len(dirs) + len(files)),
-            hint="back up fewer paths at a time",
+            path=str(paths[0]) if paths else None,
+            expected=f"at most {MAX_ENTRIES} files and folders",
+            observed=str(count),
+            hint=_FEWER,
         )
+    items = [(e.path, "dir", 0) for e in dirs]
+    items.extend((name, "file", st.st_size) for name, _, st in files)
+    least = smallest_index_bytes(items)
+    if least > INDEX_MAX_BYTES:  # refused now, before hours of hashing
+        raise index_too_large(least, count, paths, exact=False)
     return dirs, files
+
+
+_FEWER = (
+    "back up fewer files at a time (one backup per folder), or pack many small files into "
+    "one archive file (tar, zip) and back that up"
+)
+
+# The canonical JSON of an entry around its path (and a file's digest and size),
+# with the shortest mtime: what every entry costs in the predicate at least.
+_DIR_JSON = len('{"mode":"0000","path":"","type":"dir"},')
+_FILE_JSON = len('{"mode":"0000","mtime":0,"path":"","sha256":"","size":,"type":"file"},') + 64
+
+
+def smallest_index_bytes(items: Sequence[tuple[str, str, int]]) -> int:
+    """A lower bound of the signed index's size for entries ``(path, type,
+    size)``: their canonical JSON with the shortest mtime and no escapes,
+    base64'd as the envelope holds its payload."""
+    total = 0
+    for path, kind, size in items:
+        total += len(path.encode("utf-8", "surrogateescape"))
+        total += _DIR_JSON if kind == "dir" else _FILE_JSON + len(str(size))
+    return 4 * ((total + 2) // 3)
+
+
+def check_index_size(index_bytes: bytes, count: int, paths: Sequence[Path]) -> None:
+    """Refuse an index that restore and ``backup check`` would refuse to read."""
+    if len(index_bytes) > INDEX_MAX_BYTES:
+        raise index_too_large(len(index_bytes), count, paths, exact=True)
+
+
+def index_too_large(size: int, count: int, paths: Sequence[Path], *, exact: bool) -> InputError:
+    return InputError(
+        f"the backup's signed index would be {size / 2**20:.1f} MiB, more than restore and "
+        f"backup check read ({INDEX_MAX_BYTES >> 20} MiB): nothing was written",
+        path=str(paths[0]) if paths else None,
+        field="index",
+        expected=f"an index of at most {INDEX_MAX_BYTES} bytes",
+        observed=f"{'' if exact else 'at least '}{size} bytes for {count} files and folders",
+        hint=_FEWER,
+    )
 
 
 def _walk(
@@ -163,7 +211,8 @@ def _kind(mode: int) -> str:
 
 
 def build(paths: Sequence[Path], *, use_cache: bool = True) -> tuple[list[Entry], list[Source]]:
-    """Every entry in member order, and the files with the stat they were hashed at."""
+    """Every entry in member order, and the files with the stat they were hashed at;
+    refused before anything is hashed when too many or too long to fit the index."""
     from ftmanifest.errors import FtManifestError
     from ftmanifest.hashing import FileChangedError, hash_files
 

@@ -27,13 +27,13 @@ import os
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
+from ftmanifest.backup import index as _index_limits
 from ftmanifest.backup.errors import (
     IndexMismatchError,
     MemberRefusedError,
     MetadataMismatchError,
 )
 from ftmanifest.backup.index import (
-    INDEX_MAX_BYTES,
     INDEX_MEMBER,
     PREDICATE_TYPE,
     Entry,
@@ -310,11 +310,12 @@ def _index(
     from ftmanifest.signing.intoto import Expect
 
     is_file = first.kind == b"0" and not first.sparse
-    if first.name != INDEX_MEMBER or not is_file or first.size > INDEX_MAX_BYTES:
+    limit = _index_limits.INDEX_MAX_BYTES  # the very limit backup create checks
+    if first.name != INDEX_MEMBER or not is_file or first.size > limit:
         raise IndexMismatchError(
             "the archive does not start with its signed index",
             path=where,
-            expected=f"a first member {INDEX_MEMBER} of at most {INDEX_MAX_BYTES} bytes",
+            expected=f"a first member {INDEX_MEMBER} of at most {limit} bytes",
             observed=f"{first.name!r} ({_kind_words(first)}, {first.size} bytes)",
             hint="the archive was not written by ftmanifest backup; do not restore it",
         )
