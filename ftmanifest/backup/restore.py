@@ -8,7 +8,10 @@ final rename is atomic) with mode 0700, folders below from their parent's
 descriptor, files with O_EXCL and O_NOFOLLOW, mode 0600, under folders this
 code made itself, so no member can reach outside it and no path is limited
 by PATH_MAX.  Runs of zero bytes are skipped with a seek, so a sparse file
-stays sparse.  A file's mode and time are set through its descriptor as it
+stays sparse.  Files of 1 MiB and more are written with O_DIRECT where the
+file system takes it (from aligned buffers, no page-cache copy), the others
+buffered; every one is durable (fsync, or one syncfs for the small ones)
+before the folder is renamed.  A file's mode and time are set through its descriptor as it
 closes; only after age authenticated the last chunk, every member matched
 the signed index and every digest matched are the folders' modes applied
 and the folder renamed to DEST, and only if the path to DEST still leads to
@@ -22,6 +25,7 @@ by a restore still running).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import sys
@@ -171,6 +175,131 @@ class _SparseFile:
         os.utime(self.fd, (self.entry.mtime, self.entry.mtime))
 
 
+_O_DIRECT = getattr(os, "O_DIRECT", 0)  # Linux, FreeBSD; elsewhere every file is buffered
+ALIGN = 4096  # O_DIRECT's offsets, lengths and buffers: a multiple of the logical block
+BLOCK_BYTES = 1 << 20
+
+
+class _Blocks:
+    """Page-aligned 1 MiB buffers (anonymous maps) handed between the reader and
+    the writer thread; ``take`` waits while all are in flight, so memory is bounded."""
+
+    COUNT = 16
+
+    def __init__(self) -> None:
+        import mmap
+        import queue
+
+        self.free: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for _ in range(self.COUNT):
+            self.free.put(mmap.mmap(-1, BLOCK_BYTES))
+
+    def take(self) -> Any:
+        return self.free.get()
+
+    def give(self, block: Any) -> None:
+        self.free.put(block)
+
+
+class _DirectFile(_SparseFile):
+    """A large restored file written with ``O_DIRECT``: its bytes gathered into
+    aligned blocks, each written by the writer thread straight from the buffer
+    to the disk.  A buffered write copies every byte into the page cache first,
+    and on a virtual machine that copy (fresh pages for each file) cost more CPU
+    than decrypting; the fsync after it still makes the bytes and the file's
+    size durable.  The last block's unaligned tail is written buffered (the flag
+    cleared first), and so is everything after a write the file system refuses
+    with EINVAL: the flag is only a way to write, never a guarantee."""
+
+    def __init__(self, fd: int, entry: Entry, writer: _Writer, syncs: _Syncs, blocks: _Blocks):
+        super().__init__(fd, entry, writer, syncs)
+        self.blocks = blocks
+        self.block: Any = None
+        self.filled = 0
+        self.direct = True
+
+    def write(self, chunk: bytes) -> None:
+        view = memoryview(chunk)
+        while view:
+            if self.block is None:
+                self.block = self.blocks.take()
+                self.filled = 0
+            n = min(len(view), BLOCK_BYTES - self.filled)
+            self.block[self.filled : self.filled + n] = view[:n]
+            self.filled += n
+            view = view[n:]
+            if self.filled == BLOCK_BYTES:
+                self._hand_over()
+
+    def _hand_over(self) -> None:
+        block, self.block = self.block, None
+        self.writer.submit(self._write_block, block, self.filled)
+
+    def close(self) -> None:
+        if self.block is not None:
+            self._hand_over()
+        super().close()
+
+    def _write_block(self, block: Any, n: int) -> None:
+        try:
+            view = memoryview(block)[:n]
+            if n >= 4096 and view == _ZERO[:n]:
+                os.lseek(self.fd, n, os.SEEK_CUR)
+                self.hole = True
+                return
+            whole = n - n % ALIGN
+            if self.direct and whole:
+                self._write_direct(view[:whole])
+                view = view[whole:]
+            if view:
+                self._buffered()
+                while view:
+                    view = view[os.write(self.fd, view) :]
+        finally:
+            view.release()
+            self.blocks.give(block)
+
+    def _write_direct(self, view: memoryview) -> None:
+        while view:
+            try:
+                done = os.write(self.fd, view)
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                self._buffered()  # the file system takes no direct write here
+                done = os.write(self.fd, view)
+            view = view[done:]
+            if view and done % ALIGN:
+                self._buffered()  # a short write left the offset unaligned
+
+    def _buffered(self) -> None:
+        if self.direct:
+            self.direct = False
+            flags = fcntl.fcntl(self.fd, fcntl.F_GETFL)
+            fcntl.fcntl(self.fd, fcntl.F_SETFL, flags & ~_O_DIRECT)
+
+    def _close(self) -> None:
+        try:
+            self._finish()
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.syncs.submit(self.fd)  # fsynced, then closed
+
+
+def _try_direct(fd: int) -> bool:
+    """Set ``O_DIRECT`` on ``fd``; False where the file system refuses it (tmpfs,
+    some FUSE and network file systems), and the file is written buffered."""
+    if not _O_DIRECT:
+        return False
+    try:
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags | _O_DIRECT)
+    except OSError:
+        return False
+    return True
+
+
 class _SmallFile(_SparseFile):
     """A small restored file, written here as its bytes come and closed without its
     own fsync: one ``syncfs`` of the staging folder's file system makes every such
@@ -215,6 +344,7 @@ class _Staging:
         self.syncs = _Syncs()
         self.syncfs = _find_syncfs()
         self.unsynced = 0  # small files that wait for the one syncfs
+        self.blocks: _Blocks | None = None  # made for the first large file
 
     def folder(self, entry: Entry) -> None:
         self.folders.reach(entry.path.split("/"))
@@ -226,6 +356,10 @@ class _Staging:
         if self.syncfs is not None and entry.size < SMALL:
             self.unsynced += 1
             return _SmallFile(fd, entry, self.writer, self.syncs)
+        if entry.size >= SMALL and _try_direct(fd):
+            if self.blocks is None:
+                self.blocks = _Blocks()
+            return _DirectFile(fd, entry, self.writer, self.syncs, self.blocks)
         return _SparseFile(fd, entry, self.writer, self.syncs)
 
     def finish(self) -> None:

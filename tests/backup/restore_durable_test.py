@@ -1,8 +1,9 @@
 """Every restored file is durable before the staging folder is renamed to DEST.
 
-Large files are fsynced one by one (their write-back started as they are
-written); small files are made durable together by one ``syncfs`` of the
-staging folder's file system, and where there is no ``syncfs`` each is fsynced.
+Large files are fsynced one by one (written with O_DIRECT, or their
+write-back started as they are written); small files are made durable
+together by one ``syncfs`` of the staging folder's file system, and where
+there is no ``syncfs`` each is fsynced.
 The order is checked: nothing is renamed into place before the syncs returned.
 """
 
