@@ -29,7 +29,15 @@ from typing import IO, Any, cast
 
 from ftmanifest.backup.agechild import AgeChild, AgeChildError
 from ftmanifest.backup.errors import EncryptFailedError
-from ftmanifest.backup.index import INDEX_MEMBER, Entry, Source, _changed, stat_identity
+from ftmanifest.backup.index import (
+    INDEX_MEMBER,
+    PAGE_MEMBER,
+    Entry,
+    Index,
+    Source,
+    _changed,
+    stat_identity,
+)
 from ftmanifest.backup.keys import Recipient
 from ftmanifest.backup.meta import ARCHIVE_SUFFIX, Meta, new_backup_id, next_sequence, sign_meta
 from ftmanifest.backup.pipe import CHUNK, PIPE_BYTES, HashingWriter, Worker
@@ -149,18 +157,18 @@ def _stream(fh: IO[bytes], size: int, out: IO[bytes], progress: Any, path: Path)
 
 def write_tar(
     out: IO[bytes],
-    index_bytes: bytes,
+    index: Index,
     entries: Sequence[Entry],
     sources: Sequence[Source],
     mtime: int,
     progress: ProgressSink | None = None,
 ) -> int:
-    """The whole tar stream; returns its length."""
-    out.write(
-        _header(INDEX_MEMBER, kind=tarfile.REGTYPE, mode=0o600, size=len(index_bytes), mtime=mtime)
-    )
-    out.write(index_bytes)
-    _pad(out, len(index_bytes))
+    """The whole tar stream: the index, its pages, then every entry; returns 0."""
+    names = [INDEX_MEMBER, *(PAGE_MEMBER.format(n) for n in range(1, len(index.pages) + 1))]
+    for name, data in zip(names, (index.head, *index.pages), strict=True):
+        out.write(_header(name, kind=tarfile.REGTYPE, mode=0o600, size=len(data), mtime=mtime))
+        out.write(data)
+        _pad(out, len(data))
     by_path = {s.entry.path: s for s in sources}
     for e in entries:
         if e.type == "dir":
@@ -191,7 +199,7 @@ def create_backup(
     """Back up ``paths`` into folder ``to``; signed by ``key`` (Ed25519)."""
     import pyrage
 
-    from ftmanifest.backup.index import build, check_index_size, sign_index
+    from ftmanifest.backup.index import build, check_index_size, make_index
     from ftmanifest.fsutil import atomic_write_bytes, fsync_dir, write_error
 
     if bool(recipients) == (passphrase is not None):
@@ -207,8 +215,8 @@ def create_backup(
         "experiment_id": experiment_id,
         "manifest_digest": manifest_digest,
     }
-    index_bytes = sign_index(entries, head, key)
-    check_index_size(index_bytes, len(entries), paths)  # what restore reads, exactly
+    index = make_index(entries, head, key)
+    check_index_size(index, len(entries), paths)  # what restore reads, exactly
     key_file: bytes | None = None
     if passphrase is not None:
         identity = pyrage.x25519.Identity.generate()
@@ -241,7 +249,7 @@ def create_backup(
     try:
         with os.fdopen(fd, "wb", buffering=0) as sink:
             archive_sha256, archive_size = _encrypt(
-                lambda out: write_tar(out, index_bytes, entries, sources, mtime, progress),
+                lambda out: write_tar(out, index, entries, sources, mtime, progress),
                 age_recipients,
                 sink,
             )
@@ -260,7 +268,7 @@ def create_backup(
         created=created,
         archive_sha256=archive_sha256,
         archive_size=archive_size,
-        index_sha256=hashlib.sha256(index_bytes).hexdigest(),
+        index_sha256=hashlib.sha256(index.head).hexdigest(),
         files=len(sources),
         bytes=sum(s.entry.size for s in sources),
         recipients=listed,

@@ -9,6 +9,16 @@ DSSE/in-toto statement of type ``PREDICATE_TYPE``: its one subject is the
 backup id with the sha256 of the canonical entry list, its predicate the
 backup id, creation time, kind, experiment and the entries.
 
+A backup of more than ``PAGE_ENTRIES`` entries (or ``PAGE_BYTES`` of them)
+lists them in pages instead: the signed predicate holds ``entry_count`` and
+``pages``, each page's entry count, size and sha256, and no ``entries``; the
+pages follow the index as members ``ftmanifest-index-000001.json`` ...  (each
+the canonical JSON list of its entries, read whole and checked against its
+signed digest before it is parsed), and the subject's digest is the sha256 of
+the pages' bytes in order.  So the signed index stays small, no document read
+whole grows with the backup, and every entry is still vouched for by the one
+signature before any file member is read.
+
 Only regular files and folders are backed up.  A symlink, FIFO, socket or
 device among them is refused (restore would refuse them anyway), as is a name
 that is not valid UTF-8 or that holds a control character.
@@ -31,7 +41,12 @@ from ftmanifest.errors import InputError, InputNotFoundError
 PREDICATE_TYPE = "https://ftmanifest.dev/backup-index/v1"
 INDEX_MEMBER = "ftmanifest-index.dsse.json"
 INDEX_MAX_BYTES = 64 << 20
-MAX_ENTRIES = 1_000_000
+MAX_ENTRIES = 10_000_000
+PAGE_MEMBER = "ftmanifest-index-{:06d}.json"
+PAGE_PREFIX = "ftmanifest-index"  # no top-level name of a backup may start so
+PAGE_ENTRIES = 50_000  # entries a page at most
+PAGE_BYTES = 16 << 20  # a page's JSON at most (a page holds at least one entry)
+PAGE_MAX_BYTES = 32 << 20  # what a reader takes for one page
 NAME_MAX_BYTES = 255  # NAME_MAX of Linux, macOS and Windows file systems
 _TYPES = ("file", "dir")
 
@@ -100,8 +115,14 @@ def collect(paths: Sequence[Path]) -> tuple[list[Entry], list[tuple[str, Path, o
                 observed=f"{tops[name]} and {given}",
                 hint="back them up separately, or copy one under another name",
             )
-        if name == INDEX_MEMBER:
-            raise InputError(f"{name} is the name of the backup's own index", path=str(given))
+        if name.startswith(PAGE_PREFIX):
+            raise InputError(
+                f"{name} starts as the names of the backup's own index members",
+                path=str(given),
+                expected=f"a top-level name that does not start with {PAGE_PREFIX!r}",
+                observed=name,
+                hint="back up the folder that holds it, or rename it",
+            )
         tops[name] = given
         _walk(given, name, dirs, files)
     count = len(dirs) + len(files)
@@ -113,11 +134,6 @@ def collect(paths: Sequence[Path]) -> tuple[list[Entry], list[tuple[str, Path, o
             observed=str(count),
             hint=_FEWER,
         )
-    items = [(e.path, "dir", 0) for e in dirs]
-    items.extend((name, "file", st.st_size) for name, _, st in files)
-    least = smallest_index_bytes(items)
-    if least > INDEX_MAX_BYTES:  # refused now, before hours of hashing
-        raise index_too_large(least, count, paths, exact=False)
     return dirs, files
 
 
@@ -126,38 +142,28 @@ _FEWER = (
     "one archive file (tar, zip) and back that up"
 )
 
-# The canonical JSON of an entry around its path (and a file's digest and size),
-# with the shortest mtime: what every entry costs in the predicate at least.
-_DIR_JSON = len('{"mode":"0000","path":"","type":"dir"},')
-_FILE_JSON = len('{"mode":"0000","mtime":0,"path":"","sha256":"","size":,"type":"file"},') + 64
+
+def check_index_size(index: Index, count: int, paths: Sequence[Path]) -> None:
+    """Refuse an index, or a page of it, that restore and ``backup check`` would
+    refuse to read (only a single entry of many MiB can make one)."""
+    if len(index.head) > INDEX_MAX_BYTES:
+        raise index_too_large(len(index.head), INDEX_MAX_BYTES, "signed index", count, paths)
+    for page in index.pages:
+        if len(page) > PAGE_MAX_BYTES:
+            raise index_too_large(len(page), PAGE_MAX_BYTES, "index page", count, paths)
 
 
-def smallest_index_bytes(items: Sequence[tuple[str, str, int]]) -> int:
-    """A lower bound of the signed index's size for entries ``(path, type,
-    size)``: their canonical JSON with the shortest mtime and no escapes,
-    base64'd as the envelope holds its payload."""
-    total = 0
-    for path, kind, size in items:
-        total += len(path.encode("utf-8", "surrogateescape"))
-        total += _DIR_JSON if kind == "dir" else _FILE_JSON + len(str(size))
-    return 4 * ((total + 2) // 3)
-
-
-def check_index_size(index_bytes: bytes, count: int, paths: Sequence[Path]) -> None:
-    """Refuse an index that restore and ``backup check`` would refuse to read."""
-    if len(index_bytes) > INDEX_MAX_BYTES:
-        raise index_too_large(len(index_bytes), count, paths, exact=True)
-
-
-def index_too_large(size: int, count: int, paths: Sequence[Path], *, exact: bool) -> InputError:
+def index_too_large(
+    size: int, limit: int, what: str, count: int, paths: Sequence[Path]
+) -> InputError:
     return InputError(
-        f"the backup's signed index would be {size / 2**20:.1f} MiB, more than restore and "
-        f"backup check read ({INDEX_MAX_BYTES >> 20} MiB): nothing was written",
+        f"the backup's {what} would be {size / 2**20:.1f} MiB, more than restore and "
+        f"backup check read ({limit >> 20} MiB): nothing was written",
         path=str(paths[0]) if paths else None,
         field="index",
-        expected=f"an index of at most {INDEX_MAX_BYTES} bytes",
-        observed=f"{'' if exact else 'at least '}{size} bytes for {count} files and folders",
-        hint=_FEWER,
+        expected=f"an {what} of at most {limit} bytes",
+        observed=f"{size} bytes for {count} files and folders",
+        hint="shorten the longest paths, or back up fewer files at a time",
     )
 
 
@@ -273,16 +279,63 @@ def sign_index(entries: Sequence[Entry], head: dict[str, Any], key: Any) -> byte
     return sign_statement([subject], PREDICATE_TYPE, predicate, key).to_bytes()
 
 
+@dataclass(frozen=True)
+class Index:
+    """The index member's bytes and, for a large backup, its pages' bytes."""
+
+    head: bytes
+    pages: tuple[bytes, ...] = ()
+
+
+def make_index(entries: Sequence[Entry], head: dict[str, Any], key: Any) -> Index:
+    """The signed index of ``entries``: in one statement when they fit one page,
+    else a statement over the digests of its pages."""
+    from ftmanifest.manifest.canonical import canonical_json
+    from ftmanifest.signing.attest import sign_statement
+    from ftmanifest.signing.intoto import Subject
+
+    pages: list[tuple[bytes, int]] = []
+    rows: list[bytes] = []
+    size = 2
+    for e in entries:
+        row = canonical_json(e.to_dict())
+        if rows and (len(rows) >= PAGE_ENTRIES or size + len(row) + 1 > PAGE_BYTES):
+            pages.append((b"[" + b",".join(rows) + b"]", len(rows)))
+            rows, size = [], 2
+        rows.append(row)
+        size += len(row) + 1
+    if not pages:  # one page: the form every backup had before pages
+        return Index(sign_index(entries, head, key))
+    pages.append((b"[" + b",".join(rows) + b"]", len(rows)))
+    whole = hashlib.sha256()
+    listed = []
+    for page, count in pages:
+        whole.update(page)
+        listed.append({"entries": count, "size": len(page), "sha256": sha256_hex(page)})
+    subject = Subject(head["backup_id"], {"sha256": whole.hexdigest()})
+    predicate = {**head, "entry_count": len(entries), "pages": listed}
+    signed = sign_statement([subject], PREDICATE_TYPE, predicate, key).to_bytes()
+    return Index(signed, tuple(page for page, _ in pages))
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 _OCTAL = frozenset("01234567")
 
 
-def parse_entries(raw: Any, where: str) -> list[Entry]:
-    """The predicate's entry list, checked field by field."""
-    if not isinstance(raw, list) or len(raw) > MAX_ENTRIES:
-        raise _bad_index(where, "entries is not a list of at most a million entries")
+def parse_entries(
+    raw: Any, where: str, *, seen: set[str] | None = None, start: int = 0, whole: bool = True
+) -> list[Entry]:
+    """The predicate's entry list (or a page of it: ``seen`` holds the paths of
+    the pages before, ``start`` its first entry's number, and ``whole`` is left
+    False until the last), checked field by field."""
+    if not isinstance(raw, list) or start + len(raw) > MAX_ENTRIES:
+        raise _bad_index(where, f"entries is not a list of at most {MAX_ENTRIES} entries")
     out: list[Entry] = []
-    seen: set[str] = set()
-    for i, item in enumerate(raw):
+    seen = set() if seen is None else seen
+    for i, item in enumerate(raw, start):
         at = f"entries[{i}]"
         if not isinstance(item, dict) or item.get("type") not in _TYPES:
             raise _bad_index(where, f"{at} is not a file or folder entry")
@@ -304,8 +357,79 @@ def parse_entries(raw: Any, where: str) -> list[Entry]:
             raise _bad_index(where, f"{at} lacks a size, mtime or sha256")
         assert isinstance(size, int) and isinstance(mtime, int)
         out.append(Entry(path, "file", int(mode, 8) & 0o777, size, sha, mtime))
-    _check_no_file_is_a_folder(out, where)
+    if whole:
+        check_no_file_is_a_folder(out, where)
     return out
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page as the signed index lists it."""
+
+    entries: int
+    size: int
+    sha256: str
+
+
+def parse_pages(predicate: dict[str, Any], where: str) -> tuple[int, list[Page]]:
+    """A paged index's ``entry_count`` and pages, checked field by field."""
+    count, raw = predicate.get("entry_count"), predicate.get("pages")
+    if "entries" in predicate:
+        raise _bad_index(where, "it holds both entries and pages")
+    if not isinstance(raw, list) or not raw or not isinstance(count, int):
+        raise _bad_index(where, "pages is not a list with an entry_count")
+    pages: list[Page] = []
+    for i, item in enumerate(raw):
+        n = item.get("entries") if isinstance(item, dict) else None
+        size = item.get("size") if isinstance(item, dict) else None
+        sha = item.get("sha256") if isinstance(item, dict) else None
+        if not isinstance(n, int) or not isinstance(size, int) or not isinstance(sha, str):
+            raise _bad_index(where, f"pages[{i}] lacks its entries, size or sha256")
+        if n < 1 or not 2 <= size <= PAGE_MAX_BYTES or not _HEX64.fullmatch(sha):
+            raise _bad_index(
+                where,
+                f"pages[{i}] is not a page of entries",
+                field=f"pages[{i}]",
+                expected=f"at least one entry, at most {PAGE_MAX_BYTES} bytes, a sha256",
+                observed=f"{n} entries, {size} bytes",
+            )
+        pages.append(Page(n, size, sha))
+    total = sum(p.entries for p in pages)
+    if total != count or count > MAX_ENTRIES:
+        raise _bad_index(
+            where,
+            "entry_count is not the sum of the pages' entries",
+            field="entry_count",
+            expected=f"{total} (at most {MAX_ENTRIES})",
+            observed=str(count),
+        )
+    return count, pages
+
+
+_HEX64 = re.compile("[0-9a-f]{64}")
+
+
+def page_entries(raw: bytes, page: Page, number: int, where: str) -> Any:
+    """A page's bytes, checked against the signed index, as a JSON list."""
+    import json
+
+    got = sha256_hex(raw)
+    if len(raw) != page.size or got != page.sha256:
+        raise IndexMismatchError(
+            f"page {number} of the index is not the one the signed index names",
+            path=where,
+            field=f"pages[{number - 1}].sha256",
+            expected=f"sha256:{page.sha256} ({page.size} bytes)",
+            observed=f"sha256:{got} ({len(raw)} bytes)",
+            hint="the archive is hostile or damaged; nothing was written",
+        )
+    try:
+        items = json.loads(raw)
+    except ValueError:  # signed, so written by a trusted key: still not ours
+        raise _bad_index(where, f"page {number} is not JSON") from None
+    if not isinstance(items, list) or len(items) != page.entries:
+        raise _bad_index(where, f"page {number} does not hold {page.entries} entries")
+    return items
 
 
 def _check_names(path: str, where: str, at: str) -> None:
@@ -323,7 +447,7 @@ def _check_names(path: str, where: str, at: str) -> None:
             )
 
 
-def _check_no_file_is_a_folder(entries: Sequence[Entry], where: str) -> None:
+def check_no_file_is_a_folder(entries: Sequence[Entry], where: str) -> None:
     files = {e.path for e in entries if e.type == "file"}
     for i, e in enumerate(entries):
         parts = e.path.split("/")

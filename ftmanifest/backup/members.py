@@ -35,11 +35,15 @@ from ftmanifest.backup.errors import (
 )
 from ftmanifest.backup.index import (
     INDEX_MEMBER,
+    PAGE_MEMBER,
     PREDICATE_TYPE,
     Entry,
     check_member_name,
+    check_no_file_is_a_folder,
     entries_digest,
+    page_entries,
     parse_entries,
+    parse_pages,
 )
 from ftmanifest.backup.meta import Meta
 from ftmanifest.backup.pipe import PIPE_BYTES
@@ -344,11 +348,53 @@ def _index(
                 observed=str(p.get(name)),
                 hint="the archive and its metadata do not belong together",
             )
-    entries = parse_entries(p.get("entries"), where)
+    if "pages" in p:
+        entries, digest = _paged(tar, p, where)
+    else:
+        entries = parse_entries(p.get("entries"), where)
+        digest = entries_digest(entries)
     subject = verified.subjects[0]
-    if subject.name != meta.backup_id or subject.digest.get("sha256") != entries_digest(entries):
+    if subject.name != meta.backup_id or subject.digest.get("sha256") != digest:
         raise IndexMismatchError("the index's subject does not match its entries", path=where)
     return entries, verified.verdict.valid_keyids
+
+
+def _paged(tar: _Stream, predicate: dict[str, Any], where: str) -> tuple[list[Entry], str]:
+    """The entries of a paged index: each page the next member, by name, read
+    whole and checked against its signed size and digest before it is parsed."""
+    _, pages = parse_pages(predicate, where)
+    whole = hashlib.sha256()
+    entries: list[Entry] = []
+    seen: set[str] = set()
+    for number, page in enumerate(pages, 1):
+        name = PAGE_MEMBER.format(number)
+        member = _header(tar)
+        if member is None or member.name != name or member.kind != b"0" or member.sparse:
+            observed = "the end of the archive" if member is None else repr(member.name)
+            raise IndexMismatchError(
+                f"page {number} of the signed index is missing",
+                path=where,
+                field=f"pages[{number - 1}]",
+                expected=f"the member {name} after the index",
+                observed=observed,
+                hint="the archive is hostile or damaged; nothing was written",
+            )
+        if member.size != page.size:
+            raise IndexMismatchError(
+                f"page {number} of the index has another size than the signed index says",
+                path=where,
+                field=f"pages[{number - 1}].size",
+                expected=str(page.size),
+                observed=str(member.size),
+                hint="the archive is hostile or damaged; nothing was written",
+            )
+        raw = tar.exactly(page.size)
+        tar.skip_padding(page.size)
+        items = page_entries(raw, page, number, where)
+        whole.update(raw)
+        entries.extend(parse_entries(items, where, seen=seen, start=len(entries), whole=False))
+    check_no_file_is_a_folder(entries, where)
+    return entries, whole.hexdigest()
 
 
 def _kind_words(member: _Member) -> str:

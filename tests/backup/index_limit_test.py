@@ -1,22 +1,24 @@
-"""A backup is never written with an index that restore refuses to read.
+"""A backup of any number of files has an index that restore reads.
 
 The signed index is the archive's first member, read whole by restore and
-``backup check``, which refuse one over ``INDEX_MAX_BYTES``.  ``backup create``
-used to sign and encrypt such an index all the same and report the backup
-written: a backup that no command could ever restore (found at about 280,000
-files with ordinary path lengths, or 12,000 files whose paths are long).
-It now refuses before anything is hashed when even the smallest index those
-paths make is over the limit, and again, exactly, before anything is
-encrypted; and at the limit itself the backup is written and restores.
+``backup check``, which refuse one over 64 MiB.  ``backup create`` used to
+sign and encrypt such an index all the same and report the backup written:
+a backup that no command could ever restore (about 290,000 files with
+ordinary paths, or 16,000 whose paths are long).  A large backup's index now
+lists its entries in pages after it, each bound by its sha256 in the signed
+index, so neither the index nor any page grows with the backup.
 """
 
 from __future__ import annotations
 
+import io
 import os
+import tarfile
 
 import pytest
 
 from ftmanifest.backup import index as index_mod
+from ftmanifest.backup.check import check_folder
 from ftmanifest.errors import InputError
 from tests.backup.conftest import backup, restore_meta, tree_of
 
@@ -38,73 +40,8 @@ def _deep_tree(root, files: int, depth: int = 13):
     return root / "run"
 
 
-def test_an_index_over_the_real_limit_is_refused_before_anything_is_written(
-    keys, tmp_path, monkeypatch, capsys
-):
-    # 16,000 paths of ~3,300 bytes: ~55 MB of entries, ~73 MB once base64'd in
-    # its envelope, over the 64 MiB restore reads.
-    src = _deep_tree(tmp_path / "src", 16_000)
-    out = tmp_path / "backups"
-    import ftmanifest.hashing
-
-    def no_hashing(*a, **k):
-        raise AssertionError("the refusal comes before any file is hashed")
-
-    monkeypatch.setattr(ftmanifest.hashing, "hash_files", no_hashing)
-    with pytest.raises(InputError) as caught:
-        backup(keys, [src], out)
-    err = caught.value
-    assert "index" in str(err) and "restore" in str(err)
-    assert f"at most {index_mod.INDEX_MAX_BYTES} bytes" in (err.expected or "")
-    assert "bytes" in (err.observed or "")
-    assert "fewer" in (err.hint or "")
-    assert not out.exists() or not any(out.iterdir())  # no archive, no metadata, no temp
-
-    from ftmanifest.cli import main
-
-    argv = ["backup", "create", str(src), "--to", str(out), "--key", str(keys.signing_path),
-            "-r", keys.recipient.text]  # fmt: skip
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert "signed index would be" in err and "MiB" in err and "fewer files" in err
-    assert "Traceback" not in err
-    assert not out.exists() or not any(out.iterdir())
-
-
-def test_the_exact_check_after_signing_matches_what_restore_reads(keys, tmp_path, monkeypatch):
-    """The estimate before hashing is a lower bound; the signed bytes decide.  A
-    limit between the two is refused by the exact check, with nothing written."""
-    src = _deep_tree(tmp_path / "src", 40, depth=2)
-    sized = backup(keys, [src], tmp_path / "sizing")
-    actual = _index_size(sized.archive, keys)
-    estimate = index_mod.smallest_index_bytes([(e.path, e.type, e.size) for e in _entries_of(src)])
-    assert estimate < actual  # a lower bound, never above what is signed
-    monkeypatch.setattr(index_mod, "INDEX_MAX_BYTES", actual - 1)
-    out = tmp_path / "backups"
-    with pytest.raises(InputError, match="index"):
-        backup(keys, [src], out)
-    assert not out.exists() or not any(out.iterdir())
-
-
-def test_an_index_at_the_limit_is_written_and_restores(keys, tmp_path, monkeypatch):
-    src = _deep_tree(tmp_path / "src", 40, depth=2)
-    actual = _index_size(backup(keys, [src], tmp_path / "sizing").archive, keys)
-    monkeypatch.setattr(index_mod, "INDEX_MAX_BYTES", actual)
-    created = backup(keys, [src], tmp_path / "backups")
-    restore_meta(keys, created.meta_path, tmp_path / "dest")
-    assert tree_of(tmp_path / "dest" / "run") == tree_of(src)
-
-
-def _entries_of(src):
-    dirs, files = index_mod.collect([src])
-    return [*dirs, *(index_mod.Entry(n, "file", 0o644, st.st_size) for n, _, st in files)]
-
-
-def _index_size(archive, keys) -> int:
-    """The first member's size, from the decrypted tar stream (pyrage)."""
-    import io
-    import tarfile
-
+def _members(archive, keys) -> list[tuple[str, int]]:
+    """The first members' names and sizes, from the archive decrypted by pyrage."""
     import pyrage
 
     line = next(
@@ -112,6 +49,75 @@ def _index_size(archive, keys) -> int:
     )
     plain = pyrage.decrypt(archive.read_bytes(), [pyrage.x25519.Identity.from_str(line)])
     with tarfile.open(fileobj=io.BytesIO(plain), mode="r:") as tar:
-        first = tar.next()
-        assert first is not None and first.name == index_mod.INDEX_MEMBER
-        return first.size
+        return [(m.name, m.size) for m in tar.getmembers()]
+
+
+def test_a_backup_whose_entries_pass_64_mib_is_written_in_pages_and_restores(keys, tmp_path):
+    # 16,000 paths of ~3,300 bytes: ~55 MB of entries, ~73 MB once base64'd in
+    # one envelope, over the 64 MiB restore reads; the old code wrote it anyway.
+    src = _deep_tree(tmp_path / "src", 16_000)
+    created = backup(keys, [src], tmp_path / "backups")
+    members = _members(created.archive, keys)
+    names = [n for n, _ in members]
+    pages = [m for m in members if m[0].startswith("ftmanifest-index-")]
+    assert names[0] == index_mod.INDEX_MEMBER and members[0][1] < 1 << 20
+    assert names[1 : 1 + len(pages)] == [f"ftmanifest-index-{i:06d}.json" for i in range(1, 5)]
+    assert all(size <= index_mod.PAGE_BYTES for _, size in pages)
+    checked, stray = check_folder(
+        tmp_path / "backups", trust_path=keys.trust_path, identities=lambda m: keys.identities()
+    )
+    assert [c.ok for c in checked] == [True] and not stray
+    restore_meta(keys, created.meta_path, tmp_path / "dest")
+    assert tree_of(tmp_path / "dest" / "run") == tree_of(src)
+
+
+def test_pages_by_count_round_trip_with_the_index_naming_them(keys, tmp_path, monkeypatch):
+    monkeypatch.setattr(index_mod, "PAGE_ENTRIES", 3)
+    src = tmp_path / "run"
+    (src / "a" / "b").mkdir(parents=True)
+    for i in range(8):
+        (src / "a" / f"f{i}.txt").write_text(f"file {i}\n")
+    (src / "a" / "b" / "deep.bin").write_bytes(os.urandom(5000))
+    created = backup(keys, [src], tmp_path / "backups")
+    names = [n for n, _ in _members(created.archive, keys)]
+    assert names[:5] == [index_mod.INDEX_MEMBER] + [f"ftmanifest-index-{i:06d}.json"
+                                                    for i in range(1, 5)]  # fmt: skip
+    restore_meta(keys, created.meta_path, tmp_path / "dest")
+    assert tree_of(tmp_path / "dest" / "run") == tree_of(src)
+
+
+def test_a_top_level_name_like_an_index_member_is_refused(keys, tmp_path):
+    src = tmp_path / "ftmanifest-index-000001.json"
+    src.write_text("not an index\n")
+    with pytest.raises(InputError, match="index members") as caught:
+        backup(keys, [src], tmp_path / "backups")
+    assert "rename" in (caught.value.hint or "")
+    assert not (tmp_path / "backups").exists()
+
+
+def test_a_page_over_what_restore_reads_is_refused_with_nothing_written(
+    keys, tmp_path, monkeypatch
+):
+    """Only an entry of many MiB could make one; the check is the reader's own limit."""
+    monkeypatch.setattr(index_mod, "PAGE_ENTRIES", 2)
+    monkeypatch.setattr(index_mod, "PAGE_MAX_BYTES", 300)
+    src = _deep_tree(tmp_path / "src", 4, depth=1)
+    out = tmp_path / "backups"
+    with pytest.raises(InputError, match="index page would be") as caught:
+        backup(keys, [src], out)
+    assert "at most 300 bytes" in (caught.value.expected or "")
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_more_entries_than_the_limit_are_refused_before_hashing(keys, tmp_path, monkeypatch):
+    monkeypatch.setattr(index_mod, "MAX_ENTRIES", 5)
+    import ftmanifest.hashing
+
+    def no_hashing(*a, **k):
+        raise AssertionError("the refusal comes before any file is hashed")
+
+    monkeypatch.setattr(ftmanifest.hashing, "hash_files", no_hashing)
+    src = _deep_tree(tmp_path / "src", 6, depth=1)
+    with pytest.raises(InputError, match="more than 5 files and folders") as caught:
+        backup(keys, [src], tmp_path / "backups")
+    assert caught.value.observed == "8"
