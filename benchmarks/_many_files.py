@@ -104,7 +104,7 @@ def files_rows(n: int, repeat: int, tmp: Path) -> list[tuple[str, str, str, str,
         t_backup, rss_backup, t_tar = _backup(tmp, shards, ftm, env)
         backup_row = (f"{t_backup:.2f} s", f"{t_tar:.2f} s (tar | age)",
                       f"{t_tar / t_backup:.2f}")  # fmt: skip
-    except RuntimeError as exc:  # a backup holds at most a million files and folders
+    except RuntimeError as exc:  # past MAX_ENTRIES (10 million) files and folders
         rss_backup = float("nan")
         backup_row = ("refused", str(exc).split("error: ")[-1].splitlines()[0][:60], "")
     shutil.rmtree(shards)
