@@ -267,6 +267,7 @@ def _members(
     if first is None:
         raise _no_index(where)
     entries, signers = _index(tar, first, meta, trust, where)
+    _agree(entries, meta, where)
     by_path = {e.path: e for e in entries}
     seen: set[str] = set()
     while (member := _header(tar)) is not None:
@@ -357,6 +358,23 @@ def _index(
     if subject.name != meta.backup_id or subject.digest.get("sha256") != digest:
         raise IndexMismatchError("the index's subject does not match its entries", path=where)
     return entries, verified.verdict.valid_keyids
+
+
+def _agree(entries: list[Entry], meta: Meta, where: str) -> None:
+    """The metadata's file count and bytes (what ``backup list`` shows and the
+    free-space check reads) must be the index's (what is restored)."""
+    files = sum(1 for e in entries if e.type == "file")
+    size = sum(e.size for e in entries)
+    for field, said, listed in (("files", meta.files, files), ("bytes", meta.bytes, size)):
+        if said != listed:
+            raise MetadataMismatchError(
+                f"the signed metadata and the signed index disagree on the backup's {field}",
+                path=where,
+                field=field,
+                expected=f"{listed} (the index)",
+                observed=f"{said} (the metadata)",
+                hint="the metadata describes another backup; do not restore this one",
+            )
 
 
 def _paged(tar: _Stream, predicate: dict[str, Any], where: str) -> tuple[list[Entry], str]:
