@@ -75,6 +75,15 @@ def _archive(tmp_path, keys, index: bytes, pages: list[tuple[str, bytes]], head,
     return write_signed_backup(tmp_path / "backups", tar_bytes(members), index, head, entries, keys)
 
 
+def _in_order(tmp_path, keys, pages: list[bytes], entries, index: bytes | None = None, head=None):
+    """The archive of ``pages`` as members 1, 2, ... under ``index`` (by default
+    the honest signed index over them)."""
+    head = head or _head()
+    index = index if index is not None else _signed(keys, head, pages)
+    members = [(_name(n), page) for n, page in enumerate(pages, 1)]
+    return _archive(tmp_path, keys, index, members, head, entries)
+
+
 def _refused(keys, tmp_path, meta_path, match: str) -> IndexMismatchError:
     dest = tmp_path / "dest"
     with pytest.raises(IndexMismatchError, match=match) as caught:
@@ -100,12 +109,7 @@ def split():
 def test_the_honest_paged_archive_restores(keys, tmp_path, split):
     """The builders below are right: unchanged, their archive restores."""
     entries, pages = split
-    head = _head()
-    meta = _archive(
-        tmp_path, keys, _signed(keys, head, pages), [(_name(1), pages[0]), (_name(2), pages[1])],
-        head, entries,
-    )  # fmt: skip
-    restore_meta(keys, meta, tmp_path / "dest")
+    restore_meta(keys, _in_order(tmp_path, keys, pages, entries), tmp_path / "dest")
     assert (tmp_path / "dest" / "run" / "f5.txt").read_bytes() == b"file 5\n"
 
 
@@ -170,34 +174,23 @@ def test_a_page_the_index_does_not_list_is_refused(keys, tmp_path, split):
 def test_a_signed_but_malformed_page_list_is_refused(keys, tmp_path, split, change, match):
     entries, pages = split
     head = _head()
-    index = _signed(keys, head, pages, change)
-    meta = _archive(
-        tmp_path, keys, index, [(_name(1), pages[0]), (_name(2), pages[1])], head, entries
-    )
+    meta = _in_order(tmp_path, keys, pages, entries, _signed(keys, head, pages, change), head)
     _refused(keys, tmp_path, meta, match)
 
 
 def test_a_path_on_two_pages_is_refused(keys, tmp_path, split):
     entries, _ = split
-    head = _head()
     pages = [_page(entries[:4]), _page(entries[3:])]  # entries[3] on both
-    meta = _archive(
-        tmp_path, keys, _signed(keys, head, pages), [(_name(1), pages[0]), (_name(2), pages[1])],
-        head, entries,
-    )  # fmt: skip
-    _refused(keys, tmp_path, meta, "repeats")
+    _refused(keys, tmp_path, _in_order(tmp_path, keys, pages, entries), "repeats")
 
 
 def test_a_file_on_one_page_with_a_child_on_the_next_is_refused(keys, tmp_path, split):
     entries, _ = split
-    head = _head()
     child = entry_for("run/f0.txt/inner", b"x")
     pages = [_page(entries[:3]), _page([child, *entries[3:]])]
-    meta = _archive(
-        tmp_path, keys, _signed(keys, head, pages), [(_name(1), pages[0]), (_name(2), pages[1])],
-        head, entries,
-    )  # fmt: skip
-    _refused(keys, tmp_path, meta, "which the index lists as a file")
+    _refused(
+        keys, tmp_path, _in_order(tmp_path, keys, pages, entries), "which the index lists as a file"
+    )
 
 
 def test_a_subject_that_is_not_the_pages_digest_is_refused(keys, tmp_path, split):
@@ -210,7 +203,5 @@ def test_a_subject_that_is_not_the_pages_digest_is_refused(keys, tmp_path, split
     body = {**head, "entry_count": len(entries), "pages": listed}
     subject = Subject(head["backup_id"], {"sha256": hashlib.sha256(b"other").hexdigest()})
     index = sign_statement([subject], index_mod.PREDICATE_TYPE, body, keys.signing).to_bytes()
-    meta = _archive(
-        tmp_path, keys, index, [(_name(1), pages[0]), (_name(2), pages[1])], head, entries
-    )
+    meta = _in_order(tmp_path, keys, pages, entries, index, head)
     _refused(keys, tmp_path, meta, "subject does not match")

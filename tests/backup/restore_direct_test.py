@@ -19,6 +19,7 @@ import pytest
 from ftmanifest.backup import restore as restore_module
 
 from .conftest import backup, restore_meta, tree_of
+from .restore_durable_test import _watch
 
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 
@@ -109,20 +110,15 @@ def test_a_file_system_refusing_a_direct_write_gets_the_bytes_buffered(
 def test_direct_files_are_fsynced_before_the_rename(keys, tmp_path, monkeypatch, direct_fs):
     src = _source(tmp_path)
     created = backup(keys, [src], tmp_path / "backups")
-    events: list[str] = []
-    real_fsync, real_rename = os.fsync, os.rename
+    events = _watch(monkeypatch, syncfs_available=True)  # every fsync, syncfs and rename
+    watched = os.fsync
 
     def fsync(fd: int) -> None:
         if fcntl.fcntl(fd, fcntl.F_GETFL) & _O_DIRECT:
             events.append("fsync-direct")
-        real_fsync(fd)
+        watched(fd)
 
-    def rename(*args, **kwargs):  # type: ignore[no-untyped-def]
-        events.append("rename")
-        return real_rename(*args, **kwargs)
-
-    monkeypatch.setattr(restore_module.os, "fsync", fsync)
-    monkeypatch.setattr(restore_module.os, "rename", rename)
+    monkeypatch.setattr(os, "fsync", fsync)
     restore_meta(keys, created.meta_path, tmp_path / "dest")
     # tail.bin's flag is cleared for its tail; the other two end on whole blocks
     # or a hole, so at least those keep it until their fsync
