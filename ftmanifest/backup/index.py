@@ -218,7 +218,7 @@ def _kind(mode: int) -> str:
 
 def build(paths: Sequence[Path], *, use_cache: bool = True) -> tuple[list[Entry], list[Source]]:
     """Every entry in member order, and the files with the stat they were hashed at;
-    refused before anything is hashed when too many or too long to fit the index."""
+    refused before anything is hashed when there are more than ``MAX_ENTRIES``."""
     from ftmanifest.errors import FtManifestError
     from ftmanifest.hashing import FileChangedError, hash_files
 
@@ -371,8 +371,8 @@ class Page:
     sha256: str
 
 
-def parse_pages(predicate: dict[str, Any], where: str) -> tuple[int, list[Page]]:
-    """A paged index's ``entry_count`` and pages, checked field by field."""
+def parse_pages(predicate: dict[str, Any], where: str) -> list[Page]:
+    """A paged index's pages, checked field by field and against ``entry_count``."""
     count, raw = predicate.get("entry_count"), predicate.get("pages")
     if "entries" in predicate:
         raise _bad_index(where, "it holds both entries and pages")
@@ -403,15 +403,16 @@ def parse_pages(predicate: dict[str, Any], where: str) -> tuple[int, list[Page]]
             expected=f"{total} (at most {MAX_ENTRIES})",
             observed=str(count),
         )
-    return count, pages
+    return pages
 
 
 _HEX64 = re.compile("[0-9a-f]{64}")
 
 
 def page_entries(raw: bytes, page: Page, number: int, where: str) -> Any:
-    """A page's bytes, checked against the signed index, as a JSON list."""
-    import json
+    """A page's bytes, checked against the signed index, as a JSON list (parsed
+    as strictly as the signed index itself: no duplicate keys, NaN or overflow)."""
+    from ftmanifest.signing._strict import StrictJSONError, loads_strict
 
     got = sha256_hex(raw)
     if len(raw) != page.size or got != page.sha256:
@@ -424,9 +425,9 @@ def page_entries(raw: bytes, page: Page, number: int, where: str) -> Any:
             hint="the archive is hostile or damaged; nothing was written",
         )
     try:
-        items = json.loads(raw)
-    except ValueError:  # signed, so written by a trusted key: still not ours
-        raise _bad_index(where, f"page {number} is not JSON") from None
+        items = loads_strict(raw)
+    except StrictJSONError as exc:  # signed by a trusted key, yet not ours
+        raise _bad_index(where, f"page {number} is not JSON ({exc})") from None
     if not isinstance(items, list) or len(items) != page.entries:
         raise _bad_index(where, f"page {number} does not hold {page.entries} entries")
     return items

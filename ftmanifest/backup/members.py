@@ -27,13 +27,13 @@ import os
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
-from ftmanifest.backup import index as _index_limits
 from ftmanifest.backup.errors import (
     IndexMismatchError,
     MemberRefusedError,
     MetadataMismatchError,
 )
 from ftmanifest.backup.index import (
+    INDEX_MAX_BYTES,
     INDEX_MEMBER,
     PAGE_MEMBER,
     PREDICATE_TYPE,
@@ -315,12 +315,11 @@ def _index(
     from ftmanifest.signing.intoto import Expect
 
     is_file = first.kind == b"0" and not first.sparse
-    limit = _index_limits.INDEX_MAX_BYTES  # the very limit backup create checks
-    if first.name != INDEX_MEMBER or not is_file or first.size > limit:
+    if first.name != INDEX_MEMBER or not is_file or first.size > INDEX_MAX_BYTES:
         raise IndexMismatchError(
             "the archive does not start with its signed index",
             path=where,
-            expected=f"a first member {INDEX_MEMBER} of at most {limit} bytes",
+            expected=f"a first member {INDEX_MEMBER} of at most {INDEX_MAX_BYTES} bytes",
             observed=f"{first.name!r} ({_kind_words(first)}, {first.size} bytes)",
             hint="the archive was not written by ftmanifest backup; do not restore it",
         )
@@ -380,7 +379,7 @@ def _agree(entries: list[Entry], meta: Meta, where: str) -> None:
 def _paged(tar: _Stream, predicate: dict[str, Any], where: str) -> tuple[list[Entry], str]:
     """The entries of a paged index: each page the next member, by name, read
     whole and checked against its signed size and digest before it is parsed."""
-    _, pages = parse_pages(predicate, where)
+    pages = parse_pages(predicate, where)
     whole = hashlib.sha256()
     entries: list[Entry] = []
     seen: set[str] = set()

@@ -11,8 +11,8 @@ by PATH_MAX.  Runs of zero bytes are skipped with a seek, so a sparse file
 stays sparse.  Files of 1 MiB and more are written with O_DIRECT where the
 file system takes it (from aligned buffers, no page-cache copy), the others
 buffered; every one is durable (fsync, or one syncfs for the small ones)
-before the folder is renamed.  A file's mode and time are set through its descriptor as it
-closes; only after age authenticated the last chunk, every member matched
+before the folder is renamed.  A file's mode and time are set through its
+descriptor as it closes; only after age authenticated the last chunk, every member matched
 the signed index and every digest matched are the folders' modes applied
 and the folder renamed to DEST, and only if the path to DEST still leads to
 the folder held open.  On any error the staging folder is removed: DEST is
@@ -59,6 +59,11 @@ from ftmanifest.backup.unpack import Read, read_archive
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 _FLAGS |= getattr(os, "O_CLOEXEC", 0)
 _ZERO = memoryview(bytes(1 << 20))
+
+
+def _all_zero(chunk: bytes | memoryview) -> bool:
+    """A run of zeros worth a hole (a block or more): skipped with a seek."""
+    return len(chunk) >= 4096 and chunk == _ZERO[: len(chunk)]
 
 
 class _Writer:
@@ -146,7 +151,7 @@ class _SparseFile:
         self.writer.submit(self._write, chunk)
 
     def _write(self, chunk: bytes) -> None:
-        if len(chunk) >= 4096 and chunk == _ZERO[: len(chunk)]:
+        if _all_zero(chunk):
             os.lseek(self.fd, len(chunk), os.SEEK_CUR)
             self.hole = True
             self.writeback.wrote(len(chunk))
@@ -205,11 +210,13 @@ class _DirectFile(_SparseFile):
     """A large restored file written with ``O_DIRECT``: its bytes gathered into
     aligned blocks, each written by the writer thread straight from the buffer
     to the disk.  A buffered write copies every byte into the page cache first,
-    and on a virtual machine that copy (fresh pages for each file) cost more CPU
-    than decrypting; the fsync after it still makes the bytes and the file's
-    size durable.  The last block's unaligned tail is written buffered (the flag
-    cleared first), and so is everything after a write the file system refuses
-    with EINVAL: the flag is only a way to write, never a guarantee."""
+    and on a virtual machine that copy (fresh pages for each file) cost about as
+    much CPU as decrypting; the fsync after it still makes the bytes and the
+    file's size durable (``_SparseFile._close``: nothing was handed to the
+    write-back hints, so they do nothing here).  The last block's unaligned
+    tail is written buffered (the flag cleared first), and so is everything
+    after a write the file system refuses with EINVAL: the flag is only a way
+    to write, never a guarantee."""
 
     def __init__(self, fd: int, entry: Entry, writer: _Writer, syncs: _Syncs, blocks: _Blocks):
         super().__init__(fd, entry, writer, syncs)
@@ -243,7 +250,7 @@ class _DirectFile(_SparseFile):
     def _write_block(self, block: Any, n: int) -> None:
         try:
             view = memoryview(block)[:n]
-            if n >= 4096 and view == _ZERO[:n]:
+            if _all_zero(view):
                 os.lseek(self.fd, n, os.SEEK_CUR)
                 self.hole = True
                 return
@@ -277,14 +284,6 @@ class _DirectFile(_SparseFile):
             self.direct = False
             flags = fcntl.fcntl(self.fd, fcntl.F_GETFL)
             fcntl.fcntl(self.fd, fcntl.F_SETFL, flags & ~_O_DIRECT)
-
-    def _close(self) -> None:
-        try:
-            self._finish()
-        except BaseException:
-            os.close(self.fd)
-            raise
-        self.syncs.submit(self.fd)  # fsynced, then closed
 
 
 def _try_direct(fd: int) -> bool:

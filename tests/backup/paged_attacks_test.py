@@ -205,3 +205,28 @@ def test_a_subject_that_is_not_the_pages_digest_is_refused(keys, tmp_path, split
     index = sign_statement([subject], index_mod.PREDICATE_TYPE, body, keys.signing).to_bytes()
     meta = _in_order(tmp_path, keys, pages, entries, index, head)
     _refused(keys, tmp_path, meta, "subject does not match")
+
+
+def test_a_signed_page_nested_too_deep_to_parse_is_refused_not_a_crash(keys, tmp_path, split):
+    """json.loads raises RecursionError, not ValueError, on deep nesting: a page
+    of 100,000 nested lists (bound by its digest in a trusted index) is a
+    malformed-index refusal, never a traceback."""
+    entries, pages = split
+    deep = b"[" * 100_000 + b"]" * 100_000
+    listed = {"entries": 1, "size": len(deep), "sha256": hashlib.sha256(deep).hexdigest()}
+    head = _head()
+    index = _signed(keys, head, [deep], {"pages": [listed], "entry_count": 1})
+    meta = _archive(tmp_path, keys, index, [(_name(1), deep)], head, entries)
+    _refused(keys, tmp_path, meta, "page 1 is not JSON")
+
+
+def test_a_signed_page_with_a_repeated_key_is_refused(keys, tmp_path, split):
+    """Two "path" keys in one entry: a lenient parser keeps the last, so the page
+    would say one thing to one reader and another to the next."""
+    entries, pages = split
+    row = canonical_json(entries[1].to_dict())
+    twice = row.replace(b'"path":', b'"path":"run/other.txt","path":', 1)
+    page = pages[0].replace(row, twice, 1)
+    assert page != pages[0]
+    meta = _in_order(tmp_path, keys, [page, pages[1]], entries)
+    _refused(keys, tmp_path, meta, "page 1 is not JSON")
