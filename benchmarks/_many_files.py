@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from _report import installed_env
+
 from ftmanifest.statcache import RACY_NS
 
 HOUR_NS = 3600 * 10**9
@@ -75,7 +77,7 @@ def files_rows(n: int, repeat: int, tmp: Path) -> list[tuple[str, str, str, str,
     manifest = project(tmp, n)
     shards = manifest.parent / "data" / "shards"
     cache = tmp / "cache"
-    env = {**os.environ, "PYTHONPATH": str(repo), "FTMANIFEST_CACHE_DIR": str(cache),
+    env = {**installed_env(), "PYTHONPATH": str(repo), "FTMANIFEST_CACHE_DIR": str(cache),
            "HF_HUB_OFFLINE": "1"}  # fmt: skip
     ftm = [sys.executable, "-m", "ftmanifest"]
     shell(f"find {shards} -printf '' ")  # the folders' inodes in memory for every tool

@@ -50,7 +50,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from _report import print_table  # noqa: E402
+from _report import installed_env, print_table  # noqa: E402
 
 MiB = 1 << 20
 MB = 1_000_000
@@ -208,7 +208,7 @@ def main() -> int:
     age = shutil.which("age")
 
     tmp = Path(tempfile.mkdtemp(prefix="ftm-bench-backup-"))
-    env = {**os.environ, "FTMANIFEST_CACHE_DIR": str(tmp / "cache")}
+    env = {**installed_env(), "FTMANIFEST_CACHE_DIR": str(tmp / "cache")}
     rows: list[tuple[str, str, str, str, str, bool]] = []
     notes: list[str] = []
     try:

@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from _report import print_table  # noqa: E402
+from _report import installed_env, print_table  # noqa: E402
 
 from ftmanifest.hashing import hash_files  # noqa: E402
 from ftmanifest.statcache import RACY_NS, StatCache  # noqa: E402
@@ -141,7 +141,7 @@ def job(tmp: Path, listing: Path, nproc: int, mode: str, cache: Path) -> tuple[f
     out.mkdir()
     script = tmp / "bench_rank.py"
     script.write_text(RANK_SCRIPT)
-    env = {**os.environ, "FTMANIFEST_CACHE_DIR": str(cache)}
+    env = {**installed_env(), "FTMANIFEST_CACHE_DIR": str(cache)}
     env.pop("WORLD_SIZE", None)
     cmd = [str(TORCHRUN), "--standalone", f"--nproc-per-node={nproc}", str(script)]
     start = time.perf_counter()

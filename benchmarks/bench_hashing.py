@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from _report import print_table  # noqa: E402
+from _report import installed_env, print_table  # noqa: E402
 
 from ftmanifest.hashing import hash_file, hash_files  # noqa: E402
 from ftmanifest.statcache import RACY_NS, StatCache  # noqa: E402
@@ -124,7 +124,7 @@ def peak_rss_mib(code: str, *args: str) -> float:
     a child across fork/exec, so measuring from this (large) process would
     report our own size.  ru_maxrss is KiB on Linux, bytes on macOS.
     """
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**installed_env(), "PYTHONPATH": str(REPO)}
     out = subprocess.run(
         [sys.executable, "-c", _LAUNCHER, sys.executable, "-c", code, *args],
         check=True,

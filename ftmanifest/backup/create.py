@@ -5,8 +5,9 @@ Layer: edge (reads the files, writes the backup's three files).
 Two passes: the index (every digest) is built first, through the hashing
 engine and its stat cache, so it can be the archive's first member; then a
 thread streams the index and the files as a PAX tar into a pipe to an age
-child process (``agechild``), whose output this process hashes into a temp
-file beside the target.  Each
+child process (``agechild``), which writes the archive straight into a temp
+file beside the target while this process follows it, hashing what age has
+written (``pread``).  Each
 file is read again through one descriptor whose stat must match the one it
 was hashed at, and whose bytes must hash to the index's digest: a file that
 changed in between or while being read stops the backup (nothing is left).
@@ -18,14 +19,14 @@ metadata is incomplete, and metadata never names bytes only in the page cache.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import tarfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from ftmanifest.backup.agechild import AgeChild, AgeChildError
 from ftmanifest.backup.errors import EncryptFailedError
@@ -40,7 +41,7 @@ from ftmanifest.backup.index import (
 )
 from ftmanifest.backup.keys import Recipient
 from ftmanifest.backup.meta import ARCHIVE_SUFFIX, Meta, new_backup_id, next_sequence, sign_meta
-from ftmanifest.backup.pipe import CHUNK, PIPE_BYTES, HashingWriter, Worker
+from ftmanifest.backup.pipe import CHUNK, PIPE_BYTES, Worker, Writeback
 from ftmanifest.progress import ProgressSink
 
 BLOCK = 512
@@ -243,17 +244,19 @@ def create_backup(
     tmp = to / f".{backup_id}{ARCHIVE_SUFFIX}.tmp"
     mtime = int(created.timestamp())
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     except OSError as exc:
         raise write_error(exc, tmp) from None
     try:
-        with os.fdopen(fd, "wb", buffering=0) as sink:
+        try:
             archive_sha256, archive_size = _encrypt(
                 lambda out: write_tar(out, index, entries, sources, mtime, progress),
                 age_recipients,
-                sink,
+                fd,
             )
             os.fsync(fd)  # the bytes are on disk before any metadata vouches for them
+        finally:
+            os.close(fd)
         os.link(tmp, archive)
     except BaseException as exc:
         _unlink(tmp)
@@ -294,27 +297,27 @@ def create_backup(
 
 
 def _encrypt(
-    produce: Callable[[IO[bytes]], Any], recipients: list[str], sink: IO[bytes]
+    produce: Callable[[IO[bytes]], Any], recipients: list[str], fd: int
 ) -> tuple[str, int]:
-    """``produce`` writes the tar in a thread into a pipe to an age child; this
-    thread hashes the child's output into ``sink`` (the temp file), so the
-    three run on both cores.  The producer's own error (a file that changed)
-    wins over the broken pipe it causes."""
-    hashed = HashingWriter(sink)
+    """``produce`` writes the tar in a thread into a pipe to an age child, which
+    writes the archive straight into ``fd`` (the temp file, open for reading
+    and writing); this thread follows the file as it grows, hashing what age
+    wrote with ``pread`` and starting its write-back, so the three run at once
+    and no ciphertext passes through this process on its way to the disk (a
+    pipe back from age cost two copies of every byte and a wake-up a MiB).
+    The producer's own error (a file that changed) wins over the broken pipe
+    it causes; age's own error over an archive cut short."""
     tar = Worker(produce, "wb")
     try:
-        child = AgeChild("encrypt", tar.outer.fileno(), recipients=recipients)
+        child = AgeChild("encrypt", tar.outer.fileno(), recipients=recipients, stdout=fd)
     except BaseException as exc:
         tar.stop()
         if isinstance(exc, AgeChildError):
             raise _encrypt_failed(exc) from None
         raise
     tar.outer.close()  # the child holds the read end now
-    assert child.stdout is not None
     try:
-        out = cast(io.BufferedReader, child.stdout)
-        while chunk := out.read1(PIPE_BYTES):  # what the pipe holds, up to 1 MiB
-            hashed.write(chunk)
+        digest = _follow(fd, child)
         child.wait()
     except BaseException as exc:
         child.stop()
@@ -325,7 +328,35 @@ def _encrypt(
             raise _encrypt_failed(exc) from None
         raise
     tar.finish()
-    return hashed.sha.hexdigest(), hashed.size
+    return digest
+
+
+FOLLOW_WAIT = 0.001  # seconds between looks when the hash has caught up with age
+
+
+def _follow(fd: int, child: AgeChild) -> tuple[str, int]:
+    """sha256 and size of what the child writes into ``fd``, read behind it
+    until it has exited and the file holds nothing more.  A write() below the
+    file's size is complete (the size grows after the copy), so ``pread``
+    never sees half a write."""
+    sha = hashlib.sha256()
+    buf = bytearray(PIPE_BYTES)
+    view = memoryview(buf)
+    writeback = Writeback(fd)
+    size = 0
+    exited = False
+    while True:
+        n = os.preadv(fd, [buf], size)
+        if n:
+            sha.update(view[:n])
+            size += n
+            writeback.wrote(n)
+        elif exited:
+            return sha.hexdigest(), size
+        else:
+            exited = child.proc.poll() is not None  # then read to the end once more
+            if not exited:
+                time.sleep(FOLLOW_WAIT)
 
 
 def _encrypt_failed(exc: AgeChildError) -> EncryptFailedError:

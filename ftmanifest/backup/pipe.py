@@ -1,4 +1,4 @@
-"""A thread on one end of an OS pipe, and a hashing writer: constant memory.
+"""A thread on one end of an OS pipe, and write-back hints: constant memory.
 
 Layer: edge (threads, file descriptors).  The tar stream is written by a
 thread into a pipe whose other end is the age child's stdin
@@ -10,7 +10,6 @@ ten times slower (they no longer fit the CPU caches).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections.abc import Callable
@@ -118,42 +117,3 @@ class Writeback:
         except OSError:  # a file system that takes no advice: fsync still follows
             self._ADVICE = None
         self.done = self.pos
-
-
-class HashingWriter:
-    """A write-only file object that hashes and counts what passes to ``sink``."""
-
-    def __init__(self, sink: IO[bytes], on_bytes: Callable[[int], None] | None = None) -> None:
-        self.sink = sink
-        self.sha = hashlib.sha256()
-        self.size = 0
-        self._on = on_bytes
-        fileno = getattr(sink, "fileno", None)
-        try:
-            self._writeback: Writeback | None = Writeback(fileno()) if fileno else None
-        except (OSError, ValueError):
-            self._writeback = None
-
-    def writable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return False
-
-    def seekable(self) -> bool:
-        return False
-
-    def write(self, data: bytes) -> int:
-        view = memoryview(data)
-        while view:  # an unbuffered sink may write less than asked
-            view = view[self.sink.write(view) or 0 :]
-        self.sha.update(data)
-        self.size += len(data)
-        if self._writeback is not None:
-            self._writeback.wrote(len(data))
-        if self._on:
-            self._on(len(data))
-        return len(data)
-
-    def flush(self) -> None:
-        self.sink.flush()

@@ -147,10 +147,16 @@ class _SparseFile:
         self.syncs = syncs
         self.writeback = Writeback(fd)
 
-    def write(self, chunk: bytes) -> None:
-        self.writer.submit(self._write, chunk)
+    def claim(self, n: int) -> memoryview:
+        """A fresh buffer for the next ``n`` bytes at most: the writer thread
+        keeps it until written (``members._Discard`` says what the calls mean)."""
+        self.lent = memoryview(bytearray(n))
+        return self.lent
 
-    def _write(self, chunk: bytes) -> None:
+    def commit(self, n: int) -> None:
+        self.writer.submit(self._write, self.lent[:n])
+
+    def _write(self, chunk: bytes | memoryview) -> None:
         if _all_zero(chunk):
             os.lseek(self.fd, len(chunk), os.SEEK_CUR)
             self.hole = True
@@ -225,18 +231,18 @@ class _DirectFile(_SparseFile):
         self.filled = 0
         self.direct = True
 
-    def write(self, chunk: bytes) -> None:
-        view = memoryview(chunk)
-        while view:
-            if self.block is None:
-                self.block = self.blocks.take()
-                self.filled = 0
-            n = min(len(view), BLOCK_BYTES - self.filled)
-            self.block[self.filled : self.filled + n] = view[:n]
-            self.filled += n
-            view = view[n:]
-            if self.filled == BLOCK_BYTES:
-                self._hand_over()
+    def claim(self, n: int) -> memoryview:
+        """The free part of the current aligned block, up to ``n`` bytes: the
+        stream reads into it directly."""
+        if self.block is None:
+            self.block = self.blocks.take()
+            self.filled = 0
+        return memoryview(self.block)[self.filled : min(BLOCK_BYTES, self.filled + n)]
+
+    def commit(self, n: int) -> None:
+        self.filled += n
+        if self.filled == BLOCK_BYTES:
+            self._hand_over()
 
     def _hand_over(self) -> None:
         block, self.block = self.block, None
@@ -305,8 +311,13 @@ class _SmallFile(_SparseFile):
     file durable before the rename (``_Staging.finish``).  A fsync a file cost each
     create a wait for the journal commit it forced (100,000 files: 16 s in ``open``)."""
 
-    def write(self, chunk: bytes) -> None:
-        self._write(chunk)
+    scratch: memoryview  # the staging's one buffer: written before the next claim
+
+    def claim(self, n: int) -> memoryview:
+        return self.scratch[:n]
+
+    def commit(self, n: int) -> None:
+        self._write(self.scratch[:n])
 
     def close(self) -> None:
         try:
@@ -344,6 +355,7 @@ class _Staging:
         self.syncfs = _find_syncfs()
         self.unsynced = 0  # small files that wait for the one syncfs
         self.blocks: _Blocks | None = None  # made for the first large file
+        self.scratch = memoryview(bytearray(SMALL))  # what small files are read into
 
     def folder(self, entry: Entry) -> None:
         self.folders.reach(entry.path.split("/"))
@@ -354,7 +366,9 @@ class _Staging:
         fd = os.open(name, _FLAGS, 0o600, dir_fd=where)
         if self.syncfs is not None and entry.size < SMALL:
             self.unsynced += 1
-            return _SmallFile(fd, entry, self.writer, self.syncs)
+            small = _SmallFile(fd, entry, self.writer, self.syncs)
+            small.scratch = self.scratch
+            return small
         if entry.size >= SMALL and _try_direct(fd):
             if self.blocks is None:
                 self.blocks = _Blocks()
