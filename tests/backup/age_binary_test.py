@@ -236,3 +236,38 @@ def test_passphrase_backup_goes_through_the_binary(keys, tmp_path, monkeypatch):
     restore_meta(keys, created.meta_path, tmp_path / "dest", identities=identities)
     assert tree_of(tmp_path / "dest" / "run") == tree_of(src)
     assert [argv[:2] for argv in seen] == [[AGE, "-e"], [AGE, "-d"]]
+
+
+@pytest.mark.parametrize("cipher", ["binary", "pyrage"])
+def test_the_signed_digest_is_the_archive_age_wrote(keys, tmp_path, monkeypatch, cipher):
+    """age writes the archive straight into the temp file and the digest is
+    taken behind it: the metadata must name exactly the bytes on disk, over
+    many reads of the growing file (and the tail written after the last one)."""
+    import hashlib
+
+    if cipher == "binary" and AGE is None:
+        pytest.skip("the age command line is not installed")
+    if cipher == "pyrage":
+        monkeypatch.setattr(agechild.shutil, "which", lambda name, *a, **k: None)
+    from ftmanifest.backup import create
+
+    monkeypatch.setattr(create, "PIPE_BYTES", 4096)  # a read behind age every 4 KiB
+    real_child = create.AgeChild
+
+    def child_that_ends_unseen(*args, **kw):
+        """Whenever the hash catches up, age writes the rest and exits before
+        it looks again: what it wrote after the last empty read must count."""
+        child = real_child(*args, **kw)
+        proc = child.proc
+        proc.poll = lambda: proc.wait()  # type: ignore[method-assign]
+        return child
+
+    monkeypatch.setattr(create, "AgeChild", child_that_ends_unseen)
+    src = _source(tmp_path)
+    (src / "big.bin").write_bytes(os.urandom(3 << 20))
+    created = backup(keys, [src], tmp_path / "backups")
+    data = created.archive.read_bytes()
+    assert created.meta.archive_size == len(data) > 3 << 20
+    assert created.meta.archive_sha256 == hashlib.sha256(data).hexdigest()
+    restore_meta(keys, created.meta_path, tmp_path / "dest")
+    assert tree_of(tmp_path / "dest" / "run") == tree_of(src)
