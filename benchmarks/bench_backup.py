@@ -13,14 +13,12 @@ runs every tool once, ours and the references in turn, so load from
 elsewhere falls on all of them alike; per tool the best of ``--repeat``
 rounds counts:
 
-1. the first ``ftmanifest backup create --no-cache`` (both passes read the data:
-   the hashing pass that builds the signed index, then the tar -> age pass),
-   then a backup that fills the stat cache, then a second backup of the
-   unchanged files through the stat cache (the hashing pass is a ``stat`` per
-   file; only the tar -> age pass reads the data);
+1. ``ftmanifest backup create`` (the walk builds the signed index from stat
+   alone; each file is read once, hashed while it is archived; its digests
+   follow the files, signed through the metadata);
 2. the reference ``tar -cf - DIR | age -r RECIPIENT > OUT.age`` when ``age``
    is installed, and always ``tar -cf - DIR | python -c pyrage.encrypt_io``;
-3. ``ftmanifest restore`` of the first backup vs ``age -d | tar -xf -`` and
+3. ``ftmanifest restore`` of that backup vs ``age -d | tar -xf -`` and
    ``python -c pyrage.decrypt_io | tar -xf -``.
 
 Throughput is plaintext bytes (the folder's file sizes) per wall-clock second,
@@ -54,7 +52,6 @@ from _report import installed_env, print_table  # noqa: E402
 
 MiB = 1 << 20
 MB = 1_000_000
-RACY_S = 2.0  # ftmanifest.statcache.RACY_NS: newer files are not cached
 BIN = Path(sys.executable).parent
 FTM = str(BIN / "ftmanifest") if (BIN / "ftmanifest").exists() else None
 GNU_TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
@@ -235,35 +232,20 @@ def main() -> int:
         rss = tmp / "rss"
         py = [sys.executable, "-c"]
 
-        # Freshly written files are racy (never cached): wait out the window once.
-        newest = max(max(p.stat().st_mtime, p.stat().st_ctime) for p in (tmp / "data").rglob("*"))
-        time.sleep(max(0.0, newest + RACY_S + 0.05 - time.time()))
         warm(tmp / "data")
 
         backup = [FTM, "backup", "create", "data", "--to", "out", "--key", "K", "-r", recipient,
                   "--format", "json"]  # fmt: skip
-        w_fill, out = run(measured(backup, rss), tmp, env)  # fills the stat cache
-        (tmp / json.loads(out)["archive"]).unlink()
         archive = ""
 
-        def first() -> None:
+        def ours() -> None:
             nonlocal archive
-            made = run(measured([*backup, "--no-cache"], rss), tmp, env)[1]
+            made = run(measured(backup, rss), tmp, env)[1]
             archive = json.loads(made)["archive"]
-
-        made_second: list[Path] = []
-
-        def second() -> None:
-            made = json.loads(run(measured(backup, rss), tmp, env)[1])
-            made_second.extend(tmp / made[key] for key in ("archive", "metadata"))
-
-        def forget_second() -> None:  # untimed: deleting 1 GiB is no part of a backup
-            while made_second:
-                made_second.pop().unlink(missing_ok=True)
 
         # Each round runs every tool once, ours and the references in turn, so a
         # burst of load from elsewhere falls on all of them; the best round counts.
-        enc_tools: dict[str, Tool] = {"first": first, "second": second}
+        enc_tools: dict[str, Tool] = {"ours": ours}
         if age:
             age_cmd = measured([age, "-r", recipient, "-o", "ref.age"], rss)
             enc_tools["age"] = f"tar -cf - data | {age_cmd}"
@@ -271,9 +253,7 @@ def main() -> int:
             enc_tools["age+fsync"] = f"tar -cf - data | {age_cmd} && sync ref.age"
         py_cmd = measured([*py, ENCRYPT, "py.age", recipient], rss)
         enc_tools["pyrage"] = f"tar -cf - data | {py_cmd}"
-        enc = rounds(enc_tools, args.repeat, tmp, env, rss,
-                     before={"first": "rm -rf out", "second": forget_second})  # fmt: skip
-        forget_second()
+        enc = rounds(enc_tools, args.repeat, tmp, env, rss, before={"ours": "rm -rf out"})
 
         rm_dest = "rm -rf dest dest-age dest-py dest-sync"
         dec_tools: dict[str, Tool] = {
@@ -301,8 +281,7 @@ def main() -> int:
             if name in dec and tree_size(tmp / folder / "data") != (size, nfiles):
                 raise SystemExit(f"{name} restore: the restored tree differs from the data")
         run(rm_dest, tmp, env)
-        t_first, rss_backup = enc["first"]
-        t_second, rss_second = enc["second"]
+        t_backup, rss_backup = enc["ours"]
         t_restore, rss_restore = dec["ours"]
         py_enc, py_dec = enc["pyrage"], dec["pyrage"]
         age_enc, age_dec = enc.get("age"), dec.get("age")
@@ -320,18 +299,12 @@ def main() -> int:
             rows.append((name, speed(ours), f"{speed(ref)} ({ref_label})", f"{r:.2f}",
                          ">= 0.8" if target else "-", r >= 0.8 or not target))  # fmt: skip
 
-        ratio_row("first backup (--no-cache; reads data twice)", t_first, ref_enc[0], ref_name,
-                  True)  # fmt: skip
-        ratio_row("backup filling the stat cache", w_fill, ref_enc[0], ref_name, False)
-        ratio_row("second backup, unchanged (stat cache)", t_second, ref_enc[0], ref_name, True)
+        ratio_row("backup (reads each file once)", t_backup, ref_enc[0], ref_name, True)
         if age:
             synced = enc["age+fsync"][0]
-            ratio_row("first backup vs a reference that fsyncs", t_first, synced,
+            ratio_row("backup vs a reference that fsyncs", t_backup, synced,
                       "tar | age; sync", False)  # fmt: skip
-            ratio_row("second backup vs a reference that fsyncs", t_second, synced,
-                      "tar | age; sync", False)  # fmt: skip
-            ratio_row("first backup vs pyrage alone", t_first, py_enc[0], "tar | pyrage", False)
-            ratio_row("second backup vs pyrage alone", t_second, py_enc[0], "tar | pyrage", False)
+            ratio_row("backup vs pyrage alone", t_backup, py_enc[0], "tar | pyrage", False)
         ratio_row("restore (hash ciphertext, decrypt, untar)", t_restore, ref_dec[0], dec_name,
                   True)  # fmt: skip
         if age:
@@ -341,8 +314,7 @@ def main() -> int:
         enc_rss, dec_rss = ref_enc[1], ref_dec[1]
         ref_tool = "age" if age else "pyrage"
         for name, value, ref in (
-            ("peak RSS, first backup", rss_backup, enc_rss),
-            ("peak RSS, second backup", rss_second, enc_rss),
+            ("peak RSS, backup", rss_backup, enc_rss),
             ("peak RSS, restore", rss_restore, dec_rss),
         ):
             rows.append((name, f"{value:.1f} MB", f"{ref:.1f} MB ({ref_tool})",

@@ -2,18 +2,19 @@
 
 Layer: edge (reads the files, writes the backup's three files).
 
-Two passes: the index (every digest) is built first, through the hashing
-engine and its stat cache, so it can be the archive's first member; then a
-thread streams the index and the files as a PAX tar into a pipe to an age
-child process (``agechild``), which writes the archive straight into a temp
-file beside the target while this process follows it, hashing what age has
-written (``pread``).  Each
-file is read again through one descriptor whose stat must match the one it
-was hashed at, and whose bytes must hash to the index's digest: a file that
-changed in between or while being read stops the backup (nothing is left).
-The archive is fsynced, linked into place and its folder fsynced, then the
-key file (passphrase backups) and last the signed metadata: a backup without
-metadata is incomplete, and metadata never names bytes only in the page cache.
+The walk builds the signed index (paths, kinds, modes, sizes: no file is
+read), so it can be the archive's first member; then a thread streams the
+index and the files as a PAX tar into a pipe to an age child process
+(``agechild``), which writes the archive straight into a temp file beside
+the target while this process follows it, hashing what age has written
+(``pread``).  Each file is read once, through one descriptor whose stat must
+be the walk's before and after the read, and its sha256 is taken on the way;
+the digests follow the last file as ``DIGESTS_MEMBER``, whose sha256 the
+signed metadata names.  A file that changed since the walk or while being
+read stops the backup (nothing is left).  The archive is fsynced, linked into
+place and its folder fsynced, then the key file (passphrase backups) and
+last the signed metadata: a backup without metadata is incomplete, and
+metadata never names bytes only in the page cache.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from typing import IO, Any
 from ftmanifest.backup.agechild import AgeChild, AgeChildError
 from ftmanifest.backup.errors import EncryptFailedError
 from ftmanifest.backup.index import (
+    DIGESTS_MEMBER,
     INDEX_MEMBER,
     PAGE_MEMBER,
     Entry,
@@ -109,16 +111,16 @@ def _pad(out: IO[bytes], size: int) -> None:
         out.write(b"\0" * rest)
 
 
-def _copy_file(src: Source, out: IO[bytes], progress: ProgressSink | None) -> None:
-    """Stream one file, refusing any change since it was hashed."""
+def _copy_file(src: Source, out: IO[bytes], progress: ProgressSink | None) -> bytes:
+    """Stream one file, refusing any change since the walk; its sha256."""
     entry = src.entry
     try:
         fd = os.open(src.path, _OPEN)
     except OSError:
-        raise _changed(src.path, "after it was hashed (it can no longer be opened)") from None
+        raise _changed(src.path, "after the walk (it can no longer be opened)") from None
     with os.fdopen(fd, "rb", buffering=0) as fh:
         if stat_identity(os.fstat(fd)) != src.identity:
-            raise _changed(src.path, "after it was hashed")
+            raise _changed(src.path, "after the walk")
         if entry.size < CHUNK:  # one read of its size and a byte more
             data = os.read(fd, entry.size + 1)
             if len(data) != entry.size:
@@ -132,9 +134,8 @@ def _copy_file(src: Source, out: IO[bytes], progress: ProgressSink | None) -> No
             sha = _stream(fh, entry.size, out, progress, src.path)
         if stat_identity(os.fstat(fd)) != src.identity:
             raise _changed(src.path, "while it was read")
-    if sha.hexdigest() != entry.sha256:
-        raise _changed(src.path, "between hashing and reading (its bytes differ)")
     _pad(out, entry.size)
+    return sha.digest()
 
 
 def _stream(fh: IO[bytes], size: int, out: IO[bytes], progress: Any, path: Path) -> Any:
@@ -163,23 +164,30 @@ def write_tar(
     sources: Sequence[Source],
     mtime: int,
     progress: ProgressSink | None = None,
-) -> int:
-    """The whole tar stream: the index, its pages, then every entry; returns 0."""
+) -> str:
+    """The whole tar stream: the index, its pages, every entry, then the
+    files' sha256 (``DIGESTS_MEMBER``); returns that member's sha256."""
     names = [INDEX_MEMBER, *(PAGE_MEMBER.format(n) for n in range(1, len(index.pages) + 1))]
     for name, data in zip(names, (index.head, *index.pages), strict=True):
-        out.write(_header(name, kind=tarfile.REGTYPE, mode=0o600, size=len(data), mtime=mtime))
-        out.write(data)
-        _pad(out, len(data))
+        _member(out, name, data, mtime)
     by_path = {s.entry.path: s for s in sources}
+    digests = bytearray()
     for e in entries:
         if e.type == "dir":
             out.write(_header(e.path, kind=tarfile.DIRTYPE, mode=e.mode, size=0, mtime=mtime))
             continue
         out.write(_header(e.path, kind=tarfile.REGTYPE, mode=e.mode, size=e.size, mtime=e.mtime))
-        _copy_file(by_path[e.path], out, progress)
+        digests += _copy_file(by_path[e.path], out, progress)
+    _member(out, DIGESTS_MEMBER, digests, mtime)
     out.write(b"\0" * (2 * BLOCK))
     out.flush()
-    return 0
+    return hashlib.sha256(digests).hexdigest()
+
+
+def _member(out: IO[bytes], name: str, data: bytes | bytearray, mtime: int) -> None:
+    out.write(_header(name, kind=tarfile.REGTYPE, mode=0o600, size=len(data), mtime=mtime))
+    out.write(data)
+    _pad(out, len(data))
 
 
 def create_backup(
@@ -193,7 +201,6 @@ def create_backup(
     experiment_id: str | None = None,
     manifest_digest: str | None = None,
     tags: Sequence[str] = (),
-    use_cache: bool = True,
     progress: Any = None,
     now: datetime | None = None,
 ) -> Created:
@@ -205,7 +212,7 @@ def create_backup(
 
     if bool(recipients) == (passphrase is not None):
         raise ValueError("exactly one of recipients or passphrase")
-    entries, sources = build(paths, use_cache=use_cache)
+    entries, sources = build(paths)
     precise = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     created = precise.replace(microsecond=0)
     backup_id = new_backup_id(kind, created)
@@ -215,6 +222,7 @@ def create_backup(
         "kind": kind,
         "experiment_id": experiment_id,
         "manifest_digest": manifest_digest,
+        "file_digests": DIGESTS_MEMBER,
     }
     index = make_index(entries, head, key)
     check_index_size(index, len(entries), paths)  # what restore reads, exactly
@@ -249,7 +257,7 @@ def create_backup(
         raise write_error(exc, tmp) from None
     try:
         try:
-            archive_sha256, archive_size = _encrypt(
+            archive_sha256, archive_size, digests_sha256 = _encrypt(
                 lambda out: write_tar(out, index, entries, sources, mtime, progress),
                 age_recipients,
                 fd,
@@ -281,6 +289,7 @@ def create_backup(
         key_file_sha256=hashlib.sha256(key_file).hexdigest() if key_file else None,
         created_precise=precise,
         sequence=sequence,
+        file_digests_sha256=digests_sha256,
     )
     key_path = to / meta.key_name if key_file else None
     meta_path = to / meta.meta_name
@@ -298,7 +307,7 @@ def create_backup(
 
 def _encrypt(
     produce: Callable[[IO[bytes]], Any], recipients: list[str], fd: int
-) -> tuple[str, int]:
+) -> tuple[str, int, Any]:
     """``produce`` writes the tar in a thread into a pipe to an age child, which
     writes the archive straight into ``fd`` (the temp file, open for reading
     and writing); this thread follows the file as it grows, hashing what age
@@ -306,7 +315,8 @@ def _encrypt(
     and no ciphertext passes through this process on its way to the disk (a
     pipe back from age cost two copies of every byte and a wake-up a MiB).
     The producer's own error (a file that changed) wins over the broken pipe
-    it causes; age's own error over an archive cut short."""
+    it causes; age's own error over an archive cut short.  Returns the
+    archive's sha256 and size, and what ``produce`` returned."""
     tar = Worker(produce, "wb")
     try:
         child = AgeChild("encrypt", tar.outer.fileno(), recipients=recipients, stdout=fd)
@@ -327,8 +337,7 @@ def _encrypt(
         if isinstance(exc, AgeChildError):
             raise _encrypt_failed(exc) from None
         raise
-    tar.finish()
-    return digest
+    return (*digest, tar.finish())
 
 
 FOLLOW_WAIT = 0.001  # seconds between looks when the hash has caught up with age

@@ -1,13 +1,21 @@
 """The signed index: every file and folder of a backup, the archive's first member.
 
-Layer: edge (walks and hashes the paths to back up) and signing client.
+Layer: edge (walks the paths to back up) and signing client.
 
-An entry is ``{"path", "type": "file"|"dir", "mode": "0644", "size", "sha256",
+An entry is ``{"path", "type": "file"|"dir", "mode": "0644", "size",
 "mtime"}``; paths are '/'-separated, relative, NFC as the file system gave
 them, one top-level name per path given on the command line.  The index is a
 DSSE/in-toto statement of type ``PREDICATE_TYPE``: its one subject is the
 backup id with the sha256 of the canonical entry list, its predicate the
-backup id, creation time, kind, experiment and the entries.
+backup id, creation time, kind, experiment, ``"file_digests":
+DIGESTS_MEMBER`` and the entries.
+
+The files' sha256 are not in the index: each is taken while the file is
+archived (so a backup reads every file once), and the archive's last member,
+``DIGESTS_MEMBER``, holds them, 32 bytes a file in the index's order; the
+signed metadata names that member's sha256 (``file_digests_sha256``), and the
+archive members follow the index's order exactly.  An index without
+``file_digests`` (older backups) holds each file's ``sha256`` itself.
 
 A backup of more than ``PAGE_ENTRIES`` entries (or ``PAGE_BYTES`` of them)
 lists them in pages instead: the signed predicate holds ``entry_count`` and
@@ -47,6 +55,8 @@ PAGE_PREFIX = "ftmanifest-index"  # no top-level name of a backup may start so
 PAGE_ENTRIES = 50_000  # entries a page at most
 PAGE_BYTES = 16 << 20  # a page's JSON at most (a page holds at least one entry)
 PAGE_MAX_BYTES = 32 << 20  # what a reader takes for one page
+DIGESTS_MEMBER = "ftmanifest-index-digests.bin"  # the files' sha256, after the last file
+DIGEST_BYTES = 32
 NAME_MAX_BYTES = 255  # NAME_MAX of Linux, macOS and Windows file systems
 _TYPES = ("file", "dir")
 
@@ -63,7 +73,10 @@ class Entry:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": self.path, "type": self.type, "mode": f"{self.mode:04o}"}
         if self.type == "file":
-            out.update(size=self.size, sha256=self.sha256, mtime=self.mtime)
+            out["size"] = self.size
+            if self.sha256:  # an index of older backups; new ones sign them after the files
+                out["sha256"] = self.sha256
+            out["mtime"] = self.mtime
         return out
 
 
@@ -216,33 +229,16 @@ def _kind(mode: int) -> str:
     return "a special file"
 
 
-def build(paths: Sequence[Path], *, use_cache: bool = True) -> tuple[list[Entry], list[Source]]:
-    """Every entry in member order, and the files with the stat they were hashed at;
-    refused before anything is hashed when there are more than ``MAX_ENTRIES``."""
-    from ftmanifest.errors import FtManifestError
-    from ftmanifest.hashing import FileChangedError, hash_files
-
+def build(paths: Sequence[Path]) -> tuple[list[Entry], list[Source]]:
+    """Every entry in member order, and the files with the stat the walk saw;
+    refused before anything is read when there are more than ``MAX_ENTRIES``.
+    No file is read here: its sha256 is taken while it is archived and signed
+    after the last file (``DIGESTS_MEMBER``)."""
     dirs, files = collect(paths)
-    digests = hash_files([p for _, p, _ in files], use_cache=use_cache)
     entries: list[Entry] = list(dirs)
     sources: list[Source] = []
     for name, p, st in files:
-        got = digests[p]
-        if isinstance(got, FileChangedError):  # a refusal of this backup, as later changes are
-            raise _changed(p, "while it was hashed", got.observed)
-        if isinstance(got, FtManifestError):
-            raise got
-        now = os.lstat(p)
-        if stat_identity(now) != stat_identity(st) or got.size != st.st_size:
-            raise _changed(p, "while it was hashed", f"size {st.st_size} -> {now.st_size}")
-        entry = Entry(
-            name,
-            "file",
-            st.st_mode & 0o777,
-            st.st_size,
-            got.digest.partition(":")[2],
-            int(st.st_mtime),
-        )
+        entry = Entry(name, "file", st.st_mode & 0o777, st.st_size, "", int(st.st_mtime))
         entries.append(entry)
         sources.append(Source(entry, p, stat_identity(st)))
     entries.sort(key=lambda e: e.path.encode("utf-8"))
@@ -257,7 +253,7 @@ def _changed(path: Path, when: str, observed: str | None = None) -> Exception:
     return SourceChangedError(
         f"the file changed {when}; it was not backed up half-captured",
         path=str(path),
-        expected="the same size, times and bytes from hashing to the end of the backup",
+        expected="the same size and times from the walk to the end of its read",
         observed=observed or f"it changed {when}",
         hint="stop what writes to it (training, logging) and back up again",
     )
@@ -326,11 +322,19 @@ _OCTAL = frozenset("01234567")
 
 
 def parse_entries(
-    raw: Any, where: str, *, seen: set[str] | None = None, start: int = 0, whole: bool = True
+    raw: Any,
+    where: str,
+    *,
+    seen: set[str] | None = None,
+    start: int = 0,
+    whole: bool = True,
+    digests_after: bool = False,
 ) -> list[Entry]:
     """The predicate's entry list (or a page of it: ``seen`` holds the paths of
     the pages before, ``start`` its first entry's number, and ``whole`` is left
-    False until the last), checked field by field."""
+    False until the last), checked field by field.  ``digests_after``: the
+    index says the files' sha256 follow them (``DIGESTS_MEMBER``), so a file
+    entry holds none; else each holds its own."""
     if not isinstance(raw, list) or start + len(raw) > MAX_ENTRIES:
         raise _bad_index(where, f"entries is not a list of at most {MAX_ENTRIES} entries")
     out: list[Entry] = []
@@ -353,7 +357,11 @@ def parse_entries(
             continue
         size, sha, mtime = item.get("size"), item.get("sha256"), item.get("mtime")
         ok = isinstance(size, int) and size >= 0 and isinstance(mtime, int)
-        if not ok or not isinstance(sha, str) or len(sha) != 64:
+        if digests_after:
+            if not ok or "sha256" in item:
+                raise _bad_index(where, f"{at} lacks a size or mtime, or holds a sha256")
+            sha = ""
+        elif not ok or not isinstance(sha, str) or not _HEX64.fullmatch(sha):
             raise _bad_index(where, f"{at} lacks a size, mtime or sha256")
         assert isinstance(size, int) and isinstance(mtime, int)
         out.append(Entry(path, "file", int(mode, 8) & 0o777, size, sha, mtime))

@@ -5,8 +5,11 @@ sink; never ``tarfile``, never ``extractall``).  ``consume`` is what
 ``unpack.read_archive`` runs on the age child's output: the first member
 must be the index the metadata names, signed by a trusted key, about this
 backup; every later member a regular file or folder the index lists, once,
-with its size and sha256; every entry present; only zero padding after the
-end.  A stream that ends early raises ``Truncated`` (the caller asks age why).
+with its size; every entry present; then (backups since the index stopped
+holding them) the files' sha256 as the last member, which must be what the
+signed metadata names and what each file's bytes hashed to, the members
+having come in the index's order; only zero padding after the end.  A
+stream that ends early raises ``Truncated`` (the caller asks age why).
 
 The reader goes forward only and accepts the POSIX ustar and pax headers that
 ``backup create`` and GNU ``tar --format=pax`` write: each header block must
@@ -36,6 +39,8 @@ from ftmanifest.backup.errors import (
     MetadataMismatchError,
 )
 from ftmanifest.backup.index import (
+    DIGEST_BYTES,
+    DIGESTS_MEMBER,
     INDEX_MAX_BYTES,
     INDEX_MEMBER,
     PAGE_MEMBER,
@@ -303,18 +308,59 @@ def _members(
     first = _header(tar)
     if first is None:
         raise _no_index(where)
-    entries, signers = _index(tar, first, meta, trust, where)
+    entries, signers, after = _index(tar, first, meta, trust, where)
     _agree(entries, meta, where)
     by_path = {e.path: e for e in entries}
     seen: set[str] = set()
+    observed = bytearray()  # the files' sha256 in member order, when they follow the files
     while (member := _header(tar)) is not None:
+        if after and member.name == DIGESTS_MEMBER:
+            _all_present(by_path, seen, where)
+            _file_digests(tar, member, entries, observed, meta, where)
+            if _header(tar) is not None:
+                raise MemberRefusedError(
+                    f"a member follows {DIGESTS_MEMBER}, the archive's last",
+                    path=where,
+                    hint="the archive was not written by ftmanifest backup; do not restore it",
+                )
+            break
         entry = _judge(member, by_path, seen, where)
+        if after and entry is not entries[len(seen) - 1]:
+            raise MemberRefusedError(
+                f"archive member {entry.path!r} is out of the signed index's order",
+                path=where,
+                field="member",
+                expected=repr(entries[len(seen) - 1].path),
+                observed=repr(entry.path),
+                hint="the archive was not written by ftmanifest backup; do not restore it",
+            )
         if entry.type == "dir":
             if sink:
                 sink.folder(entry)
             continue
-        _copy(tar, entry, sink, where, progress)
+        observed += _copy(tar, entry, sink, where, progress)
         tar.skip_padding(entry.size)
+    else:
+        _all_present(by_path, seen, where)
+        if after:
+            raise IndexMismatchError(
+                "the archive ends without its files' digests",
+                path=where,
+                field="file_digests",
+                expected=f"a last member {DIGESTS_MEMBER}",
+                observed="the end of the archive",
+                hint="the archive is incomplete; restore from another copy",
+            )
+    if not tar.all_zero_to_end():
+        raise MemberRefusedError(
+            "data follows the end of the tar archive",
+            path=where,
+            hint="the archive was not written by ftmanifest backup; do not restore it",
+        )
+    return Read(tuple(entries), signers)
+
+
+def _all_present(by_path: dict[str, Entry], seen: set[str], where: str) -> None:
     missing = [p for p in by_path if p not in seen]
     if missing:
         raise IndexMismatchError(
@@ -325,13 +371,56 @@ def _members(
             observed="missing: " + ", ".join(missing[:5]),
             hint="the archive is incomplete; restore from another copy",
         )
-    if not tar.all_zero_to_end():
-        raise MemberRefusedError(
-            "data follows the end of the tar archive",
+
+
+def _file_digests(
+    tar: _Stream,
+    member: _Member,
+    entries: list[Entry],
+    observed: bytearray,
+    meta: Meta,
+    where: str,
+) -> None:
+    """The archive's last member, the files' sha256 in the index's order: its
+    own sha256 must be the one the signed metadata names, and each digest the
+    one its file's bytes had."""
+    if member.kind != b"0" or member.sparse or member.size != len(observed):
+        raise IndexMismatchError(
+            f"{DIGESTS_MEMBER} is not the list of the files' digests",
             path=where,
-            hint="the archive was not written by ftmanifest backup; do not restore it",
+            field="file_digests",
+            expected=f"a regular file of {len(observed)} bytes ({DIGEST_BYTES} a file)",
+            observed=f"{_kind_words(member)} of {member.size} bytes",
+            hint="the archive is hostile or damaged; nothing was written",
         )
-    return Read(tuple(entries), signers)
+    sha = hashlib.sha256()
+    bad: tuple[int, str] | None = None  # the first file whose digest differs, and the signed one
+    at = 0
+    while at < member.size:  # chunks of whole digests: MEMBER_READ is a multiple of 32
+        chunk = tar.exactly(min(MEMBER_READ, member.size - at))
+        sha.update(chunk)
+        if bad is None and chunk != observed[at : at + len(chunk)]:
+            for off in range(0, len(chunk), DIGEST_BYTES):
+                signed = chunk[off : off + DIGEST_BYTES]
+                if signed != observed[at + off : at + off + DIGEST_BYTES]:
+                    bad = ((at + off) // DIGEST_BYTES, signed.hex())
+                    break
+        at += len(chunk)
+    tar.skip_padding(member.size)
+    if sha.hexdigest() != meta.file_digests_sha256:
+        raise IndexMismatchError(
+            "the files' digests in the archive are not the ones the metadata names",
+            path=where,
+            field="file_digests_sha256",
+            expected=f"sha256:{meta.file_digests_sha256}",
+            observed=f"sha256:{sha.hexdigest()}",
+            hint="the archive and its metadata do not belong together",
+        )
+    if bad is not None:
+        number, signed_hex = bad
+        entry = [e for e in entries if e.type == "file"][number]
+        got = observed[number * DIGEST_BYTES : (number + 1) * DIGEST_BYTES].hex()
+        raise _digest_differs(entry, signed_hex, got, where)
 
 
 def _no_index(where: str) -> IndexMismatchError:
@@ -346,7 +435,9 @@ def _no_index(where: str) -> IndexMismatchError:
 
 def _index(
     tar: _Stream, first: _Member, meta: Meta, trust: Any, where: str
-) -> tuple[list[Entry], tuple[str, ...]]:
+) -> tuple[list[Entry], tuple[str, ...], bool]:
+    """The signed index's entries, its signers, and whether the files' digests
+    follow the files (``DIGESTS_MEMBER``) rather than sit in the entries."""
     from ftmanifest.signing.attest import verify_envelope
     from ftmanifest.signing.dsse import parse_envelope
     from ftmanifest.signing.intoto import Expect
@@ -385,15 +476,42 @@ def _index(
                 observed=str(p.get(name)),
                 hint="the archive and its metadata do not belong together",
             )
+    after = _digests_after(p, meta, where)
     if "pages" in p:
-        entries, digest = _paged(tar, p, where)
+        entries, digest = _paged(tar, p, where, after)
     else:
-        entries = parse_entries(p.get("entries"), where)
+        entries = parse_entries(p.get("entries"), where, digests_after=after)
         digest = entries_digest(entries)
     subject = verified.subjects[0]
     if subject.name != meta.backup_id or subject.digest.get("sha256") != digest:
         raise IndexMismatchError("the index's subject does not match its entries", path=where)
-    return entries, verified.verdict.valid_keyids
+    return entries, verified.verdict.valid_keyids, after
+
+
+def _digests_after(predicate: dict[str, Any], meta: Meta, where: str) -> bool:
+    """Whether the signed index says the files' digests follow the files; the
+    signed metadata must then name them, and must not otherwise."""
+    said = predicate.get("file_digests")
+    if said not in (None, DIGESTS_MEMBER):
+        raise IndexMismatchError(
+            "the signed index is malformed: file_digests names another member",
+            path=where,
+            field="file_digests",
+            expected=DIGESTS_MEMBER,
+            observed=repr(said)[:200],
+            hint="the backup was not written by this ftmanifest; do not restore it",
+        )
+    after = said is not None
+    if after != (meta.file_digests_sha256 is not None):
+        raise MetadataMismatchError(
+            "the signed metadata and the signed index disagree on where the files' digests are",
+            path=where,
+            field="file_digests_sha256",
+            expected="a sha256 of the digests member" if after else "none (the index holds them)",
+            observed=meta.file_digests_sha256 or "none",
+            hint="the metadata describes another backup; do not restore this one",
+        )
+    return after
 
 
 def _agree(entries: list[Entry], meta: Meta, where: str) -> None:
@@ -413,7 +531,9 @@ def _agree(entries: list[Entry], meta: Meta, where: str) -> None:
             )
 
 
-def _paged(tar: _Stream, predicate: dict[str, Any], where: str) -> tuple[list[Entry], str]:
+def _paged(
+    tar: _Stream, predicate: dict[str, Any], where: str, after: bool
+) -> tuple[list[Entry], str]:
     """The entries of a paged index: each page the next member, by name, read
     whole and checked against its signed size and digest before it is parsed."""
     pages = parse_pages(predicate, where)
@@ -446,7 +566,11 @@ def _paged(tar: _Stream, predicate: dict[str, Any], where: str) -> tuple[list[En
         tar.skip_padding(page.size)
         items = page_entries(raw, page, number, where)
         whole.update(raw)
-        entries.extend(parse_entries(items, where, seen=seen, start=len(entries), whole=False))
+        entries.extend(
+            parse_entries(
+                items, where, seen=seen, start=len(entries), whole=False, digests_after=after
+            )
+        )
     check_no_file_is_a_folder(entries, where)
     return entries, whole.hexdigest()
 
@@ -509,7 +633,9 @@ def _judge(member: _Member, by_path: dict[str, Entry], seen: set[str], where: st
     return entry
 
 
-def _copy(tar: _Stream, entry: Entry, sink: Sink | None, where: str, progress: Any) -> None:
+def _copy(tar: _Stream, entry: Entry, sink: Sink | None, where: str, progress: Any) -> bytes:
+    """A file member's bytes into the sink; their sha256, which must be the
+    index's where the index holds it (older backups)."""
     out = sink.open(entry) if sink else tar.discard
     sha = hashlib.sha256()
     left = entry.size
@@ -526,12 +652,17 @@ def _copy(tar: _Stream, entry: Entry, sink: Sink | None, where: str, progress: A
                 progress.advance(n)
     finally:
         out.close()
-    if sha.hexdigest() != entry.sha256:
-        raise IndexMismatchError(
-            f"archive member {entry.path!r} does not have the index's digest",
-            path=where,
-            field="sha256",
-            expected=f"sha256:{entry.sha256}",
-            observed=f"sha256:{sha.hexdigest()}",
-            hint="the archive is damaged; nothing was written",
-        )
+    if entry.sha256 and sha.hexdigest() != entry.sha256:
+        raise _digest_differs(entry, entry.sha256, sha.hexdigest(), where)
+    return sha.digest()
+
+
+def _digest_differs(entry: Entry, signed: str, got: str, where: str) -> IndexMismatchError:
+    return IndexMismatchError(
+        f"archive member {entry.path!r} does not have the digest the backup signed",
+        path=where,
+        field="sha256",
+        expected=f"sha256:{signed}",
+        observed=f"sha256:{got}",
+        hint="the archive is damaged; nothing was written",
+    )

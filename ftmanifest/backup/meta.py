@@ -73,6 +73,8 @@ class Meta:
     # issue 28: the order of backups made in one second (absent in older metadata)
     created_precise: datetime | None = None  # ``created`` to the microsecond
     sequence: int | None = None  # 1 + the highest sequence in the folder when made
+    # the sha256 of the archive's last member, its files' sha256 (absent in older metadata)
+    file_digests_sha256: str | None = None
 
     @property
     def archive_name(self) -> str:
@@ -93,7 +95,7 @@ class Meta:
         return tuple(names)
 
     def predicate(self) -> dict[str, Any]:
-        return _ordering(self) | {
+        return _added(self) | {
             "backup_id": self.backup_id,
             "kind": self.kind,
             "created": self.created.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -115,8 +117,11 @@ class Meta:
         }
 
 
-def _ordering(meta: Meta) -> dict[str, Any]:
+def _added(meta: Meta) -> dict[str, Any]:
+    """The fields older metadata lacks, when set."""
     out: dict[str, Any] = {}
+    if meta.file_digests_sha256 is not None:
+        out["file_digests_sha256"] = meta.file_digests_sha256
     if meta.created_precise is not None:
         out["created_precise"] = meta.created_precise.strftime(PRECISE_FORMAT)
     if meta.sequence is not None:
@@ -299,6 +304,7 @@ def parse_predicate(p: dict[str, Any], where: str) -> Meta:
             key_file_sha256=_hex(key_file["sha256"], where) if key_file else None,
             created_precise=precise,
             sequence=sequence,
+            file_digests_sha256=_opt_hex(p.get("file_digests_sha256"), where),
         )
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, MetadataMismatchError):
@@ -320,6 +326,10 @@ def _parse_ordering(
     if sequence is not None and not (_count(sequence, where) < SEQUENCE_MAX):
         raise _bad(where, f"sequence is not below {SEQUENCE_MAX}")
     return precise, sequence
+
+
+def _opt_hex(value: Any, where: str) -> str | None:
+    return None if value is None else _hex(value, where)
 
 
 def _hex(value: Any, where: str) -> str:

@@ -125,7 +125,12 @@ def _add_create(actions: argparse._SubParsersAction) -> None:
         metavar="VAR",
         help="the signing key's passphrase, from environment variable VAR",
     )
-    p.add_argument("--no-cache", action="store_true", help="rehash every file")
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="no effect, kept for older scripts: a backup reads every file once, while "
+        "it is archived, and takes no digest from the stat cache",
+    )
     p.add_argument("--trust", type=Path, metavar="PATH", help=trust_help("--manifest"))
     add_format_argument(p)
     p.set_defaults(func=run)
@@ -191,7 +196,6 @@ def run(args: argparse.Namespace) -> int:
             experiment_id=loaded.manifest.experiment.id if loaded else None,
             manifest_digest=loaded.digest() if loaded else None,
             tags=args.tag,
-            use_cache=not args.no_cache,
             progress=progress,
         )
     meta = created.meta

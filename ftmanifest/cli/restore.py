@@ -112,6 +112,6 @@ def run(args: argparse.Namespace) -> int:
         f"restored:  {meta.backup_id} -> {escape(str(done.dest))}"
         f"{' (replaced)' if done.replaced else ''}\n"
         f"verified:  metadata and index signed by {', '.join(done.read.signers)}; "
-        f"{files} file(s), every sha256 matches the signed index\n"
+        f"{files} file(s), every sha256 matches what the backup signed\n"
     )
     return EXIT_OK

@@ -105,7 +105,7 @@ def backup(keys: Keys, paths: Sequence[Path], to: Path, **kw: Any) -> Created:
     """A backup through the library, encrypted to ``keys.recipient`` unless told otherwise."""
     if "passphrase" not in kw:
         kw.setdefault("recipients", [keys.recipient])
-    return create_backup(list(paths), to, key=keys.signing, use_cache=False, **kw)
+    return create_backup(list(paths), to, key=keys.signing, **kw)
 
 
 def restore_meta(
@@ -232,9 +232,11 @@ def write_backup(
     keys: Keys,
     *,
     encrypted: bytes | None = None,
+    **meta_fields: Any,
 ) -> Path:
     """Encrypt ``tar`` to ``keys.recipient`` (or take ``encrypted``), write it
-    with metadata signed by the trusted key; return the metadata path."""
+    with metadata (and ``meta_fields``) signed by the trusted key; return the
+    metadata path."""
     import pyrage
 
     to.mkdir(parents=True, exist_ok=True)
@@ -251,6 +253,7 @@ def write_backup(
         files=sum(1 for e in entries if e.type == "file"),
         bytes=sum(e.size for e in entries),
         recipients=(keys.recipient.to_dict(),),
+        **meta_fields,
     )
     (to / meta.archive_name).write_bytes(data)
     path = to / meta.meta_name

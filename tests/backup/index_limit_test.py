@@ -59,7 +59,7 @@ def test_a_backup_whose_entries_pass_64_mib_is_written_in_pages_and_restores(key
     created = backup(keys, [src], tmp_path / "backups")
     members = _members(created.archive, keys)
     names = [n for n, _ in members]
-    pages = [m for m in members if m[0].startswith("ftmanifest-index-")]
+    pages = [m for m in members if m[0].startswith("ftmanifest-index-0")]
     assert names[0] == index_mod.INDEX_MEMBER and members[0][1] < 1 << 20
     assert names[1 : 1 + len(pages)] == [f"ftmanifest-index-{i:06d}.json" for i in range(1, 5)]
     assert all(size <= index_mod.PAGE_BYTES for _, size in pages)

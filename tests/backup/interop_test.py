@@ -14,11 +14,12 @@ import os
 import shutil
 import subprocess
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from ftmanifest.backup.index import INDEX_MEMBER, build
+from ftmanifest.backup.index import DIGESTS_MEMBER, INDEX_MEMBER, build
 from ftmanifest.cli import main
 from ftmanifest.signing.keys import public_key_line
 from tests.backup.conftest import (
@@ -77,8 +78,8 @@ def test_age_cli_and_gnu_tar_read_our_archive(keys, tmp_path):
     age.stdout.close()
     assert age.wait(timeout=60) == 0 and listing.returncode == 0, listing.stderr
     names = [n.rstrip("/") for n in listing.stdout.decode("utf-8").splitlines()]
-    assert names[0] == INDEX_MEMBER
-    assert set(names[1:]) == {"run", "run/ckpt", "run/ckpt/é"} | set(_prefixed(src))
+    assert names[0] == INDEX_MEMBER and names[-1] == DIGESTS_MEMBER
+    assert set(names[1:-1]) == {"run", "run/ckpt", "run/ckpt/é"} | set(_prefixed(src))
 
     plain = tmp_path / "plain.tar"
     _age("-d", "-i", str(keys.identity_path), "-o", str(plain), str(created.archive))
@@ -87,6 +88,11 @@ def test_age_cli_and_gnu_tar_read_our_archive(keys, tmp_path):
     subprocess.run(["tar", "-x", "-f", str(plain), "-C", str(out)], check=True, timeout=60)
     assert sha256_of(out / INDEX_MEMBER) == created.meta.index_sha256
     assert tree_of(out / "run") == tree_of(src)
+    # The last member: each file's sha256 in member order, as the metadata signs it.
+    digests = (out / DIGESTS_MEMBER).read_bytes()
+    assert sha256_of(out / DIGESTS_MEMBER) == created.meta.file_digests_sha256
+    files = [n for n in names[1:-1] if (out / n).is_file()]
+    assert digests == b"".join(bytes.fromhex(sha256_of(out / n)) for n in files)
 
 
 def test_pyrage_bytes_api_and_tarfile_read_our_archive(keys, tmp_path):
@@ -111,7 +117,9 @@ def test_pyrage_bytes_api_and_tarfile_read_our_archive(keys, tmp_path):
                 got[m.name] = hashlib.sha256(fh.read()).hexdigest()
     index = got.pop(INDEX_MEMBER)
     assert index == created.meta.index_sha256
+    assert got.pop(DIGESTS_MEMBER) == created.meta.file_digests_sha256
     assert got == _prefixed(src)
+    assert members[-1].name == DIGESTS_MEMBER
     assert modes["run/train.log"] == 0o600 and modes["run/ckpt"] == 0o750
     assert len(plain) % 512 == 0 and plain[-1024:] == bytes(1024)
 
@@ -131,7 +139,9 @@ def test_restore_an_archive_the_age_cli_encrypted(keys, tmp_path):
 def test_restore_a_gnu_tar_pax_archive_the_age_cli_encrypted(keys, tmp_path):
     """No ftmanifest code writes this tar: GNU tar --format=pax, then age."""
     src = _source(tmp_path)
-    entries, _ = build([src], use_cache=False)
+    entries, sources = build([src])  # an index of the older form, which holds each sha256
+    digests = {s.entry.path: sha256_of(s.path) for s in sources}
+    entries = [replace(e, sha256=digests.get(e.path, "")) for e in entries]
     index_bytes, head = signed_index(entries, keys.signing)  # index.sign_index
     stage = tmp_path / "stage"
     stage.mkdir()

@@ -1,7 +1,7 @@
 """Exit codes and reasons as the guide's table says (issue 28, "Messages and docs").
 
-A file that changes while the index is hashed is ``source-changed`` (exit 1),
-like one that changes later; tampered or truncated metadata is
+A file that changes between the walk and its read is ``source-changed`` (exit 1),
+like one that changes while it is read; tampered or truncated metadata is
 ``metadata-mismatch`` (exit 1), not the signing layer's ``malformed-envelope``
 (exit 2); a new backup's passphrase that is blank or short is refused.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ftmanifest import hashing
+from ftmanifest.backup import index
 from ftmanifest.backup.errors import SourceChangedError
 from ftmanifest.cli import main
 
@@ -28,17 +28,17 @@ def _source(root: Path) -> Path:
     return src
 
 
-def test_a_file_changing_while_it_is_hashed_is_source_changed(keys, tmp_path, monkeypatch):
+def test_a_file_changing_after_the_walk_is_source_changed(keys, tmp_path, monkeypatch):
     src = _source(tmp_path)
-    real = hashing._read
+    real = index.build
 
-    def read_then_grow(f, *args):
-        total = real(f, *args)
+    def walk_then_grow(paths):
+        walked = real(paths)
         with open(src / "w.bin", "ab") as fh:
             fh.write(b"more")
-        return total
+        return walked
 
-    monkeypatch.setattr(hashing, "_read", read_then_grow)
+    monkeypatch.setattr(index, "build", walk_then_grow)
     with pytest.raises(SourceChangedError) as caught:
         backup(keys, [src], tmp_path / "backups")
     err = caught.value

@@ -204,5 +204,5 @@ def test_text_output_of_backup_and_restore(keys, tmp_path, capsys):
     dest = tmp_path / "dest"
     argv = ["restore", str(meta_path), "--to", str(dest), "-i", str(keys.identity_path)]
     assert main(argv + ["--trust", str(keys.trust_path)]) == 0
-    assert "every sha256 matches the signed index" in capsys.readouterr().out
+    assert "every sha256 matches what the backup signed" in capsys.readouterr().out
     assert (dest / "notes.md").read_bytes() == b"# notes\n"

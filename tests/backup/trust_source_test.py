@@ -58,7 +58,6 @@ def _attack(keys: Keys, tmp_path: Path, backups: Path) -> Created:
         backups,
         key=keys.other_signing,
         recipients=[keys.recipient],
-        use_cache=False,
     )
     _plant_trust(backups, _trust_line(keys.other_signing, "mallory"))
     return created
