@@ -20,6 +20,7 @@ from _report import installed_env
 from ftmanifest.statcache import RACY_NS
 
 HOUR_NS = 3600 * 10**9
+TARGET_FILES = 1_000_000  # the scale issue 31 sets its ratio targets at
 _RSS = """
 import resource, subprocess, sys
 done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -131,15 +132,24 @@ def files_rows(n: int, repeat: int, tmp: Path) -> list[tuple[str, str, str, str,
             True,
         ),
     ]
+    # The ratio targets are issue 31's, set for a million files; below that the
+    # process's start (~0.4 s) is a large part of the run and they are not judged.
+    at_scale = n >= TARGET_FILES
+    judged = "" if at_scale else " at 1M"
+
+    def verdict(ok: bool) -> bool | None:
+        return ok if at_scale else None
+
     return more + [
         (f"lock, {n} files (first hash)", f"{t_lock:.2f} s",
-         f"{ref:.2f} s (find|xargs -P2 sha256sum)", f"{t_lock / ref:.1f}x", "<= 2x",
-         t_lock <= 2 * ref),
+         f"{ref:.2f} s (find|xargs -P2 sha256sum)", f"{t_lock / ref:.1f}x", "<= 2x" + judged,
+         verdict(t_lock <= 2 * ref)),
         (f"cached verify, {n} files", f"{t_cached:.2f} s", f"{floor:.2f} s (find -printf)",
-         f"{t_cached / floor:.1f}x", "<= 5 s, <= 3x", t_cached <= 5 and t_cached <= 3 * floor),
+         f"{t_cached / floor:.1f}x", "<= 5 s, <= 3x" + judged,
+         verdict(t_cached <= 5 and t_cached <= 3 * floor)),
         (f"verify --no-cache, {n} files", f"{t_nocache:.2f} s",
-         f"{ref:.2f} s (find|xargs -P2 sha256sum)", f"{t_nocache / ref:.1f}x", "<= 2x",
-         t_nocache <= 2 * ref),
+         f"{ref:.2f} s (find|xargs -P2 sha256sum)", f"{t_nocache / ref:.1f}x", "<= 2x" + judged,
+         verdict(t_nocache <= 2 * ref)),
         (f"peak RSS lock / verify / --no-cache, {n}",
          f"{rss_lock:.0f} / {rss_cached:.0f} / {rss_nocache:.0f} MB", "", "", "<= 500 MB",
          max(rss_lock, rss_cached, rss_nocache) <= 500),

@@ -12,14 +12,15 @@ from collections.abc import Sequence
 HEADER = ("benchmark", "ftmanifest", "reference", "ratio", "target", "ok")
 
 
-def print_table(rows: Sequence[tuple[str, str, str, str, str, bool]], context: str) -> int:
-    """Print the rows under a line of context; 0 when every target was met, else 1."""
-    table = [HEADER] + [(*r[:5], "yes" if r[5] else "NO") for r in rows]
+def print_table(rows: Sequence[tuple[str, str, str, str, str, bool | None]], context: str) -> int:
+    """Print the rows under a line of context; 0 when every target was met, else 1.
+    A row whose verdict is None has a target that does not apply to this run ("-")."""
+    table = [HEADER] + [(*r[:5], "-" if r[5] is None else "yes" if r[5] else "NO") for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(HEADER))]
     print(f"cpus: {os.cpu_count()}  python: {sys.version.split()[0]}  {context}")
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    return 0 if all(r[5] for r in rows) else 1
+    return 0 if all(r[5] is not False for r in rows) else 1
 
 
 def installed_env(env: dict[str, str] | None = None) -> dict[str, str]:

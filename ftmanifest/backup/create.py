@@ -77,6 +77,7 @@ def _header(name: str, *, kind: bytes, mode: int, size: int, mtime: int) -> byte
 _OCTAL_MAX = 8**11  # what a 12-byte octal field holds
 _OWNERS = b"0000000\0" * 2  # uid, gid 0
 _AFTER_TYPE = bytes(100) + b"ustar\x0000" + bytes(32 + 32 + 8 + 8 + 155 + 12)
+_FIXED_SUM = 8 * ord(" ") + sum(_AFTER_TYPE)  # the checksum's own field, blank, and the rest
 
 
 def _ustar(name: str, kind: bytes, mode: int, size: int, mtime: int) -> bytes | None:
@@ -90,19 +91,10 @@ def _ustar(name: str, kind: bytes, mode: int, size: int, mtime: int) -> bytes | 
         return None
     if not 0 <= mtime < _OCTAL_MAX:
         return None
-    block = b"".join(
-        (
-            name.encode("ascii").ljust(100, b"\0"),
-            b"%07o\0" % (mode & 0o7777),
-            _OWNERS,
-            b"%011o\0" % size,
-            b"%011o\0" % mtime,
-            b"        ",
-            kind,
-            _AFTER_TYPE,
-        )
-    )
-    return block[:148] + b"%06o\0" % sum(block) + block[155:]
+    raw = name.encode("ascii")
+    fields = b"%07o\0%s%011o\0%011o\0" % (mode & 0o7777, _OWNERS, size, mtime)
+    checksum = sum(raw) + sum(fields) + kind[0] + _FIXED_SUM
+    return b"".join((raw.ljust(100, b"\0"), fields, b"%06o\0 " % checksum, kind, _AFTER_TYPE))
 
 
 def _pad(out: IO[bytes], size: int) -> None:
@@ -118,10 +110,10 @@ def _copy_file(src: Source, out: IO[bytes], progress: ProgressSink | None) -> by
         fd = os.open(src.path, _OPEN)
     except OSError:
         raise _changed(src.path, "after the walk (it can no longer be opened)") from None
-    with os.fdopen(fd, "rb", buffering=0) as fh:
+    try:
         if stat_identity(os.fstat(fd)) != src.identity:
             raise _changed(src.path, "after the walk")
-        if entry.size < CHUNK:  # one read of its size and a byte more
+        if entry.size < CHUNK:  # one read of its size and a byte more, no file object
             data = os.read(fd, entry.size + 1)
             if len(data) != entry.size:
                 what = "got shorter" if len(data) < entry.size else "grew"
@@ -131,14 +123,17 @@ def _copy_file(src: Source, out: IO[bytes], progress: ProgressSink | None) -> by
             if progress and data:
                 progress.advance(len(data))
         else:
-            sha = _stream(fh, entry.size, out, progress, src.path)
+            with os.fdopen(fd, "rb", buffering=0, closefd=False) as fh:
+                sha = _stream(fh, entry.size, out, progress, src.path)
         if stat_identity(os.fstat(fd)) != src.identity:
             raise _changed(src.path, "while it was read")
+    finally:
+        os.close(fd)
     _pad(out, entry.size)
     return sha.digest()
 
 
-def _stream(fh: IO[bytes], size: int, out: IO[bytes], progress: Any, path: Path) -> Any:
+def _stream(fh: IO[bytes], size: int, out: IO[bytes], progress: Any, path: str) -> Any:
     sha = hashlib.sha256()
     buf = bytearray(CHUNK)
     view = memoryview(buf)

@@ -35,6 +35,7 @@ that is not valid UTF-8 or that holds a control character.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import stat
@@ -85,7 +86,7 @@ class Source:
     """A file to back up: where it is and what it was when hashed."""
 
     entry: Entry
-    path: Path
+    path: str
     identity: tuple[int, int, int, int, int]  # dev, ino, size, mtime_ns, ctime_ns
 
 
@@ -112,12 +113,12 @@ def check_member_name(name: str) -> str | None:
     return None
 
 
-def collect(paths: Sequence[Path]) -> tuple[list[Entry], list[tuple[str, Path, os.stat_result]]]:
+def collect(paths: Sequence[Path]) -> tuple[list[Entry], list[tuple[str, str, os.stat_result]]]:
     """Walk ``paths``: the folder entries and the files (member name, path,
     lstat), each folder before what it holds."""
     tops: dict[str, Path] = {}
     dirs: list[Entry] = []
-    files: list[tuple[str, Path, os.stat_result]] = []
+    files: list[tuple[str, str, os.stat_result]] = []
     for given in paths:
         name = os.path.basename(os.path.normpath(os.path.abspath(given)))
         if name in tops:
@@ -137,7 +138,7 @@ def collect(paths: Sequence[Path]) -> tuple[list[Entry], list[tuple[str, Path, o
                 hint="back up the folder that holds it, or rename it",
             )
         tops[name] = given
-        _walk(given, name, dirs, files)
+        _walk(os.fspath(given), name, _lstat(os.fspath(given)), dirs, files)
     count = len(dirs) + len(files)
     if count > MAX_ENTRIES:
         raise InputError(
@@ -180,40 +181,62 @@ def index_too_large(
     )
 
 
+def _lstat(path: str) -> os.stat_result:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        raise InputNotFoundError("path to back up not found", path=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=path) from None
+
+
 def _walk(
-    path: Path, name: str, dirs: list[Entry], files: list[tuple[str, Path, os.stat_result]]
+    path: str,
+    name: str,
+    st: os.stat_result,
+    dirs: list[Entry],
+    files: list[tuple[str, str, os.stat_result]],
 ) -> None:
+    """One path already lstat'ed, and below it: plain strings and ``os.scandir``
+    (its entries' lstat), no ``Path`` a file (a third of a large backup's walk)."""
     problem = check_member_name(name)
     if problem:
         raise UnsupportedSourceError(
             f"cannot back up a name with {problem}",
-            path=str(path),
+            path=path,
             hint="rename the file",
         )
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise InputNotFoundError("path to back up not found", path=str(path)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", path=str(path)) from None
     if stat.S_ISREG(st.st_mode):
         files.append((name, path, st))
     elif stat.S_ISDIR(st.st_mode):
         dirs.append(Entry(name, "dir", st.st_mode & 0o777))
         try:
-            children = sorted(os.listdir(path), key=lambda n: n.encode("utf-8", "surrogateescape"))
+            with os.scandir(path) as listing:
+                children = [(c.name, c.path, _child_stat(c)) for c in listing]
         except OSError as exc:
-            raise InputError(f"cannot list the folder: {exc.strerror}", path=str(path)) from None
-        for child in children:
-            _walk(path / child, f"{name}/{child}", dirs, files)
+            raise InputError(f"cannot list the folder: {exc.strerror}", path=path) from None
+        children.sort(key=lambda c: c[0].encode("utf-8", "surrogateescape"))
+        for child, child_path, child_st in children:
+            _walk(child_path, f"{name}/{child}", child_st, dirs, files)
     else:
         raise UnsupportedSourceError(
             f"cannot back up {_kind(st.st_mode)}: only regular files and folders",
-            path=str(path),
+            path=path,
             expected="a regular file or a folder",
             observed=_kind(st.st_mode),
             hint="back up the link's target itself, or remove it from the folder",
         )
+
+
+def _child_stat(child: os.DirEntry[str]) -> os.stat_result:
+    try:
+        return child.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        raise InputNotFoundError(
+            "a file disappeared while the folder was listed", path=child.path
+        ) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=child.path) from None
 
 
 def _kind(mode: int) -> str:
@@ -247,7 +270,7 @@ def build(paths: Sequence[Path]) -> tuple[list[Entry], list[Source]]:
     return entries, sources
 
 
-def _changed(path: Path, when: str, observed: str | None = None) -> Exception:
+def _changed(path: str | Path, when: str, observed: str | None = None) -> Exception:
     from ftmanifest.backup.errors import SourceChangedError
 
     return SourceChangedError(
@@ -286,7 +309,6 @@ class Index:
 def make_index(entries: Sequence[Entry], head: dict[str, Any], key: Any) -> Index:
     """The signed index of ``entries``: in one statement when they fit one page,
     else a statement over the digests of its pages."""
-    from ftmanifest.manifest.canonical import canonical_json
     from ftmanifest.signing.attest import sign_statement
     from ftmanifest.signing.intoto import Subject
 
@@ -294,7 +316,7 @@ def make_index(entries: Sequence[Entry], head: dict[str, Any], key: Any) -> Inde
     rows: list[bytes] = []
     size = 2
     for e in entries:
-        row = canonical_json(e.to_dict())
+        row = entry_json(e)
         if rows and (len(rows) >= PAGE_ENTRIES or size + len(row) + 1 > PAGE_BYTES):
             pages.append((b"[" + b",".join(rows) + b"]", len(rows)))
             rows, size = [], 2
@@ -312,6 +334,18 @@ def make_index(entries: Sequence[Entry], head: dict[str, Any], key: Any) -> Inde
     predicate = {**head, "entry_count": len(entries), "pages": listed}
     signed = sign_statement([subject], PREDICATE_TYPE, predicate, key).to_bytes()
     return Index(signed, tuple(page for page, _ in pages))
+
+
+_ENCODE = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
+
+
+def entry_json(entry: Entry) -> bytes:
+    """``canonical_json(entry.to_dict())``, by the C encoder: for an entry's
+    ASCII keys, integers and the strings ``check_member_name`` lets through
+    (valid UTF-8), both write the same bytes (RFC 8785 escapes only '"', '\\'
+    and control characters, as ``json`` does with ``ensure_ascii=False``);
+    tests/backup compare them.  The generic one cost 15 us an entry."""
+    return _ENCODE(entry.to_dict()).encode("utf-8")
 
 
 def sha256_hex(data: bytes) -> str:

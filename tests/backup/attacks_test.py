@@ -500,8 +500,8 @@ def _before_copy(monkeypatch, name: str, change) -> None:
     real = create_module._copy_file
 
     def copy(src, out, progress):
-        if src.path.name == name:
-            change(src.path)
+        if os.path.basename(src.path) == name:
+            change(Path(src.path))
         return real(src, out, progress)
 
     monkeypatch.setattr(create_module, "_copy_file", copy)
@@ -560,7 +560,7 @@ def test_file_changing_while_it_is_read_is_refused(keys, tmp_path, monkeypatch):
                 _grow(target)
 
     def copy(source, out, progress):
-        return real(source, Racing(out) if source.path == target else out, progress)
+        return real(source, Racing(out) if Path(source.path) == target else out, progress)
 
     monkeypatch.setattr(create_module, "_copy_file", copy)
     out = tmp_path / "backups"
