@@ -13,7 +13,7 @@ from ftmanifest.manifest.canonical import canonical_json
 
 NAMES = [
     "run/plain.txt",
-    'run/quote " and apostrophe \'',
+    "run/quote \" and apostrophe '",
     "run/é/中文 🚀.txt",  # non-ASCII and beyond the BMP: written as is, not escaped
     "run/line sep \u2028 para sep \u2029",
     "run/slash/ and spaces   ",
