@@ -163,6 +163,22 @@ def tree_of(root: Path) -> dict[str, tuple[str, int, str]]:
     return out
 
 
+def refused_everywhere(keys: Keys, tmp_path: Path, meta_path: Path, error: type, match: str) -> Any:
+    """``restore`` of ``meta_path`` raises ``error`` (matching ``match``) and
+    leaves nothing, and ``backup check`` of its folder agrees; the error."""
+    from ftmanifest.backup.check import check_folder
+
+    dest = tmp_path / "dest"
+    with pytest.raises(error, match=match) as caught:
+        restore_meta(keys, meta_path, dest)
+    no_staging(dest)
+    checked, _ = check_folder(
+        meta_path.parent, trust_path=keys.trust_path, identities=lambda m: keys.identities()
+    )
+    assert [c.ok for c in checked] == [False]  # backup check agrees
+    return caught.value
+
+
 def no_staging(dest: Path) -> None:
     """DEST was not made and no staging folder is left beside it."""
     assert not os.path.lexists(dest), f"{dest} exists after a refusal"

@@ -15,13 +15,18 @@ import hashlib
 from datetime import datetime, timezone
 from typing import Any
 
-import pytest
-
 from ftmanifest.backup import index as index_mod
 from ftmanifest.backup.check import check_folder
 from ftmanifest.backup.errors import IndexMismatchError, MemberRefusedError, MetadataMismatchError
 from ftmanifest.backup.meta import new_backup_id
-from tests.backup.conftest import Member, backup, no_staging, restore_meta, tar_bytes, tree_of
+from tests.backup.conftest import (
+    Member,
+    backup,
+    refused_everywhere,
+    restore_meta,
+    tar_bytes,
+    tree_of,
+)
 from tests.backup.conftest import write_backup as write_signed_backup
 
 DIGESTS = index_mod.DIGESTS_MEMBER
@@ -92,16 +97,7 @@ def _archive(
     )
 
 
-def _refused(keys, tmp_path, meta_path, error: type, match: str) -> Any:
-    dest = tmp_path / "dest"
-    with pytest.raises(error, match=match) as caught:
-        restore_meta(keys, meta_path, dest)
-    no_staging(dest)
-    checked, _ = check_folder(
-        tmp_path / "backups", trust_path=keys.trust_path, identities=lambda m: keys.identities()
-    )
-    assert [c.ok for c in checked] == [False]  # backup check agrees
-    return caught.value
+_refused = refused_everywhere
 
 
 def test_the_hand_made_archive_restores(keys, tmp_path):

@@ -17,13 +17,18 @@ from typing import Any
 import pytest
 
 from ftmanifest.backup import index as index_mod
-from ftmanifest.backup.check import check_folder
 from ftmanifest.backup.errors import IndexMismatchError
 from ftmanifest.backup.meta import new_backup_id
 from ftmanifest.manifest.canonical import canonical_json
 from ftmanifest.signing.attest import sign_statement
 from ftmanifest.signing.intoto import Subject
-from tests.backup.conftest import Member, entry_for, no_staging, restore_meta, tar_bytes
+from tests.backup.conftest import (
+    Member,
+    entry_for,
+    refused_everywhere,
+    restore_meta,
+    tar_bytes,
+)
 from tests.backup.conftest import write_backup as write_signed_backup
 
 FILES = {f"run/f{i}.txt": f"file {i}\n".encode() for i in range(6)}
@@ -85,15 +90,7 @@ def _in_order(tmp_path, keys, pages: list[bytes], entries, index: bytes | None =
 
 
 def _refused(keys, tmp_path, meta_path, match: str) -> IndexMismatchError:
-    dest = tmp_path / "dest"
-    with pytest.raises(IndexMismatchError, match=match) as caught:
-        restore_meta(keys, meta_path, dest)
-    no_staging(dest)
-    checked, _ = check_folder(
-        tmp_path / "backups", trust_path=keys.trust_path, identities=lambda m: keys.identities()
-    )
-    assert [c.ok for c in checked] == [False]  # backup check agrees
-    return caught.value
+    return refused_everywhere(keys, tmp_path, meta_path, IndexMismatchError, match)
 
 
 def _name(n: int) -> str:
