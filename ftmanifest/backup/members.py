@@ -317,10 +317,13 @@ def _members(
         if after and member.name == DIGESTS_MEMBER:
             _all_present(by_path, seen, where)
             _file_digests(tar, member, entries, observed, meta, where)
-            if _header(tar) is not None:
+            if (late := _header(tar)) is not None:
                 raise MemberRefusedError(
                     f"a member follows {DIGESTS_MEMBER}, the archive's last",
                     path=where,
+                    field="member",
+                    expected="the end of the archive",
+                    observed=repr(late.name[:200]),
                     hint="the archive was not written by ftmanifest backup; do not restore it",
                 )
             break

@@ -12,6 +12,7 @@ refused with nothing written, and ``backup check --read-data`` agrees.
 from __future__ import annotations
 
 import hashlib
+import tarfile
 from datetime import datetime, timezone
 from typing import Any
 
@@ -187,7 +188,29 @@ def test_digests_before_the_last_file_are_refused(keys, tmp_path):
 
 def test_a_member_after_the_digests_is_refused(keys, tmp_path):
     meta = _archive(tmp_path, keys, after=[Member("run/d.txt", b"late\n")])
-    _refused(keys, tmp_path, meta, MemberRefusedError, "follows " + DIGESTS)
+    err = _refused(keys, tmp_path, meta, MemberRefusedError, "follows " + DIGESTS)
+    assert err.field == "member" and err.observed == "'run/d.txt'"
+
+
+def test_a_digests_member_that_is_a_symlink_is_refused(keys, tmp_path):
+    link = Member(DIGESTS, type=tarfile.SYMTYPE, linkname="/etc/passwd")
+    meta = _archive(tmp_path, keys, digests=None, after=[link],
+                    signed_digests=hashlib.sha256(_digests(FILES)).hexdigest())  # fmt: skip
+    err = _refused(keys, tmp_path, meta, IndexMismatchError, "not the list of the files' digests")
+    assert err.observed and "symbolic link" in err.observed
+
+
+def test_an_entry_named_as_the_digests_member_is_refused(keys, tmp_path):
+    """A trusted index listing a file of that name: its member is taken as the
+    digests, and the entry is then missing, never restored as a file."""
+    files = {**FILES, DIGESTS: b"not digests\n"}
+    entries = _entries(files)  # the run folder, then that file first: the index's order
+    body = [Member("run", type=b"5", mode=0o755), Member(DIGESTS, files[DIGESTS])]
+    body += [Member(n, d) for n, d in sorted(FILES.items())]
+    meta = _archive(tmp_path, keys, entries=entries, body=body, digests=None,
+                    signed_digests=hashlib.sha256(_digests(files)).hexdigest())  # fmt: skip
+    err = _refused(keys, tmp_path, meta, IndexMismatchError, "not in the archive")
+    assert DIGESTS in (err.observed or "")
 
 
 def test_an_index_saying_digests_follow_with_metadata_naming_none_is_refused(keys, tmp_path):
