@@ -36,6 +36,11 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 STDERR_MAX = 64 * 1024
+AGE_MAGIC = b"age-encryption.org/v1\n"
+HEADER_MAX = 1 << 16  # the longest age header bound into a backup's metadata
+# The header ends with its MAC line; no other header line starts with "---"
+# (stanza lines start with "-> ", bodies are unpadded base64).
+_MAC_LINE = re.compile(rb"\n--- [A-Za-z0-9+/]{43}\n")
 _X25519 = re.compile(r"age1[02-9ac-hj-np-z]{58}")
 _NO_MATCH = ("No matching keys", "no identity matched any of the recipients")
 
@@ -43,6 +48,21 @@ _NO_MATCH = ("No matching keys", "no identity matched any of the recipients")
 def age_binary() -> str | None:
     """The reference ``age`` command when it is installed, else None (pyrage)."""
     return shutil.which("age")
+
+
+def header_size(prefix: bytes) -> int | None:
+    """The length of the age v1 header that ``prefix`` starts with, through its
+    MAC line; None when ``prefix`` holds no whole header within ``HEADER_MAX``.
+
+    The header holds each recipient's stanza (the file key wrapped to it) and a
+    MAC of the header under that file key, so whoever decrypts an archive whose
+    header is byte for byte the one a backup signed reads a payload sealed with
+    that backup's file key: someone who knows only a recipient, or can write the
+    backups folder, cannot seal another one (``unpack.read_archive``)."""
+    if not prefix.startswith(AGE_MAGIC):
+        return None
+    found = _MAC_LINE.search(prefix, len(AGE_MAGIC) - 1, HEADER_MAX)
+    return found.end() if found else None
 
 
 class AgeChildError(Exception):

@@ -10,7 +10,8 @@ the target while this process follows it, hashing what age has written
 (``pread``).  Each file is read once, through one descriptor whose stat must
 be the walk's before and after the read, and its sha256 is taken on the way;
 the digests follow the last file as ``DIGESTS_MEMBER``, whose sha256 the
-signed metadata names.  A file that changed since the walk or while being
+signed metadata names, as it names the archive's sha256 and its age header
+(so restore binds the file key without hashing the archive).  A file that changed since the walk or while being
 read stops the backup (nothing is left).  The archive is fsynced, linked into
 place and its folder fsynced, then the key file (passphrase backups) and
 last the signed metadata: a backup without metadata is incomplete, and
@@ -29,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from ftmanifest.backup.agechild import AgeChild, AgeChildError
+from ftmanifest.backup.agechild import HEADER_MAX, AgeChild, AgeChildError, header_size
 from ftmanifest.backup.errors import EncryptFailedError
 from ftmanifest.backup.index import (
     DIGESTS_MEMBER,
@@ -258,6 +259,7 @@ def create_backup(
                 fd,
             )
             os.fsync(fd)  # the bytes are on disk before any metadata vouches for them
+            header = _age_header(fd)
         finally:
             os.close(fd)
         os.link(tmp, archive)
@@ -285,6 +287,8 @@ def create_backup(
         created_precise=precise,
         sequence=sequence,
         file_digests_sha256=digests_sha256,
+        archive_header_size=len(header) if header else None,
+        archive_header_sha256=hashlib.sha256(header).hexdigest() if header else None,
     )
     key_path = to / meta.key_name if key_file else None
     meta_path = to / meta.meta_name
@@ -361,6 +365,15 @@ def _follow(fd: int, child: AgeChild) -> tuple[str, int]:
             exited = child.proc.poll() is not None  # then read to the end once more
             if not exited:
                 time.sleep(FOLLOW_WAIT)
+
+
+def _age_header(fd: int) -> bytes | None:
+    """The archive's age header, which the metadata signs so that restore can
+    bind the archive's file key without hashing the whole archive again; None
+    (restore then hashes it all) when it is longer than ``HEADER_MAX``."""
+    prefix = os.pread(fd, HEADER_MAX, 0)
+    size = header_size(prefix)
+    return prefix[:size] if size else None
 
 
 def _encrypt_failed(exc: AgeChildError) -> EncryptFailedError:

@@ -8,11 +8,12 @@ archive's X25519 identity, encrypted with the passphrase).  The metadata is a
 DSSE/in-toto statement of type ``PREDICATE_TYPE`` whose subjects are the
 other files by name and sha256, and whose predicate says which backup it is
 (id, kind, experiment, manifest digest, tags, signed creation time, sizes,
-recipients, the sha256 of the index inside).  So integrity, recipients and
-retention can be judged without the key, and an archive that was swapped,
-renamed, replayed under another backup's metadata, or truncated is refused
-before anything it holds is kept (``unpack``: its size before age starts, its
-sha256 while age decrypts).
+recipients, the sha256 of the index inside and of the archive's age header).
+So integrity, recipients and retention can be judged without the key, and an
+archive that was swapped, renamed, replayed under another backup's metadata,
+re-encrypted or truncated is refused before anything it holds is kept
+(``unpack``: its size and age header before age starts; the whole archive's
+sha256 by ``backup check``, and by restore when it refuses).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.backup.agechild import HEADER_MAX
 from ftmanifest.backup.errors import MetadataMismatchError
 from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding
@@ -75,6 +77,10 @@ class Meta:
     sequence: int | None = None  # 1 + the highest sequence in the folder when made
     # the sha256 of the archive's last member, its files' sha256 (absent in older metadata)
     file_digests_sha256: str | None = None
+    # the age header (the archive's first bytes, through its MAC line): its size
+    # and sha256 (absent in older metadata, and then restore hashes the whole archive)
+    archive_header_size: int | None = None
+    archive_header_sha256: str | None = None
 
     @property
     def archive_name(self) -> str:
@@ -103,7 +109,8 @@ class Meta:
                 "name": self.archive_name,
                 "sha256": self.archive_sha256,
                 "size": self.archive_size,
-            },
+            }
+            | _header(self),
             "index_sha256": self.index_sha256,
             "files": self.files,
             "bytes": self.bytes,
@@ -115,6 +122,12 @@ class Meta:
             if self.key_file_sha256
             else None,
         }
+
+
+def _header(meta: Meta) -> dict[str, Any]:
+    if meta.archive_header_sha256 is None:
+        return {}
+    return {"header": {"size": meta.archive_header_size, "sha256": meta.archive_header_sha256}}
 
 
 def _added(meta: Meta) -> dict[str, Any]:
@@ -288,6 +301,7 @@ def parse_predicate(p: dict[str, Any], where: str) -> Meta:
             raise _bad(where, "archive.name is not the backup id's archive")
         key_file = p.get("key_file")
         precise, sequence = _parse_ordering(p, created, where)
+        header_size, header_sha256 = _parse_header(archive, where)
         return Meta(
             backup_id=backup_id,
             kind=kind,
@@ -305,6 +319,8 @@ def parse_predicate(p: dict[str, Any], where: str) -> Meta:
             created_precise=precise,
             sequence=sequence,
             file_digests_sha256=_opt_hex(p.get("file_digests_sha256"), where),
+            archive_header_size=header_size,
+            archive_header_sha256=header_sha256,
         )
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, MetadataMismatchError):
@@ -326,6 +342,17 @@ def _parse_ordering(
     if sequence is not None and not (_count(sequence, where) < SEQUENCE_MAX):
         raise _bad(where, f"sequence is not below {SEQUENCE_MAX}")
     return precise, sequence
+
+
+def _parse_header(archive: dict[str, Any], where: str) -> tuple[int | None, str | None]:
+    header = archive.get("header")
+    if header is None:
+        return None, None
+    size = _count(header["size"], where)
+    if not 0 < size <= min(HEADER_MAX, archive["size"]):
+        raise _bad(where, f"archive.header.size is not between 1 and {HEADER_MAX} "
+                   "and within the archive")  # fmt: skip
+    return size, _hex(header["sha256"], where)
 
 
 def _opt_hex(value: Any, where: str) -> str | None:

@@ -16,12 +16,24 @@ they pass, only after the index was judged; it is told nothing is final
 until ``read`` returns (restore writes into a private staging folder and
 renames only then).
 
-The archive's sha256 is computed on another thread while age decrypts (the
-two share two cores; one after the other cost a third of a restore), from
-the very descriptor age reads (``pread``, so the two cannot see two files).
-A file the index does not vouch for never reaches the sink, since nothing
-but the index and what it lists is taken; the digest decides whether any of
-it is kept.  When it differs, that is the refusal, whatever failed first.
+Which archive age decrypts is decided by its header: the metadata signs the
+header's bytes (``Meta.archive_header_sha256``; the stanzas that wrap the
+file key, and the header's MAC under that key), and they are checked before
+age starts.  age then authenticates every payload chunk with that file key,
+which only the backup's maker and the holders of its identities can derive,
+and the index and every file's sha256 are checked against what was signed;
+so an archive re-encrypted by someone who knows only a recipient, or
+altered by someone who can write the backups folder, is refused, and what is
+restored is the signed content whatever the storage holds.  The whole
+archive's sha256 (what ``backup check`` verifies without a key) is not
+computed when all of that holds: on two cores a second sha256 of every byte
+cost a fifth of a restore.  When anything is refused it is computed, and
+when it differs that is the refusal, whatever failed first.  Metadata
+without a header (older backups, or a header over ``HEADER_MAX``) gets the
+whole sha256 on another thread while age decrypts, from the very descriptor
+age reads (``pread``, so the two cannot see two files).  A file the index
+does not vouch for never reaches the sink, since nothing but the index and
+what it lists is taken.
 """
 
 from __future__ import annotations
@@ -34,7 +46,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from ftmanifest.backup.agechild import AgeChild, AgeChildError
+from ftmanifest.backup.agechild import AgeChild, AgeChildError, header_size
 from ftmanifest.backup.errors import (
     ArchiveDigestError,
     DecryptFailedError,
@@ -51,10 +63,13 @@ __all__ = ["Read", "Sink", "hash_archive", "read_archive"]
 
 
 def hash_archive(path: Path, meta: Meta) -> None:
-    """Refuse unless ``path`` is the archive the metadata names, by sha256 and size."""
+    """Refuse unless ``path`` is the archive the metadata names, by sha256 and
+    size, and its header is the one the metadata names (what restore checks)."""
     with _open_archive(path) as fh:
         _check_size(fh.fileno(), path, meta)
         _check_digest(_digest(fh.fileno()), path, meta)
+        if meta.archive_header_sha256 is not None:
+            _check_header(fh.fileno(), path, meta)
 
 
 def _digest(fd: int, stop: threading.Event | None = None) -> tuple[str, int]:
@@ -164,15 +179,18 @@ def read_archive(
     (a ``ProgressSink``) counts the files' bytes.
 
     age runs in a child process whose stdin is the descriptor opened here,
-    and the digest thread reads that same descriptor: one inode.  A writer
-    who changes the file while both read it changes what age decrypts, which
-    must still hold the index the metadata names, signed by a trusted key,
-    and every file's digest; or what is hashed, which must still be the
-    metadata's digest."""
+    and the header check (or the digest thread) reads that same descriptor:
+    one inode.  A writer who changes the file after the header was read
+    changes what age decrypts, which must still authenticate, hold the index
+    the metadata names, signed by a trusted key, and every file's digest.
+    ``hashed``: the caller has just checked the whole archive's sha256
+    (``backup check --read-data``)."""
     if progress is not None:
         progress.add_total(meta.bytes)
     with _open_archive(archive) as fh:
         _check_size(fh.fileno(), archive, meta)
+        if not hashed and meta.archive_header_sha256 is not None:
+            return _read_bound(fh.fileno(), archive, meta, identities, trust, sink, progress)
         hashing = None if hashed else _Hashing(fh.fileno())  # hashed: the caller just did
         try:
             result = _decrypt(fh.fileno(), archive, meta, identities, trust, sink, progress)
@@ -186,6 +204,46 @@ def read_archive(
         if hashing is not None:
             _check_digest(hashing.result(archive), archive, meta)
     return result
+
+
+def _read_bound(
+    fd: int,
+    archive: Path,
+    meta: Meta,
+    identities: Sequence[Any],
+    trust: Any,
+    sink: Sink | None,
+    progress: Any,
+) -> Read:
+    """``read_archive`` when the metadata signs the age header: the header is
+    checked, age authenticates the rest under its file key, and the archive's
+    whole sha256 is computed only to name the cause of a refusal."""
+    try:
+        _check_header(fd, archive, meta)
+        return _decrypt(fd, archive, meta, identities, trust, sink, progress)
+    except FtManifestError as refused:
+        try:
+            got = _digest(fd)
+        except OSError:
+            raise refused from None
+        _check_digest(got, archive, meta)  # the cause, if the archive differs
+        raise
+
+
+def _check_header(fd: int, archive: Path, meta: Meta) -> None:
+    assert meta.archive_header_size is not None
+    head = os.pread(fd, meta.archive_header_size, 0)
+    got = hashlib.sha256(head).hexdigest()
+    if got != meta.archive_header_sha256 or header_size(head) != len(head):
+        raise ArchiveDigestError(
+            "the archive's age header is not the one the signed metadata names "
+            "(re-encrypted, or its recipients changed)",
+            path=str(archive),
+            field="archive.header.sha256",
+            expected=f"sha256:{meta.archive_header_sha256} ({meta.archive_header_size} bytes)",
+            observed=f"sha256:{got} ({len(head)} bytes)",
+            hint="restore from another copy of the backup; this one was changed after it was made",
+        )
 
 
 def _decrypt(

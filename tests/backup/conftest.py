@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from ftmanifest.backup.agechild import HEADER_MAX, header_size
 from ftmanifest.backup.create import Created, create_backup
 from ftmanifest.backup.index import INDEX_MEMBER, Entry, sign_index
 from ftmanifest.backup.keys import Recipient, load_identities, parse_recipient
@@ -132,10 +133,20 @@ def resign(created: Created, signing: Any, **changes: Any) -> Meta:
         created.meta,
         archive_sha256=hashlib.sha256(data).hexdigest(),
         archive_size=len(data),
-        **changes,
+        **(header_fields(data) | changes),
     )
     created.meta_path.write_bytes(sign_meta(meta, signing))
     return meta
+
+
+def header_fields(archive: bytes) -> dict[str, Any]:
+    """The metadata's fields naming ``archive``'s age header, as ``backup
+    create`` writes them (None when it has no header to name)."""
+    size = header_size(archive[:HEADER_MAX])
+    return {
+        "archive_header_size": size,
+        "archive_header_sha256": hashlib.sha256(archive[:size]).hexdigest() if size else None,
+    }
 
 
 def sha256_of(path: Path) -> str:
@@ -252,7 +263,8 @@ def write_backup(
 ) -> Path:
     """Encrypt ``tar`` to ``keys.recipient`` (or take ``encrypted``), write it
     with metadata (and ``meta_fields``) signed by the trusted key; return the
-    metadata path."""
+    metadata path.  The metadata names the archive's age header, as
+    ``backup create`` writes it, unless ``meta_fields`` say otherwise."""
     import pyrage
 
     to.mkdir(parents=True, exist_ok=True)
@@ -269,7 +281,7 @@ def write_backup(
         files=sum(1 for e in entries if e.type == "file"),
         bytes=sum(e.size for e in entries),
         recipients=(keys.recipient.to_dict(),),
-        **meta_fields,
+        **(header_fields(data) | meta_fields),
     )
     (to / meta.archive_name).write_bytes(data)
     path = to / meta.meta_name
