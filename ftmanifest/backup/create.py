@@ -11,11 +11,12 @@ the target while this process follows it, hashing what age has written
 be the walk's before and after the read, and its sha256 is taken on the way;
 the digests follow the last file as ``DIGESTS_MEMBER``, whose sha256 the
 signed metadata names, as it names the archive's sha256 and its age header
-(so restore binds the file key without hashing the archive).  A file that changed since the walk or while being
-read stops the backup (nothing is left).  The archive is fsynced, linked into
-place and its folder fsynced, then the key file (passphrase backups) and
-last the signed metadata: a backup without metadata is incomplete, and
-metadata never names bytes only in the page cache.
+(so restore binds the file key without hashing the archive).  A file that
+changed since the walk or while being read stops the backup (nothing is
+left).  The archive is fsynced, linked into place and its folder fsynced,
+then the key file (passphrase backups) and last the signed metadata: a
+backup without metadata is incomplete, and metadata never names bytes only
+in the page cache.
 """
 
 from __future__ import annotations

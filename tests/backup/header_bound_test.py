@@ -26,7 +26,6 @@ from ftmanifest.backup.agechild import HEADER_MAX, header_size
 from ftmanifest.backup.errors import ArchiveDigestError
 from ftmanifest.backup.meta import parse_predicate, read_meta, sign_meta
 from ftmanifest.errors import FtManifestError
-
 from tests.backup.conftest import (
     AGE,
     Keys,
@@ -133,9 +132,7 @@ def test_older_metadata_without_a_header_still_hashes_the_whole_archive(keys, tm
     """Metadata made before the header was signed: a re-encrypted archive is
     refused by the whole archive's sha256 (on the thread beside age)."""
     created = backup(keys, [_source(tmp_path)], tmp_path / "backups")
-    meta = dataclasses.replace(
-        created.meta, archive_header_size=None, archive_header_sha256=None
-    )
+    meta = dataclasses.replace(created.meta, archive_header_size=None, archive_header_sha256=None)
     created.meta_path.write_bytes(sign_meta(meta, keys.signing))
     assert "header" not in meta.predicate()["archive"]
     created.archive.write_bytes(_encrypt(keys, _plaintext(keys, created.archive)))
@@ -277,9 +274,12 @@ def test_header_size_of_the_age_binarys_archives(keys, tmp_path):
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    ssh = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-    ).decode()
+    ssh = (
+        Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
     data = _age_encrypt(["-r", keys.recipient.text, "-r", ssh], tmp_path)
     size = header_size(data)
     assert size is not None and data[:size].count(b"\n-> ") == 2
@@ -294,7 +294,10 @@ def test_header_size_of_the_age_binarys_archives(keys, tmp_path):
         b"-----BEGIN AGE ENCRYPTED FILE-----\n",  # armored: backups are never armored
         b"age-encryption.org/v1\n-> X25519 abc\n" + b"B" * 43 + b"\n---" + b"A" * 43 + b"\n",
         b"age-encryption.org/v1\n-> X25519 abc\n--- " + b"A" * 42 + b"\n",
-        b"age-encryption.org/v1\n-> X25519 abc\n" + b"B" * HEADER_MAX + b"\n--- " + b"A" * 43
+        b"age-encryption.org/v1\n-> X25519 abc\n"
+        + b"B" * HEADER_MAX
+        + b"\n--- "
+        + b"A" * 43
         + b"\n",
     ],
     ids=["empty", "other-version", "armored", "no-space", "short-mac", "past-the-limit"],
@@ -316,3 +319,118 @@ def test_a_header_too_long_to_sign_falls_back_to_the_whole_sha256(keys, tmp_path
     dest = tmp_path / "dest"
     restore_meta(keys, created.meta_path, dest)
     assert tree_of(dest / "src") == tree_of(src)
+
+
+# -- a holder of the file key ------------------------------------------------------------
+#
+# Whoever can decrypt a backup (any of its recipients) can unwrap its file key
+# from the signed header and seal another payload under that very header: the
+# header check passes and age authenticates every chunk.  What stops other
+# files is the signed index and each file's signed sha256.  The age v1 steps
+# below are written from the format's specification and checked against
+# pyrage on the genuine archive before they are used.
+
+_BECH32 = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
+
+
+def _identity_scalar(path: Path) -> bytes:
+    """The 32 bytes of an ``AGE-SECRET-KEY-1...`` line (bech32, checksum not checked)."""
+    line = next(x for x in path.read_text().split() if x.startswith("AGE-SECRET-KEY-1"))
+    data = [_BECH32.index(c) for c in line.lower().rpartition("1")[2][:-6]]
+    acc, bits, out = 0, 0, bytearray()
+    for v in data:
+        acc, bits = (acc << 5) | v, bits + 5
+        if bits >= 8:
+            bits -= 8
+            out.append((acc >> bits) & 0xFF)
+    assert len(out) == 32
+    return bytes(out)
+
+
+def _hkdf(ikm: bytes, salt: bytes, info: bytes) -> bytes:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    return HKDF(hashes.SHA256(), 32, salt, info).derive(ikm)
+
+
+def _b64(text: bytes) -> bytes:
+    import base64
+
+    return base64.b64decode(text + b"=" * (-len(text) % 4))
+
+
+def _file_key(header: bytes, scalar: bytes) -> bytes:
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    lines = header.split(b"\n")
+    at = next(i for i, x in enumerate(lines) if x.startswith(b"-> X25519 "))
+    share, body = _b64(lines[at].split()[2]), _b64(lines[at + 1])
+    me = X25519PrivateKey.from_private_bytes(scalar)
+    mine = me.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    shared = me.exchange(X25519PublicKey.from_public_bytes(share))
+    wrap = _hkdf(shared, share + mine, b"age-encryption.org/v1/X25519")
+    return ChaCha20Poly1305(wrap).decrypt(bytes(12), body, None)
+
+
+def _stream(file_key: bytes, nonce: bytes, data: bytes, seal: bool) -> bytes:
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+
+    aead = ChaCha20Poly1305(_hkdf(file_key, nonce, b"payload"))
+    step = (1 << 16) + (16 if not seal else 0)
+    pieces = [data[i : i + step] for i in range(0, len(data), step)] or [b""]
+    out = []
+    for n, piece in enumerate(pieces):
+        chunk_nonce = n.to_bytes(11, "big") + (b"\x01" if n == len(pieces) - 1 else b"\x00")
+        op = aead.encrypt if seal else aead.decrypt
+        out.append(op(chunk_nonce, piece, None))
+    return b"".join(out)
+
+
+def _reseal(keys: Keys, archive: bytes, tar: bytes | None = None) -> tuple[bytes, bytes]:
+    """(the genuine archive's plaintext, an archive with the same header holding
+    ``tar`` — default the same plaintext — under a fresh payload nonce)."""
+    size = header_size(archive)
+    assert size is not None
+    header, payload = archive[:size], archive[size:]
+    key = _file_key(header, _identity_scalar(keys.identity_path))
+    plain = _stream(key, payload[:16], payload[16:], seal=False)
+    assert plain == _plaintext_of(keys, archive)  # the steps above are age's
+    nonce = os.urandom(16)
+    forged = header + nonce + _stream(key, nonce, plain if tar is None else tar, seal=True)
+    assert _plaintext_of(keys, forged) == (plain if tar is None else tar)  # pyrage opens it
+    return plain, forged
+
+
+def test_a_recipient_resealing_other_files_under_the_signed_header_is_refused(keys, tmp_path):
+    created = backup(keys, [_source(tmp_path)], tmp_path / "backups")
+    genuine = created.archive.read_bytes()
+    plain, _ = _reseal(keys, genuine)
+    tar = bytearray(plain)
+    at = plain.index(b"alpha\nalpha\n")
+    tar[at : at + 5] = b"OMEGA"  # same size: the tar parses, the index's sizes hold
+    _, forged = _reseal(keys, genuine, bytes(tar))
+    size = header_size(genuine)
+    assert len(forged) == len(genuine) and forged[:size] == genuine[:size]  # the signed header
+    created.archive.write_bytes(forged)
+    err = refused_everywhere(keys, tmp_path, created.meta_path, ArchiveDigestError, "not the one")
+    assert err.field == "archive.sha256"
+
+
+def test_a_recipient_resealing_the_same_files_restores_them_and_check_names_it(keys, tmp_path):
+    """The one archive restore accepts that is not byte for byte the signed
+    one: the same files, sealed again by a holder of the file key.  What it
+    restores is exactly what was signed; ``backup check`` still refuses the
+    archive (docs/limits.md, Backups)."""
+    from ftmanifest.backup.check import check_folder
+
+    src = _source(tmp_path)
+    created = backup(keys, [src], tmp_path / "backups")
+    _, forged = _reseal(keys, created.archive.read_bytes())
+    created.archive.write_bytes(forged)
+    restore_meta(keys, created.meta_path, tmp_path / "dest")
+    assert tree_of(tmp_path / "dest" / "src") == tree_of(src)
+    checked, _ = check_folder(created.meta_path.parent, trust_path=keys.trust_path)
+    assert [c.ok for c in checked] == [False]
