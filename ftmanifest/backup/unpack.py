@@ -190,7 +190,13 @@ def read_archive(
     with _open_archive(archive) as fh:
         _check_size(fh.fileno(), archive, meta)
         if not hashed and meta.archive_header_sha256 is not None:
-            return _read_bound(fh.fileno(), archive, meta, identities, trust, sink, progress)
+            # The header binds the file key; the whole sha256 only names a refusal's cause.
+            try:
+                _check_header(fh.fileno(), archive, meta)
+                return _decrypt(fh.fileno(), archive, meta, identities, trust, sink, progress)
+            except FtManifestError:
+                _archive_differs(fh.fileno(), archive, meta)
+                raise
         hashing = None if hashed else _Hashing(fh.fileno())  # hashed: the caller just did
         try:
             result = _decrypt(fh.fileno(), archive, meta, identities, trust, sink, progress)
@@ -206,28 +212,14 @@ def read_archive(
     return result
 
 
-def _read_bound(
-    fd: int,
-    archive: Path,
-    meta: Meta,
-    identities: Sequence[Any],
-    trust: Any,
-    sink: Sink | None,
-    progress: Any,
-) -> Read:
-    """``read_archive`` when the metadata signs the age header: the header is
-    checked, age authenticates the rest under its file key, and the archive's
-    whole sha256 is computed only to name the cause of a refusal."""
+def _archive_differs(fd: int, archive: Path, meta: Meta) -> None:
+    """Raise the archive's own refusal when its sha256 is not the signed one;
+    return when it is, or when it cannot be read (the first refusal stands)."""
     try:
-        _check_header(fd, archive, meta)
-        return _decrypt(fd, archive, meta, identities, trust, sink, progress)
-    except FtManifestError as refused:
-        try:
-            got = _digest(fd)
-        except OSError:
-            raise refused from None
-        _check_digest(got, archive, meta)  # the cause, if the archive differs
-        raise
+        got = _digest(fd)
+    except OSError:
+        return
+    _check_digest(got, archive, meta)
 
 
 def _check_header(fd: int, archive: Path, meta: Meta) -> None:
