@@ -524,8 +524,26 @@ def _same_size_same_mtime(path: Path) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
+def _symlink_to_a_secret(path: Path) -> None:
+    """Swapped for a link to another file of the same size (what a reader that
+    follows links would archive under the signed name)."""
+    secret = path.parent / "secret.key"
+    secret.write_bytes(b"S" * path.stat().st_size)
+    link = path.parent / "link.tmp"
+    os.symlink(secret, link)
+    os.replace(link, path)
+
+
+def _fifo(path: Path) -> None:
+    """Swapped for a FIFO nobody writes to (a reader that blocks on it hangs)."""
+    os.unlink(path)
+    os.mkfifo(path)
+
+
 @pytest.mark.parametrize(
-    "change", [_grow, _shrink, _same_size_same_mtime], ids=["grows", "shrinks", "rewritten"]
+    "change",
+    [_grow, _shrink, _same_size_same_mtime, _symlink_to_a_secret, _fifo],
+    ids=["grows", "shrinks", "rewritten", "symlink", "fifo"],
 )
 @pytest.mark.parametrize("when", ["after-index", "before-copy"])
 def test_file_changing_during_backup_is_refused(keys, tmp_path, monkeypatch, change, when):
