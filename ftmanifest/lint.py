@@ -375,6 +375,46 @@ RULES: dict[str, Rule] = {
 }
 
 
+# --- values left to fill ---------------------------------------------------
+# Not in RULES: it reads the text, not the data.  ``init`` marks each value a
+# person must decide with a ``# FILL:`` comment on its line (``lock`` and
+# ``manifest.edit`` drop the mark from a value they write).  A mark left means
+# that value was never decided, whatever stands there: a placeholder is not a
+# choice.  A mark where another rule already refuses the field adds nothing.
+
+FILL_RULES = {"FTM003": "no value is left marked '# FILL:'"}
+
+
+def _fills_left(doc: Document, found: list[Finding]) -> list[Finding]:
+    from ftmanifest.manifest.fills import MARK, fill_marks
+
+    if doc.format != "yaml" or MARK not in doc.text:
+        return []
+    taken = [f.loc for f in found if f.loc is not None]
+    out = []
+    for mark in fill_marks(doc.text):
+        if doc.positions.get(mark.loc, (None,))[0] != mark.line:
+            continue  # not a key of the document (a line inside a block string)
+        if any(t[: len(mark.loc)] == mark.loc or mark.loc[: len(t)] == t for t in taken):
+            continue
+        value = _get(doc.data, *mark.loc)
+        out.append(
+            Finding.at(
+                mark.loc,
+                kind="lint",
+                rule="FTM003",
+                message=f"{format_loc(mark.loc)} is still to fill: {mark.decide}",
+                path=str(doc.path),
+                line=mark.line,
+                column=mark.column,
+                expected="a decided value, its '# FILL:' comment removed",
+                observed=f"{_show(value)}, still marked FILL",
+                hint=f"write the value of {format_loc(mark.loc)} and delete its '# FILL:' comment",
+            )
+        )
+    return out
+
+
 # --- variants (issue 15) ----------------------------------------------------
 # Not in RULES: a variant is judged against its parent, found beside it or in
 # the ledger, so these read files and build the pydantic models of both (the
@@ -440,6 +480,7 @@ def lint_document(doc: Document) -> list[Finding]:
                     hint=p.hint,
                 )
             )
+    found += _fills_left(doc, found)
     return sort_findings(found)
 
 

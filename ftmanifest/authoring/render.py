@@ -1,4 +1,4 @@
-"""A manifest as commented YAML text, and the FILLs a text still holds.
+"""A manifest as commented YAML text.
 
 Layer: authoring (text only, no I/O).  Mappings are written in block style,
 lists of scalars in flow style, each value on its own line so its comment
@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from ftmanifest.location import Loc, format_loc
+from ftmanifest.location import Loc
 
 COMMENT_COLUMN = 30
 _PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./@+-]*$")
@@ -78,32 +78,3 @@ def emit(
 def _flow(loc: Loc) -> bool:
     """Mappings written on one line: pattern tables and free-form configs."""
     return bool(loc) and loc[-1] in ("rank_pattern", "alpha_pattern", "params", "config")
-
-
-_KEY_LINE = re.compile(r"^(\s*)(- )?([A-Za-z_$][\w$.-]*):(.*)$")
-
-
-def fills_in(text: str) -> list[tuple[str, str]]:
-    """(field, what to decide) for every ``# FILL:`` comment on a key's line."""
-    found: list[tuple[str, str]] = []
-    stack: list[tuple[int, str | int]] = []
-    counters: dict[tuple[str | int, ...], int] = {}
-    for line in text.splitlines():
-        m = _KEY_LINE.match(line)
-        if not m or line.lstrip().startswith("#"):
-            continue
-        indent = len(m.group(1)) + (2 if m.group(2) else 0)
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        parent = tuple(part for _, part in stack)
-        if m.group(2):  # a new list item under the key above
-            index = counters.get(parent, -1) + 1
-            counters[parent] = index
-            stack.append((indent - 1, index))
-            parent = (*parent, index)
-        key = m.group(3)
-        stack.append((indent, key))
-        rest = m.group(4)
-        if "# FILL:" in rest:
-            found.append((format_loc((*parent, key)), rest.split("# FILL:", 1)[1].strip()))
-    return found

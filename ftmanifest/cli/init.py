@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         text, derived, fills = authored.text, authored.derived, authored.fills
         notes = authored.notes
     else:
-        from ftmanifest.authoring.render import fills_in
+        from ftmanifest.manifest.fills import fills_in
 
         text, derived, notes = render_template(exp_id, schema), [], []
         fills = fills_in(text)

@@ -50,11 +50,12 @@ def manifest_page() -> str:
 
 
 def lint_page() -> str:
-    from ftmanifest.lint import RULES, VARIANT_RULES
+    from ftmanifest.lint import FILL_RULES, RULES, VARIANT_RULES
 
     rows = [("FTM000", "the file reads, parses and matches the schema (exit 2 otherwise)")]
     rows += [(rule.id, rule.title) for rule in RULES.values()]
-    rows += list(VARIANT_RULES.items())
+    rows += [*FILL_RULES.items(), *VARIANT_RULES.items()]
+    rows.sort()
     lines = [
         GENERATED,
         "",
