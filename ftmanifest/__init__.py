@@ -5,7 +5,7 @@ top-level module) imports only rooms below it, or before it in its layer
 (``tests/import_graph_test.py`` holds the order and checks every import,
 function-level ones too):
 
-1. pure core - errors, location, findings, safe_text, output, checks, manifest,
+1. pure core - errors, extras, location, findings, safe_text, output, checks, manifest,
    lint, lint_report: plain data in, findings out, no I/O beyond reading a file;
 2. file access - fsutil, counts, sqlite_store, statcache, held, progress,
    hashing, untrusted, hfcache, snapshot, recordio, wire: reading, hashing,

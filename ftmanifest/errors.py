@@ -179,3 +179,23 @@ class FileTooLargeError(InputError):
     file over 1 MiB, a key file over 64 KiB)."""
 
     reason = "file-too-large"
+
+
+class MissingExtraError(FtManifestError, ImportError):
+    """A feature needs an optional package that is not installed: the user's to
+    install (exit 2), never a bug.  ``install`` is the exact command to run."""
+
+    exit_code = EXIT_INPUT
+    reason = "missing-extra"
+
+    def __init__(self, module: str, install: str, *, feature: str | None = None) -> None:
+        needs = f"{feature} needs" if feature else "this needs"
+        super().__init__(
+            f"{needs} the optional package {module!r}, which is not installed",
+            field="import",
+            expected=f"{module} importable",
+            observed=f"no module named {module!r}",
+            hint=install,
+        )
+        self.module = module
+        self.install = install

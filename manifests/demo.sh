@@ -475,6 +475,11 @@ unset TOKENIZERS_PARALLELISM
 
 step "summary"
 took
+# a crash is never a refusal, in a step's output or anywhere else in the log
+if grep -q "Traceback (most recent call last)" "$FULL"; then
+  echo "a Python traceback is in $OUT/demo.log: DEMO FAILED"
+  FAILED=1
+fi
 if [ "$FAILED" -eq 0 ]; then
   echo "demo finished: every pass passed and every refusal was refused (all output: $OUT/demo.log)"
 else

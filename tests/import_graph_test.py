@@ -81,7 +81,7 @@ def test_the_cycle_finder_finds_one() -> None:
 # so no cycle can hide in a function body.  The package root is the public facade
 # and may import anything lazily.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("pure core", ("location", "errors", "findings", "safe_text", "output", "checks",
+    ("pure core", ("location", "errors", "extras", "findings", "safe_text", "output", "checks",
                    "manifest", "lint", "lint_report")),
     ("file access", ("fsutil", "counts", "sqlite_store", "statcache", "foldercache",
                      "held", "progress", "hashing", "treelist", "untrusted", "hfcache",

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from ftmanifest import __version__
 from ftmanifest.cli._args import Parser, require_manifest
 from ftmanifest.errors import EXIT_BUG, EXIT_INTERRUPTED, FtManifestError
+from ftmanifest.extras import missing_extra
 from ftmanifest.safe_text import escape
 
 # name -> module under ftmanifest.cli; the one registry of subcommands.
@@ -176,21 +177,17 @@ def _main(argv: Sequence[str] | None) -> int:
     except FtManifestError as exc:
         if debug:
             raise
-        if getattr(args, "format", "text") == "json":
-            import json
-
-            sys.stdout.write(json.dumps({"error": exc.to_dict()}, indent=2) + "\n")
-        else:
-            from ftmanifest.output import error_text, terminal_width
-
-            text = error_text(exc, width=terminal_width(sys.stderr))
-            sys.stderr.write(f"ftmanifest: error: {text}\n")
-        return exc.exit_code
+        return _main_error(exc, args)
     except KeyboardInterrupt:
         sys.stderr.write("ftmanifest: interrupted\n")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         raise
+    except ModuleNotFoundError as exc:
+        missing = missing_extra(exc, feature=f"ftmanifest {first}" if first else None)
+        if missing is None or debug:
+            raise
+        return _main_error(missing, args)
     except Exception as exc:  # pragma: no cover - a bug by definition
         if debug:
             raise
@@ -199,6 +196,20 @@ def _main(argv: Sequence[str] | None) -> int:
             "This is a bug in ftmanifest; rerun with FTMANIFEST_DEBUG=1 for a traceback.\n"
         )
         return EXIT_BUG
+
+
+def _main_error(exc: FtManifestError, args: argparse.Namespace) -> int:
+    """Print ``exc`` as the command's output format asks; its exit code."""
+    if getattr(args, "format", "text") == "json":
+        import json
+
+        sys.stdout.write(json.dumps({"error": exc.to_dict()}, indent=2) + "\n")
+    else:
+        from ftmanifest.output import error_text, terminal_width
+
+        text = error_text(exc, width=terminal_width(sys.stderr))
+        sys.stderr.write(f"ftmanifest: error: {text}\n")
+    return exc.exit_code
 
 
 def _broken_pipe() -> int:

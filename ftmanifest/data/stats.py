@@ -35,8 +35,9 @@ from typing import Any
 
 from ftmanifest.data.categories import OTHER
 from ftmanifest.data.text import record_text
-from ftmanifest.data.tokens import count_tokens
+from ftmanifest.data.tokens import TRANSFORMERS_MISSING, count_tokens
 from ftmanifest.data.tokens import load_tokenizer as load_tokenizer  # data sample's import
+from ftmanifest.extras import install_line
 from ftmanifest.findings import Finding
 from ftmanifest.recordio import iter_records
 
@@ -196,13 +197,22 @@ def length_findings(
                 f"without the tokenizer: {why_no_tokens}",
                 expected="the pinned tokenizer, offline",
                 observed="not available",
-                hint="put the pinned model where the manifest points (model.path or the hub "
-                "cache), then rerun",
+                hint=_length_fix(why_no_tokens),
             )
         )
     for s in stats:
         out += _split_lengths(s, seq_len)
     return out
+
+
+def _length_fix(why_no_tokens: str) -> str:
+    """The fix for a tokenizer that could not load: install transformers, or
+    bring the pinned model."""
+    if why_no_tokens.startswith(TRANSFORMERS_MISSING):
+        return install_line("transformers") or "pip install transformers"
+    return (
+        "put the pinned model where the manifest points (model.path or the hub cache), then rerun"
+    )
 
 
 def _split_lengths(stats: SplitStats, seq_len: int | None) -> list[Finding]:

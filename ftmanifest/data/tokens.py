@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.data.text import record_text
+from ftmanifest.extras import install_line
+
+TRANSFORMERS_MISSING = "transformers is not installed"  # the start of the why, when it is that
 
 TOKENIZER_FILES = (
     "added_tokens.json",
@@ -91,7 +94,7 @@ def load_tokenizer(loaded: Any, *, allow_outside: bool = False) -> tuple[Any, st
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        return None, "transformers is not installed (pip install 'ftmanifest[ml]')"
+        return None, f"{TRANSFORMERS_MISSING} ({install_line('transformers')})"
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     except Exception as exc:  # missing or broken tokenizer files

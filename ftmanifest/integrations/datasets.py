@@ -55,6 +55,7 @@ import itertools
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -521,13 +522,15 @@ def _info(folder: Path) -> Any:
 
 
 def _trace_one(ctx: _Context, dataset: Any) -> DataTrace:
-    import datasets
-
+    # A ``datasets`` object exists only once ``datasets`` is imported: when it is not
+    # (or not installed, as in an ``[ml]`` install), the dataset is something else,
+    # a torch Dataset or a list, and is judged untraced without importing it.
+    datasets = sys.modules.get("datasets")
     record: dict[str, Any] = {"role": ctx.role, "kind": _kind(dataset)}
-    if not isinstance(dataset, datasets.Dataset):
+    if datasets is None or not isinstance(dataset, datasets.Dataset):
         if dataset is None:
             why, record["kind"] = "no dataset was handed over to trace", "none"
-        elif isinstance(dataset, datasets.IterableDataset):
+        elif datasets is not None and isinstance(dataset, datasets.IterableDataset):
             why = "a streaming IterableDataset reads its files only as training goes"
         else:
             why = f"a {record['kind']} keeps no record of the files it was read from"
