@@ -141,18 +141,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def schema_ref(manifest: Path) -> str:
-    """The packaged schema, as a path editors read offline (relative when close by)."""
-    import os
-    from importlib import resources
+    """A committed copy of the schema relative to the manifest, or its published id."""
+    from ftmanifest.authoring.schema_ref import schema_ref as reference
 
-    schema = Path(str(resources.files("ftmanifest.manifest").joinpath("ftmanifest.schema.json")))
-    try:
-        rel = os.path.relpath(schema.resolve(), manifest.parent.resolve())
-    except ValueError:  # another drive
-        return schema.resolve().as_uri()
-    if rel.count("..") > 3:
-        return schema.resolve().as_uri()
-    return Path(rel).as_posix()
+    return reference(manifest)
 
 
 def _payload(

@@ -20,12 +20,44 @@ def test_the_template_names_what_a_user_must_write(tmp_path: Path) -> None:
     needed_lines = ("  optimizer:", "modules_to_save:", "  code:", "pip-compile", "uv pip compile")
     for needed in (*needed_lines, "pip freeze > requirements.lock"):
         assert needed in text, needed
-    schema = text.splitlines()[0].split("$schema=", 1)[1]
-    assert not schema.startswith("http")
-    path = Path(schema.removeprefix("file://")) if schema.startswith("file:") else tmp_path / schema
-    assert json.loads(path.read_text())["title"]  # the packaged schema, read offline
     payload = json.loads(result.stdout)
     assert {"field": "experiment.hypothesis"}.items() <= payload["fill"][0].items()
+
+
+@pytest.mark.parametrize("from_", [False, True])
+def test_schema_is_the_published_id_never_a_path_of_this_machine(
+    tmp_path: Path, from_: bool
+) -> None:
+    from ftmanifest.manifest.schema import SCHEMA_ID
+
+    (tmp_path / "args.json").write_text('{"output_dir": "o", "per_device_train_batch_size": 1}')
+    manifest = tmp_path / "exp.yaml"
+    more = ["--from", str(tmp_path / "args.json")] if from_ else []
+    result = run_cli("init", str(manifest), *more)
+    assert result.returncode == 0, result.stderr
+    text = manifest.read_text()
+    assert text.splitlines()[0] == f"# yaml-language-server: $schema={SCHEMA_ID}"
+    assert "site-packages" not in text and "file:" not in text
+
+
+@pytest.mark.parametrize("from_", [False, True])
+def test_schema_is_the_repositorys_committed_copy_by_a_relative_path(
+    tmp_path: Path, from_: bool
+) -> None:
+    from tests.conftest import git
+
+    git(tmp_path, "init", "-q")
+    (tmp_path / "schema").mkdir()
+    (tmp_path / "schema" / "ftmanifest.schema.json").write_text(run_cli("schema").stdout)
+    (tmp_path / "manifests").mkdir()
+    (tmp_path / "args.json").write_text('{"output_dir": "o", "per_device_train_batch_size": 1}')
+    manifest = tmp_path / "manifests" / "exp.yaml"
+    more = ["--from", str(tmp_path / "args.json")] if from_ else []
+    assert run_cli("init", str(manifest), *more).returncode == 0
+    line = manifest.read_text().splitlines()[0]
+    assert line == "# yaml-language-server: $schema=../schema/ftmanifest.schema.json"
+    schema = manifest.parent / line.split("$schema=", 1)[1]
+    assert json.loads(schema.read_text())["title"]  # what an editor opens, offline
 
 
 @pytest.mark.parametrize("from_", [False, True])
