@@ -56,8 +56,21 @@ def entries(draft: Draft, base: Path) -> list[dict[str, Any]]:
         entry = _entry(item, base, names)
         out.append(entry)
         loc = ("data", i)
-        rel = entry["path"]
-        draft.put((*loc, "path"), rel, item.source, item.key)
+        rel = entry["path"] or item.hub or entry["name"]
+        if rel.startswith("../"):
+            draft.notes.append(
+                f"{rel} lies outside the manifest's folder: lock and verify refuse it unless "
+                "given --allow-outside; write the manifest in a folder above it"
+            )
+        if item.path is None:
+            draft.fill(
+                (*loc, "path"),
+                f"a local copy of the hub dataset {item.hub} (e.g. hf download {item.hub} "
+                "--repo-type dataset --local-dir DIR), as its file or folder relative to the "
+                "manifest; `ftmanifest lock` pins its digest",
+            )
+        else:
+            draft.put((*loc, "path"), rel, item.source, item.key)
         if item.role_from == "the file name":
             draft.put((*loc, "role"), item.role, rel, "the file name")
         elif item.role is not None:
@@ -67,7 +80,8 @@ def entries(draft: Draft, base: Path) -> list[dict[str, Any]]:
                 (*loc, "role"),
                 "train | eval | test | baseline-eval | other: what this file is used for",
             )
-        draft.put((*loc, "format"), entry["format"], rel, "its content")
+        if entry["format"] is not None:
+            draft.put((*loc, "format"), entry["format"], rel, "its content")
         draft.fill((*loc, "license"), f"the licence or rights under which {rel} is used")
         draft.fill(
             (*loc, "contains_personal_data"),
@@ -82,8 +96,9 @@ def entries(draft: Draft, base: Path) -> list[dict[str, Any]]:
 
 
 def _entry(item: DataFile, base: Path, names: set[str]) -> dict[str, Any]:
-    rel = relative(item.path, base)
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", item.path.name.split(".")[0]).strip("-") or "data"
+    rel = relative(item.path, base) if item.path is not None else None
+    file_name = item.path.name if item.path is not None else str(item.hub).rsplit("/", 1)[-1]
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", file_name.split(".")[0]).strip("-") or "data"
     name = item.role if item.role and item.role not in names else stem
     n = 2
     while name in names:
@@ -91,7 +106,7 @@ def _entry(item: DataFile, base: Path, names: set[str]) -> dict[str, Any]:
     names.add(name)
     entry: dict[str, Any] = {"name": name, "role": item.role, "path": rel}
     try:
-        entry["format"] = data_format(item.path)
+        entry["format"] = data_format(item.path) if item.path is not None else None
     except OSError:
         entry["format"] = None
     entry.update({"digest": None, "records": None, "license": None})

@@ -75,6 +75,38 @@ def read_mapping(path: Path, what: str) -> dict[str, Any]:
     return {str(k): v for k, v in data.items()}
 
 
+_KIND_NAMES = {str: "text", list: "a list", dict: "a mapping", int: "an integer",
+               float: "a number", bool: "true or false"}  # fmt: skip
+
+
+def expect(cfg: dict[str, Any], path: Path, kinds: dict[str, tuple[type, ...]]) -> None:
+    """Refuse a config whose key holds a value of a kind its tool never reads there
+    (``base_model: [a, b]``): the file, the key, what was expected and found."""
+    for key, allowed in kinds.items():
+        value = cfg.get(key)
+        if value is None or (isinstance(value, allowed) and not isinstance(value, bool)):
+            continue
+        expected = " or ".join(_KIND_NAMES.get(k, k.__name__) for k in allowed)
+        observed = f"{_KIND_NAMES.get(type(value), type(value).__name__)} {value!r}"
+        raise InputError(
+            f"{key} is not {expected}",
+            path=str(path),
+            field=key,
+            expected=expected,
+            observed=observed[:160],
+            hint=f"fix {key} in {path.name} (see its tool's config reference)",
+        )
+
+
+def find(config: Path, name: str) -> Path | None:
+    """``name`` as a tool run beside ``config``, or from here, would open it."""
+    for folder in (config.parent, Path.cwd()):
+        candidate = folder / name
+        if candidate.exists():
+            return candidate
+    return None
+
+
 def data_format(path: Path) -> str:
     """jsonl, json, csv, tsv, parquet, text, images or other, from the bytes."""
     if path.is_dir():

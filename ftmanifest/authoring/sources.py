@@ -18,6 +18,7 @@ from ftmanifest.authoring import (
     model_source,
     peft_config,
     trainer_args,
+    trl_cli,
 )
 from ftmanifest.authoring.draft import Draft
 from ftmanifest.errors import InputError, InputNotFoundError
@@ -34,6 +35,7 @@ READERS: dict[str, Reader] = {
     "axolotl": axolotl.read,
     "llamafactory": llamafactory.read,
     "trainer-args": trainer_args.read,
+    "trl-cli": trl_cli.read,
     "peft": peft_config.read,
     "model": model_source.read_folder,
     "data": data_files.read,
@@ -71,12 +73,15 @@ def classify(source: str) -> tuple[str, Path]:
             return "axolotl", path
         if llamafactory.looks_like(cfg):
             return "llamafactory", path
+        if trl_cli.looks_like(cfg):
+            return "trl-cli", path
         raise InputError(
-            "a YAML file that is neither an axolotl nor a LLaMA-Factory config",
+            "a YAML file that is no training config ftmanifest reads",
             path=str(path),
             field="--from",
-            expected="an axolotl config (base_model:) or a LLaMA-Factory config "
-            "(model_name_or_path: with stage: or finetuning_type:)",
+            expected="an axolotl config (base_model:), a LLaMA-Factory config "
+            "(model_name_or_path: with stage:, finetuning_type:, dataset: or template:) or a "
+            "TRL CLI config (model_name_or_path: with dataset_name:, datasets: or use_peft:)",
             observed=f"top-level keys {', '.join(sorted(cfg)[:6]) or 'none'}",
             hint="name the training config, or a data file in another format",
         )

@@ -27,15 +27,19 @@ the schema but deliberately incomplete: every value still to choose is marked
 FILL, so `ftmanifest lint` refuses it (exit 1) until each one is filled in,
 and `ftmanifest lock` fills in the digests and versions found here.  An
 existing file is replaced only with --force.
---from SOURCE... derives what your files already say: an axolotl or
-LLaMA-Factory config, a TrainingArguments / SFTConfig / DPOConfig JSON
-(trainer.args.to_json_string(); a pickled training_args.bin is refused), a peft
-adapter_config.json, a model folder or org/name@revision in the Hugging Face
-cache, and data files or folders.  Each derived value is commented with its
-source file and key; what needs judgement (hypothesis, guards, licences, roles,
-the sealed split, personal data, retention) stays a FILL; a key ftmanifest does
-not read is named in a note.  --format json prints what was derived and the
-FILLs.  Exit 0 written, 2 a source or path that cannot be used.
+--from SOURCE... derives what your files already say: an axolotl,
+LLaMA-Factory or TRL CLI (trl sft --config) config, a TrainingArguments /
+SFTConfig / DPOConfig JSON (trainer.args.to_json_string(); a pickled
+training_args.bin is refused), a peft adapter_config.json, a model folder or
+org/name@revision in the Hugging Face cache, and data files or folders.  Each
+derived value is commented with its source file and key, a key the config
+leaves out with the tool's documented default it runs with.  What ftmanifest
+did not derive is a FILL, left null (never a plausible value): judgement
+(hypothesis, guards, licences, roles, the sealed split, personal data,
+retention) and what the config leaves to the machine or the run.  Lint refuses
+a value still marked FILL.  A key ftmanifest does not read is named in a note.
+--format json prints what was derived and the FILLs.  Exit 0 written, 2 a
+source or path that cannot be used (nothing is written).
 """
 
 EXAMPLES = """\

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.authoring.conftest import derived, init_from
+from tests.authoring.conftest import derived, fills, init_from
 
 LLAMAFACTORY = """\
 model_name_or_path: org/tiny
@@ -79,3 +79,84 @@ def test_lora_target_all_is_all_linear_and_dpo_is_an_objective(
     assert got["training.objective.kind"] == "dpo" and got["training.objective.beta"] == 0.1
     assert got["training.loss_normalization"] == "per-sequence"
     assert "mine" in err  # no dataset_info.json: the dataset is named in a note
+
+
+MINIMAL = """\
+model_name_or_path: org/tiny
+stage: sft
+do_train: true
+dataset: mine
+template: llama3
+output_dir: saves/tiny
+learning_rate: 1.0e-4
+bf16: true
+"""
+
+
+def _minimal(project: Path, text: str = MINIMAL) -> Path:
+    (project / "data" / "dataset_info.json").write_text(
+        json.dumps({"mine": {"file_name": "train.jsonl"}})
+    )
+    config = project / "lf.yaml"
+    config.write_text(text)
+    return config
+
+
+def test_what_the_config_leaves_out_is_llamafactorys_own_default(
+    hub: dict[str, str], project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, payload, err = init_from(capsys, project / "exp.yaml", _minimal(project))
+    assert rc == 0, err
+    got = {d["field"]: d for d in payload["derived"]}
+    # finetuning_args.py: finetuning_type lora, lora_rank 8, lora_alpha None -> rank * 2
+    assert got["method.kind"]["value"] == "lora" and got["method.r"]["value"] == 8
+    assert got["method.alpha"]["value"] == 16.0 and got["method.dropout"]["value"] == 0.0
+    assert got["method.target_modules"]["value"] == "all-linear"  # lora_target: all
+    assert got["method.alpha"]["source"] == "LLaMA-Factory"
+    assert "lora_rank * 2" in got["method.alpha"]["key"]
+    # LLaMA-Factory turns gradient checkpointing on itself (unless disabled)
+    assert got["training.activation_checkpointing"]["value"] is True
+    assert got["training.seq_len"]["value"] == 2048  # data_args.py cutoff_len
+    assert got["seeds.python"]["value"] == 42  # TrainingArguments' seed
+    assert got["training.grad_accum"]["value"] == 1 and got["training.micro_batch"]["value"] == 8
+    text = (project / "exp.yaml").read_text()
+    assert "default of LLaMA-Factory hparams/finetuning_args.py lora_rank" in text
+    assert "default of transformers TrainingArguments training_args.py seed" in text
+    # the optimizer transformers picks depends on the installed torch: a FILL, never guessed
+    fill = {f["field"]: f["decide"] for f in payload["fill"]}
+    assert (
+        "training.optimizer.name" in fill and "adamw_torch_fused" in fill["training.optimizer.name"]
+    )
+    assert "name: null" in text
+
+
+def test_a_stated_rank_sets_the_default_alpha_and_stated_values_win(
+    hub: dict[str, str], project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = MINIMAL + "lora_rank: 16\ndisable_gradient_checkpointing: true\noptim: adamw_torch\n"
+    rc, payload, err = init_from(capsys, project / "exp.yaml", _minimal(project, text))
+    assert rc == 0, err
+    got = derived(payload)
+    assert got["method.r"] == 16 and got["method.alpha"] == 32.0  # lora_rank * 2
+    assert got["training.activation_checkpointing"] is False
+    assert got["training.optimizer.name"] == "adamw_torch"
+    assert "training.optimizer.name" not in fills(payload)
+
+
+def test_a_deepspeed_config_gives_the_zero_stage_or_a_fill(
+    hub: dict[str, str], project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "ds.json").write_text('{"zero_optimization": {"stage": 2}}')
+    rc, payload, err = init_from(
+        capsys, project / "a.yaml", _minimal(project, MINIMAL + "deepspeed: ds.json\n")
+    )
+    assert rc == 0, err
+    assert derived(payload)["distributed.strategy"] == "zero2"
+    assert "distributed.world_size" in fills(payload)  # how many processes: the run's
+    rc, payload, err = init_from(
+        capsys, project / "b.yaml", _minimal(project, MINIMAL + "deepspeed: gone.json\n")
+    )
+    assert rc == 0, err
+    assert "distributed.strategy" in fills(payload) and "distributed.strategy" not in derived(
+        payload
+    )

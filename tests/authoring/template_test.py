@@ -37,6 +37,7 @@ def test_schema_is_the_published_id_never_a_path_of_this_machine(
     assert result.returncode == 0, result.stderr
     text = manifest.read_text()
     assert text.splitlines()[0] == f"# yaml-language-server: $schema={SCHEMA_ID}"
+    assert str(tmp_path) not in text  # the --from paths are named relative to the manifest
     assert "site-packages" not in text and "file:" not in text
 
 
