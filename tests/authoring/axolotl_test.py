@@ -164,3 +164,21 @@ def _field(loc: tuple[Any, ...]) -> str:
     from ftmanifest.location import format_loc
 
     return format_loc(loc)
+
+
+def test_an_unstated_rank_is_a_null_fill_that_lint_refuses_never_a_plausible_value(
+    hub: dict[str, str], project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ftmanifest.lint import lint_paths
+
+    text = AXOLOTL.replace("lora_r: 8\nlora_alpha: 16\n", "")
+    manifest = project / "exp.yaml"
+    rc, payload, err = init_from(capsys, manifest, _write(project, text))
+    assert rc == 0, err
+    todo = [f["field"] for f in payload["fill"]]
+    assert "method.r" in todo and "method.alpha" in todo
+    written = manifest.read_text()
+    assert "  r: null" in written and "  alpha: null" in written
+    assert "r: 16" not in written and "alpha: 32" not in written
+    findings, unusable = lint_paths([str(manifest)])
+    assert unusable == 1 and {f.field for f in findings} >= {"method.r", "method.alpha"}

@@ -72,3 +72,15 @@ def test_a_missing_source_is_exit_2_with_the_field(
     result = run_cli("init", str(project / "exp.yaml"), "--from", str(project / "nope.yml"))
     rc, err = result.returncode, result.stderr
     assert rc == 2 and "nope.yml" in err and "--from" in err and "Traceback" not in err
+
+
+def test_a_data_file_outside_the_manifests_folder_is_named_in_a_note(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "manifests").mkdir()
+    rc, payload, err = init_from(capsys, project / "manifests" / "exp.yaml", project / "data")
+    assert rc == 0, err
+    assert any("outside the manifest's folder" in n and "--allow-outside" in n
+               for n in payload["notes"])  # fmt: skip
+    rc, payload, err = init_from(capsys, project / "exp.yaml", project / "data")
+    assert not any("outside the manifest's folder" in n for n in payload["notes"])  # control

@@ -42,3 +42,29 @@ def test_an_unknown_dataset_key_is_a_note(
     source.write_text("base_model: org/tiny\ndatasets:\n  - path: data/train.jsonl\n    tpye: x\n")
     rc, payload, err = init_from(capsys, project / "exp.yaml", source)
     assert rc == 0 and any("'tpye'" in n and n.startswith("axolotl.yml") for n in payload["notes"])
+
+
+def test_keys_axolotl_documents_are_known_and_a_misspelt_one_is_not(
+    hub: dict[str, str], project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Keys of axolotl's config schema (its examples use them) are never called typos."""
+    source = project / "axolotl.yml"
+    documented = (
+        "base_model: org/tiny\nmodel_revision: main\nattn_implementation: flash_attention_2\n"
+        "gradient_checkpointing: true\ngradient_checkpointing_kwargs:\n  use_reentrant: false\n"
+        "eval_sample_packing: true\nloss_watchdog_threshold: 5.0\nrl: dpo\n"
+        "datasets:\n  - path: data/train.jsonl\n    type: chat_template.default\n"
+        "    field_chosen: chosen\n    field_rejected: rejected\n"
+    )
+    source.write_text(documented)
+    rc, payload, err = init_from(capsys, project / "exp.yaml", source)
+    assert rc == 0, err
+    assert not [n for n in payload["notes"] if "unknown" in n], payload["notes"]
+    assert {d["field"]: d["value"] for d in payload["derived"]}[
+        "model.attn_implementation"
+    ] == "flash_attention_2"
+    source.write_text(
+        documented.replace("gradient_checkpointing_kwargs", "gradient_checkpoint_kwargs")
+    )
+    rc, payload, err = init_from(capsys, project / "exp.yaml", source)
+    assert rc == 0 and any("'gradient_checkpoint_kwargs'" in n for n in payload["notes"])
