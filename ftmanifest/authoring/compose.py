@@ -16,7 +16,10 @@ from ftmanifest.authoring.draft import Derived, Draft
 from ftmanifest.authoring.model_source import relative
 from ftmanifest.authoring.render import emit
 from ftmanifest.authoring.sources import read_all
+from ftmanifest.errors import InputError
 from ftmanifest.location import Loc, format_loc
+from ftmanifest.manifest.load import Document
+from ftmanifest.manifest.validate import schema_findings
 
 LOCK = "`ftmanifest lock` fills it"
 LOCK_FILE_NOTE = (
@@ -194,10 +197,6 @@ def _schema_fills(draft: Draft, doc: dict[str, Any]) -> bool:
     """Check ``doc`` against the schema: a derived value it refuses is the source's
     mistake (an error naming its file and key, before anything is written); a
     required field nothing stated becomes a FILL (True: render again)."""
-    from ftmanifest.errors import InputError
-    from ftmanifest.manifest.load import Document
-    from ftmanifest.manifest.validate import schema_findings
-
     added = False
     for f in schema_findings(Document("manifest", "yaml", "", doc)):
         loc = f.loc or ()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.authoring.draft import Draft, is_set
+from ftmanifest.authoring.formats import read_mapping
 
 LORA_CONFIG = frozenset(
     """
@@ -57,8 +58,6 @@ def looks_like(cfg: dict[str, Any]) -> bool:
 
 
 def read(path: Path, base: Path, draft: Draft) -> None:
-    from ftmanifest.authoring.formats import read_mapping
-
     cfg = read_mapping(path, "peft adapter config")
     source = path.name if path.name != "adapter_config.json" else f"{path.parent.name}/{path.name}"
     peft_type = str(cfg.get("peft_type") or "LORA").upper()

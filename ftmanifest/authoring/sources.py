@@ -21,6 +21,7 @@ from ftmanifest.authoring import (
     trl_cli,
 )
 from ftmanifest.authoring.draft import Draft
+from ftmanifest.authoring.formats import read_mapping
 from ftmanifest.errors import InputError, InputNotFoundError
 
 _HUB_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*(@[^\s@]+)?$")
@@ -66,8 +67,6 @@ def classify(source: str) -> tuple[str, Path]:
         refuse_pickle(path)
     suffix = path.suffix.lower()
     if suffix in (".yaml", ".yml"):
-        from ftmanifest.authoring.formats import read_mapping
-
         cfg = read_mapping(path, "training config")
         if axolotl.looks_like(cfg):
             return "axolotl", path
@@ -93,8 +92,6 @@ def classify(source: str) -> tuple[str, Path]:
 
 
 def _json_kind(path: Path) -> str | None:
-    from ftmanifest.authoring.formats import read_mapping
-
     try:
         cfg = read_mapping(path, "JSON file")
     except InputError:
