@@ -27,6 +27,8 @@ class ProbeContext:
     """Where /proc, /sys and /dev are read from (a test may point it elsewhere)."""
     nvml: bool = True
     """Ask NVML (pynvml, only if already installed) when nvidia-smi is missing."""
+    use_cache: bool = True
+    """The git probe may take a file's blob id from the stat cache (``--no-cache``: False)."""
 
     def run(self, argv: Sequence[str], *, cwd: str | None = None) -> CommandResult:
         return run_command(argv, environ=self.environ, timeout=self.timeout, cwd=cwd)

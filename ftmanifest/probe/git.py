@@ -1,8 +1,10 @@
 """Probe: git commit and dirty state of the training code.
 
-Layer: probes and runtime.  Runs ``git rev-parse HEAD`` and ``git status
---porcelain`` in the given folder, without a shell and without taking git's
-index lock (GIT_OPTIONAL_LOCKS=0), so probing never races a user's git.
+Layer: probes and runtime.  Finds the work tree root and HEAD, then compares
+the work tree with HEAD by content (``git_content``): what git's index flags,
+filters or submodule settings would hide from ``git status`` is seen.  Git
+runs without a shell and without taking the index lock (GIT_OPTIONAL_LOCKS=0),
+so probing never races a user's git.
 
 Untracked files count as dirty: a new script the run imports is not in the
 commit, so the commit alone cannot reproduce the run.  Files git ignores do
@@ -12,7 +14,6 @@ not count (checkpoints, caches and outputs usually are ignored).
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ftmanifest.probe._context import ProbeContext
+from ftmanifest.probe._git_env import GIT_ENV_DROP, git_context
+from ftmanifest.probe.git_content import ContentChange, compare_worktree
 
 GitStatus = Literal["ok", "no-commits", "not-a-repo", "no-git", "error"]
 
@@ -33,12 +36,14 @@ class GitState:
     dirty: bool = False
     """Tracked changes or untracked files are present."""
     changed: int = 0
-    """Number of 'git status --porcelain' lines (tracked changes + untracked)."""
+    """Number of paths that differ (tracked changes + files the commit does not have)."""
     untracked: int = 0
     root: str | None = None
     note: str | None = None
     dirty_paths: tuple[str, ...] = ()
-    """Paths (relative to ``root``) that 'git status --porcelain' lists."""
+    """Paths (relative to ``root``) that differ from HEAD, an untracked folder as ``dir/``."""
+    changes: tuple[ContentChange, ...] = ()
+    """How each of ``dirty_paths`` differs: the commit's blob and what is here."""
 
 
 def porcelain_paths(text: str) -> tuple[str, ...]:
@@ -57,24 +62,9 @@ def parse_porcelain(text: str) -> tuple[int, int]:
     return len(lines), sum(1 for line in lines if line.startswith("??"))
 
 
-def git_context(ctx: ProbeContext) -> ProbeContext:
-    """``ctx`` set up for running git: no optional locks, C locale (output is
-    parsed), and objects as stored rather than as ``refs/replace`` rewrites them.
-
-    Every git call of the probes goes through the context this returns.
-    """
-    env = dict(ctx.environ)
-    env["GIT_OPTIONAL_LOCKS"] = "0"
-    env["LC_ALL"] = "C"
-    env["GIT_NO_REPLACE_OBJECTS"] = "1"
-    return dataclasses.replace(ctx, environ=env)
-
-
 # --- the one repository root finder --------------------------------------------
 
 _GIT_TIMEOUT_S = 10.0
-# Variables that would point git at another repository than the folder's.
-_GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE")
 # Within one observation (``one_observation``): each folder's answer, asked once.
 _ANSWERS: contextvars.ContextVar[dict[tuple[str, tuple[tuple[str, str], ...]], Any] | None] = (
     contextvars.ContextVar("ftmanifest_git_toplevel", default=None)
@@ -111,7 +101,7 @@ def repository_root(folder: Path, environ: Mapping[str, str] | None = None) -> P
     """The git work tree root holding ``folder`` as git decides it, or None
     (``GIT_DIR`` and its kind dropped: the folder's own repository)."""
     env = {k: v for k, v in (os.environ if environ is None else environ).items()}
-    for name in _GIT_ENV_DROP:
+    for name in GIT_ENV_DROP:
         env.pop(name, None)
     git = git_context(ProbeContext(environ=env, timeout=_GIT_TIMEOUT_S))
     if not folder.is_dir():
@@ -134,20 +124,28 @@ def probe_dir(ctx: ProbeContext, folder: Path) -> GitState:
             return GitState("not-a-repo", root=str(folder), note=top.error)
         return GitState("error", root=str(folder), note=top.error)
     root = top.stdout.strip() or str(folder)
-    status = git.run(["git", "status", "--porcelain", "--untracked-files=normal"], cwd=root)
-    if not status.ok:
-        return GitState("error", root=root, note=status.error)
-    changed, untracked = parse_porcelain(status.stdout)
     head = git.run(["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"], cwd=root)
     commit = head.stdout.strip() if head.ok else None
+    if not commit:  # nothing committed: every file is new
+        status = git.run(["git", "status", "--porcelain", "--untracked-files=normal"], cwd=root)
+        if not status.ok:
+            return GitState("error", root=root, note=status.error)
+        changed, untracked = parse_porcelain(status.stdout)
+        paths = porcelain_paths(status.stdout)
+        return GitState("no-commits", None, changed > 0, changed, untracked, root, None, paths)
+    compared = compare_worktree(root, commit, ctx=git, use_cache=ctx.use_cache)
+    if compared.error is not None:
+        return GitState("error", root=root, note=compared.error)
+    changes = compared.changes
     return GitState(
-        status="ok" if commit else "no-commits",
-        commit=commit or None,
-        dirty=changed > 0,
-        changed=changed,
-        untracked=untracked,
+        status="ok",
+        commit=commit,
+        dirty=bool(changes),
+        changed=len(changes),
+        untracked=sum(1 for c in changes if c.kind == "untracked"),
         root=root,
-        dirty_paths=porcelain_paths(status.stdout),
+        dirty_paths=tuple(c.path for c in changes),
+        changes=changes,
     )
 
 
