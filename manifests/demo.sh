@@ -207,9 +207,14 @@ expect 1 python manifests/train_tiny.py "$OUT/tiny/manifest.yaml" \
   --own-args seed=42,per_device_train_batch_size=8
 expect 0 python manifests/train_tiny.py "$OUT/tiny/manifest.yaml"
 
-step "11c. run supervises the command: shell exit codes, signals passed on, every run recorded"
+step "11c. run supervises the command: shell exit codes, signals passed on, every run recorded; a command whose Python run cannot tell is refused unless its guard reports"
 expect 127 ftmanifest run "$OUT/tiny/manifest.yaml" -- no-such-command
-expect 143 ftmanifest run "$OUT/tiny/manifest.yaml" -- sh -c 'kill -TERM $$'
+# a shell string may start any interpreter: refused, unless the guard inside it reports
+expect 1 ftmanifest run "$OUT/tiny/manifest.yaml" -- sh -c 'python manifests/train_tiny.py "$0"' \
+  "$OUT/tiny/manifest.yaml"
+expect 0 ftmanifest run "$OUT/tiny/manifest.yaml" --guarded -- \
+  sh -c 'python manifests/train_tiny.py "$0"' "$OUT/tiny/manifest.yaml"
+expect 143 ftmanifest run "$OUT/tiny/manifest.yaml" --guarded -- sh -c 'kill -TERM $$'
 expect 0 ftmanifest run "$OUT/tiny/manifest.yaml" --grace 5 -- python -c '
 import os, signal, sys, time
 def checkpoint(signum, frame):
@@ -384,7 +389,7 @@ print(f"   -> exit {code} (the command's own; the attempt is recorded as abandon
 sys.exit(0 if started and code == 1 else 1)
 PY
 [ $? -eq 0 ] || { echo "   DEMO FAILED"; FAILED=1; }
-expect 3 ftmanifest run "$OUT/tiny/seed7.yaml" --no-signature "${ACCEPT[@]}" -- sh -c 'exit 3'
+expect 3 ftmanifest run "$OUT/tiny/seed7.yaml" --no-signature "${ACCEPT[@]}" --guarded -- sh -c 'exit 3'
 expect 0 ftmanifest ledger invalidate docroute-tiny-seed7 --manifest "$OUT/tiny/seed7.yaml" \
   --reason "demo: the failed run used a half-written checkpoint"
 expect 0 ftmanifest ledger list --manifest "$OUT/tiny/lora.yaml"

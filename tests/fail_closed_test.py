@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -365,7 +366,9 @@ def test_a_hub_model_on_a_branch_is_refused(hub: tuple[Path, dict[str, str]]) ->
 
 
 def test_run_records_refusal_start_and_exit(project: Path) -> None:
-    ok = run_cli("run", str(project), "--no-signature", "--", "sh", "-c", "exit 3", env=ENV)
+    ok = run_cli(
+        "run", str(project), "--no-signature", "--guarded", "--", "sh", "-c", "exit 3", env=ENV
+    )
     assert ok.returncode == 3, ok.stdout + ok.stderr
     (project.parent / "data" / "eval.jsonl").write_text("changed\n")
     refused = run_cli("run", str(project), "--no-signature", "--", "true", env=ENV)
@@ -379,7 +382,9 @@ def test_run_records_refusal_start_and_exit(project: Path) -> None:
         "--reason",
         "reviewed",
         "--",
-        "true",
+        sys.executable,
+        "-c",
+        "pass",
         env=ENV,
     )
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr

@@ -43,6 +43,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -399,8 +400,12 @@ def test_verify_hub(
     check("verify-hub-pass", normalise.with_key("digest", "<DIGEST>")(doc))
 
 
+# a Python command: run probes its interpreter (a bare `true` is refused unless --guarded)
+PASS_CMD = (sys.executable, "-c", "pass")
+
+
 def test_run_pass(capsys: pytest.CaptureFixture[str], tmp_path: Path, project: Path) -> None:
-    args = ("run", "--format", "json", "--no-signature", str(project), "--", "true")
+    args = ("run", "--format", "json", "--no-signature", str(project), "--", *PASS_CMD)
     code, doc = cli_json(capsys, *args)
     assert code == 0
     check("run-pass", project_normaliser(tmp_path, project)(doc))

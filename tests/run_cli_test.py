@@ -58,7 +58,7 @@ def test_a_command_killed_by_a_signal_is_128_plus_n(
     name: str,
     expected: int,
 ) -> None:
-    assert _run(project, "sh", "-c", f"kill -{name} $$")[0] == expected
+    assert _run(project, "sh", "-c", f"kill -{name} $$", options=("--guarded",))[0] == expected
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

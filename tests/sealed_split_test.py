@@ -9,6 +9,7 @@ by the experiment's family is recorded and warned about in ``unseal``,
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from tests.conftest import ENV, run_cli
@@ -116,7 +117,8 @@ def test_an_attempt_over_budget_is_flagged_in_verify(project: Path) -> None:
         "max_gpu_hours: 2.5", "max_gpu_hours: 2.5\n    max_hours: 0.000001"
     )
     project.write_text(text)
-    ran = run_cli("run", str(project), "--no-signature", "--", "sleep", "0.2", env=ENV)
+    nap = (sys.executable, "-c", "import time; time.sleep(0.2)")
+    ran = run_cli("run", str(project), "--no-signature", "--", *nap, env=ENV)
     assert ran.returncode == 0, ran.stderr
     [attempt] = _ledger(project)
     assert attempt["status"] == "completed"

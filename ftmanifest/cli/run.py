@@ -83,6 +83,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "drift or unusable input, to tell that from CMD's own exit codes",
     )
     p.add_argument(
+        "--guarded",
+        action="store_true",
+        help="CMD calls the guard in every process that trains (ftmanifest.guard or the "
+        "Trainer callback): run starts a command it cannot attribute to one Python "
+        "interpreter (a shell string, a launcher) and refuses the run when no guard reported",
+    )
+    p.add_argument(
         "--abandon-reason",
         metavar="TEXT",
         help="why, if the run is stopped by a signal (recorded as abandoned); "
@@ -134,6 +141,21 @@ def run(args: argparse.Namespace) -> int:
         runrecord.ATTEMPT_ENV: attempt,
         "FTMANIFEST_LEDGER": str(runrecord.records_path(report.manifest_path, args.ledger)),
     }
+    try:  # the interpreter that will train, not this one
+        _check_interpreter(command, env, report, args)
+    except FtManifestError as exc:
+        _record(report, "refused", command, attempt=attempt, ledger=args.ledger)
+        if args.refused_exit is not None:
+            exc.exit_code = args.refused_exit
+        raise
+    reports_dir = None
+    if args.guarded:
+        import tempfile
+
+        from ftmanifest.ledger.guardreport import GUARD_REPORTS_ENV
+
+        reports_dir = tempfile.mkdtemp(prefix="ftmanifest-guard-")
+        env[GUARD_REPORTS_ENV] = reports_dir
     started = runrecord.now()
     if report.accepted:
         try:  # an acceptance that cannot be recorded is not made: nothing runs
@@ -161,6 +183,15 @@ def run(args: argparse.Namespace) -> int:
         "exit_code": status,
         "budget_used": runrecord.used(started, finished, runrecord.devices(report)),
     }
+    unguarded = _unguarded(reports_dir, report.manifest_digest) if reports_dir else None
+    if unguarded is not None and not stopped:
+        # what ran was never verified: a failed attempt, and never exit 0
+        extra["reason"] = unguarded if status == 0 else f"exit status {status}; {unguarded}"
+        _record(report, "failed", command, attempt=attempt, ledger=args.ledger, **extra)
+        sys.stderr.write(f"ftmanifest: REFUSED after the command ended: {unguarded}\n")
+        if status != 0:
+            return status
+        return 1 if args.refused_exit is None else int(args.refused_exit)
     if stopped:
         why = abandon_reason or _ask_reason(stopped[0].name)
         extra["reason"] = why
@@ -172,6 +203,87 @@ def run(args: argparse.Namespace) -> int:
         extra["reason"] = f"exit status {status}"
         _record(report, "failed", command, attempt=attempt, ledger=args.ledger, **extra)
     return status
+
+
+def _check_interpreter(
+    command: list[str], env: dict[str, str], report: VerifyReport, args: argparse.Namespace
+) -> None:
+    """Refuse unless the command's own interpreter is the one the manifest pins
+    (probed with the command's environment), or, for a command that cannot be
+    attributed to one interpreter, unless the guard inside it will report."""
+    from pathlib import Path
+
+    from ftmanifest.probe.git import repository_root
+    from ftmanifest.verify.child import (
+        ChildRefusedError,
+        check_module_pinned,
+        child_findings,
+        probe_child,
+    )
+    from ftmanifest.verify.launch import UnattributedCommandError, attribute
+
+    launch = attribute(command, env, Path.cwd())
+    if not launch.attributed:
+        if args.guarded or launch.missing:
+            return  # the guard will report; or nothing can start (127, as a shell)
+        raise UnattributedCommandError(
+            "run cannot tell which Python interpreter this command trains with",
+            field="CMD",
+            expected="a Python command (python train.py, python -m train, torchrun ...), "
+            "or --guarded with the guard inside the training process",
+            observed=f"{' '.join(command)[:200]}: {launch.why}",
+            hint="run the script with python directly; or call ftmanifest.guard(MANIFEST) first "
+            "in the training script (the Trainer callback also reports) and pass --guarded",
+        )
+    if report.loaded is None or report.observed is None:
+        return
+    manifest = report.loaded.manifest
+    child = probe_child(launch, env, Path.cwd())
+    rows = _accepting(
+        child_findings(manifest, report.observed, child, {**env, **launch.env}), args
+    )[0]
+    pinned = manifest.environment.code.commit
+    root = repository_root(Path(os.path.abspath(args.code or report.manifest_path.parent)))
+    check_module_pinned(child, root, pinned)
+    if rows:
+        raise ChildRefusedError(
+            f"the command's interpreter {launch.interpreter} is not the environment the "
+            "manifest pins",
+            findings=rows,
+            hint="run the command with the pinned interpreter and packages (or lock again "
+            "in the environment that trains)",
+        )
+
+
+def _accepting(rows: list[Any], args: argparse.Namespace) -> tuple[list[Any], list[Any], Any]:
+    """``rows`` less those the command line accepts on purpose (``--accept FIELD``)."""
+    from ftmanifest.cli._verify_report import accepted_fields
+    from ftmanifest.verify.acceptances import apply_acceptances
+
+    return apply_acceptances(rows, accepted_fields(args))
+
+
+def _unguarded(reports_dir: str, digest: str) -> str | None:
+    """Why the run is refused after the fact: no guard reported, or one verified
+    another manifest; None when a guard verified this one.  The folder is removed."""
+    import shutil
+    from pathlib import Path
+
+    from ftmanifest.ledger.guardreport import read_reports
+
+    try:
+        reports = read_reports(Path(reports_dir))
+    finally:
+        shutil.rmtree(reports_dir, ignore_errors=True)
+    if not reports:
+        return (
+            "--guarded, but no process of the command reported a passing guard: call "
+            "ftmanifest.guard(MANIFEST) first in the training script"
+        )
+    other = [r for r in reports if r.manifest_digest != digest]
+    if other:
+        return f"a guard verified another manifest ({other[0].manifest_digest}) than {digest}"
+    return None
 
 
 def _attempt(report: VerifyReport, ledger: Any) -> str:

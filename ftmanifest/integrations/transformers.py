@@ -63,6 +63,7 @@ from ftmanifest.integrations.builders import (
 )
 from ftmanifest.integrations.pinned import compare_weights, load_pinned
 from ftmanifest.ledger import runrecord
+from ftmanifest.ledger.guardreport import report_guarded
 from ftmanifest.safe_text import escape
 from ftmanifest.verify import DriftError, VerifyReport, apply_acceptances, verify_manifest
 
@@ -243,6 +244,7 @@ class FtManifestCallback(TrainerCallback):
         if not report.ok:
             control.should_training_stop = True  # belt and braces; the raise stops it
             raise refusal
+        report_guarded(report.manifest_digest)  # `run --guarded` waits for this word
 
     def _link_trackers(
         self, args: TrainingArguments, state: TrainerState, record: dict[str, Any]
