@@ -66,8 +66,12 @@ def test_dirty_names_the_changed_files_in_text_and_json(project: Path) -> None:
     root = project.parent
     (root / "train.py").write_text("print('new')\n")
     (root / ".gitignore").write_text("out/\ncache/\n")  # a tracked file, not pinned
-    observed = _fields(project)["environment.code.dirty"] or ""
+    rows = verify_manifest(project, signature=False, scan=False).findings
+    observed = " ".join(
+        f"{f.path} {f.observed}" for f in rows if f.field == "environment.code.dirty"
+    )
     assert "train.py" in observed and ".gitignore" in observed
+    assert [f.path for f in rows if f.field == "environment.code.dirty"] == [".gitignore", None]
     text = run_cli("verify", str(project), "--no-signature", env=ENV)
     assert text.returncode == 1
     assert "train.py" in text.stdout and ".gitignore" in text.stdout
@@ -75,7 +79,7 @@ def test_dirty_names_the_changed_files_in_text_and_json(project: Path) -> None:
         run_cli("verify", str(project), "--no-signature", "--format", "json", env=ENV).stdout
     )
     rows = [f for f in doc["findings"] if f["field"] == "environment.code.dirty"]
-    assert rows and ".gitignore" in rows[0]["observed"]
+    assert rows and rows[0]["path"] == ".gitignore" and "blob " in rows[0]["expected"]
 
 
 def test_many_dirty_files_are_counted_not_all_listed(project: Path) -> None:

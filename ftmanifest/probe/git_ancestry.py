@@ -11,7 +11,7 @@ files it pins by digest).
 Trees are compared, not commits, so a change made and reverted in between is
 fine, and a merge that brings in any other file is not.  It costs three git
 calls on the way to "ok" (one when the commits are the same), all through
-:func:`ftmanifest.probe.git.git_context`: no shell, a timeout, no optional
+:func:`ftmanifest.probe._git_env.git_context`: no shell, a timeout, no optional
 locks, C locale, no replace refs.
 
 What "allowed" means:
@@ -37,6 +37,10 @@ What "allowed" means:
   (``chmod +x``) is a change.
 * A path git prints in bytes that are not UTF-8 cannot be compared reliably
   and always offends.
+* With ``other_manifests``, another manifest's file (its manifest or envelope,
+  a manifest on both sides: ``other_manifests.between_commits``) is allowed:
+  locking and committing one manifest of a repository does not move the code
+  of the others.
 """
 
 from __future__ import annotations
@@ -50,7 +54,8 @@ from typing import Literal
 from ftmanifest.manifest.patterns import COMMIT_RE
 from ftmanifest.probe._command import CommandResult
 from ftmanifest.probe._context import ProbeContext
-from ftmanifest.probe.git import git_context
+from ftmanifest.probe._git_env import GitFailed, git_context
+from ftmanifest.probe.other_manifests import Side, between_commits
 
 AncestryReason = Literal[
     "same commit",
@@ -92,11 +97,14 @@ def descends_with_only(
     *,
     ctx: ProbeContext | None = None,
     refuse: Callable[[str], bool] | None = None,
+    other_manifests: bool = False,
 ) -> AncestryResult:
     """Whether ``head`` descends from ``pinned`` and their trees differ only in ``allowed``.
 
     ``refuse`` names, among the paths ``allowed`` covers, those that still
     count as changed (a folder allowed for its records, not for a script).
+    ``other_manifests``: another manifest's files may change too (see the
+    module doc).
 
     ``repo_root`` is any folder of the work tree; ``pinned`` and ``head`` are
     40-hex commit ids; ``allowed`` holds absolute files and folders (relative
@@ -157,25 +165,46 @@ def descends_with_only(
     if not diff.ok:
         return _refuse("git error", diff.error)
     inside = repo_paths(allowed, repo_tops(top, Path(repo_root)), base=Path(repo_root))
+    entries = parse_raw_entries(diff.stdout)
     bad = [
-        path
-        for path, gitlink in parse_raw_z(diff.stdout)
-        if gitlink or not path_allowed(inside, path) or (refuse is not None and refuse(path))
+        (path, old, new)
+        for path, old, new in entries
+        if GITLINK_MODE in (old.mode, new.mode)
+        or not path_allowed(inside, path)
+        or (refuse is not None and refuse(path))
     ]
+    if bad and other_manifests:
+        candidates = [b for b in bad if GITLINK_MODE not in (b[1].mode, b[2].mode)]
+        if refuse is not None:
+            candidates = [b for b in candidates if not refuse(b[0])]
+        try:
+            theirs = between_commits(cwd, candidates, git)
+        except GitFailed:
+            theirs = set()  # cannot read them: they count as changed
+        bad = [b for b in bad if b[0] not in theirs]
     if bad:
-        return AncestryResult(False, "other files changed", tuple(bad[:MAX_OFFENDING]), len(bad))
+        paths = [path for path, _old, _new in bad]
+        return AncestryResult(False, "other files changed", tuple(paths[:MAX_OFFENDING]), len(bad))
     return AncestryResult(True, "only allowed files changed")
 
 
 def parse_raw_z(text: str) -> list[tuple[str, bool]]:
-    """(path, is a gitlink on either side) of each entry of ``git diff-tree -r -z`` raw output.
+    """(path, is a gitlink on either side) of each entry of ``git diff-tree -r -z`` raw output."""
+    return [
+        (path, GITLINK_MODE in (old.mode, new.mode)) for path, old, new in parse_raw_entries(text)
+    ]
+
+
+def parse_raw_entries(text: str) -> list[tuple[str, Side, Side]]:
+    """(path, old side, new side) of each entry of ``git diff-tree -r -z`` raw output.
 
     A record is ``:<old mode> <new mode> <old id> <new id> <status>`` then one
     path (two for a rename or copy, whose both names are returned), each ended
-    by NUL.
+    by NUL.  A side that git writes as all zeros (the file is absent there) has
+    no blob and no mode; its mode is ``000000``.
     """
     tokens = text.split("\0")
-    out: list[tuple[str, bool]] = []
+    out: list[tuple[str, Side, Side]] = []
     i = 0
     while i < len(tokens):
         meta = tokens[i]
@@ -183,11 +212,15 @@ def parse_raw_z(text: str) -> list[tuple[str, bool]]:
         if not meta.startswith(":"):
             continue
         fields = meta[1:].split(" ")
-        gitlink = GITLINK_MODE in fields[:2]
+        old, new = (_side(fields[n], fields[n + 2]) for n in (0, 1))
         count = 2 if fields[-1][:1] in ("R", "C") else 1
-        out.extend((path, gitlink) for path in tokens[i : i + count])
+        out.extend((path, old, new) for path in tokens[i : i + count])
         i += count
     return out
+
+
+def _side(mode: str, oid: str) -> Side:
+    return Side(oid, mode) if mode.strip("0") else Side(None, None)
 
 
 def repo_paths(allowed: Iterable[Path], tops: Iterable[str], *, base: Path) -> frozenset[str]:

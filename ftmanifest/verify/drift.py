@@ -8,6 +8,7 @@ the fix; it never reads the disk or decides exit codes.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from ftmanifest.findings import Severity
     from ftmanifest.location import Loc
     from ftmanifest.manifest.model import Manifest
+    from ftmanifest.probe.git_content import ContentChange, TrackedBlob
     from ftmanifest.snapshot import FileState
     from ftmanifest.verify.observe import Observed
 
@@ -244,26 +246,110 @@ def _code(m: Manifest, seen: Observed) -> Iterator[Finding]:
             ("environment", "code", "dirty"),
             "the manifest was locked with uncommitted changes: the code cannot be checked",
             "a manifest locked on a clean tree",
-            _dirty_files(seen.code_dirty) + " now" if have.dirty else "clean now",
+            _dirty_files(tuple(shown(c.path) for c in seen.code_dirty)) + " now"
+            if have.dirty
+            else "clean now",
             "commit the changes, then `ftmanifest lock` again",
         )
     elif want.commit and have.dirty:
+        yield from code_rows(seen.code_dirty)
+
+
+MAX_CODE_ROWS = 8  # files named one row each; the rest in one row
+GITLINK = "160000"  # a submodule's mode in a git tree
+
+
+def code_rows(changes: tuple[ContentChange, ...]) -> Iterator[Finding]:
+    """A row per tracked file whose content differs (the first ``MAX_CODE_ROWS``),
+    one for the rest, and one for the files the commit does not have."""
+    tracked = [c for c in changes if c.expected is not None]
+    extra = [c for c in changes if c.expected is None]
+    for c in tracked[:MAX_CODE_ROWS]:
         yield _row(
             "drift.code",
             ("environment", "code", "dirty"),
-            "training code has uncommitted changes",
-            "clean tree",
-            _dirty_files(seen.code_dirty),
-            "commit or stash the changes, then re-lock",
+            f"training code {_CHANGE_WORDS[c.kind]}: {shown(c.path)}",
+            _entry(c.expected),
+            c.observed,
+            _code_fix(c),
+            path=shown(c.path),
+        )
+    rest = tracked[MAX_CODE_ROWS:]
+    if rest:
+        yield _row(
+            "drift.code",
+            ("environment", "code", "dirty"),
+            f"{len(rest)} more training code files differ from their commit",
+            "the commit's content",
+            _dirty_files(tuple(shown(c.path) for c in rest), label="differ"),
+            "commit the changes and lock again, or restore them: git checkout -- <file>",
+        )
+    if extra or not changes:
+        staged = all(c.kind == "staged" for c in extra) and extra
+        yield _row(
+            "drift.code",
+            ("environment", "code", "dirty"),
+            "training code has files its commit does not have",
+            "no file beyond the commit's (ignored files aside)",
+            _dirty_files(
+                tuple(shown(c.path) for c in extra), label="staged" if staged else "untracked"
+            ),
+            "commit them and lock again, or move them out of the repository",
         )
 
 
-def _dirty_files(paths: tuple[str, ...], shown: int = 8) -> str:
+_CHANGE_WORDS = {
+    "modified": "differs from its commit",
+    "mode": "has another mode than in its commit",
+    "missing": "is missing from the work tree",
+    "type": "is another kind of file than in its commit",
+    "unreadable": "cannot be read",
+    "submodule": "submodule is at another commit",
+}
+
+
+def _entry(blob: TrackedBlob | None) -> str:
+    if blob is None:
+        return "absent"
+    if blob.mode == GITLINK:
+        return f"commit {blob.blob}"
+    return f"blob {blob.blob} (mode {blob.mode})"
+
+
+def _code_fix(c: ContentChange) -> str:
+    """How to make ``c`` go away: the index flag or filter that hid it first."""
+    p = shlex.quote(shown(c.path))
+    assert c.expected is not None
+    if c.expected.mode == GITLINK:
+        if c.kind == "missing":
+            return f"git submodule update --init {p}"
+        return (f"git -C {p} checkout {c.expected.blob} (or commit the submodule's new "
+                "commit and lock again)")  # fmt: skip
+    first = "commit the change and lock again, or restore the committed file"
+    restore = f"git checkout -- {p}"
+    for flag in c.flags:
+        if flag in ("skip-worktree", "assume-unchanged"):
+            return (f"git update-index --no-{flag} {p} (git was told not to look at the "
+                    f"file), then {first}: {restore}")  # fmt: skip
+        if flag.startswith("filter="):
+            return (f"the clean filter {flag[7:]!r} shows git other bytes than the file "
+                    f"holds: {first}: git show HEAD:{p} > {p}")  # fmt: skip
+    if c.kind == "missing":
+        return f"restore it: {restore} (or commit its removal and lock again)"
+    return f"{first}: {restore}"
+
+
+def _dirty_files(paths: tuple[str, ...], limit: int = 8, label: str = "dirty") -> str:
     """``dirty: a.py, b.py and 3 more``: which files make the tree dirty."""
     if not paths:
-        return "dirty"
-    more = len(paths) - shown
-    return "dirty: " + ", ".join(paths[:shown]) + (f" and {more} more" if more > 0 else "")
+        return label
+    more = len(paths) - limit
+    return f"{label}: " + ", ".join(paths[:limit]) + (f" and {more} more" if more > 0 else "")
+
+
+def shown(path: str) -> str:
+    """A repository path as a row shows it: a byte that is not UTF-8 as U+FFFD."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _model(m: Manifest, seen: Observed) -> Iterator[Finding]:

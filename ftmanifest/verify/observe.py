@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ftmanifest.hashing import Walked
     from ftmanifest.manifest.environment import Environment
     from ftmanifest.manifest.model import Manifest
+    from ftmanifest.probe.git_content import ContentChange
     from ftmanifest.snapshot import Hasher
 
 
@@ -39,7 +40,7 @@ class Observed:
     disk_free: int | None
     disk_path: str
     code_ancestry: Any = None  # probe.git_ancestry.AncestryResult when HEAD != the pin
-    code_dirty: tuple[str, ...] = ()  # the changed files that make the code dirty, repo-relative
+    code_dirty: tuple[ContentChange, ...] = ()  # what makes the code dirty (probe.git_content)
 
 
 def folder_format(declared: str | None, listing: Iterable[str]) -> str | None:
@@ -244,10 +245,12 @@ def observe(
     from ftmanifest.probe.fields import to_environment_fields
 
     base = manifest_path.parent
-    probed = probe_all(code_dir or base)
+    from ftmanifest.probe import ProbeContext
+
+    probed = probe_all(ctx=ProbeContext(root=code_dir or base, use_cache=use_cache))
     environment = to_environment_fields(probed, packages=manifest.environment.packages)
     ancestry = None
-    dirty: tuple[str, ...] = ()
+    dirty: tuple[ContentChange, ...] = ()
     if "code" in environment and probed.git is not None and probed.git.root:
         ancestry, dirty = _judge_code(manifest, manifest_path, probed.git, environment)
     disk_path = base
@@ -325,16 +328,20 @@ def own_files(manifest: Manifest, manifest_path: Path) -> list[Path]:
 
 def _judge_code(
     manifest: Manifest, manifest_path: Path, git: Any, environment: dict[str, Any]
-) -> tuple[Any, tuple[str, ...]]:
-    """Dirty = changes beyond the manifest's own files; ancestry when HEAD moved on.
-    Returns (the ancestry verdict or None, the files that make the code dirty).
+) -> tuple[Any, tuple[ContentChange, ...]]:
+    """Dirty = content changes beyond the manifest's own files; ancestry when HEAD
+    moved on.  Returns (the ancestry verdict or None, the changes that make the code
+    dirty).
 
-    The manifest, its signature and everything it pins by digest are judged
-    by their digests, so only other changes make the training code dirty, and
-    a HEAD that descends from the pinned commit with only those files changed
-    (the locked manifest was committed) is the pinned code.  The repository's
-    trust file (``.ftmanifest/allowed_signers``) is not training code either:
-    adding it after ``lock`` must not move the code (issue 30).
+    The probe compares the work tree with HEAD by content (``probe.git_content``:
+    no index flag, filter or submodule setting hides a change).  The manifest,
+    its signature and everything it pins by digest are judged by their digests,
+    so only other changes make the training code dirty, and a HEAD that descends
+    from the pinned commit with only those files changed (the locked manifest
+    was committed) is the pinned code.  The repository's trust file
+    (``.ftmanifest/allowed_signers``) is not training code either: adding it
+    after ``lock`` must not move the code.  Nor are another manifest's files
+    (``probe.other_manifests``): several manifests share one repository.
     """
     from ftmanifest.ledger.runrecord import records_path
     from ftmanifest.probe.git_ancestry import (
@@ -350,31 +357,54 @@ def _judge_code(
     tops = repo_tops(git.root, base)
     inside = repo_paths(own, tops, base=base)
     ledger = repo_paths([records_path(manifest_path)], tops, base=base)
-    listed = [q for p in git.dirty_paths for q in _untracked_within(git, p, inside | ledger)]
+    listed = [q for c in git.changes for q in _untracked_within(git, c, inside | ledger)]
     others = [
-        p for p in listed
-        if not path_allowed(inside, p.rstrip("/")) or _stray_in_ledger(p, ledger)
+        c for c in listed
+        if not path_allowed(inside, c.path.rstrip("/")) or _stray_in_ledger(c.path, ledger)
     ]  # fmt: skip
+    others = _not_other_manifests(git.root, others)
     code = dict(environment["code"])
     environment["code"] = {**code, "dirty": bool(others)}
     pinned = manifest.environment.code.commit
     if pinned and git.commit and pinned != git.commit:
-        return descends_with_only(
-            base, pinned, git.commit, own, refuse=lambda p: _stray_in_ledger(p, ledger)
-        ), tuple(others)
+        refuse = lambda p: _stray_in_ledger(p, ledger)  # noqa: E731
+        verdict = descends_with_only(base, pinned, git.commit, own, refuse=refuse,
+                                     other_manifests=True)  # fmt: skip
+        return verdict, tuple(others)
     return None, tuple(others)
 
 
-def _untracked_within(git: Any, path: str, within: frozenset[str]) -> list[str]:
-    """``path`` itself, or, when git listed a whole untracked folder that holds
+def _not_other_manifests(root: str, changes: list[ContentChange]) -> list[ContentChange]:
+    """``changes`` less another manifest's files (its manifest, its envelope)."""
+    from ftmanifest.probe._context import ProbeContext
+    from ftmanifest.probe._git_env import git_context
+    from ftmanifest.probe.git_content import GitFailed
+    from ftmanifest.probe.other_manifests import in_worktree
+
+    kinds = ("modified", "staged", "untracked")
+    wanted = [(c.path, c.expected.blob if c.expected else None) for c in changes if c.kind in kinds]
+    try:
+        theirs = in_worktree(root, wanted, git_context(ProbeContext(timeout=10.0)))
+    except GitFailed:
+        return changes  # cannot read the committed side: every change counts
+    return [c for c in changes if c.path not in theirs]
+
+
+def _untracked_within(
+    git: Any, change: ContentChange, within: frozenset[str]
+) -> list[ContentChange]:
+    """``change`` itself, or, when git listed a whole untracked folder that holds
     one of the manifest's own files or is (inside) the ledger, every untracked
     file in it, for the caller to judge one by one."""
+    from ftmanifest.probe.git_content import ContentChange
+
+    path = change.path
     folder = path.rstrip("/")
     holds = any(a.startswith(folder + "/") or path_within(folder, a) for a in within)
-    if not path.endswith("/") or not holds:
-        return [path]
+    if change.kind != "untracked" or not path.endswith("/") or not holds:
+        return [change]
     from ftmanifest.probe._context import ProbeContext
-    from ftmanifest.probe.git import git_context
+    from ftmanifest.probe._git_env import git_context
 
     runner = git_context(ProbeContext(timeout=10.0))
     listed = runner.run(
@@ -382,8 +412,9 @@ def _untracked_within(git: Any, path: str, within: frozenset[str]) -> list[str]:
         cwd=git.root,
     )
     if not listed.ok:
-        return [path]  # cannot tell: dirty
-    return [f for f in listed.stdout.split("\0") if f] or [path]
+        return [change]  # cannot tell: dirty
+    files = [f for f in listed.stdout.split("\0") if f]
+    return [ContentChange(f, "untracked", None, "untracked") for f in files] or [change]
 
 
 def path_within(path: str, folder: str) -> bool:
