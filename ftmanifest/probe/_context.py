@@ -29,6 +29,9 @@ class ProbeContext:
     """Ask NVML (pynvml, only if already installed) when nvidia-smi is missing."""
     use_cache: bool = True
     """The git probe may take a file's blob id from the stat cache (``--no-cache``: False)."""
+    digest_judged: tuple[str, ...] = ()
+    """Absolute files and folders a manifest judges by their own digests (its data,
+    weights, pinned files): the git probe does not read their tracked files again."""
 
     def run(self, argv: Sequence[str], *, cwd: str | None = None) -> CommandResult:
         return run_command(argv, environ=self.environ, timeout=self.timeout, cwd=cwd)

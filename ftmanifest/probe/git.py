@@ -18,11 +18,13 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 from ftmanifest.probe._context import ProbeContext
 from ftmanifest.probe._git_env import GIT_ENV_DROP, git_context
+from ftmanifest.probe.git_ancestry import path_allowed, repo_paths, repo_tops
 from ftmanifest.probe.git_content import ContentChange, compare_worktree
 
 GitStatus = Literal["ok", "no-commits", "not-a-repo", "no-git", "error"]
@@ -133,7 +135,11 @@ def probe_dir(ctx: ProbeContext, folder: Path) -> GitState:
         changed, untracked = parse_porcelain(status.stdout)
         paths = porcelain_paths(status.stdout)
         return GitState("no-commits", None, changed > 0, changed, untracked, root, None, paths)
-    compared = compare_worktree(root, commit, ctx=git, use_cache=ctx.use_cache)
+    skip = None
+    if ctx.digest_judged:
+        judged = repo_paths(map(Path, ctx.digest_judged), repo_tops(root, folder), base=folder)
+        skip = partial(path_allowed, judged)
+    compared = compare_worktree(root, commit, ctx=git, use_cache=ctx.use_cache, skip=skip)
     if compared.error is not None:
         return GitState("error", root=root, note=compared.error)
     changes = compared.changes

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
@@ -127,14 +127,19 @@ def compare_worktree(
     *,
     ctx: ProbeContext | None = None,
     use_cache: bool = True,
+    skip: Callable[[str], bool] | None = None,
 ) -> ContentResult:
     """Every difference between the work tree at ``root`` and ``commit``: tracked
     files by content and mode, submodules by their HEAD and content, and files
-    the commit does not have (staged or untracked, git's ignore rules apply)."""
+    the commit does not have (staged or untracked, git's ignore rules apply).
+
+    ``skip``: repository paths whose tracked files are not read (a manifest's
+    data and weights, judged by their own digests: read once, not twice); they
+    are neither a change nor a match."""
     git = _context(ctx)
     cache = StatCache() if use_cache else None
     try:
-        changes = _compare(os.fspath(root), commit, git, cache, "", 0)
+        changes = _compare(os.fspath(root), commit, git, cache, "", 0, skip)
     except GitFailed as exc:
         return ContentResult(error=str(exc))
     finally:
@@ -148,12 +153,16 @@ def _context(ctx: ProbeContext | None) -> ProbeContext:
 
 
 def _compare(
-    root: str, commit: str, git: ProbeContext, cache: StatCache | None, prefix: str, depth: int
-) -> list[ContentChange]:
+    root: str, commit: str, git: ProbeContext, cache: StatCache | None, prefix: str, depth: int,
+    skip: Callable[[str], bool] | None = None,
+) -> list[ContentChange]:  # fmt: skip
     tree = tracked_blobs(root, commit, ctx=git)
     fmt = format_of(commit)
-    seen = observe_blobs(root, [p for p, t in tree.items() if t.mode != GITLINK], fmt, cache)
-    changes = [c for p, t in tree.items() if t.mode != GITLINK if (c := _judge(p, t, seen[p]))]
+    files = {p: t for p, t in tree.items() if t.mode != GITLINK}
+    if skip is not None:
+        files = {p: t for p, t in files.items() if not skip(prefix + p)}
+    seen = observe_blobs(root, list(files), fmt, cache)
+    changes = [c for p, t in files.items() if (c := _judge(p, t, seen[p]))]
     changes = _without_lfs_objects(root, changes, git, cache)
     changes += _not_in_commit(root, tree, git)
     changes = [
@@ -162,7 +171,7 @@ def _compare(
     ]
     for path, entry in tree.items():
         if entry.mode == GITLINK:
-            changes += _submodule(root, path, entry, git, cache, prefix, depth)
+            changes += _submodule(root, path, entry, git, cache, prefix, depth, skip)
     return sorted(changes, key=lambda c: c.path.encode("utf-8", "surrogateescape"))
 
 
@@ -240,7 +249,7 @@ def read_blobs(
 
 def _submodule(
     root: str, path: str, entry: TrackedBlob, git: ProbeContext, cache: StatCache | None,
-    prefix: str, depth: int,
+    prefix: str, depth: int, skip: Callable[[str], bool] | None,
 ) -> list[ContentChange]:  # fmt: skip
     """A gitlink: the submodule's checked-out HEAD is the commit recorded, and its
     own work tree that commit's content (whatever ``.gitmodules`` or the config say)."""
@@ -265,7 +274,7 @@ def _submodule(
         return [ContentChange(shown_path, "submodule", entry, f"commit {head}")]
     if depth >= MAX_SUBMODULE_DEPTH:
         return [ContentChange(shown_path, "type", entry, "submodules nested too deep to check")]
-    return _compare(full, head, sub, cache, shown_path + "/", depth + 1)
+    return _compare(full, head, sub, cache, shown_path + "/", depth + 1, skip)
 
 
 def _not_in_commit(root: str, tree: Mapping[str, TrackedBlob], git: ProbeContext

@@ -247,7 +247,9 @@ def observe(
     base = manifest_path.parent
     from ftmanifest.probe import ProbeContext
 
-    probed = probe_all(ctx=ProbeContext(root=code_dir or base, use_cache=use_cache))
+    judged = tuple(str(p) for p in _judged_by_digest(manifest, manifest_path))
+    ctx = ProbeContext(root=code_dir or base, use_cache=use_cache, digest_judged=judged)
+    probed = probe_all(ctx=ctx)
     environment = to_environment_fields(probed, packages=manifest.environment.packages)
     ancestry = None
     dirty: tuple[ContentChange, ...] = ()
@@ -324,6 +326,15 @@ def own_files(manifest: Manifest, manifest_path: Path) -> list[Path]:
     if manifest.security.scan.baseline:
         own.append(base / manifest.security.scan.baseline)
     return [Path(os.path.abspath(p)) for p in own]
+
+
+def _judged_by_digest(manifest: Manifest, manifest_path: Path) -> list[Path]:
+    """``own_files`` less the ledger folder: the files the code check need not read
+    (a script hidden among the ledger's records is still code)."""
+    from ftmanifest.ledger.runrecord import records_path
+
+    ledger = Path(os.path.abspath(records_path(manifest_path)))
+    return [p for p in own_files(manifest, manifest_path) if p != ledger]
 
 
 def _judge_code(

@@ -301,3 +301,17 @@ def test_a_script_named_like_an_envelope_is_still_code(two: tuple[Path, Path]) -
     root = a.parent
     (root / "train.py.sig.json").write_text('{"lr": 100}\n')
     assert "train.py.sig.json" in " ".join(f.observed or "" for f in _code_rows(b))
+
+
+def test_a_tracked_script_among_the_ledger_records_is_still_read(repo: Path) -> None:
+    """The manifest's data and weights are not read twice; the ledger folder is read."""
+    from ftmanifest.ledger.runrecord import append, records_path
+
+    append(repo / "exp.yaml", {"status": "planned"})
+    hook = records_path(repo / "exp.yaml") / "sitecustomize.py"
+    hook.write_text(COMMITTED)
+    _git(repo, "add", ".ftmanifest")
+    _git(repo, "commit", "-qm", "records, and a script among them")
+    hook.write_text(ATTACKER)
+    _git(repo, "update-index", "--skip-worktree", str(hook.relative_to(repo)))
+    _refused_for(repo / "exp.yaml", str(hook.relative_to(repo)))
