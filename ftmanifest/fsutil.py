@@ -133,26 +133,69 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-# --- pinned paths stay inside the manifest's folder ---------------------------
+# --- pinned paths stay inside the manifest's repository -----------------------
 
 
 class PathOutsideError(InputError):
-    """A path in the manifest leaves the manifest's folder."""
+    """A path in the manifest leaves the manifest's repository (its folder when
+    the manifest is in no git repository)."""
 
 
 class PathUnresolvableError(PathOutsideError):
     """A path whose target cannot be found (a symlink loop): it cannot be shown to
-    stay inside the manifest's folder, so it is refused like one that leaves it."""
+    stay inside the manifest's repository, so it is refused like one that leaves it."""
+
+
+def enclosing_repository(folder: Path) -> Path | None:
+    """The nearest folder at or above ``folder`` (symlinks resolved) holding a git
+    work tree's ``.git`` (a folder with ``HEAD``, or a ``gitdir:`` file) owned by
+    this user, or None.
+
+    This is the bound of a manifest's relative paths, so it is read from the
+    file system alone, unlike ``probe.git.repository_root``: no environment
+    (``GIT_DIR``, ``GIT_WORK_TREE``) can widen it and no subprocess runs per
+    pinned path.  Like git's ``safe.directory`` check, a ``.git`` another user
+    owns (one planted in ``/tmp``) is not taken; root takes any.
+    """
+    euid = os.geteuid() if hasattr(os, "geteuid") else None
+    real = folder.resolve()
+    for top in (real, *real.parents):
+        dot_git = top / ".git"
+        try:
+            st = dot_git.lstat()
+            if euid not in (None, 0, st.st_uid):
+                continue
+            if dot_git.is_dir():
+                found = (dot_git / "HEAD").is_file()
+            else:
+                with open(dot_git, "rb") as fh:
+                    found = fh.read(7) == b"gitdir:"
+        except OSError:
+            continue
+        if found:
+            return top
+    return None
+
+
+def path_bound(base: Path) -> Path:
+    """The folder that the paths of a manifest in ``base`` may not leave, symlinks
+    resolved: the git repository holding ``base``, else ``base`` itself."""
+    folder = base.resolve()
+    return enclosing_repository(folder) or folder
 
 
 def resolve_inside(base: Path, rel: str, loc: Loc, allow_outside: bool) -> Path:
-    """``base / rel``, refused if it (or a symlink in it) leads outside ``base``."""
+    """``base / rel``, refused if it (or a symlink in it) leads outside the git
+    repository holding ``base`` (the manifest's folder), or outside ``base``
+    itself when no repository holds it.  An absolute path is always refused: a
+    committed manifest carries it to every clone."""
     candidate = Path(rel)
     path = candidate if candidate.is_absolute() else base / candidate
     if allow_outside:
         return path
     try:
-        root = base.resolve()
+        folder = base.resolve()
+        repo = enclosing_repository(folder)
         target = path.resolve()
     except (RuntimeError, OSError) as exc:  # a symlink loop: Python raises RuntimeError
         raise PathUnresolvableError(
@@ -163,14 +206,20 @@ def resolve_inside(base: Path, rel: str, loc: Loc, allow_outside: bool) -> Path:
             observed=str(exc),
             hint="replace the link with the file it should point to",
         ) from None
-    if candidate.is_absolute() or (target != root and root not in target.parents):
+    bound = repo or folder
+    if candidate.is_absolute() or (target != bound and bound not in target.parents):
         raise PathOutsideError(
-            "path leaves the manifest's folder",
+            f"path leaves the manifest's {'repository' if repo else 'folder'}",
             path=rel,
             loc=loc,
-            expected=f"a path inside {base}",
+            expected=f"a path relative to the manifest's folder, inside {bound}",
             observed=str(target),
-            hint="move the file under the manifest's folder, or pass --allow-outside",
+            hint=(
+                "move the file into the manifest's repository, or pass --allow-outside"
+                if repo
+                else "move the file under the manifest's folder (or make a git repository "
+                "that holds both), or pass --allow-outside"
+            ),
         )
     return path
 
@@ -178,7 +227,7 @@ def resolve_inside(base: Path, rel: str, loc: Loc, allow_outside: bool) -> Path:
 def locate(base: Path, rel: str, loc: Loc, allow_outside: bool) -> tuple[Path | None, str | None]:
     """(path, None) for a pinned path that is usable here, else (None, why not).
 
-    Why not: it leaves the manifest's folder, or nothing is there (a broken
+    Why not: it leaves the manifest's repository, or nothing is there (a broken
     link included).  Every reader of pinned paths goes through here, so they
     all refuse the same things the same way.
     """

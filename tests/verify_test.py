@@ -112,7 +112,7 @@ def test_accept_moves_a_row_to_the_report(project: Path) -> None:
 
 
 @pytest.mark.parametrize("how", ["dotdot", "absolute", "symlink"])
-def test_data_paths_outside_the_manifest_folder_are_refused(project: Path, how: str) -> None:
+def test_data_paths_outside_the_manifest_repository_are_refused(project: Path, how: str) -> None:
     outside = project.parent.parent / "elsewhere.jsonl"
     outside.write_text('{"text": "x"}\n')
     target = {
@@ -124,7 +124,7 @@ def test_data_paths_outside_the_manifest_folder_are_refused(project: Path, how: 
         (project.parent / "data" / "link.jsonl").symlink_to(outside)
     project.write_text(project.read_text().replace("path: data/test.jsonl", f"path: {target}"))
     fields = _fields(project)
-    assert "leaves the manifest's folder" in (fields["data[2].digest"] or "")
+    assert "leaves the manifest's repository" in (fields["data[2].digest"] or "")
     allowed = _fields(project, allow_outside=True)
     assert "leaves" not in (allowed.get("data[2].digest") or "")
 

@@ -18,6 +18,7 @@ from typing import Any
 from ftmanifest.authoring.draft import DataFile, Draft
 from ftmanifest.authoring.formats import data_format
 from ftmanifest.authoring.model_source import relative
+from ftmanifest.fsutil import PathOutsideError, enclosing_repository, resolve_inside
 
 _ROLE_WORDS = {
     "train": "train",
@@ -57,10 +58,14 @@ def entries(draft: Draft, base: Path) -> list[dict[str, Any]]:
         out.append(entry)
         loc = ("data", i)
         rel = entry["path"] or item.hub or entry["name"]
-        if rel.startswith("../"):
+        if entry["path"] and _leaves(base, rel):
             draft.notes.append(
-                f"{rel} lies outside the manifest's folder: lock and verify refuse it unless "
-                "given --allow-outside; write the manifest in a folder above it"
+                f"{rel} lies outside the manifest's repository: lock and verify refuse it "
+                "unless given --allow-outside; move it into the repository"
+                if enclosing_repository(base)
+                else f"{rel} lies outside the manifest's folder: lock and verify refuse it "
+                "unless given --allow-outside; write the manifest in a folder above it, or "
+                "make a git repository that holds both"
             )
         if item.path is None:
             draft.fill(
@@ -93,6 +98,15 @@ def entries(draft: Draft, base: Path) -> list[dict[str, Any]]:
                 "true if this is the final test split (every use is counted, never tuned on)",
             )
     return out
+
+
+def _leaves(base: Path, rel: str) -> bool:
+    """Whether ``lock`` would refuse ``rel`` as leaving the manifest's repository."""
+    try:
+        resolve_inside(base, rel, (), allow_outside=False)
+    except PathOutsideError:
+        return True
+    return False
 
 
 def _entry(item: DataFile, base: Path, names: set[str]) -> dict[str, Any]:

@@ -220,9 +220,12 @@ class _Context:
 
         entry = self.entry(i)
         if src.is_dir():
+            from ftmanifest.fsutil import path_bound
             from ftmanifest.hashing import list_tree
 
-            fmt = folder_format(entry.format, list_tree(src, symlink_root=self.path.parent))
+            fmt = folder_format(
+                entry.format, list_tree(src, symlink_root=path_bound(self.path.parent))
+            )
         else:
             fmt = format_of(src, entry.format)
         return BUILDERS.get(fmt or "")
@@ -434,13 +437,13 @@ def _home(digest: str, tree: bool) -> Path:
 def _copy_in(src: Path, base: Path, home: Path) -> None:
     """Copy ``src`` (a file or a folder's files) to ``home/files``, read-only, atomically."""
     from ftmanifest.counts import open_regular
-    from ftmanifest.fsutil import write_error
+    from ftmanifest.fsutil import path_bound, write_error
     from ftmanifest.hashing import CHUNK_SIZE, UnreadableFileError, list_tree
 
     def unreadable(p: Path, why: str) -> InputError:
         return UnreadableFileError(f"cannot read {p}: {why}", path=str(p), observed=why)
 
-    listing = list_tree(src, symlink_root=base) if src.is_dir() else {src.name: src}
+    listing = list_tree(src, symlink_root=path_bound(base)) if src.is_dir() else {src.name: src}
     tmp = Path(tempfile.mkdtemp(prefix=".copy-", dir=home))
     try:
         for rel, p in listing.items():

@@ -98,8 +98,8 @@ def updates_for(
     ups = [
         *_environment(m, seen, notes),
         *_model(m, seen, notes),
-        *_data(m, seen),
-        *_pinned(seen),
+        *_data(m, seen, manifest_path.parent),
+        *_pinned(seen, manifest_path.parent),
     ]
     return ups, notes
 
@@ -157,16 +157,30 @@ def _model(m: Manifest, seen: Observed, notes: list[str]) -> list[Update]:
     return ups
 
 
-def _data(m: Manifest, seen: Observed) -> list[Update]:
+def _where(rel: str, base: Path) -> str:
+    """How a fix hint names a pinned path: as written, and where that is from here."""
+    here = os.path.normpath(base / rel)
+    return rel if here == os.path.normpath(rel) else f"{rel} (here: {here})"
+
+
+def _fix(base: Path, what: str) -> str:
+    folder = os.path.join(os.path.normpath(base), "")
+    return (
+        f"fix the path or create the {what}: a manifest's paths are relative to its "
+        f"folder ({folder}) and stay inside its git repository (--allow-outside lifts that)"
+    )
+
+
+def _data(m: Manifest, seen: Observed, base: Path) -> list[Update]:
     """Each data entry's digest and record count; an unreadable entry stops the lock."""
     ups: list[Update] = []
     for i, (entry, state) in enumerate(zip(m.data, seen.data, strict=True)):
         if state.error is not None:
             raise InputError(
-                f"data {entry.name!r}: {state.error}",
+                f"data {entry.name!r}: {_where(entry.path, base)}: {state.error}",
                 path=entry.path,
                 loc=("data", i, "path"),
-                hint="fix the path or create the data",
+                hint=_fix(base, "data"),
             )
         ups.append((("data", i, "digest"), state.digest))
         if state.records is not None:
@@ -174,16 +188,16 @@ def _data(m: Manifest, seen: Observed) -> list[Update]:
     return ups
 
 
-def _pinned(seen: Observed) -> list[Update]:
+def _pinned(seen: Observed, base: Path) -> list[Update]:
     """The lock file, cleaning and transform scripts, baseline results and config."""
     ups: list[Update] = []
     for loc, state in seen.pinned.items():
         if state.error is not None:
             raise InputError(
-                f"{format_loc(loc)}: {state.path}: {state.error}",
+                f"{format_loc(loc)}: {_where(state.path, base)}: {state.error}",
                 path=state.path,
                 loc=loc,
-                hint="fix the path or create the file",
+                hint=_fix(base, "file"),
             )
         ups.append(((*loc, "digest"), state.digest))
     return ups

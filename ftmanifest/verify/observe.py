@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import FtManifestError
-from ftmanifest.fsutil import locate
+from ftmanifest.fsutil import locate, path_bound
 from ftmanifest.location import Loc
 from ftmanifest.manifest.pinned import pinned_files
 from ftmanifest.snapshot import FileState, ModelState, observe_model
@@ -79,7 +79,7 @@ def _known(path: Path, base: Path, use_cache: bool) -> bool:
 
     if not use_cache:
         return False
-    root, boundary = os.path.abspath(path), os.path.realpath(base)
+    root, boundary = os.path.abspath(path), str(path_bound(base))
     return foldercache.known(statcache.cache_dir(), root, boundary)
 
 
@@ -111,12 +111,14 @@ def hash_path(
             ahead = (
                 Ahead(count, fmt) if hasher is None and not _known(path, base, use_cache) else None
             )
-            walked = walk_tree(path, symlink_root=base, read=ahead)
+            # a link in a data folder may lead where the manifest's own paths may
+            bound = path_bound(base)
+            walked = walk_tree(path, symlink_root=bound, read=ahead)
             kind = walked_format(fmt, walked) if count else None
             tree = hash_tree(
                 path,
                 use_cache=use_cache,
-                symlink_root=base,
+                symlink_root=bound,
                 count=kind,
                 settle=settle,
                 hasher=hasher,
