@@ -1,8 +1,11 @@
 """pre-commit entry points (see .pre-commit-hooks.yaml and hooks/).
 
-Layer: edge.  The hook lints the files pre-commit passes without building the
-argparse parser (every millisecond of a commit hook is felt); errors are
-rendered by the same handler as the CLI's.
+Layer: edge.  pre-commit passes every staged YAML, JSON and TOML file; the hook
+lints those that are manifests (``manifest.recognise``: the top-level
+``ftmanifest:`` key, a ``*.ftm.*`` name, a broken file in ``manifests/``) and
+passes over the rest (``.pre-commit-config.yaml``, CI workflows, a model's
+``config.json``) without a word.  It builds no argparse parser (every
+millisecond of a commit hook is felt); findings are rendered as the CLI's.
 """
 
 from __future__ import annotations
@@ -10,7 +13,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-USAGE = "usage: ftmanifest-lint [--format text|json|sarif] MANIFEST..."
+USAGE = (
+    "usage: ftmanifest-lint [--format text|json|sarif] FILE...\n"
+    "lints the FILEs that are ftmanifest manifests; other files are passed over"
+)
 
 
 def lint_main(argv: Sequence[str]) -> int:
@@ -34,10 +40,13 @@ def lint_main(argv: Sequence[str]) -> int:
             return EXIT_INPUT
         else:
             files.append(arg)
-    if not files:
-        return 0  # pre-commit found no manifest among the staged files
+    from ftmanifest.manifest.recognise import manifests_among
+
+    manifests = manifests_among(files)
+    if not manifests:
+        return 0  # no manifest among the staged files
     from ftmanifest import lint_paths
     from ftmanifest.lint_report import lint_report
 
-    findings, unusable = lint_paths(files)
-    return lint_report(findings, unusable, len(files), fmt)
+    findings, unusable = lint_paths(manifests)
+    return lint_report(findings, unusable, len(manifests), fmt)
