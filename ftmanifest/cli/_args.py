@@ -154,7 +154,7 @@ def add_observe_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-outside",
         action="store_true",
-        help="allow data/model paths outside the manifest's folder",
+        help="allow data/model paths outside the manifest's repository (or folder)",
     )
 
 

@@ -58,7 +58,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help=trust_help("--manifest, else the adapter"))  # fmt: skip
     p.add_argument("--no-cache", action="store_true", help="rehash every file")
     p.add_argument("--allow-outside", action="store_true",
-                   help="allow a model path outside the manifest's folder")  # fmt: skip
+                   help="allow a model path outside the manifest's "
+                        "repository (or folder)")  # fmt: skip
     add_format_argument(p)
     p.set_defaults(func=run)
 

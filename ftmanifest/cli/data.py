@@ -122,7 +122,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="write the training file without records that repeat eval or "
                    "test")  # fmt: skip
     q.add_argument("--allow-outside", action="store_true",
-                   help="allow data paths outside the manifest's folder")  # fmt: skip
+                   help="allow data paths outside the manifest's "
+                        "repository (or folder)")  # fmt: skip
     add_format_argument(q)
     q.set_defaults(func=run)
 

@@ -75,7 +75,8 @@ def add_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     q.add_argument("--html", type=Path, metavar="OUT",
                    help="also write the sample as one self-contained HTML page")  # fmt: skip
     q.add_argument("--allow-outside", action="store_true",
-                   help="allow data/model paths outside the manifest's folder")  # fmt: skip
+                   help="allow data/model paths outside the manifest's "
+                        "repository (or folder)")  # fmt: skip
     add_format_argument(q)
     q.set_defaults(func=run)
 

@@ -49,7 +49,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--seq-len", type=int, metavar="N", help="instead of training.seq_len")
     p.add_argument("--micro-batch", type=int, metavar="N", help="instead of training.micro_batch")
     p.add_argument("--allow-outside", action="store_true",
-                   help="allow a model path outside the manifest's folder")  # fmt: skip
+                   help="allow a model path outside the manifest's "
+                        "repository (or folder)")  # fmt: skip
     add_format_argument(p)
     p.set_defaults(func=run)
 

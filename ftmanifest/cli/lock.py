@@ -73,7 +73,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--allow-outside",
         action="store_true",
-        help="allow data/model paths outside the manifest's folder",
+        help="allow data/model paths outside the manifest's repository (or folder)",
     )
     add_format_argument(p)
     add_distributed_arguments(p, "the ranks split the hashing, rank 0 writes, all exit alike")
