@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -253,12 +255,36 @@ def test_init_on_a_folder_is_exit_2_with_a_fix(tmp_path: Path) -> None:
     assert "is a directory" in result.stderr and f"ftmanifest init {tmp_path}/" in result.stderr
 
 
-def test_init_template_says_lock_is_available() -> None:
+def test_init_template_says_lock_is_available(tmp_path: Path) -> None:
     from ftmanifest.cli.init import render_template
 
-    text = render_template("x", "https://example.org/s.json")
+    text = render_template("x", "https://example.org/s.json", tmp_path / "x.yaml")
     assert "once available" not in text
     assert "`ftmanifest lock" in text
+
+
+@pytest.mark.parametrize("sources", [(), ("--from", "args.json")])
+def test_init_in_a_repositorys_subfolder_names_the_lock_file_its_note_makes(
+    tmp_path: Path, sources: tuple[str, ...]
+) -> None:
+    """``init manifests/exp.yaml`` run from the repository's top: the note's ``pip freeze >
+    PATH`` (from where the user stands) writes the very file ``environment.lock.path``
+    names (relative to the manifest), so ``lock`` finds it."""
+    repo = tmp_path / "repo"
+    (repo / "manifests").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "args.json").write_text('{"learning_rate": 0.0002, "seed": 7}\n')
+    done = run_cli("init", "manifests/exp.yaml", *sources, cwd=repo)
+    assert done.returncode == 0, done.stderr
+    text = (repo / "manifests" / "exp.yaml").read_text()
+    made = re.search(r"pip freeze > (\S+)", text)
+    assert made is not None and made.group(1) == "requirements.lock"  # from the top
+    named = re.search(r"^\s+path: (\S+)", text.split("lock:", 1)[1], re.M)
+    assert named is not None and named.group(1).strip('"') == "../requirements.lock"
+    (repo / made.group(1)).write_text("torch==2.13.0\n")
+    assert (repo / "manifests" / named.group(1).strip('"')).resolve() == (
+        repo / made.group(1)
+    ).resolve()
 
 
 def test_lock_on_the_template_names_the_manifest_and_the_hf_command(

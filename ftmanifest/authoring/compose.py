@@ -13,6 +13,7 @@ from typing import Any
 
 from ftmanifest.authoring import data_files
 from ftmanifest.authoring.draft import Derived, Draft
+from ftmanifest.authoring.lockfile import lock_file, make_note
 from ftmanifest.authoring.model_source import relative
 from ftmanifest.authoring.render import emit
 from ftmanifest.authoring.sources import read_all
@@ -22,10 +23,6 @@ from ftmanifest.manifest.load import Document
 from ftmanifest.manifest.validate import schema_findings
 
 LOCK = "`ftmanifest lock` fills it"
-LOCK_FILE_NOTE = (
-    "make it: pip freeze > requirements.lock (or uv pip compile / pip-compile "
-    "--generate-hashes); `ftmanifest lock` pins its digest"
-)
 # What only a person can decide, always asked for (data FILLs come per entry).
 JUDGEMENT: dict[Loc, str] = {
     ("experiment", "task"): "classification | extraction | generation | other: the behaviour "
@@ -67,9 +64,10 @@ def author(sources: list[str], manifest: Path, experiment_id: str, schema_ref: s
     base = manifest.parent
     draft = read_all(sources, base)
     data = data_files.entries(draft, base)
-    doc, comments = _document(draft, data, experiment_id)
+    lock = lock_file(manifest)
+    doc, comments = _document(draft, data, experiment_id, lock)
     while _schema_fills(draft, doc):  # a field the schema needs that nothing stated
-        doc, comments = _document(draft, data, experiment_id)
+        doc, comments = _document(draft, data, experiment_id, lock)
     header = [
         f"# yaml-language-server: $schema={schema_ref}",
         f"# written by `ftmanifest init --from {' '.join(_shown(sources, base))}`: each derived "
@@ -88,7 +86,7 @@ def _shown(sources: list[str], base: Path) -> list[str]:
 
 
 def _document(
-    draft: Draft, data: list[dict[str, Any]], experiment_id: str
+    draft: Draft, data: list[dict[str, Any]], experiment_id: str, lock: tuple[str, str]
 ) -> tuple[dict[str, Any], dict[Loc, str]]:
     doc: dict[str, Any] = {
         "ftmanifest": 1,
@@ -97,7 +95,7 @@ def _document(
         "environment": {
             "python": None,
             "packages": {},
-            "lock": {"path": "requirements.lock"},
+            "lock": {"path": lock[0]},
             "backend": {"kind": None},
             "code": {"commit": None},
         },
@@ -111,7 +109,7 @@ def _document(
         ("model", "tree_digest"): LOCK,
         ("environment", "python"): LOCK,
         ("environment", "packages"): LOCK,
-        ("environment", "lock", "path"): LOCK_FILE_NOTE,
+        ("environment", "lock", "path"): make_note(lock[1]),
         ("environment", "backend", "kind"): f"{LOCK} (cuda | rocm | mps | cpu), with versions",
         ("environment", "code", "commit"): "`ftmanifest lock` pins the training code's git commit",
     }

@@ -83,11 +83,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
-def render_template(experiment_id: str, schema_url: str) -> str:
+def render_template(experiment_id: str, schema_url: str, manifest: Path) -> str:
     from importlib import resources
 
+    from ftmanifest.authoring.lockfile import lock_file
+
+    lock_path, lock_shown = lock_file(manifest)
     text = resources.files("ftmanifest.templates").joinpath("manifest.yaml").read_text("utf-8")
-    return text.format(experiment_id=experiment_id, schema_url=schema_url)
+    return text.format(
+        experiment_id=experiment_id, schema_url=schema_url, lock_path=lock_path,
+        lock_shown=lock_shown,
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         from ftmanifest.manifest.fills import fills_in
 
-        text, derived, notes = render_template(exp_id, schema), [], []
+        text, derived, notes = render_template(exp_id, schema, path), [], []
         fills = fills_in(text)
     atomic_write_text(path, text)
     for note in notes:
