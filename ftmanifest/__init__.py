@@ -37,6 +37,8 @@ PUBLIC: dict[str, str] = {
     "verify_manifest": "ftmanifest.verify",
     "VerifyReport": "ftmanifest.verify",
     "DriftError": "ftmanifest.verify",
+    "guard": "ftmanifest.verify.guard",
+    "GuardRefusedError": "ftmanifest.verify.guard",
     "scan_paths": "ftmanifest.scan",
     "ScanOptions": "ftmanifest.scan",
     "check_adapter": "ftmanifest.adapter.check",
@@ -83,6 +85,8 @@ if TYPE_CHECKING:
     from ftmanifest.verify import DriftError as DriftError
     from ftmanifest.verify import VerifyReport as VerifyReport
     from ftmanifest.verify import verify_manifest as verify_manifest
+    from ftmanifest.verify.guard import GuardRefusedError as GuardRefusedError
+    from ftmanifest.verify.guard import guard as guard
 
 
 def lint_paths(paths: list[str]) -> tuple[list[Finding], int]:

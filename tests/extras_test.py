@@ -9,6 +9,7 @@ dataset where ``datasets`` is not installed (an ``[ml]`` install).
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -21,6 +22,7 @@ from ftmanifest.examples.project import build_example
 from ftmanifest.extras import INSTALL, install_line, missing_extra
 from ftmanifest.verify.lock import lock_manifest
 from tests.conftest import ENV, run_cli
+from tests.support.pins import pin
 
 # ``None`` in ``sys.modules`` is how CPython spells an absent module: ``import X``
 # raises ModuleNotFoundError naming it and ``importlib.util.find_spec`` says None,
@@ -111,7 +113,12 @@ def test_data_check_without_transformers_names_the_install_as_the_fix(
 def test_the_trainer_guard_trains_a_torch_dataset_without_datasets_installed(
     example: Path, hider: Path, tmp_path: Path
 ) -> None:
-    """The demo's first training step in an ``[ml]`` install: ``datasets`` is absent."""
+    """The demo's first training step in an ``[ml]`` install: ``datasets`` is absent.
+    The hider is a ``sitecustomize`` on ``PYTHONPATH``, which the guard refuses unless
+    the manifest pins both (as a user would)."""
+    shutil.copytree(example.parent, tmp_path / "ex")
+    example = pin(tmp_path / "ex" / example.name, allow=[str(hider)],
+                  env_vars={"PYTHONPATH": str(hider)})  # fmt: skip
     script = textwrap.dedent(
         f"""\
         import sys

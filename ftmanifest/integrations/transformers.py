@@ -66,6 +66,7 @@ from ftmanifest.ledger import runrecord
 from ftmanifest.ledger.guardreport import report_guarded
 from ftmanifest.safe_text import escape
 from ftmanifest.verify import DriftError, VerifyReport, apply_acceptances, verify_manifest
+from ftmanifest.verify.guard import judge_this_interpreter
 
 if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
@@ -211,6 +212,7 @@ class FtManifestCallback(TrainerCallback):
         self.record_name = record_name
         self.trace_model = trace_model
         self.origin: dict[str, Any] = {"traced": False}
+        self.interpreter: dict[str, Any] = {}  # the executable judged, files by rule
         self.report: VerifyReport | None = None
         self.record: dict[str, Any] | None = None
         self.record_path: Path | None = None
@@ -276,6 +278,13 @@ class FtManifestCallback(TrainerCallback):
         found += self._judge_recipe(model, state, report)
         report.findings, report.accepted, unused = apply_acceptances(found, self.options["accept"])
         report.warnings += unused
+        # This very process: imported modules, start-up files and variables, bytecode
+        # (rows no acceptance covers: the manifest allows code, not the script).
+        judged = judge_this_interpreter(
+            report, code_dir=self.options["code_dir"], use_cache=bool(self.options["use_cache"])
+        )
+        if judged is not None:
+            self.interpreter = {**judged.interpreter, "judged": dict(judged.judged)}
         return report
 
     def _verify_ranks(
@@ -579,6 +588,7 @@ class FtManifestCallback(TrainerCallback):
             start_global_step=state.global_step,
             final_global_step=None,
             model_origin=dict(self.origin),
+            interpreter=dict(self.interpreter),
             recipe=dict(self.recipe),
             trainer={
                 "seed": args.seed,

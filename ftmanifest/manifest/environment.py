@@ -107,6 +107,22 @@ class CodeRef(Strict):
     dirty: bool = Field(default=False, description="Uncommitted changes were present.")
 
 
+class InterpreterPolicy(Strict):
+    """Code the guard lets the training interpreter run without judging it.
+
+    The in-process guard (``ftmanifest.guard``, the Trainer callback) judges every
+    imported module's file against the pinned commit, its distribution's RECORD or
+    the standard library, and refuses the rest; what is listed here is accepted as
+    it is, on the manifest's signature."""
+
+    allow_paths: list[NonEmpty] = Field(
+        default_factory=list,
+        description="Files or folders (absolute, or relative to the manifest's folder) "
+        "whose modules, .pth files, sitecustomize and preloaded libraries the guard accepts "
+        "unjudged. A file an installed RECORD lists is still judged by it.",
+    )
+
+
 class Environment(Strict):
     """Software and hardware the run depends on, with versions actually used."""
 
@@ -124,6 +140,11 @@ class Environment(Strict):
         description="Environment variables that change results, e.g. CUBLAS_WORKSPACE_CONFIG.",
     )
     code: CodeRef = Field(default_factory=CodeRef, description="Training code version.")
+    interpreter: InterpreterPolicy | None = Field(
+        default=None,
+        description="What the in-process guard accepts in the training interpreter beyond "
+        "the pinned code, the installed distributions' RECORDs and the standard library.",
+    )
 
 
 def environment_json(env: Environment) -> bytes:

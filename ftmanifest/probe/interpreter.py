@@ -433,11 +433,36 @@ def _mapped() -> list[str] | None:
     return sorted(found)
 
 
-def main() -> int:
-    json.dump(observe(), sys.stdout, sort_keys=True)
+def compare_bytecode(items: list[dict], optimize: int) -> dict[str, str]:
+    """Of ``items`` ({"source", "pyc", "digest": "sha256:<hex>" of the source as
+    verified}), the pycs that are not the compilation of that source: pyc -> why."""
+    bad: dict[str, str] = {}
+    for item in items:
+        source, pyc = str(item["source"]), str(item["pyc"])
+        try:
+            with open(source, "rb") as fh:
+                data = fh.read()
+            if "sha256:" + hashlib.sha256(data).hexdigest() != item["digest"]:
+                bad[pyc] = "not judged: its source changed while it was verified"
+            elif not compiled_matches(source, pyc, optimize, source_bytes=data):
+                bad[pyc] = "other code than the source compiles to"
+        except (OSError, SyntaxError, ValueError) as exc:
+            bad[pyc] = f"unreadable: {getattr(exc, 'strerror', None) or exc}"
+    return bad
+
+
+def main(argv: list[str]) -> int:
+    """Print the observation as JSON; with ``--compare OPTIMIZE``, read a JSON list of
+    bytecode items on stdin and print :func:`compare_bytecode`'s answer instead (the
+    judge spreads a first, long comparison over processes of the same interpreter)."""
+    if argv[:1] == ["--compare"]:
+        out = compare_bytecode(json.load(sys.stdin), int(argv[1]))
+    else:
+        out = observe()
+    json.dump(out, sys.stdout, sort_keys=True)
     sys.stdout.write("\n")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.distributed.launch import two_rank_example
+from tests.support.pins import pin
 
 ACCELERATE = Path(sys.executable).with_name("accelerate")
 
@@ -68,6 +69,7 @@ def _launch(locked: Path, tmp_path: Path, seed: str) -> dict[int, dict]:
     shutil.copytree(locked.parent, project)
     script = tmp_path / "rank.py"
     script.write_text(RANK, "utf-8")
+    pin(project / locked.name, allow=[str(script)])  # the harness's script, not the repo's
     argv = [str(ACCELERATE), "launch", "--multi_gpu", "--num_processes", "2",
             "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
             "--main_process_port", str(_free_port()), str(script),

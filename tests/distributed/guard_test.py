@@ -13,6 +13,7 @@ import pytest
 
 from ftmanifest.probe.packages import installed_distributions
 from tests.distributed.launch import torchrun, two_rank_example
+from tests.support.pins import pin
 
 TRAIN = """\
 import json, os
@@ -66,6 +67,7 @@ def locked(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _train(locked: Path, tmp_path: Path, ranks: dict[str, Any]) -> dict[int, dict[str, Any]]:
     project = tmp_path / "p"
     shutil.copytree(locked.parent, project)
+    pin(project / "manifest.yaml", allow=[str(tmp_path / "job")])  # the rank script's folder
     env = {"FTM_PROJECT": str(project), "FTM_RANK_SPEC": json.dumps(ranks)}
     job = torchrun(tmp_path / "job", TRAIN, env=env, timeout=180)
     results = {}
