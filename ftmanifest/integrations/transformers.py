@@ -31,6 +31,15 @@ reads the revision from the manifest, so it is never typed twice:
 A model that cannot be traced (built from a config in memory) is refused
 unless ``FtManifestCallback(..., trace_model=False)``, which the run record notes.
 
+The process itself is judged too (``ftmanifest.verify.interpreter``, the same
+judgement as ``ftmanifest.guard``): by ``on_train_begin`` torch, transformers,
+peft and the script's own modules are imported, and each file they came from
+must be its distribution's RECORD file, the pinned commit's blob, the standard
+library or an allowed path; the bytecode run, the ``.pth`` files and
+``sitecustomize`` read at start-up and the start-up variables are judged with
+them.  The run record's ``interpreter`` names the executable and how many
+files each rule judged.
+
 Under DDP/FSDP (torchrun's variables set, or a process group the Trainer
 initialised, with more than one process) every rank verifies itself and the
 ranks gather their fingerprints before the first step, with a deadline

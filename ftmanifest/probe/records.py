@@ -145,8 +145,9 @@ class RecordIndex:
                 rows = _relevant_rows(dist.record, here, cache)
             except (OSError, UnicodeDecodeError, csv.Error):
                 continue
+            # installers write normalised relative paths; only a script's climbs out
             self._rows.update(
-                (prefix + rel if _plain(rel) else os.path.normpath(prefix + rel), (dist, rest))
+                (os.path.normpath(prefix + rel) if rel[:1] == "." else prefix + rel, (dist, rest))
                 for rel, rest in rows
             )
 
@@ -196,11 +197,6 @@ def _relevant_rows(
         names = sorted({rel.split("/", 1)[0] for rel, _rest in rows})
         cache.put(record, TOPS_ALGO, key, "/".join(names), hashed_at_ns=started)
     return rows if tops.intersection(rel.split("/", 1)[0] for rel, _ in rows) else []
-
-
-def _plain(rel: str) -> bool:
-    """A RECORD path that joins without normalising (no '..', '.', '//', backslash)."""
-    return not (rel.startswith(("../", "./", "/")) or "/." in rel or "//" in rel or "\\" in rel)
 
 
 def _rows(record: str) -> list[tuple[str, str]]:

@@ -44,18 +44,19 @@ variable, an allowed path), under its signature.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ftmanifest.findings import Finding
-from ftmanifest.hashing import FileDigest, hash_files
+from ftmanifest.hashing import ALGORITHM, FileDigest, hash_files
 from ftmanifest.manifest.model import Manifest
 from ftmanifest.manifest.patterns import normalize_name
 from ftmanifest.probe.interpreter import STARTUP_VARIABLES
 from ftmanifest.probe.records import distributions, forget_paths, real_path, record_index
-from ftmanifest.statcache import StatCache
+from ftmanifest.statcache import StatCache, StatKey
 from ftmanifest.verify import _interpreter_rows as rows
 from ftmanifest.verify._interpreter_places import Places, Where, build_places
 from ftmanifest.verify._pinned_code import ignored, worktree_blob
@@ -178,7 +179,23 @@ class _Judge:
         self.rows = rows.capped(self.rows)
 
     def _hash(self, paths: list[str]) -> None:
+        """sha256 of ``paths`` into ``digests``: from the stat cache when their stat is
+        unchanged (a ``stat`` and a lookup each, no ``Path`` built), else read."""
         todo = [p for p in paths if p not in self.digests]
+        if self.cache is not None and todo:
+            stats = {}
+            for path in todo:
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    stats[path] = st
+            keyed = [(p, StatKey.of(st)) for p, st in stats.items()]
+            known = self.cache.lookup_many(keyed, ALGORITHM)
+            for path, digest in known.items():
+                self.digests[path] = FileDigest(digest, stats[path].st_size)
+            todo = [p for p in todo if p not in known]
         if todo:
             got = hash_files(todo, cache=self.cache, use_cache=self.cache is not None)
             self.digests.update({os.fspath(p): d for p, d in got.items()})
