@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from ftmanifest.ledger.guardreport import report_guarded
 from ftmanifest.verify.interpreter import InterpreterVerdict, observe_and_judge
 from ftmanifest.verify.pipeline import DriftError, VerifyReport, verify_manifest
 
@@ -68,6 +69,7 @@ def guard(
     judge_this_interpreter(report, code_dir=code_dir, use_cache=use_cache)
     if not report.ok:
         raise GuardRefusedError(report)
+    report_guarded(report.manifest_digest)  # `run --guarded` waits for this word
     return report
 
 

@@ -127,3 +127,26 @@ def test_a_guarded_command_whose_guard_reports_passes(project: Path, tmp_path: P
     done = _run(project, *shell, options=("--guarded",))
     assert done.returncode == 0, done.stderr
     assert "trained" in done.stdout
+
+
+def test_ftmanifest_guard_reports_to_a_guarded_run(project: Path, tmp_path: Path) -> None:
+    """The real in-process guard, called first in a script a shell starts: it passes
+    and says so to ``run``; without the call the same run is refused when it ends."""
+    from ftmanifest.verify.lock import lock_manifest
+
+    root = project.parent
+    for name, first in (("guarded", "ftmanifest.guard(os.environ['FTMANIFEST_MANIFEST'], "
+                         "signature=False)\n"), ("plain", "")):  # fmt: skip
+        (root / "scripts" / f"{name}.py").write_text(
+            f"import os, ftmanifest\n{first}print('trained')\n"
+        )
+    git(root, "add", "scripts")
+    git(root, "commit", "-qm", "two training scripts")
+    lock_manifest(project)  # the commit that holds them
+    shell = ("sh", "-c", f"{sys.executable} scripts/guarded.py")
+    done = _run(project, *shell, options=("--guarded",))
+    assert "trained" in done.stdout, done.stderr
+    assert done.returncode == 0, done.stderr
+    plain = ("sh", "-c", f"{sys.executable} scripts/plain.py")
+    unguarded = _run(project, *plain, options=("--guarded",))
+    assert unguarded.returncode == 1 and "no process of the command reported" in unguarded.stderr
