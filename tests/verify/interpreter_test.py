@@ -124,15 +124,20 @@ def _refused(repo: Path, rule: str, *modules: str, verify_sees: bool = False,
 # --- the training repository's own modules -----------------------------------------
 
 
-def _forge_pyc(source: Path, code_text: str) -> Path:
-    """Compile ``code_text`` into ``source``'s pyc, stamped with the real file's mtime and
+def _forge_pyc(source: Path, code_text: str, prefix: Path | None = None) -> Path:
+    """Compile ``code_text`` into ``source``'s pyc (under ``prefix``, as
+    PYTHONPYCACHEPREFIX puts it, when given), stamped with the real file's mtime and
     size: the loader checks only those, so it runs the forged code."""
     from importlib._bootstrap_external import _code_to_timestamp_pyc  # type: ignore[attr-defined]
 
     st = source.stat()
     code = compile(code_text, str(source), "exec", dont_inherit=True)
-    pyc = Path(importlib.util.cache_from_source(str(source)))
-    pyc.parent.mkdir(exist_ok=True)
+    saved, sys.pycache_prefix = sys.pycache_prefix, None if prefix is None else str(prefix)
+    try:
+        pyc = Path(importlib.util.cache_from_source(str(source)))
+    finally:
+        sys.pycache_prefix = saved
+    pyc.parent.mkdir(parents=True, exist_ok=True)
     pyc.write_bytes(bytes(_code_to_timestamp_pyc(code, int(st.st_mtime), st.st_size)))
     return pyc
 
@@ -152,6 +157,16 @@ def test_forged_bytecode_of_a_committed_module_is_refused(repo: Path) -> None:
     assert "MARK helper attacker!" in out  # the interpreter ran the forged code
     assert rows[0]["path"] == str(pyc) and rows[0]["field"] == "environment.code.commit"
     assert "rm " in rows[0]["hint"]
+
+
+def test_forged_bytecode_under_a_pycache_prefix_is_refused(repo: Path, tmp_path: Path) -> None:
+    prefix = tmp_path / "pycache"
+    pyc = _forge_pyc(repo / "helper.py", HELPER_B, prefix)
+    out, rows = _refused(
+        repo, "drift.bytecode", "helper", env=_env(PYTHONPYCACHEPREFIX=str(prefix))
+    )
+    assert "MARK helper attacker!" in out
+    assert rows[0]["path"] == str(pyc)
 
 
 def test_the_real_bytecode_of_a_committed_module_trains(repo: Path) -> None:
