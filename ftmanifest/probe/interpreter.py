@@ -24,9 +24,12 @@ modules import on attribute access): only ``__dict__`` is read.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
+import marshal
 import os
 import sys
+import sysconfig
 
 FORMAT = 1
 # Variables read at start-up that change which code runs (Python's own, the
@@ -67,8 +70,6 @@ _CUSTOMIZE = ("sitecustomize", "usercustomize")
 
 def observe() -> dict:
     """Everything this interpreter shows about the code it runs, as JSON-ready data."""
-    import importlib.util
-
     site = sys.modules.get("site")
     stdlib = _stdlib_folders()
     return {
@@ -122,8 +123,6 @@ def _check_hash_based_pycs() -> str:
 
 def _stdlib_folders() -> list[str]:
     """The standard library's folders (``stdlib``, ``platstdlib``, lib-dynload, the zip)."""
-    import sysconfig
-
     base = getattr(sys, "base_prefix", sys.prefix)
     platbase = getattr(sys, "base_exec_prefix", sys.exec_prefix)
     # In a venv `platstdlib` is the venv's own lib/pythonX.Y (which holds its
@@ -269,8 +268,6 @@ def pyc_state(source: str, cached: str) -> dict:
     and never reads the source.  ``stale``: the loader would compile the source.
     ``absent``: no such file.
     """
-    import importlib.util
-
     state: dict = {"path": cached}
     try:
         with open(cached, "rb") as fh:
@@ -322,8 +319,6 @@ def compiled_matches(
     verified (else it is read from ``source``).  Raises ``OSError`` when a file
     cannot be read, ``SyntaxError`` when the source does not compile.
     """
-    import marshal
-
     if source_bytes is None:
         with open(source, "rb") as fh:
             source_bytes = fh.read()

@@ -43,6 +43,7 @@ variable, an allowed path), under its signature.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import stat
 from collections.abc import Mapping
@@ -54,7 +55,7 @@ from ftmanifest.findings import Finding
 from ftmanifest.hashing import ALGORITHM, FileDigest, hash_files
 from ftmanifest.manifest.model import Manifest
 from ftmanifest.manifest.patterns import normalize_name
-from ftmanifest.probe.interpreter import STARTUP_VARIABLES
+from ftmanifest.probe.interpreter import STARTUP_VARIABLES, observe
 from ftmanifest.probe.records import distributions, forget_paths, real_path, record_index
 from ftmanifest.statcache import StatCache, StatKey
 from ftmanifest.verify import _interpreter_rows as rows
@@ -84,8 +85,6 @@ def observe_and_judge(
     use_cache: bool = True,
 ) -> InterpreterVerdict:
     """Observe this interpreter and judge it (the in-process guard's call)."""
-    from ftmanifest.probe.interpreter import observe
-
     return judge_interpreter(
         observe(), manifest, manifest_path, code_dir=code_dir, use_cache=use_cache
     )
@@ -123,8 +122,6 @@ def judge_interpreter(
 
 
 def _compiles_here(observation: Mapping[str, Any]) -> bool:
-    import importlib.util
-
     return observation.get("magic") == importlib.util.MAGIC_NUMBER.hex()
 
 

@@ -369,3 +369,19 @@ def test_a_same_version_editable_install_of_a_fork_is_refused(
     assert "MARK ftm_tinypkg fork" in out  # the pinned version, another package's code
     assert rows[0]["field"] == "environment.packages.ftm-tinypkg"
     assert str(fork) in rows[0]["observed"]
+
+
+def test_this_venv_s_own_pth_files_are_installed_ones(locked: Path) -> None:
+    """The control in the test venv itself: setuptools' distutils-precedence.pth and the
+    editable install's __editable__ .pth run import lines at every start, and each is
+    listed with its hash in its distribution's RECORD."""
+    from ftmanifest.manifest import load_manifest
+    from ftmanifest.probe.interpreter import observe
+    from ftmanifest.verify.interpreter import judge_interpreter
+
+    seen = observe()
+    names = {Path(e["path"]).name for e in seen["pth_files"]}
+    if not names:
+        pytest.skip("no .pth file in this venv")
+    verdict = judge_interpreter(seen, load_manifest(locked).manifest, locked)
+    assert [r for r in verdict.rows if r.rule in ("drift.pth", "drift.editable")] == []
