@@ -69,7 +69,7 @@ def test_a_signal_is_passed_on_and_the_handler_finishes(
 ) -> None:
     out = _ignored(project)
     argv = [*FTM, str(project), "--no-signature", "--", *child_command(out, "checkpoint")]
-    with started(argv, out) as (proc, pids):
+    with started(argv, out, pythonpath=False) as (proc, pids):
         os.kill(proc.pid, sig)
         code, stderr = finish(proc)
         assert code == 0, stderr  # the command's own status: its handler exited 0
@@ -98,7 +98,7 @@ def test_a_command_that_ignores_the_signal_is_killed_after_the_grace(
         monkeypatch.setenv(key, value)
     argv = [*FTM, str(project), "--no-signature", *option, "--"]
     out = _ignored(project)
-    with started([*argv, *child_command(out, "ignore")], out) as (proc, pids):
+    with started([*argv, *child_command(out, "ignore")], out, pythonpath=False) as (proc, pids):
         start = time.monotonic()
         os.kill(proc.pid, sig)
         code, stderr = finish(proc)

@@ -79,16 +79,22 @@ def child_command(tmp_path: Path, mode: str) -> list[str]:
 
 @contextmanager
 def started(
-    argv: Sequence[str], out: Path, *, ignored: Sequence[signal.Signals] = ()
+    argv: Sequence[str],
+    out: Path,
+    *,
+    ignored: Sequence[signal.Signals] = (),
+    pythonpath: bool = True,
 ) -> Iterator[tuple[subprocess.Popen[str], list[int]]]:
     """Start a supervisor (``argv``) of ``child_command``; wait for the child's
-    pids; on the way out, kill whatever a failed test left running."""
+    pids; on the way out, kill whatever a failed test left running.  ``pythonpath``:
+    the project's folder on PYTHONPATH (a driver imports the tests); ``ftmanifest run``
+    needs none, and refuses a start-up variable its manifest does not pin."""
 
     def dispositions() -> None:  # as a shell would start it, whatever pytest inherited
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN if sig in ignored else signal.SIG_DFL)
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)} if pythonpath else dict(os.environ)
     env.pop("FTMANIFEST_DEBUG", None)
     proc = subprocess.Popen(
         list(argv),

@@ -219,6 +219,7 @@ def _check_interpreter(
         check_module_pinned,
         child_findings,
         probe_child,
+        startup_findings,
     )
     from ftmanifest.verify.launch import UnattributedCommandError, attribute
 
@@ -242,6 +243,9 @@ def _check_interpreter(
     rows = _accepting(
         child_findings(manifest, report.observed, child, {**env, **launch.env}), args
     )[0]
+    rows += startup_findings(
+        launch, env, Path.cwd(), manifest, report.manifest_path, code_dir=args.code
+    )  # start-up code is allowed by the signed manifest only, never by --accept
     pinned = manifest.environment.code.commit
     root = repository_root(Path(os.path.abspath(args.code or report.manifest_path.parent)))
     check_module_pinned(child, root, pinned)

@@ -8,6 +8,7 @@ gives them: folders resolved, so a venv's ``lib64`` and ``lib`` are one place.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -180,7 +181,9 @@ def _repository(places: Places, manifest: Manifest, folder: Path) -> None:
 
 
 def _guard_project(observation: Mapping[str, Any], dists: list[Distribution]) -> str | None:
-    """The editable project folder ftmanifest itself was imported from, if any."""
+    """The editable project folder ftmanifest itself was imported from, if any: in the
+    observed process, else (another interpreter, observed by ``run`` before it
+    imported anything) the one this judge runs from, which is as trusted."""
     origin = next(
         (
             m.get("origin")
@@ -189,6 +192,8 @@ def _guard_project(observation: Mapping[str, Any], dists: list[Distribution]) ->
         ),
         None,
     )
+    if not isinstance(origin, str):
+        origin = getattr(sys.modules.get("ftmanifest"), "__file__", None)
     if not isinstance(origin, str):
         return None
     package = real_path(os.path.dirname(origin))

@@ -147,6 +147,43 @@ def child_findings(
     return [r._replace(message=r.message + where) for r in rows]
 
 
+def startup_findings(
+    launch: Launch,
+    environ: Mapping[str, str],
+    cwd: Path,
+    manifest: Manifest,
+    manifest_path: Path,
+    code_dir: Path | None = None,
+) -> list[Finding]:
+    """The guard's judgement of what the command's interpreter runs at start-up
+    (``.pth`` lines, ``sitecustomize``, ``PYTHONPATH``, ``LD_PRELOAD``...), from the
+    guard's own stdlib-only observation run in that interpreter."""
+    from ftmanifest.probe import interpreter as observation_source
+    from ftmanifest.verify.interpreter import judge_interpreter
+
+    assert launch.interpreter is not None
+    source = Path(observation_source.__file__).read_text("utf-8")
+    argv = [str(launch.interpreter), *launch.options, "-c", source]
+    try:
+        done = subprocess.run(
+            argv, env={**environ, **launch.env}, cwd=cwd, capture_output=True, text=True,
+            timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise _cannot(launch, f"{type(exc).__name__}: {exc}") from None
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    try:
+        observed = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        raise _cannot(launch, f"exit {done.returncode}: {tail}") from None
+    verdict = judge_interpreter(
+        observed, manifest, manifest_path, code_dir=code_dir, same_process=False
+    )
+    where = f" (the command's interpreter {launch.interpreter})"
+    return [r._replace(message=r.message + where) for r in verdict.rows]
+
+
 def check_module_pinned(child: ChildInterpreter, root: Path | None, pinned: str | None) -> None:
     """Refuse ``python -m NAME`` when NAME is found outside the pinned repository (a
     second ``git worktree``, another checkout), and not among the installed packages."""

@@ -146,7 +146,7 @@ def test_baseline_variant_abandoned_and_failed_runs_are_all_in_the_ledger(
     show = ledger_cli(ledger, "show", data["attempts"][3]["attempt"], "--format", "json")
     ended = json.loads(show.stdout)["records"][-1]
     assert (ended["status"], ended["exit_code"]) == ("failed", 3)
-    assert ended["command"] == ["sh", "-c", "exit 3"]
+    assert ended["command"] == [sys.executable, "-c", "raise SystemExit(3)"]
 
     text = ledger_cli(ledger, "list")
     assert text.returncode == 0

@@ -150,3 +150,33 @@ def test_ftmanifest_guard_reports_to_a_guarded_run(project: Path, tmp_path: Path
     plain = ("sh", "-c", f"{sys.executable} scripts/plain.py")
     unguarded = _run(project, *plain, options=("--guarded",))
     assert unguarded.returncode == 1 and "no process of the command reported" in unguarded.stderr
+
+
+def test_a_sitecustomize_on_the_commands_pythonpath_is_refused(
+    project: Path, tmp_path: Path
+) -> None:
+    """Start-up code the command's interpreter would run before the script: proven to
+    run, then refused by run before the command starts."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    marker = tmp_path / "hooked"
+    (hook / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'a').write('x')\n")
+    proof = subprocess.run(
+        [sys.executable, "-c", "pass"], env={**os.environ, "PYTHONPATH": str(hook)}
+    )
+    assert proof.returncode == 0 and marker.exists()  # the attack matters: it runs first
+    marker.unlink()
+    done = _run(project, "env", f"PYTHONPATH={hook}", sys.executable, SCRIPT)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "clean" not in done.stdout
+    assert "PYTHONPATH" in done.stderr and "sitecustomize" in done.stderr
+
+
+def test_an_unpinned_ld_preload_is_refused(project: Path) -> None:
+    libm = next((p for p in ("/lib/x86_64-linux-gnu/libm.so.6", "/lib/aarch64-linux-gnu/libm.so.6",
+                             "/usr/lib64/libm.so.6") if os.path.exists(p)), None)  # fmt: skip
+    if libm is None:
+        pytest.skip("no libm.so.6 at a known place to preload")
+    done = _run(project, "env", f"LD_PRELOAD={libm}", sys.executable, SCRIPT)
+    assert done.returncode == 1 and "LD_PRELOAD" in done.stderr, done.stderr
+    assert "clean" not in done.stdout
