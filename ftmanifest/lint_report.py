@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from ftmanifest.errors import EXIT_INPUT, EXIT_OK, EXIT_REFUSED
-from ftmanifest.output import render_findings
+from ftmanifest.output import note, render_findings
 
 TYPE_CHECKING = False  # no runtime `typing` on the pre-commit path (see findings.py)
 if TYPE_CHECKING:
@@ -29,10 +29,10 @@ def lint_report(findings: Sequence[Finding], unusable: int, files: int, fmt: str
         bad = len({f.path for f in errors})
         warned = len(findings) - len(errors)
         also = f", {warned} warning(s)" if warned else ""
-        sys.stderr.write(
-            f"{len(errors)} problem(s) in {bad} of {files} manifest(s){also}\n"
+        note(
+            f"{len(errors)} problem(s) in {bad} of {files} manifest(s){also}"
             if errors
-            else f"{files} manifest(s) pinned, no problems{also}\n"
+            else f"{files} manifest(s) pinned, no problems{also}"
         )
     if unusable:
         return EXIT_INPUT

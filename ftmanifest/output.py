@@ -102,6 +102,27 @@ _DIGEST = re.compile(r"([a-z][a-z0-9-]*:)([0-9a-f]{16,})(.*)", re.DOTALL)
 _DIGEST_KEEP = 4  # hex digits kept at each end of a shortened digest
 
 
+_quiet = False  # -q/--quiet: the process prints no notes (``set_quiet``)
+
+
+def set_quiet(on: bool) -> bool:
+    """Quiet (``-q``) or not for the whole process; what it was.  Quiet drops
+    ``note`` lines and the progress line, never a warning, an error or stdout."""
+    global _quiet
+    before, _quiet = _quiet, on
+    return before
+
+
+def is_quiet() -> bool:
+    return _quiet
+
+
+def note(text: str) -> None:
+    """An informational line on stderr (what was written, a summary), unless quiet."""
+    if not _quiet:
+        sys.stderr.write(text + "\n")
+
+
 def terminal_width(stream: TextIO | None = None) -> int:
     """The columns a table printed to ``stream`` (default: stdout) is fitted to:
     ``COLUMNS`` when it is set to a number, else the terminal's width, else

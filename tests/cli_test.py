@@ -211,7 +211,10 @@ def test_every_option_has_help_and_shows_its_default(command: str) -> None:
         if isinstance(action, argparse._HelpAction):
             continue
         assert action.help, f"{command} {action.dest} has no help"
-        shown = action.default in (None, False, []) or isinstance(action.default, bool)
+        # SUPPRESS: no value unless given (-q after the command keeps one given before it)
+        shown = action.default in (None, False, [], argparse.SUPPRESS) or isinstance(
+            action.default, bool
+        )
         if not shown:
             text = sub.format_help()
             assert "(default:" in text and str(action.default) in text, (command, action.dest)

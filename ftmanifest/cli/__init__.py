@@ -23,9 +23,10 @@ import sys
 from collections.abc import Sequence
 
 from ftmanifest import __version__
-from ftmanifest.cli._args import Parser, require_manifest
+from ftmanifest.cli._args import Parser, add_quiet_everywhere, require_manifest
 from ftmanifest.errors import EXIT_BUG, EXIT_INTERRUPTED, FtManifestError
 from ftmanifest.extras import missing_extra
+from ftmanifest.progress import quieted
 from ftmanifest.safe_text import escape
 
 # name -> module under ftmanifest.cli; the one registry of subcommands.
@@ -71,7 +72,7 @@ NESTED: dict[str, dict[str, str]] = {
 
 # Old spellings still taken, with a note: `backup PATHS...` is `backup create PATHS...`.
 OLD_SPELLINGS: dict[str, tuple[str, frozenset[str]]] = {
-    "backup": ("create", frozenset({"create", "check", "-h", "--help"})),
+    "backup": ("create", frozenset({"create", "check", "-h", "--help", "-q", "--quiet"})),
 }
 
 # Only `run` takes `--` as the start of the command it runs; for every other
@@ -118,6 +119,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             continue
         mod = importlib.import_module(f"ftmanifest.cli.{module}")
         mod.add_parser(sub)
+    add_quiet_everywhere(parser)  # after every command, so that none can miss it
     return parser
 
 
@@ -171,7 +173,8 @@ def _main(argv: Sequence[str] | None) -> int:
     args.passthrough = passthrough
     debug = os.environ.get("FTMANIFEST_DEBUG", "") not in ("", "0")
     try:
-        code = int(args.func(args))
+        with quieted(args.quiet):
+            code = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows here, inside the handler
         return code
     except FtManifestError as exc:

@@ -1,7 +1,7 @@
 """What the command modules' parsers share: the parser class and its help
-formatter, and the options several commands take alike (``--format``,
-``--trust``, verify's observation options, ``--distributed``, a backup's
-``-i``/``--trust``).
+formatter, and the options several commands take alike (``-q/--quiet`` on every
+command, ``--format``, ``--trust``, verify's observation options,
+``--distributed``, a backup's ``-i``/``--trust``).
 
 Layer: commands (private to ``ftmanifest.cli``: a command module imports this,
 never another command module).
@@ -156,6 +156,37 @@ def add_observe_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="allow data/model paths outside the manifest's repository (or folder)",
     )
+
+
+QUIET_HELP = (
+    "no progress line and no notes on stderr; warnings, errors, what is printed on "
+    "stdout and the exit code stay as they are"
+)
+
+
+def add_quiet_everywhere(parser: argparse.ArgumentParser) -> None:
+    """``-q/--quiet`` on ``parser`` and on every command and subcommand under it, with
+    one meaning (``progress.quieted``): given before the command or after its name.
+
+    The top parser's default (False) is the value; the commands' own are suppressed
+    so that one not given there keeps what was given before the command."""
+    _add_quiet(parser, False, f"{QUIET_HELP} (on a terminal the progress line shows "
+               "after $FTMANIFEST_PROGRESS_DELAY seconds of work, default 1)")  # fmt: skip
+    seen: set[int] = {id(parser)}
+    todo = [parser]
+    while todo:
+        for action in todo.pop()._actions:
+            if not isinstance(action, argparse._SubParsersAction):
+                continue
+            for sub in action.choices.values():
+                if id(sub) not in seen:  # an alias names the same parser
+                    seen.add(id(sub))
+                    _add_quiet(sub, argparse.SUPPRESS, QUIET_HELP)
+                    todo.append(sub)
+
+
+def _add_quiet(parser: argparse.ArgumentParser, default: Any, text: str) -> None:
+    parser.add_argument("-q", "--quiet", action="store_true", default=default, help=text)
 
 
 def add_format_argument(parser: argparse.ArgumentParser, *, sarif: bool = False) -> None:

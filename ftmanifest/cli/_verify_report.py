@@ -21,6 +21,7 @@ from ftmanifest.cli._args import (
 )
 from ftmanifest.cli._render import trusted_line
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, UsageError
+from ftmanifest.output import note
 from ftmanifest.safe_text import escape
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def record_acceptances(report: VerifyReport, status: str, **extra: Any) -> None:
     from ftmanifest.ledger.runrecord import record_acceptances as record
 
     path = record(report, status, **extra)
-    sys.stderr.write(f"recorded:  {len(report.accepted)} acceptance(s) in {escape(str(path))}\n")
+    note(f"recorded:  {len(report.accepted)} acceptance(s) in {escape(str(path))}")
 
 
 def print_header(report: VerifyReport) -> None:

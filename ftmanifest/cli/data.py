@@ -28,6 +28,8 @@ from ftmanifest.cli._args import (
     add_manifest_argument,
 )
 from ftmanifest.errors import UsageError
+from ftmanifest.output import note
+from ftmanifest.progress import Progress
 from ftmanifest.safe_text import escape
 
 SHOWN = 120  # characters of each record in the text output
@@ -161,9 +163,11 @@ def _check(args: argparse.Namespace, signer: Any = None) -> int:
     """The check (every rank's share of the signing comes through ``signer``)."""
     from ftmanifest.data.check import check_data
 
-    result = check_data(args.manifest, threshold=args.threshold, fields=args.field,
-                        examples=args.examples, jobs=args.jobs, write_clean_to=args.write_clean,
-                        allow_outside=args.allow_outside, signer=signer)  # fmt: skip
+    with Progress(label="data check", unit="records") as bar:
+        result = check_data(args.manifest, threshold=args.threshold, fields=args.field,
+                            examples=args.examples, jobs=args.jobs,
+                            write_clean_to=args.write_clean, allow_outside=args.allow_outside,
+                            signer=signer, progress=bar if signer is None else None)  # fmt: skip
     clean = result.clean.to_dict() if result.clean is not None else None
     if args.format == "json":
         from ftmanifest.output import to_json
@@ -210,8 +214,8 @@ def _run_distributed(args: argparse.Namespace) -> int:
             raise error
         return code
     own = f"; this rank: {escape(str(error))}" if error is not None else ""
-    sys.stderr.write(f"rank {job.rank}: signed its share of the records, exit {code} as rank 0 "
-                     f"(rank 0 prints the report){own}\n")  # fmt: skip
+    note(f"rank {job.rank}: signed its share of the records, exit {code} as rank 0 "
+         f"(rank 0 prints the report){own}")  # fmt: skip
     return code
 
 

@@ -23,6 +23,7 @@ from ftmanifest.cli._args import (
     add_manifest_argument,
 )
 from ftmanifest.errors import FtManifestError
+from ftmanifest.output import note
 
 if TYPE_CHECKING:
     from ftmanifest.verify.lock import LockResult
@@ -105,18 +106,18 @@ def report(args: argparse.Namespace, result: LockResult) -> int:
 
         sys.stdout.write(to_json(_as_json(args, result, code)))
         return code
-    for note in result.notes:
-        sys.stderr.write(f"note: {note}\n")
+    for text in result.notes:
+        note(f"note: {text}")
     if args.dry_run:
         sys.stdout.write(result.diff() or f"{args.manifest}: already locked, nothing to change\n")
         return code
     if result.changed:
-        sys.stderr.write(
+        note(
             f"locked {args.manifest} ({_lines_changed(result)} line(s) changed); "
-            f"{_sign_again(args)[1]}\n"
+            f"{_sign_again(args)[1]}"
         )
     else:
-        sys.stderr.write(f"{args.manifest}: already locked, nothing to change\n")
+        note(f"{args.manifest}: already locked, nothing to change")
     return 0
 
 
@@ -217,8 +218,7 @@ def run_distributed(args: argparse.Namespace) -> int:
         if job.is_main:
             return report(args, result)
         stale = args.dry_run and args.check and result.changed
-        sys.stderr.write(f"rank {job.rank} of {job.world_size}: lock "
-                         f"{'out of date' if stale else 'done'}\n")  # fmt: skip
+        note(f"rank {job.rank} of {job.world_size}: lock {'out of date' if stale else 'done'}")
         return int(bool(stale))
 
     return in_job(job, timeout, body, args.format)

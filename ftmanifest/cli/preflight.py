@@ -19,6 +19,7 @@ from typing import Any
 
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 from ftmanifest.cli._render import marked_tokens
+from ftmanifest.progress import live
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -104,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     )
     result = run_preflight(loaded, only=args.only, options=options, recipe_spec=args.recipe,
                            allow_outside=args.allow_outside, say=stderr_say)  # fmt: skip
-    if sys.stderr.isatty():
+    if live(sys.stderr):
         sys.stderr.write("\r\x1b[K")
     where = None if args.no_record else _record(loaded, result, args)
     if args.html is not None:

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.cli._args import add_distributed_arguments, add_format_argument
+from ftmanifest.output import note
+from ftmanifest.progress import Progress
 from ftmanifest.safe_text import escape
 
 if TYPE_CHECKING:
@@ -115,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
     if args.distributed:
         return _run_distributed(args, opts)
     no_rank_timeout(args.rank_timeout, "scan PATH")
-    result = scan_cached(args.paths, opts, use_cache=not args.no_cache)
+    with Progress(label="scanning", unit="files") as bar:
+        result = scan_cached(args.paths, opts, use_cache=not args.no_cache, progress=bar)
     judged = _judge(args, result)
     _print(args, judged.findings, judged.summary)
     return EXIT_FINDINGS if judged.refused else EXIT_OK
@@ -148,9 +151,7 @@ def _judge(args: argparse.Namespace, result: ScanResult, *, write: bool = True) 
     )  # fmt: skip
     if judged.baseline_written is not None:
         where = escape(str(args.write_baseline))
-        sys.stderr.write(
-            f"ftmanifest: wrote {judged.baseline_written} accepted fingerprints to {where}\n"
-        )
+        note(f"ftmanifest: wrote {judged.baseline_written} accepted fingerprints to {where}")
     return judged
 
 
@@ -160,10 +161,8 @@ def _print(args: argparse.Namespace, findings: list[Finding], summary: dict[str,
     sys.stdout.write(render_findings(findings, args.format, summary=summary))
     if args.format == "text":
         shown = [f for f in findings if f.severity != "info"]
-        sys.stderr.write(
-            f"{summary['files']} file(s) scanned, "
-            + (f"{len(shown)} finding(s)\n" if shown else "nothing found\n")
-        )
+        found = f"{len(shown)} finding(s)" if shown else "nothing found"
+        note(f"{summary['files']} file(s) scanned, {found}")
 
 
 def _run_distributed(args: argparse.Namespace, opts: ScanOptions) -> int:
@@ -208,9 +207,9 @@ def _run_distributed(args: argparse.Namespace, opts: ScanOptions) -> int:
                                  "see its output there\n")  # fmt: skip
         else:
             n = sum(1 for f in shown.findings if f.severity != "info")
-            sys.stderr.write(
+            note(
                 f"rank {job.rank} of {job.world_size}: {shown.summary['files']} file(s), "
-                f"{n} finding(s) in the job; job exit {code} (rank 0 prints the report)\n"
+                f"{n} finding(s) in the job; job exit {code} (rank 0 prints the report)"
             )
         return code
 

@@ -9,6 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ftmanifest.output import note
+
 DESCRIPTION = """\
 Print the manifest's JSON Schema, generated from the data model (the one
 source of truth for every field), or write it to each --write PATH.
@@ -56,5 +58,5 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     for path in args.write:
         atomic_write_text(path, text)
-        sys.stderr.write(f"wrote {path}\n")
+        note(f"wrote {path}")
     return 0

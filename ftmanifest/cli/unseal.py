@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument
+from ftmanifest.output import note
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -59,9 +60,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(use["path"] + "\n")
     n = use["family_uses"]
-    sys.stderr.write(
+    note(
         f"unsealed: split {escape(args.split)}, use {use['use']} recorded in "
-        f"{escape(use['ledger'])}; use {n} by this experiment's family\n"
+        f"{escape(use['ledger'])}; use {n} by this experiment's family"
     )
     if n >= 2:
         sys.stderr.write(

@@ -25,6 +25,7 @@ from ftmanifest.cli._verify_report import (
     verify_only,
 )
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
+from ftmanifest.output import note
 from ftmanifest.safe_text import escape
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ def run_distributed(args: argparse.Namespace) -> int:
             allow_outside=args.allow_outside,
         )
         if job.rank != 0:
-            sys.stderr.write(rank_line(job.rank, verdict) + "\n")
+            note(rank_line(job.rank, verdict))
             return int(verdict.exit_code)
         print_job(args, verdict, report, strategy)
         if report is not None and (report.accepted or verdict.accepted):

@@ -26,6 +26,7 @@ from ftmanifest.data.splits import image_splits_of, refuse_into_pinned, splits_o
 from ftmanifest.data.summary import DataSummary, summarise
 from ftmanifest.errors import UsageError
 from ftmanifest.manifest import load_manifest
+from ftmanifest.progress import ProgressSink
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,13 @@ def check_data(
     write_clean_to: Path | None = None,
     allow_outside: bool = False,
     signer: Any = None,
+    progress: ProgressSink | None = None,
 ) -> DataCheck:
     """The check of ``manifest``'s data.  ``threshold`` and ``fields`` default to
     ``data_checks.near_threshold`` and ``data_checks.text_fields``; ``jobs`` to
     every core (one for small inputs), 0 meaning every core; ``signer`` brings
-    every rank's share of the signing under ``--distributed``."""
+    every rank's share of the signing under ``--distributed``; ``progress`` counts
+    the records read (out of the counts the manifest pins, when it pins them all)."""
     loaded = load_manifest(manifest)
     checks = loaded.manifest.data_checks
     source = "--threshold" if threshold is not None else "data_checks.near_threshold"
@@ -89,9 +92,11 @@ def check_data(
     if jobs is None:  # a folder of shards is taken as large: its size would cost a stat a file
         jobs = cores() if any(s.shards for s in splits) else default_jobs([s.path for s in splits])
     jobs = jobs or cores()
+    if progress is not None:
+        progress.add_total(0, items=_pinned_records(loaded, splits))
     report = leakage.check_leakage(splits, threshold=threshold, examples=examples,
                                    tolerance=checks.tolerance, jobs=jobs,
-                                   signer=signer)  # fmt: skip
+                                   signer=signer, progress=progress)  # fmt: skip
     report.threshold_source = source
     clean = None
     if write_clean_to is not None:
@@ -101,6 +106,13 @@ def check_data(
     images = image_splits_of(loaded, allow_outside=allow_outside)
     summary = summarise(loaded, text, images, allow_outside=allow_outside)
     return DataCheck(report, summary, clean)
+
+
+def _pinned_records(loaded: Any, splits: Sequence[leakage.Split]) -> int:
+    """The records the manifest pins for ``splits``, or 0 when it leaves one unpinned."""
+    pinned = {entry.name: entry.records for entry in loaded.manifest.data}
+    counts = [pinned.get(split.name) for split in splits]
+    return 0 if any(n is None for n in counts) else sum(n for n in counts if n is not None)
 
 
 def serve_data(

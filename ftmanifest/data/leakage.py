@@ -40,6 +40,7 @@ from ftmanifest.data.shards import Marks
 from ftmanifest.data.text import normalise, shingle_list
 from ftmanifest.errors import InputError
 from ftmanifest.manifest.data import LeakTolerance, PairTolerance
+from ftmanifest.progress import ProgressSink
 
 MIN_RECALL = 0.99  # P(a pair at the threshold is an LSH candidate), at least
 MAX_PAIRS = 200_000  # candidate pairs kept per split pair; past it that pair's search stops
@@ -218,12 +219,14 @@ def check_leakage(
     tolerance: LeakTolerance | None = None,
     jobs: int = 1,
     signer: Any = None,
+    progress: ProgressSink | None = None,
 ) -> LeakageReport:
     """Read every split once to find candidates, then the candidates' records again.
 
     ``jobs`` processes sign the records (1: this one); the report is the same for any.
     ``signer``: what yields each split's signatures in file order instead
-    (``parallel.RankSigner``: the ranks of a torchrun job)."""
+    (``parallel.RankSigner``: the ranks of a torchrun job).  ``progress`` counts
+    the records of the first read (``parallel.Workers``)."""
     from rensa import RMinHashLSH
 
     bands, _rows = lsh_shape(threshold)
@@ -245,7 +248,7 @@ def check_leakage(
     counts: dict[str, int] = {}
     without: dict[str, int] = {}
     marks = {s.name: Marks() for s in splits}  # a folder's shards, by first record
-    with Workers(jobs if signer is None else 1) as workers:
+    with Workers(jobs if signer is None else 1, progress) as workers:
         source = workers if signer is None else signer
         for split in order:
             seen: dict[bytes, tuple[int, int]] = {}

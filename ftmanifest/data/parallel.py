@@ -53,6 +53,7 @@ from typing import Any
 
 from ftmanifest.data.shards import Marks
 from ftmanifest.data.text import NUM_PERM, SEED, normalise, shingle_list, task_text
+from ftmanifest.progress import ProgressSink
 
 CHUNK_BYTES = 1 << 20
 CHUNK_RECORDS = 4096
@@ -174,10 +175,14 @@ def _sign_in_worker(job: Job) -> list[tuple[int, int, bytes | None, Any]] | None
 
 
 class Workers:
-    """A pool of ``jobs`` signing processes (none for 1), shared by the splits of one check."""
+    """A pool of ``jobs`` signing processes (none for 1), shared by the splits of one check.
 
-    def __init__(self, jobs: int) -> None:
+    ``progress`` counts the records ``signatures`` yields, and the bytes of the lines
+    they were read from (CSV, JSON and Parquet records: no bytes)."""
+
+    def __init__(self, jobs: int, progress: ProgressSink | None = None) -> None:
         self.jobs = max(1, jobs)
+        self.progress = progress
         self._pool: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> Workers:
@@ -251,21 +256,35 @@ class Workers:
 
         if shards:
             number = 0
-            for _job, sigs in self._run(shard_chunks(path, fmt, tuple(fields), shards, marks)):
+            chunks = shard_chunks(path, fmt, tuple(fields), shards, marks)
+            for _job, sigs in self._counted(self._run(chunks)):
                 for _n, line, h, m in sigs:
                     number += 1
                     yield number, line, h, m
             return
         kind = format_of(path, fmt)
         if kind not in LINE_KINDS:
-            for _job, sigs in self._run(_text_chunks(path, fmt, tuple(fields))):
+            for _job, sigs in self._counted(self._run(_text_chunks(path, fmt, tuple(fields)))):
                 yield from sigs
             return
         number = 0
-        for _job, sigs in self._run(_line_chunks(path, kind, tuple(fields))):
+        for _job, sigs in self._counted(self._run(_line_chunks(path, kind, tuple(fields)))):
             for _n, line, h, m in sigs:
                 number += 1
                 yield number, line, h, m
+
+    def _counted(self, signed: Iterator[tuple[Job, list[Any]]]) -> Iterator[tuple[Job, list[Any]]]:
+        for job, sigs in signed:
+            if self.progress is not None:
+                self.progress.advance(_bytes_of(job), items=len(sigs))
+            yield job, sigs
+
+
+def _bytes_of(job: Job) -> int:
+    """The bytes of the lines a chunk holds (records read by the parent: none known)."""
+    if isinstance(job, _Batch):
+        return sum(_bytes_of(one) for one in job.jobs)
+    return sum(len(raw) for raw in job.raws) if isinstance(job, _Lines) else 0
 
 
 def _line_chunks(path: Path, kind: str, fields: tuple[str, ...]) -> Iterator[_Lines]:

@@ -22,6 +22,7 @@ from typing import Any
 from ftmanifest.errors import UsageError
 from ftmanifest.manifest.identity import recipe_digest
 from ftmanifest.preflight.checks import CHECKS, Options, Row, State
+from ftmanifest.progress import live
 
 
 @dataclass
@@ -129,7 +130,8 @@ def _slim(row: Row) -> dict[str, Any]:
 
 
 def stderr_say(text: str) -> None:
-    if sys.stderr.isatty():
+    """The check that runs, as a line rewritten in place: on a terminal, never with -q."""
+    if live(sys.stderr):
         sys.stderr.write(f"\r\x1b[K{text}")
         sys.stderr.flush()
 

@@ -39,6 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ftmanifest.findings import Finding, sort_findings
+from ftmanifest.progress import ProgressSink
 from ftmanifest.scan.engine import ScanOptions, ScanResult, regions, scan_files
 from ftmanifest.scan.names import name_findings
 from ftmanifest.scan.small import read_small
@@ -262,16 +263,23 @@ def scan_cached(
     use_cache: bool = True,
     cache_dir: Path | None = None,
     symlink_root: Path | None = None,
+    progress: ProgressSink | None = None,
 ) -> ScanResult:
     """``scan_paths`` that skips files whose digest was already scanned.
 
     Same findings as ``scan_paths(paths, options)``; ``use_cache=False`` neither
     reads nor writes the cache (nor the stat cache).  ``cache_dir`` defaults to
-    ``ftmanifest.statcache.cache_dir()``; ``symlink_root``: see ``walk``.
+    ``ftmanifest.statcache.cache_dir()``; ``symlink_root``: see ``walk``;
+    ``progress`` counts the files judged (from the cache or scanned) and the
+    bytes read.
     """
     tops = [Path(p) for p in paths]
     files, problems = walk(tops, symlink_root=symlink_root)
-    result = scan_files_cached(files, options, use_cache=use_cache, cache_dir=cache_dir)
+    if progress is not None:
+        progress.add_total(0, items=len(files))
+    result = scan_files_cached(
+        files, options, use_cache=use_cache, cache_dir=cache_dir, progress=progress
+    )
     opts = options or ScanOptions()
     names = name_findings(tops, files, secrets=opts.secrets, pii=opts.pii)
     result.findings = sort_findings(result.findings + problems + names)
@@ -284,6 +292,7 @@ def scan_files_cached(
     *,
     use_cache: bool = True,
     cache_dir: Path | None = None,
+    progress: ProgressSink | None = None,
 ) -> ScanResult:
     """``scan_files`` on files ``walk`` listed, skipping digests already scanned.
 
@@ -291,12 +300,12 @@ def scan_files_cached(
     """
     opts = options or ScanOptions()
     if not use_cache:
-        return scan_files(files, opts)
+        return scan_files(files, opts, progress=progress)
     cache = ScanCache(cache_dir)
     stats = StatCache()
     try:
         with regions(opts):
-            result = _scan_with(cache, stats, files, opts)
+            result = _scan_with(cache, stats, files, opts, progress)
     finally:
         cache.close()
         stats.close()
@@ -306,15 +315,20 @@ def scan_files_cached(
 
 
 def _scan_with(
-    cache: ScanCache, stats: StatCache, files: list[Path], opts: ScanOptions
+    cache: ScanCache,
+    stats: StatCache,
+    files: list[Path],
+    opts: ScanOptions,
+    progress: ProgressSink | None = None,
 ) -> ScanResult:
     from ftmanifest.hashing import ALGORITHM, from_cache, hash_files
 
     known = from_cache(files, cache=stats)  # reads no file
     result, todo = _lookup(cache, files, known, opts)
+    _judged(progress, len(files) - len(todo))
     jobs = opts.jobs or os.cpu_count() or 1
     served = _Served(cache.path.parent, opts)
-    done, rest = read_small(todo, opts, jobs=jobs, digests=True, served=served)
+    done, rest = read_small(todo, opts, jobs=jobs, digests=True, served=served, progress=progress)
     served.close()
     keys = _OptionKeys(opts)
     rows = []
@@ -333,16 +347,23 @@ def _scan_with(
     if not left:
         return result
     before = {p: _stat_key(p) for p in left}
-    digests = hash_files(left, cache=stats)
+    digests = hash_files(left, cache=stats, progress=progress)
     more, again = _lookup(cache, left, digests, opts)
+    _judged(progress, len(left) - len(again))
     result.findings += more.findings
     result.bytes_scanned += more.bytes_scanned
     if again:
-        fresh = scan_files(again, opts)
+        fresh = scan_files(again, opts, progress=progress)
         result.findings += fresh.findings
         result.bytes_scanned += fresh.bytes_scanned
         _store(cache, again, fresh.findings, digests, before, opts)
     return result
+
+
+def _judged(progress: ProgressSink | None, files: int) -> None:
+    """``files`` judged by the cache's findings: counted, with no byte read."""
+    if progress is not None and files:
+        progress.advance(0, items=files)
 
 
 def _digest(digests: Mapping[Path, object], p: Path) -> str | None:

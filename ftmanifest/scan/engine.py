@@ -7,7 +7,9 @@ numbers are stitched back together.  Chunks and ranges overlap by
 ``readers.OVERLAP`` bytes, so a match across a cut is found once.  Anything
 that cannot be read (unknown binary, decode failure, over the size cap,
 missing optional backend) becomes a ``not-scanned`` finding: never silently
-clean.
+clean.  A ``progress`` sink counts the files judged and the bytes read, as they
+are (a large text file range by range); the caller that listed the files adds
+their number to its total.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from ftmanifest import held
 from ftmanifest.findings import Finding, sort_findings
+from ftmanifest.progress import ProgressSink
 from ftmanifest.scan.artifacts.binary import BINARY_FORMATS, scan_binary
 from ftmanifest.scan.artifacts.sniff import NOT_JUDGED, detect_format
 from ftmanifest.scan.names import name_findings
@@ -120,7 +123,9 @@ def _binary(path: Path, fmt: str, opts: ScanOptions, *, text: bool = True) -> li
     return found
 
 
-def scan_paths(paths: Iterable[Path], opts: ScanOptions | None = None) -> ScanResult:
+def scan_paths(
+    paths: Iterable[Path], opts: ScanOptions | None = None, *, progress: ProgressSink | None = None
+) -> ScanResult:
     """Scan files and directories; returns sorted findings and counts.
 
     What cannot be walked (unreadable folders, broken links, FIFOs, links out
@@ -128,18 +133,22 @@ def scan_paths(paths: Iterable[Path], opts: ScanOptions | None = None) -> ScanRe
     """
     tops = [Path(p) for p in paths]
     files, problems = walk(tops)
-    result = scan_files(files, opts)
+    if progress is not None:
+        progress.add_total(0, items=len(files))
+    result = scan_files(files, opts, progress=progress)
     options = opts or ScanOptions()
     names = name_findings(tops, files, secrets=options.secrets, pii=options.pii)
     result.findings = sort_findings(result.findings + problems + names)
     return result
 
 
-def scan_files(files: Iterable[Path], opts: ScanOptions | None = None) -> ScanResult:
+def scan_files(
+    files: Iterable[Path], opts: ScanOptions | None = None, *, progress: ProgressSink | None = None
+) -> ScanResult:
     """Scan regular files that ``walk`` listed; one that changed kind since is a row."""
     opts = opts or ScanOptions()
     with regions(opts):
-        return _scan_files(files, opts)
+        return _scan_files(files, opts, progress)
 
 
 @contextmanager
@@ -159,69 +168,98 @@ def regions(opts: ScanOptions) -> Iterator[None]:
         phones.set_regions(before)  # process state: the next scan starts as this one did
 
 
-def _scan_files(files: Iterable[Path], opts: ScanOptions) -> ScanResult:
+def _scan_files(
+    files: Iterable[Path], opts: ScanOptions, progress: ProgressSink | None
+) -> ScanResult:
     result = ScanResult()
     jobs = opts.jobs or os.cpu_count() or 1
     listed = list(files)
     result.files = [str(p) for p in listed]
-    done, rest = read_small(listed, opts, jobs=jobs)
+    done, rest = read_small(listed, opts, jobs=jobs, progress=progress)
     for one in done:
         result.findings += one.findings
         result.bytes_scanned += one.size
     text_files: list[tuple[Path, int]] = []
     for path in (listed[i] for i in rest):
-        try:
-            st = path.stat()
-            if not stat.S_ISREG(st.st_mode):  # swapped for a FIFO since it was listed
-                raise OSError(0, "not a regular file any more")
-            size = st.st_size
-            fmt = "empty" if size == 0 else detect_format(path)
-        except OSError as exc:
-            result.findings.append(not_scanned(path, f"unreadable ({exc.strerror})"))
-            continue
-        if size > opts.max_bytes:
-            result.findings.append(
-                not_scanned(path, f"{size} bytes is over the size cap", "raise --max-size")
-            )
-            continue
-        if fmt == "empty":
-            continue
-        result.bytes_scanned += size
-        if opts.ner and fmt in TEXT_FORMATS:
-            result.findings.append(
-                not_scanned(
-                    path,
-                    "names/addresses: no NER backend is installed",
-                    "install a NER backend or drop --ner",
-                )  # fmt: skip
-            )
-        if fmt == "text":
-            text_files.append((path, size))
-        elif fmt == "gzip" and _gzip_of_tar(path):
-            result.findings += _binary(path, "gzip", opts)  # each member as what it holds
-        elif fmt == "gzip":
-            # Judged by content twice over: a gzip'd protocol-0 pickle looks like
-            # text, so the pickle walk runs first; text keeps its line numbers.
-            judged = _binary(path, "gzip", opts, text=False)
-            texts = readers.scan_gzip(path, opts.secrets, opts.pii, opts.engine)
-            if judged:
-                texts = [f for f in texts if f.kind != "not-scanned"]
-            result.findings += judged + texts
-        elif fmt == "parquet":
-            result.findings += readers.scan_parquet(path, opts.secrets, opts.pii, opts.engine)
-        elif fmt in BINARY_FORMATS:  # gzip, also in it, is routed above
-            result.findings += _binary(path, fmt, opts)
-        elif fmt in NOT_JUDGED:
-            result.findings.append(
-                not_scanned(path, f"{NOT_JUDGED[fmt]}: this version does not judge it",
-                            "inspect it by hand, or load it only from a source you trust")
-                ._replace(rule="scan.not-judged", extra={"format": fmt})
-            )  # fmt: skip
-        else:
-            result.findings.append(not_scanned(path, f"unknown binary format ({fmt})"))
-    result.findings += _run_text(text_files, opts, jobs)
+        texts, read = len(text_files), result.bytes_scanned
+        _scan_other(path, opts, result, text_files)
+        if progress is not None and len(text_files) == texts:  # text: counted as it is read
+            progress.advance(result.bytes_scanned - read, items=1)
+    result.findings += _run_text(text_files, opts, jobs, progress)
     result.findings = sort_findings(result.findings)
     return result
+
+
+def _scan_other(
+    path: Path, opts: ScanOptions, result: ScanResult, text_files: list[tuple[Path, int]]
+) -> None:
+    """Judge one file ``read_small`` left: its rows into ``result``, or, a text file,
+    onto ``text_files`` for the ranges."""
+    try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):  # swapped for a FIFO since it was listed
+            raise OSError(0, "not a regular file any more")
+        size = st.st_size
+        fmt = "empty" if size == 0 else detect_format(path)
+    except OSError as exc:
+        result.findings.append(not_scanned(path, f"unreadable ({exc.strerror})"))
+        return
+    if size > opts.max_bytes:
+        result.findings.append(
+            not_scanned(path, f"{size} bytes is over the size cap", "raise --max-size")
+        )
+        return
+    if fmt == "empty":
+        return
+    result.bytes_scanned += size
+    if opts.ner and fmt in TEXT_FORMATS:
+        result.findings.append(
+            not_scanned(
+                path,
+                "names/addresses: no NER backend is installed",
+                "install a NER backend or drop --ner",
+            )  # fmt: skip
+        )
+    if fmt == "text":
+        text_files.append((path, size))
+    elif fmt == "gzip" and _gzip_of_tar(path):
+        result.findings += _binary(path, "gzip", opts)  # each member as what it holds
+    elif fmt == "gzip":
+        # Judged by content twice over: a gzip'd protocol-0 pickle looks like
+        # text, so the pickle walk runs first; text keeps its line numbers.
+        judged = _binary(path, "gzip", opts, text=False)
+        texts = readers.scan_gzip(path, opts.secrets, opts.pii, opts.engine)
+        if judged:
+            texts = [f for f in texts if f.kind != "not-scanned"]
+        result.findings += judged + texts
+    elif fmt == "parquet":
+        result.findings += readers.scan_parquet(path, opts.secrets, opts.pii, opts.engine)
+    elif fmt in BINARY_FORMATS:  # gzip, also in it, is routed above
+        result.findings += _binary(path, fmt, opts)
+    elif fmt in NOT_JUDGED:
+        result.findings.append(
+            not_scanned(path, f"{NOT_JUDGED[fmt]}: this version does not judge it",
+                        "inspect it by hand, or load it only from a source you trust")
+            ._replace(rule="scan.not-judged", extra={"format": fmt})
+        )  # fmt: skip
+    else:
+        result.findings.append(not_scanned(path, f"unknown binary format ({fmt})"))
+
+
+class _Done:
+    """Counts each text range as its result comes back, in order: its bytes, and its
+    file once its last range is in (the ranges of a file follow each other)."""
+
+    def __init__(self, tasks: list[tuple[Path, int, int]], progress: ProgressSink | None) -> None:
+        self.tasks, self.progress, self.at = tasks, progress, 0
+
+    def __call__(self, out: tuple[list[Finding], int]) -> tuple[list[Finding], int]:
+        if self.progress is not None:
+            _p, start, end = self.tasks[self.at]
+            last = self.at + 1 == len(self.tasks) or self.tasks[self.at + 1][1] == 0
+            self.progress.advance(end - start, items=int(last))
+        self.at += 1
+        return out
 
 
 def _gzip_of_tar(path: Path) -> bool:
@@ -236,9 +274,12 @@ def _gzip_of_tar(path: Path) -> bool:
     return len(head) == 512 and head[257:262] == b"ustar"
 
 
-def _run_text(files: list[tuple[Path, int]], opts: ScanOptions, jobs: int) -> list[Finding]:
+def _run_text(
+    files: list[tuple[Path, int]], opts: ScanOptions, jobs: int, progress: ProgressSink | None
+) -> list[Finding]:
     total = sum(size for _, size in files)
     tasks = _text_ranges(files, jobs)
+    done = _Done(tasks, progress)
     if jobs > 1 and total >= POOL_MIN and len(tasks) > 1:
         fork = os.name == "posix"
         if fork:  # compile once here; forked workers inherit the database
@@ -254,9 +295,9 @@ def _run_text(files: list[tuple[Path, int]], opts: ScanOptions, jobs: int) -> li
         ) as pool:
             batches = _batches(tasks, min(jobs, len(tasks)))
             futures = [pool.submit(_scan_batch, batch, opts) for batch in batches]
-            outs = [out for f in futures for out in f.result()]
+            outs = [done(out) for f in futures for out in f.result()]
     else:
-        outs = [_scan_range(str(p), s, e, opts) for p, s, e in tasks]
+        outs = [done(_scan_range(str(p), s, e, opts)) for p, s, e in tasks]
     findings: list[Finding] = []
     base = 0  # lines before this range in its file: ranges of one file follow each other
     for (_, start, _), (found, newlines) in zip(tasks, outs, strict=True):

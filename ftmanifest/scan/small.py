@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from ftmanifest import held
 from ftmanifest.findings import Finding
+from ftmanifest.progress import ProgressSink
 from ftmanifest.scan.artifacts.sniff import format_of
 from ftmanifest.scan.text.matcher import matcher
 from ftmanifest.scan.text.readers import scan_text_open
@@ -64,13 +65,14 @@ Served = Callable[[str, Path], "tuple[int, list[Finding]] | None"]
 
 def read_small(
     paths: Sequence[Path], opts: ScanOptions, *, jobs: int, digests: bool = False,
-    served: Served | None = None,
+    served: Served | None = None, progress: ProgressSink | None = None,
 ) -> tuple[list[Small], list[int]]:  # fmt: skip
     """(the files judged here, in order; the indices of the others, in order).
 
     ``digests``: each file's digest too.  ``served``: asked with each text file's
     digest before it is scanned (called in the worker that read it, so it must open
-    what it needs there)."""
+    what it needs there).  ``progress`` counts the files judged here and their
+    bytes, a chunk of ``PIECE`` files at a time."""
     names = [os.fspath(p) for p in paths]
     if opts.ner:
         return [], list(range(len(names)))  # text gets a no-backend row: the usual path
@@ -82,15 +84,29 @@ def read_small(
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(min(jobs, len(pieces)), held.adopt, (inherit,)) as pool:
             work = [(s, n, opts, digests, served) for s, n in pieces]
-            outs = pool.starmap(_piece, work, chunksize=1)
+            outs = [_counted(out, progress) for out in pool.imap(_piece_of, work, chunksize=1)]
     else:
-        outs = [_piece(s, n, opts, digests, served) for s, n in pieces]
+        outs = [_counted(_piece(s, n, opts, digests, served), progress) for s, n in pieces]
     done: list[Small] = []
     rest: list[int] = []
     for got, left in outs:
         done += got
         rest += left
     return done, rest
+
+
+def _counted(
+    out: tuple[list[Small], list[int]], progress: ProgressSink | None
+) -> tuple[list[Small], list[int]]:
+    if progress is not None and out[0]:
+        progress.advance(sum(one.size for one in out[0]), items=len(out[0]))
+    return out
+
+
+def _piece_of(
+    work: tuple[int, list[str], ScanOptions, bool, Served | None],
+) -> tuple[list[Small], list[int]]:
+    return _piece(*work)
 
 
 def _forks(n: int, jobs: int) -> bool:

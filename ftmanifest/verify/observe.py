@@ -19,6 +19,7 @@ from ftmanifest.errors import FtManifestError
 from ftmanifest.fsutil import locate, path_bound
 from ftmanifest.location import Loc
 from ftmanifest.manifest.pinned import pinned_files
+from ftmanifest.progress import Progress, ProgressSink
 from ftmanifest.snapshot import FileState, ModelState, observe_model
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ def hash_path(
     count: bool = False,
     settle: bool = False,
     hasher: Hasher | None = None,
+    progress: ProgressSink | None = None,
 ) -> FileState:
     """Digest of a file, or tree digest of a folder, and with ``count`` its records.
 
@@ -99,7 +101,8 @@ def hash_path(
     JSON and Parquet take a second read) and cached with the digest: a folder
     of shards in a known format counts the records of all shards, any other
     folder its files.  Errors become state, not exceptions.  ``hasher``: a
-    function with ``hashing.hash_files``'s signature (default: that one).
+    function with ``hashing.hash_files``'s signature (default: that one);
+    ``progress`` counts the bytes read.
     """
     from ftmanifest.counts import RecordCountError, format_of
     from ftmanifest.hashing import Ahead, hash_files, hash_tree, walk_tree
@@ -123,6 +126,7 @@ def hash_path(
                 settle=settle,
                 hasher=hasher,
                 walked=walked,
+                progress=progress,
             )
             state.digest = tree.digest
             state.size = tree.size
@@ -135,6 +139,7 @@ def hash_path(
                 use_cache=use_cache,
                 count=format_of(path, fmt) if count else None,
                 settle=settle,
+                progress=progress,
             )[path]
             if isinstance(result, FtManifestError):
                 raise result
@@ -157,6 +162,7 @@ def observe_data(
     allow_outside: bool,
     settle: bool = False,
     hasher: Hasher | None = None,
+    progress: ProgressSink | None = None,
 ) -> list[FileState]:
     """Digest and record count of every data entry, in the manifest's order.
 
@@ -180,6 +186,7 @@ def observe_data(
             count=True,
             settle=settle,
             hasher=hasher,
+            progress=progress,
         )
         state.path = entry.path
         if state.tree is not None and state.error is None:
@@ -211,6 +218,7 @@ def observe_pinned(
     allow_outside: bool,
     settle: bool = False,
     hasher: Hasher | None = None,
+    progress: ProgressSink | None = None,
 ) -> dict[Loc, FileState]:
     out: dict[Loc, FileState] = {}
     for loc, rel, _digest in pinned_files(manifest):
@@ -218,7 +226,9 @@ def observe_pinned(
         if path is None:
             out[loc] = FileState(rel, error=problem)
             continue
-        state = hash_path(path, base, use_cache=use_cache, settle=settle, hasher=hasher)
+        state = hash_path(
+            path, base, use_cache=use_cache, settle=settle, hasher=hasher, progress=progress
+        )
         state.path = rel
         out[loc] = state
     return out
@@ -260,9 +270,9 @@ def observe(
     disk_path = base
     if manifest.export is not None:
         disk_path = _existing_parent(base / manifest.export.path)
-    from ftmanifest.progress import Progress
-
-    with Progress() as bar:  # draws only on a terminal, for work over a second
+    # one bar for every file read: the model's, the data's (a multi-GB JSONL) and the
+    # pinned files'; it draws only on a terminal, for work over a second, never with -q
+    with Progress() as bar:
         model = observe_model(
             manifest,
             base,
@@ -272,6 +282,24 @@ def observe(
             progress=bar,
             settle=settle,
             hasher=hasher,
+        )
+        data = observe_data(
+            manifest,
+            base,
+            use_cache=use_cache,
+            allow_outside=allow_outside,
+            settle=settle,
+            hasher=hasher,
+            progress=bar,
+        )
+        pinned = observe_pinned(
+            manifest,
+            base,
+            use_cache=use_cache,
+            allow_outside=allow_outside,
+            settle=settle,
+            hasher=hasher,
+            progress=bar,
         )
     try:
         free: int | None = shutil.disk_usage(disk_path).free
@@ -284,22 +312,8 @@ def observe(
         installed=dict(probed.packages),
         env_values={k: os.environ.get(k) for k in manifest.environment.env_vars},
         model=model,
-        data=observe_data(
-            manifest,
-            base,
-            use_cache=use_cache,
-            allow_outside=allow_outside,
-            settle=settle,
-            hasher=hasher,
-        ),
-        pinned=observe_pinned(
-            manifest,
-            base,
-            use_cache=use_cache,
-            allow_outside=allow_outside,
-            settle=settle,
-            hasher=hasher,
-        ),
+        data=data,
+        pinned=pinned,
         disk_free=free,
         disk_path=str(disk_path),
         code_ancestry=ancestry,

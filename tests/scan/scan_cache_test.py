@@ -20,10 +20,10 @@ def scanned(monkeypatch) -> list[str]:
     calls: list[str] = []
     real = sc.scan_files
 
-    def counting(paths, opts=None):
+    def counting(paths, opts=None, **kw):
         paths = list(paths)
         calls.extend(str(p) for p in paths)
-        return real(paths, opts)
+        return real(paths, opts, **kw)
 
     def counting_small(paths, opts, **kw):
         done, rest = real_small(paths, opts, **kw)

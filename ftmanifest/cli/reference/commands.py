@@ -180,7 +180,8 @@ def cli_pages() -> dict[Path, str]:
     index = [GENERATED, "", "# Command line", ""]
     if parser.description:
         index += text_blocks(parser.description)
-    index += ["```text", f"{parser.prog} [--version] COMMAND ...", "```", ""]
+    index += ["```text", usage(parser), "```", ""]
+    index += _arguments(parser)  # the options given before the command (--version, -q)
     index += [
         "Every command also takes `-h`/`--help`, which prints the same text as this reference.",
         "",
