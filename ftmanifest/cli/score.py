@@ -16,7 +16,8 @@ from typing import Any
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 
 PREDICTIONS_HELP = (
-    "predictions, JSONL: one object per line with id (string or integer, unique), "
+    "predictions, JSONL: one object per line with id (the split record's id value, or "
+    "for a record without one its record number, counted from 1), "
     "reference (a label; for extraction an object of fields), prediction (a string: "
     "the label, or the raw model output) and optionally category"
 )
@@ -52,8 +53,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--adapter",
         type=Path,
         metavar="DIR",
-        help="the adapter that made the predictions, recorded by digest "
-        "(default: export.path beside the manifest)",
+        help="the adapter folder that made the predictions, recorded by digest; a path "
+        "that is not a folder is refused (default: export.path beside the manifest, "
+        "recorded as none when nothing is there)",
     )
     p.add_argument(
         "--out",

@@ -7,8 +7,10 @@ Layer: edge (reads one file).  The format, per line::
      "category": "invoice"}
 
 ``id``: a string or an integer, unique in the file (``1`` and ``"1"`` are
-different ids).  ``reference``: for classification the expected category
-label (a string); for extraction an object of the expected fields.
+different ids): the split record's ``id`` value, or for a record without one
+its record number, counted from 1 (``ftmanifest.results.split_match``).
+``reference``: for classification the expected category label (a string);
+for extraction an object of the expected fields.
 ``prediction``: always a string: the predicted label for classification,
 the model's raw output for extraction (it is parsed when scored, so an
 unparsable output counts as invalid rather than as unusable input).

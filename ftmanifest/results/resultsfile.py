@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ftmanifest.errors import InputError
+from ftmanifest.errors import InputError, InputNotFoundError
 from ftmanifest.ledger.sealed import split_digest
 
 if TYPE_CHECKING:
@@ -71,8 +71,13 @@ def _schema(loaded: LoadedManifest, fmt: str | None) -> tuple[dict[str, Any] | N
 
 def _adapter(loaded: LoadedManifest, root: Path | None = None) -> dict[str, Any] | None:
     """The adapter the predictions came from: ``root``, else ``export.path`` beside
-    the manifest; None when there is none."""
+    the manifest; None when the manifest exports none or nothing is at export.path.
+    A ``root`` the user named must be an adapter folder, and the manifest must say
+    where its adapter goes (the record names ``export.path``): ``InputError`` else,
+    rather than a results file that silently records no adapter."""
     export = loaded.manifest.export
+    if root is not None:
+        _named_adapter(root, export is not None, loaded.path)
     if export is None:
         return None
     root = root if root is not None else loaded.path.parent / export.path
@@ -83,6 +88,36 @@ def _adapter(loaded: LoadedManifest, root: Path | None = None) -> dict[str, Any]
     tree = hash_tree(root)
     files = {rel: d.digest for rel, d in tree.files.items()}
     return {"path": export.path, "tree_digest": tree.digest, "files": files}
+
+
+def _named_adapter(root: Path, exported: bool, manifest: Path) -> None:
+    """Refuse an ``--adapter`` that is not a folder, or one the manifest cannot name."""
+    if not root.exists():
+        raise InputNotFoundError(
+            "adapter not found",
+            path=str(root),
+            field="--adapter",
+            expected="the adapter folder that made the predictions",
+            hint="check the path; leave --adapter out to record export.path beside the "
+            "manifest (none when nothing is there)",
+        )
+    if not root.is_dir():
+        raise InputError(
+            "the adapter is not a folder",
+            path=str(root),
+            field="--adapter",
+            expected="the adapter folder (adapter_config.json and its weights)",
+            hint="name the folder that holds the adapter's files",
+        )
+    if not exported:
+        raise InputError(
+            "the manifest names no export.path, so the adapter cannot be recorded",
+            path=str(manifest),
+            field="export.path",
+            expected="export.path: where the adapter is written, relative to the manifest",
+            observed="no export section",
+            hint="add export.path to the manifest, or leave --adapter out",
+        )
 
 
 def score_split(
@@ -131,6 +166,7 @@ def build_results(
     from ftmanifest.hashing import hash_file
 
     task = loaded.manifest.experiment.task or "unset"
+    adapter_record = _adapter(loaded, adapter)  # an unusable --adapter before any scoring
     data, metrics, examples = score_split(loaded, split, predictions)
     return {
         "format": FORMAT,
@@ -147,7 +183,7 @@ def build_results(
         },
         "procedure": loaded.manifest.evaluation.procedure,
         "model": {"tree_digest": loaded.manifest.model.tree_digest},
-        "adapter": _adapter(loaded, adapter),
+        "adapter": adapter_record,
         "metrics": metrics,
         "examples": examples,
     }

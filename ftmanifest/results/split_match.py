@@ -30,6 +30,7 @@ from typing import Any
 from ftmanifest.errors import RefusedError
 from ftmanifest.results.predictions import Prediction
 
+ID_KEY = "id"  # a record's own id; without it, its record number (from 1)
 SHOWN = 10  # missing ids named in one refusal
 MAX_TEXT = 200
 
@@ -69,13 +70,17 @@ def match_records(
     from ftmanifest.data.sample import target_of
 
     expected: dict[tuple[str, Any], tuple[str, Any]] = {}
+    keyed: list[str | int] = []  # the ids taken from the records' id key
     for number, value in enumerate(records, 1):
-        ident = value.get("id") if isinstance(value, dict) else None
-        if isinstance(ident, bool) or not isinstance(ident, (str, int)) or ident == "":
+        ident = _own_id(value)
+        if ident is None:
             ident = number
+        else:
+            keyed.append(ident)
         where, text = target_of(value, target, label)
         raw = value.get(where) if isinstance(value, dict) and where in value else None
         expected[_key(ident)] = (text, raw)
+    naming = _naming(keyed, len(expected), split)
 
     def refuse(item: Prediction | None, key: str, message: str, want: str, got: str) -> None:
         raise RefusedError(
@@ -85,16 +90,17 @@ def match_records(
             field=key,
             expected=want,
             observed=got,
-            hint=f"predict every record of the pinned split {split!r} once, with the split's "
-            "id (its id key, else its record number) and its label as the reference, then "
-            "score again",
+            hint=f"predict every record of the pinned split {split!r} once: as its id the "
+            f"record's {ID_KEY!r} value (without one, its record number, counted from 1), as "
+            "its reference its label; then score again",
         )
 
     for item in items:
         want = expected.get(_key(item.id))
         if want is None:
-            refuse(item, "id", f"id {item.id!r} is not a record of split {split!r}",
-                   f"an id of split {split!r}", repr(item.id))  # fmt: skip
+            refuse(item, "id", f"id {item.id!r} is not a record of split {split!r}: "
+                   f"{naming[0]}{_other_type(item.id, expected)}",
+                   naming[1], repr(item.id))  # fmt: skip
             continue
         if not _same(item.reference, want, task):
             refuse(item, "reference", f"the reference of {item.id!r} is not split {split!r}'s",
@@ -107,6 +113,43 @@ def match_records(
         refuse(None, "id", f"{len(missing)} record(s) of split {split!r} have no prediction",
                f"all {len(expected)} records of split {split!r}",
                f"{len(missing)} of {len(expected)} missing: {names}{more}")  # fmt: skip
+
+
+def _own_id(value: Any) -> str | int | None:
+    """The record's own id (its ``id`` key's string or integer), or None."""
+    ident = value.get(ID_KEY) if isinstance(value, dict) else None
+    if isinstance(ident, bool) or not isinstance(ident, (str, int)) or ident == "":
+        return None
+    return ident
+
+
+def _naming(keyed: Sequence[str | int], total: int, split: str) -> tuple[str, str]:
+    """How split ``split`` names its records: (a sentence, the ids it expects).  A
+    user who counts from 0 or numbers a keyed split is told which rule applies."""
+    example = ", ".join(repr(k) for k in keyed[:2])
+    if not keyed:
+        return (f"its records have no {ID_KEY!r} key, so an id is a record's number, and "
+                "record numbers start at 1",
+                f"a record number of split {split!r}, 1 to {total}")  # fmt: skip
+    if len(keyed) == total:
+        return (f"its records are named by their {ID_KEY!r} key (e.g. {example})",
+                f"the {ID_KEY!r} of a record of split {split!r}, e.g. {example}")  # fmt: skip
+    return (f"a record is named by its {ID_KEY!r} key (e.g. {example}), and one without "
+            "it by its record number; record numbers start at 1",
+            f"the {ID_KEY!r} of a record of split {split!r}, else its record number "
+            f"(1 to {total})")  # fmt: skip
+
+
+def _other_type(ident: str | int, expected: dict[tuple[str, Any], Any]) -> str:
+    """``' (the split has 1, not '1')'`` when the id exists with the other type."""
+    other: str | int | None = None
+    if isinstance(ident, str) and ident.isascii() and ident.isdigit():
+        other = int(ident)
+    elif isinstance(ident, int):
+        other = str(ident)
+    if other is not None and _key(other) in expected:
+        return f" (ids keep their JSON type: the split has {other!r}, not {ident!r})"
+    return ""
 
 
 def _text(value: Any) -> str:

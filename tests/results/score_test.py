@@ -162,3 +162,58 @@ def test_not_a_results_file_is_an_input_error(tmp_path: Path) -> None:
     path.write_text('{"format": "something-else"}')
     with pytest.raises(InputError, match="not an ftmanifest results file"):
         load_results(path)
+
+
+def _score_cli(project: Path, *extra: str) -> tuple[int, str, Path]:
+    from tests.conftest import run_cli
+
+    _table_split(project)
+    preds = write_predictions(project.parent / "p.jsonl", TABLE)
+    out = project.parent / "p.results.json"
+    done = run_cli("score", "--manifest", str(project), "--split", "eval",
+                   "--predictions", str(preds), "--out", str(out), *extra)  # fmt: skip
+    return done.returncode, done.stderr, out
+
+
+def test_an_adapter_path_that_does_not_exist_is_unusable_input(project: Path) -> None:
+    missing = project.parent / "out" / "docroute-lora-r61"
+    code, err, out = _score_cli(project, "--adapter", str(missing))
+    assert code == 2, err
+    assert "adapter not found" in err and str(missing) in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_an_adapter_path_that_is_a_file_is_unusable_input(project: Path) -> None:
+    code, err, out = _score_cli(project, "--adapter", str(project))
+    assert code == 2, err
+    assert "not a folder" in err and not out.exists()
+
+
+def test_an_adapter_named_with_no_export_in_the_manifest_is_unusable_input(
+    tmp_path: Path,
+) -> None:
+    from tests.conftest import run_cli
+
+    manifest = guarded_manifest(tmp_path, "    - {kind: metric, metric: accuracy, minimum: 0.5}")
+    assert "export" not in manifest.read_text()
+    (tmp_path / "adapter").mkdir()
+    preds = write_predictions(tmp_path / "p.jsonl", TABLE)
+    done = run_cli("score", "--manifest", str(manifest), "--split", "eval",
+                   "--predictions", str(preds), "--adapter", str(tmp_path / "adapter"))  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "export.path" in done.stderr
+
+
+def test_an_adapter_path_that_exists_is_recorded(project: Path) -> None:
+    adapter = project.parent / "elsewhere" / "adapter"
+    adapter.mkdir(parents=True)
+    (adapter / "adapter_config.json").write_text("{}")
+    code, err, out = _score_cli(project, "--adapter", str(adapter))
+    assert code == 0, err
+    assert list(json.loads(out.read_text())["adapter"]["files"]) == ["adapter_config.json"]
+
+
+def test_no_adapter_named_and_none_at_export_path_records_none(project: Path) -> None:
+    code, err, out = _score_cli(project)
+    assert code == 0, err
+    assert json.loads(out.read_text())["adapter"] is None
