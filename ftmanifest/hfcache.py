@@ -4,11 +4,20 @@ Layer: file access (reads the disk).  The hub cache is read only through
 huggingface_hub's own functions, offline (``local_files_only=True``): a
 branch or tag is resolved through the cache's refs to its commit, and
 nothing is ever downloaded.
+
+Which cache that is depends on the environment of the process that loads:
+``hub_cache_dir(environ)`` and ``modules_cache_dir(environ)`` compute it as
+huggingface_hub and transformers do at import (``huggingface_hub.constants``,
+``transformers.utils.hub``), for this process's environment or for a child's
+(``run``), so verify hashes the cache the loader will read.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from ftmanifest.errors import InputError
@@ -34,9 +43,13 @@ class Snapshot:
 
 
 def hub_snapshot(
-    repo_id: str, revision: str | None, cache_dir: str | Path | None = None
+    repo_id: str,
+    revision: str | None,
+    cache_dir: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Snapshot:
-    """The cached snapshot of ``repo_id`` at ``revision`` (commit, branch or tag)."""
+    """The cached snapshot of ``repo_id`` at ``revision`` (commit, branch or tag), in
+    ``cache_dir`` or else the cache a process with ``environ`` reads (``hub_cache_dir``)."""
     try:
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import LocalEntryNotFoundError
@@ -49,14 +62,11 @@ def hub_snapshot(
             hint="pip install 'huggingface-hub>=0.23' (or reinstall ftmanifest)",
         ) from None
     if cache_dir is None:
-        cache_dir = current_cache_dir()
+        cache_dir = hub_cache_path(environ)
     wanted = revision or "main"
     try:
         folder = snapshot_download(
-            repo_id,
-            revision=wanted,
-            cache_dir=str(cache_dir) if cache_dir is not None else None,
-            local_files_only=True,
+            repo_id, revision=wanted, cache_dir=str(cache_dir), local_files_only=True
         )
     except (LocalEntryNotFoundError, FileNotFoundError, ValueError, OSError) as exc:
         what = (
@@ -71,7 +81,8 @@ def hub_snapshot(
             observed=_first_line(exc),
             hint=f"download it: {download_command(repo_id, wanted)}"
             f" (with huggingface_hub older than 0.34: huggingface-cli download {repo_id}"
-            f" --revision {wanted}), or set HF_HUB_CACHE to the cache that holds it",
+            f" --revision {wanted}), or set HF_HUB_CACHE to the cache that holds it"
+            f" (looked in {cache_dir})",
         ) from None
     path = Path(folder)
     commit = path.name if COMMIT_RE.match(path.name) else None
@@ -101,13 +112,134 @@ def download_command(repo_id: str, revision: str) -> str:
     return f"hf download {repo_id} --revision {revision}"
 
 
-def current_cache_dir() -> str | None:
-    """The hub cache the environment names now (huggingface_hub reads it only at import)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return os.environ["HF_HUB_CACHE"]
-    if os.environ.get("HF_HOME"):
-        return os.path.join(os.environ["HF_HOME"], "hub")
+def hf_home(environ: Mapping[str, str] | None = None) -> str:
+    """``huggingface_hub.constants.HF_HOME`` as a process started with ``environ``
+    (default: this one's, read now) computes it: ``HF_HOME``, else
+    ``$XDG_CACHE_HOME/huggingface``, else ``~/.cache/huggingface``; ``~`` and
+    ``$VAR`` expanded with that environment."""
+    env = os.environ if environ is None else environ
+    default_home = os.path.join(_expanduser("~", env), ".cache")
+    raw = env.get("HF_HOME", os.path.join(env.get("XDG_CACHE_HOME", default_home), "huggingface"))
+    return _expandvars(_expanduser(raw, env), env)
+
+
+def hub_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The hub cache a process started with ``environ`` reads (default: this one's,
+    read now): ``huggingface_hub.constants.HF_HUB_CACHE``, whose precedence is
+    ``HF_HUB_CACHE``, then the legacy ``HUGGINGFACE_HUB_CACHE``, then
+    ``hf_home()/hub``.  A relative path is relative to that process's folder."""
+    return Path(hub_cache_path(environ))
+
+
+def hub_cache_path(environ: Mapping[str, str] | None = None) -> str:
+    """``hub_cache_dir`` as the exact string huggingface_hub computes."""
+    env = os.environ if environ is None else environ
+    legacy = env.get("HUGGINGFACE_HUB_CACHE", os.path.join(hf_home(env), "hub"))
+    return _expandvars(_expanduser(env.get("HF_HUB_CACHE", legacy), env), env)
+
+
+def modules_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where transformers copies and imports remote code (``trust_remote_code``) in a
+    process started with ``environ``: ``transformers.utils.hub.HF_MODULES_CACHE``,
+    ``HF_MODULES_CACHE`` as given (transformers expands nothing in it), else
+    ``hf_home()/modules``."""
+    return Path(modules_cache_path(environ))
+
+
+def modules_cache_path(environ: Mapping[str, str] | None = None) -> str:
+    """``modules_cache_dir`` as the exact string transformers computes."""
+    env = os.environ if environ is None else environ
+    return env.get("HF_MODULES_CACHE", os.path.join(hf_home(env), "modules"))
+
+
+# transformers 4 read these before huggingface_hub's cache (``TRANSFORMERS_CACHE``
+# first); transformers 5 reads none of them.
+LEGACY_TRANSFORMERS_CACHE_VARS = (
+    "TRANSFORMERS_CACHE",
+    "PYTORCH_TRANSFORMERS_CACHE",
+    "PYTORCH_PRETRAINED_BERT_CACHE",
+)
+
+
+def legacy_transformers_cache(environ: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """(variable, value) of the cache transformers 4 loads from instead of the hub
+    cache, when ``environ`` sets one; None when it sets none."""
+    env = os.environ if environ is None else environ
+    for name in LEGACY_TRANSFORMERS_CACHE_VARS:
+        if name in env:
+            return name, env[name]
     return None
+
+
+def imported_cache_dirs() -> tuple[Path | None, Path | None]:
+    """The hub and modules caches this process's *imported* huggingface_hub and
+    transformers use (fixed when they were imported; None when not imported).
+    An in-process guard compares them with ``hub_cache_dir()`` and
+    ``modules_cache_dir()``: a script that changed ``os.environ`` after the import
+    loads from the cache named at import."""
+    hub = sys.modules.get("huggingface_hub.constants")
+    dyn = sys.modules.get("transformers.dynamic_module_utils") or sys.modules.get(
+        "transformers.utils.hub"
+    )
+    hub_dir = getattr(hub, "HF_HUB_CACHE", None)
+    mod_dir = getattr(dyn, "HF_MODULES_CACHE", None)
+    return (
+        Path(hub_dir) if isinstance(hub_dir, str) else None,
+        Path(mod_dir) if isinstance(mod_dir, str) else None,
+    )
+
+
+_VAR = re.compile(r"\$(\w+|\{[^}]*\})", re.ASCII)
+
+
+def _expanduser(path: str, env: Mapping[str, str]) -> str:
+    """``os.path.expanduser`` with ``env`` as the environment (POSIX rules)."""
+    if os.name != "posix":  # huggingface_hub's own call; only POSIX is judged exactly
+        return os.path.expanduser(path)
+    if not path.startswith("~"):
+        return path
+    i = path.find("/", 1)
+    if i < 0:
+        i = len(path)
+    import pwd
+
+    if i == 1:
+        if "HOME" in env:
+            home = env["HOME"]
+        else:
+            try:
+                home = pwd.getpwuid(os.getuid()).pw_dir
+            except KeyError:
+                return path
+    else:
+        try:
+            home = pwd.getpwnam(path[1:i]).pw_dir
+        except KeyError:
+            return path
+    return (home.rstrip("/") + path[i:]) or "/"
+
+
+def _expandvars(path: str, env: Mapping[str, str]) -> str:
+    """``os.path.expandvars`` with ``env`` as the environment (POSIX rules: an unset
+    variable is left as written)."""
+    if "$" not in path:
+        return path
+    i = 0
+    while True:
+        m = _VAR.search(path, i)
+        if not m:
+            return path
+        i, j = m.span(0)
+        name = m.group(1)
+        if name.startswith("{") and name.endswith("}"):
+            name = name[1:-1]
+        if name not in env:
+            i = j
+            continue
+        tail = path[j:]
+        path = path[:i] + env[name]
+        i = len(path)
+        path += tail
 
 
 def local_snapshot(folder: Path) -> Snapshot:
@@ -145,7 +277,7 @@ def cached_revisions(repo_id: str) -> list[tuple[str, int]]:
     from huggingface_hub import scan_cache_dir
     from huggingface_hub.errors import CacheNotFound
 
-    folder = current_cache_dir()
+    folder = hub_cache_path()
     try:
         info = scan_cache_dir(folder)
     except (CacheNotFound, OSError):

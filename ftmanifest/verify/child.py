@@ -130,20 +130,24 @@ def probe_child(launch: Launch, environ: Mapping[str, str], cwd: Path) -> ChildI
 def child_findings(
     manifest: Manifest, seen: Observed, child: ChildInterpreter, environ: Mapping[str, str]
 ) -> list[Finding]:
-    """verify's Python, package and variable rows, for the command's interpreter."""
+    """verify's Python, package and variable rows, for the command's interpreter;
+    and the model's cache rows when the command reads other caches (``HF_*``)."""
     from ftmanifest.probe.packages import collect
     from ftmanifest.verify.drift import compare
+    from ftmanifest.verify.model_cache import command_cache_rows
 
+    installed = collect(child.packages.items())
     view = SimpleNamespace(
         **{
             **vars(seen),
-            "installed": collect(child.packages.items()),
+            "installed": installed,
             "environment": seen.environment.model_copy(update={"python": child.python}),
             "env_values": {k: environ.get(k) for k in manifest.environment.env_vars},
         }
     )
     where = f" in the command's interpreter {child.launched}"
     rows = compare(manifest, view, only=CHILD_CHECKS)  # type: ignore[arg-type]
+    rows += command_cache_rows(manifest, seen, environ, installed.get("transformers"))
     return [r._replace(message=r.message + where) for r in rows]
 
 

@@ -17,6 +17,7 @@ from ftmanifest.findings import Finding
 from ftmanifest.hfcache import is_weight_file
 from ftmanifest.manifest.patterns import COMMIT_RE, normalize_name
 from ftmanifest.manifest.pinned import pinned_files
+from ftmanifest.verify.model_cache import model_cache_rows
 
 if TYPE_CHECKING:
     from ftmanifest.findings import Severity
@@ -624,6 +625,7 @@ DRIFT_CHECKS: dict[str, Check] = registry(
     FunctionCheck("env-vars", ("env_values",), _env_vars),
     FunctionCheck("code", ("environment", "code_ancestry"), _code),
     FunctionCheck("model", ("model",), _model),
+    FunctionCheck("model-cache", ("model", "installed"), model_cache_rows),
     FunctionCheck("data", ("data",), _data),
     FunctionCheck("pinned-files", ("pinned",), _pinned),
     FunctionCheck("disk", ("disk_free", "disk_path"), _disk),
