@@ -129,3 +129,36 @@ def test_bad_grace_and_refused_exit_values_are_usage_errors(
     monkeypatch.setenv("FTMANIFEST_GRACE", "soon")
     code, stderr = _run(project, "true")
     assert code == 2 and "FTMANIFEST_GRACE is not a number of seconds" in stderr
+
+
+def test_a_command_without_the_separator_is_told_where_to_put_it(
+    project: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    result = run_cli("run", str(project), "python", "train.py")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    expected = f"put -- before the command: ftmanifest run {project} -- python train.py"
+    assert expected in result.stderr, result.stderr
+    # the command is everything from its first word on, run's own options included;
+    # an option's value is never echoed (as argparse's unrecognized arguments)
+    result = run_cli("run", str(project), "sh", "my script.sh", "-c", f"touch {marker}",
+                     "--no-signature")  # fmt: skip
+    assert result.returncode == 2
+    expected = f"ftmanifest run {project} -- sh 'my script.sh' -c ... --no-signature\n"
+    assert expected in result.stderr, result.stderr
+    assert str(marker) not in result.stderr and not marker.exists()
+
+
+def test_an_unknown_option_of_run_is_still_an_unrecognized_argument(project: Path) -> None:
+    result = run_cli("run", str(project), "--no-such-option", "--", "true")
+    assert result.returncode == 2
+    assert "unrecognized arguments: --no-such-option" in result.stderr
+    assert "put --" not in result.stderr
+    result = run_cli("verify", str(project), "python")  # not run: no separator to suggest
+    assert result.returncode == 2 and "unrecognized arguments: python" in result.stderr
+    assert "put --" not in result.stderr
+
+
+def test_a_command_after_the_separator_is_started(project: Path) -> None:
+    code, stderr = _run(project, "no-such-command", "train.py")
+    assert code == 127 and "put --" not in stderr  # started: not found, as a shell says

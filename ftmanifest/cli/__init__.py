@@ -19,11 +19,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 
 from ftmanifest import __version__
-from ftmanifest.cli._args import Parser, add_quiet_everywhere, require_manifest
+from ftmanifest.cli._args import Parser, add_quiet_everywhere, require_manifest, shown_extras
 from ftmanifest.errors import EXIT_BUG, EXIT_INTERRUPTED, FtManifestError
 from ftmanifest.extras import missing_extra
 from ftmanifest.progress import quieted
@@ -156,6 +157,28 @@ def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+def unrecognized(argv: list[str], extras: list[str]) -> str:
+    """argparse's complaint about ``extras``; for ``run M CMD ...`` without
+    ``--``, where to put it: the command is everything from its first word on
+    (values after an unknown option shown as ``...``, as ``shown_extras`` does)."""
+    plain = f"unrecognized arguments: {shown_extras(extras)}"
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first not in PASSTHROUGH_COMMANDS:
+        return plain
+    start = argv.index(first) + 1
+    cut = next((j for j in range(start, len(argv)) if argv[j] in extras), None)
+    if cut is None or argv[cut].startswith("-"):
+        return plain
+    shown, after_option = [], False
+    for token in argv[cut:]:
+        option = token.startswith("-") and token != "-"
+        shown.append("..." if after_option and not option else
+                     shlex.quote(shown_extras([token]) if option else token))  # fmt: skip
+        after_option = option and "=" not in token
+    line = " ".join([shlex.join(["ftmanifest", *argv[:cut], "--"]), *shown])
+    return f"put -- before the command: {escape(line)}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
@@ -168,7 +191,9 @@ def _main(argv: Sequence[str] | None) -> int:
     argv = old_spelling(argv)
     first = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(only=first if first in COMMANDS else None)
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        parser.error(unrecognized(argv, extras))
     require_manifest(parser, args)
     args.passthrough = passthrough
     debug = os.environ.get("FTMANIFEST_DEBUG", "") not in ("", "0")

@@ -11,7 +11,8 @@ Exit codes: the command's own, or 128+N when signal N ended it; 126 CMD cannot
 be executed, 127 CMD not found (as a shell); before CMD starts, 1 drift and 2
 unusable input or usage, or N for both with ``--refused-exit N``, so a caller
 can tell a refusal from the command's own codes.  Argument parsing errors stay
-2: they happen before any option is read.
+2: they happen before any option is read; a command given without ``--`` is one,
+and its message shows the line with ``--`` in place (``cli.unrecognized``).
 
 Every run is one *attempt* in the ledger (``ftmanifest ledger``): ``refused``
 (nothing ran), ``started`` (with the drifts accepted on purpose and the
