@@ -8,13 +8,13 @@ differ (as diff(1)), 2 unusable input.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from ftmanifest.cli._args import add_format_argument
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
+from ftmanifest.manifest.diff import shown_value
 from ftmanifest.safe_text import escape
 
 _WIDTH = 48
@@ -46,13 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _shown(value: Any, kind: str, side: str) -> str:
-    if (kind == "added" and side == "old") or (kind == "removed" and side == "new"):
-        return "(absent)"
-    if value is None:
-        return "(none)"
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    text = " ".join(text.split())
-    return escape(text if len(text) <= _WIDTH else text[: _WIDTH - 3] + "...")
+    absent = (kind == "added" and side == "old") or (kind == "removed" and side == "new")
+    return escape(shown_value(value, absent=absent, width=_WIDTH))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -34,6 +34,19 @@ class Change:
         return {"field": self.field, "kind": self.kind, "old": self.old, "new": self.new}
 
 
+def shown_value(value: Any, *, absent: bool = False, width: int = 48) -> str:
+    """One side of a change as people read it: ``(absent)``, ``(none)``, a string
+    as it is, anything else as JSON; on one line, cut to ``width`` characters.
+    Not escaped: the edge that prints it escapes it."""
+    if absent:
+        return "(absent)"
+    if value is None:
+        return "(none)"
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def field_covers(prefix: str, field: str) -> bool:
     """``method`` covers ``method.r``; ``data[train]`` covers ``data[train].digest``."""
     return field == prefix or field.startswith((prefix + ".", prefix + "["))

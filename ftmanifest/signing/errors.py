@@ -13,11 +13,21 @@ from ftmanifest.errors import FileTooLargeError as FileTooLargeError  # read by 
 from ftmanifest.errors import InputError, InputNotFoundError, RefusedError
 from ftmanifest.errors import NotRegularFileError as NotRegularFileError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ftmanifest.manifest.diff import Change
+
 # --- refusals: the signature set does not establish trust (exit 1) ---------
 
 
 class SignatureRefusedError(RefusedError):
-    """Root of every signature/trust refusal."""
+    """Root of every signature/trust refusal.
+
+    ``payload_unvouched``: the envelope's payload is not the manifest as it is now,
+    and no trusted signature covers it, so what it says was signed is not shown.
+    """
+
+    payload_unvouched: bool = False
 
 
 class UnsignedError(SignatureRefusedError):
@@ -75,9 +85,11 @@ class PayloadMismatchError(SignatureRefusedError):
 
 
 class ManifestChangedError(SignatureRefusedError):
-    """A manifest value differs from what was signed (the error names the fields)."""
+    """A manifest value differs from what was signed (the error names the fields,
+    and ``changes`` carries each with its signed and its current value)."""
 
     reason = "manifest-changed"
+    changes: tuple[Change, ...] = ()
 
 
 class StaleEnvelopeError(SignatureRefusedError):

@@ -11,13 +11,14 @@ Each failure raises its own error class.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ftmanifest.errors import UsageError
-from ftmanifest.manifest.canonical import canonical_json
+from ftmanifest.manifest.diff import Change, diff_values, shown_value
 from ftmanifest.signing import errors as E
 from ftmanifest.signing._files import ENVELOPE_MAX_BYTES
 from ftmanifest.signing.attest import verify_envelope
@@ -39,6 +40,7 @@ __all__ = [
     "Inspection",
     "SignatureCheck",
     "SignatureReport",
+    "changes_text",
     "inspect_signatures",
     "read_envelope",
     "verify_manifest_signature",
@@ -119,18 +121,23 @@ def inspect_signatures(
     return Inspection(env_path, source, trust, check_signatures(envelope, trust, now_or(now)))
 
 
-def _diff(a: Any, b: Any, where: str = "") -> list[str]:
-    """Dotted paths at which two JSON values differ (first few only)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        out: list[str] = []
-        for key in sorted(set(a) | set(b)):
-            sub = f"{where}.{key}" if where else key
-            out += _diff(a[key], b[key], sub) if key in a and key in b else [sub]
-        return out
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        pairs = enumerate(zip(a, b, strict=True))
-        return [d for i, (x, y) in pairs for d in _diff(x, y, f"{where}[{i}]")]
-    return [] if canonical_json(a) == canonical_json(b) else [where or "(whole manifest)"]
+SHOWN_CHANGES = 8  # changed fields named in one refusal (all are in ``changes``)
+UNVOUCHED = (
+    "; the manifest also differs from the envelope's payload (edited since signing, or "
+    "the payload altered): what that says was signed is not shown, since no trusted "
+    "signature vouches for it"
+)
+
+
+def changes_text(changes: Sequence[Change]) -> str:
+    """``training.lr: signed 0.0002, now 0.0003; ...`` (the first few; unescaped)."""
+    parts = [
+        f"{c.field or '(whole manifest)'}: signed {shown_value(c.old, absent=c.kind == 'added')}"
+        f", now {shown_value(c.new, absent=c.kind == 'removed')}"
+        for c in changes[:SHOWN_CHANGES]
+    ]
+    more = len(changes) - SHOWN_CHANGES
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
 def verify_manifest_signature(
@@ -150,17 +157,24 @@ def verify_manifest_signature(
     env_path, envelope = read_envelope(manifest_path)
     source = choose_trust_file(manifest_path, trust_path)
     trust = load_trust(source.path)
-    verified = verify_envelope(
-        envelope,
-        trust=trust,
-        threshold=threshold,
-        expect=EXPECT,
-        wording=WORDING,
-        now=now,
-        path=env_path,
-    )
-    statement = manifest_statement(verified.statement, str(env_path))
     disk_payload = statement_payload(manifest_path.name, canonical)
+    try:
+        verified = verify_envelope(
+            envelope,
+            trust=trust,
+            threshold=threshold,
+            expect=EXPECT,
+            wording=WORDING,
+            now=now,
+            path=env_path,
+        )
+    except E.SignatureRefusedError as exc:
+        if envelope.payload != disk_payload:  # compared, never parsed: it is not vouched for
+            exc.payload_unvouched = True
+            exc.message += UNVOUCHED
+            exc.args = (exc.message,)
+        raise
+    statement = manifest_statement(verified.statement, str(env_path))
     if envelope.payload != disk_payload:  # fast path: one canonicalisation when all is well
         data = json.loads(canonical) if isinstance(canonical, bytes) else canonical
         _explain_difference(statement, manifest_path, env_path, data)
@@ -197,17 +211,20 @@ def _explain_difference(
         )
     disk_hex = manifest_digest_hex(canonical)
     if disk_hex != statement.digest_hex:
-        fields = _diff(statement.predicate, canonical) or ["(whole manifest)"]
-        shown = ", ".join(fields[:8]) + (f" and {len(fields) - 8} more" if len(fields) > 8 else "")
-        raise E.ManifestChangedError(
-            f"manifest values changed after signing: {shown}",
+        # the signatures verified over this payload, so its values may be shown
+        changes = tuple(diff_values(statement.predicate, canonical))
+        changed = E.ManifestChangedError(
+            "manifest values changed after signing: "
+            + (changes_text(changes) or "(whole manifest)"),
             path=str(manifest_path),
-            field=fields[0],
+            field=(changes[0].field if changes else "") or "(whole manifest)",
             expected=f"sha256:{statement.digest_hex} (as signed)",
             observed=f"sha256:{disk_hex} (on disk)",
             hint="undo the edit, or have the change reviewed and signed again: "
             f"ftmanifest sign {manifest_path} --key KEY --replace",
         )
+        changed.changes = changes
+        raise changed
     if statement.subject_name != manifest_path.name:
         raise E.PayloadMismatchError(
             "signature was made for a manifest with another file name",

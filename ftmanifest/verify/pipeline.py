@@ -23,6 +23,7 @@ from ftmanifest.verify.acceptances import Acceptance, apply_acceptances
 
 if TYPE_CHECKING:
     from ftmanifest.manifest.environment import Environment
+    from ftmanifest.signing.errors import SignatureRefusedError
     from ftmanifest.verify.observe import Hasher
 
 
@@ -389,19 +390,36 @@ def _check_signature(
             manifest_path, canonical, trust_path=trust_path, threshold=threshold
         )
     except SignatureRefusedError as exc:
-        # `observed` alone is often just the reason code again; the message names
-        # the signature and its key id ("signature 0 by SHA256:... refused: ...").
-        seen = exc.message if exc.observed in (None, "", exc.reason) else exc.observed
-        row = Finding(
-            kind="drift",
-            rule="drift.signature",
-            message=f"signature refused ({exc.reason})",
-            path=exc.path or str(manifest_path),
-            field="signature",
-            expected=exc.expected or "trusted",
-            observed=seen if exc.reason in seen else f"{exc.reason}: {seen}",
-            hint=exc.hint,
-            extra={"reason": exc.reason},
-        )
-        return None, row
+        return None, _signature_row(exc, manifest_path)
     return report, None
+
+
+def _signature_row(exc: SignatureRefusedError, manifest_path: Path) -> Finding:
+    """The ``signature`` drift row of a refusal: a manifest edited after signing
+    names each changed field with its signed and its current value (the
+    signatures verified, so the signed values are trusted); a payload no trusted
+    signature covers is said to differ, and none of its values is shown."""
+    from ftmanifest.signing.errors import ManifestChangedError
+    from ftmanifest.signing.verify import UNVOUCHED, changes_text
+
+    # `observed` alone is often just the reason code again; the message names
+    # the signature and its key id ("signature 0 by SHA256:... refused: ...").
+    seen = exc.message if exc.observed in (None, "", exc.reason) else exc.observed
+    extra: dict[str, Any] = {"reason": exc.reason}
+    if isinstance(exc, ManifestChangedError) and exc.changes:
+        seen = changes_text(exc.changes)
+        extra["changes"] = [c.to_dict() for c in exc.changes]
+    if exc.payload_unvouched:
+        seen += "" if UNVOUCHED in seen else UNVOUCHED
+        extra["payload_unvouched"] = True
+    return Finding(
+        kind="drift",
+        rule="drift.signature",
+        message=f"signature refused ({exc.reason})",
+        path=exc.path or str(manifest_path),
+        field="signature",
+        expected=exc.expected or "trusted",
+        observed=seen if seen.startswith(exc.reason) else f"{exc.reason}: {seen}",
+        hint=exc.hint,
+        extra=extra,
+    )
