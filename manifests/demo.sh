@@ -158,6 +158,9 @@ mkdir -p "$OUT/tiny/.ftmanifest"
 cp "$OUT/signed/.ftmanifest/allowed_signers" "$OUT/tiny/.ftmanifest/allowed_signers"
 # The example is its own training repository: lock pins its commit.
 GIT="git -c user.name=demo -c user.email=demo@example.org -c commit.gpgsign=false"
+# Its training script is part of it, as in the README: the guard judges the script that
+# trains against the pinned commit, as it judges every other file the process imports.
+cp manifests/train_tiny.py "$OUT/tiny/train_tiny.py"
 printf 'out/\n*.runs.jsonl\n' > "$OUT/tiny/.gitignore"
 ( cd "$OUT/tiny" && git init -q . && $GIT add -A && $GIT commit -qm "tiny example" )
 expect 1 ftmanifest lint "$OUT/tiny/manifest.yaml"
@@ -196,24 +199,24 @@ step "10b. commit the locked, signed manifest: HEAD moved, but only the manifest
 expect 0 ftmanifest verify "$OUT/tiny/manifest.yaml"
 
 step "11. a real transformers Trainer runs under the guard"
-expect 0 python manifests/train_tiny.py "$OUT/tiny/manifest.yaml"
+expect 0 python "$OUT/tiny/train_tiny.py" "$OUT/tiny/manifest.yaml"
 
 step "11b. the guard checks the model it is handed: a copy from another folder is refused"
 cp -r "$OUT/tiny/model" "$OUT/model-copy"
-expect 1 python manifests/train_tiny.py "$OUT/tiny/manifest.yaml" --model-from "$OUT/model-copy"
+expect 1 python "$OUT/tiny/train_tiny.py" "$OUT/tiny/manifest.yaml" --model-from "$OUT/model-copy"
 
 step "11b2. the guard compares the recipe the Trainer runs: a script's own seed and batch size are refused before step 1; the arguments built from the manifest (training_arguments) train"
-expect 1 python manifests/train_tiny.py "$OUT/tiny/manifest.yaml" \
+expect 1 python "$OUT/tiny/train_tiny.py" "$OUT/tiny/manifest.yaml" \
   --own-args seed=42,per_device_train_batch_size=8
-expect 0 python manifests/train_tiny.py "$OUT/tiny/manifest.yaml"
+expect 0 python "$OUT/tiny/train_tiny.py" "$OUT/tiny/manifest.yaml"
 
 step "11c. run supervises the command: shell exit codes, signals passed on, every run recorded; a command whose Python run cannot tell is refused unless its guard reports"
 expect 127 ftmanifest run "$OUT/tiny/manifest.yaml" -- no-such-command
 # a shell string may start any interpreter: refused, unless the guard inside it reports
-expect 1 ftmanifest run "$OUT/tiny/manifest.yaml" -- sh -c 'python manifests/train_tiny.py "$0"' \
+expect 1 ftmanifest run "$OUT/tiny/manifest.yaml" -- sh -c "python $OUT/tiny/train_tiny.py \"\$0\"" \
   "$OUT/tiny/manifest.yaml"
 expect 0 ftmanifest run "$OUT/tiny/manifest.yaml" --guarded -- \
-  sh -c 'python manifests/train_tiny.py "$0"' "$OUT/tiny/manifest.yaml"
+  sh -c "python $OUT/tiny/train_tiny.py \"\$0\"" "$OUT/tiny/manifest.yaml"
 expect 143 ftmanifest run "$OUT/tiny/manifest.yaml" --guarded -- sh -c 'kill -TERM $$'
 expect 0 ftmanifest run "$OUT/tiny/manifest.yaml" --grace 5 -- python -c '
 import os, signal, sys, time
@@ -240,7 +243,7 @@ open(p, "wb").write(bytes(data))
 PY
 expect 1 ftmanifest verify "$OUT/tiny/manifest.yaml"
 expect 1 ftmanifest run "$OUT/tiny/manifest.yaml" -- echo "this must not run"
-expect 1 python manifests/train_tiny.py "$OUT/tiny/manifest.yaml"
+expect 1 python "$OUT/tiny/train_tiny.py" "$OUT/tiny/manifest.yaml"
 expect 2 ftmanifest verify "$OUT/tiny/manifest.yaml" --accept data --reason "a whole section"
 expect 0 ftmanifest verify "$OUT/tiny/manifest.yaml" --accept 'data[0]' \
   --reason "demo: relabelled one record on purpose"

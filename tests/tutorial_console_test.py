@@ -74,14 +74,14 @@ def _run_demo(tmp_path: Path) -> tuple[str, Path]:
     return (copy / "demo-out" / "demo.log").read_text("utf-8"), copy
 
 
-def stale(tutorial: str, log: str, root: str) -> list[str]:
+def stale(tutorial: str, log: str, root: str, at: int = 0) -> list[str]:
     """Every command of the tutorial's console blocks that the demo's LOG does not show
-    as the tutorial does (the demo ran in ROOT), with both texts."""
+    as the tutorial does (the demo ran in ROOT), with both texts; the first command
+    is looked for from offset ``at`` of the log on."""
     log = log.replace(root + "/", "")  # paths the demo printed in full: as the tutorial shows
     log = _ID.sub("<backup-id>", log)  # a backup's id is a command's argument too
     entries = _outputs(log)
     out: list[str] = []
-    at = 0  # the tutorial follows the demo's order
     for block in console_blocks(tutorial):
         for command, expected in commands(block):
             if command in NOT_IN_THE_LOG:
@@ -105,10 +105,114 @@ def stale(tutorial: str, log: str, root: str) -> list[str]:
     return out
 
 
-def test_every_console_block_of_the_tutorial_matches_the_demo(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """The demo's full log and the copy of the project it ran in, once for the module."""
+    tmp = tmp_path_factory.mktemp("demo")
+    log, copy = _run_demo(tmp)
+    (tmp / "demo.log").write_text(log, "utf-8")
+    return log, copy
+
+
+def test_every_console_block_of_the_tutorial_matches_the_demo(demo: tuple[str, Path]) -> None:
     tutorial = TUTORIAL.read_text("utf-8")
     assert console_blocks(tutorial), "the tutorial shows no console block"
-    log, copy = _run_demo(tmp_path)
-    (tmp_path / "demo.log").write_text(log, "utf-8")
+    log, copy = demo
     found = stale(tutorial, log, str(copy))
     assert not found, "tutorial console blocks that no longer match:\n\n" + "\n\n".join(found)
+
+
+# --- the guides ---------------------------------------------------------------
+
+GUIDES = ROOT / "docs" / "guides"
+# Blocks that show a user's own project, not the demo's files or the repository's
+# example manifests: what they print cannot be compared here.  (guide, first command)
+ILLUSTRATIVE = {
+    # eight ranks over a user's own data and manifest (no output shown)
+    ("distributed.md", "torchrun --nproc-per-node 8 -m ftmanifest scan data/"),
+    # a rank whose environment differs: the demo's case is a multi-line bash -c command
+    ("distributed.md", "torchrun --nproc-per-node 2 -m ftmanifest verify demo-out/tiny/"),
+    # LLaMA-Factory's own example config, not in this repository (its FILL count is
+    # compared with init by tests/authoring)
+    ("manifest.md", "ftmanifest init exp.yaml --from examples/train_lora/llama3_lora_sft.yaml"),
+    # a colleague's manifest of a hub model whose snapshot is not cached here
+    ("reproduce.md", "ftmanifest reproduce exp.yaml --no-signature"),
+    # a user's own key, manifest and reviewer (no output shown)
+    ("signing.md", "ftmanifest keygen -f ~/.ftmanifest/id_ed25519"),
+    # a user's own training script (no output shown)
+    ("ledger-and-runs.md", "ftmanifest run demo-out/tiny/manifest.yaml -- python train.py"),
+}  # (guide, the start of its first command)
+
+
+def _guide_blocks() -> list[tuple[str, list[str]]]:
+    return [
+        (guide.name, block)
+        for guide in sorted(GUIDES.glob("*.md"))
+        for block in console_blocks(guide.read_text("utf-8"))
+    ]
+
+
+def _illustrative(name: str, block: list[str]) -> tuple[str, str] | None:
+    first = commands(block)[0][0]
+    return next((k for k in ILLUSTRATIVE if k[0] == name and first.startswith(k[1])), None)
+
+
+def test_every_guide_console_block_matches_the_demo_or_the_repository(
+    demo: tuple[str, Path],
+) -> None:
+    """A guide's block over the demo's files is found in the demo's log, as the
+    tutorial's are (each block in its own order); a block over the repository's
+    own example manifests runs in the demo's copy of the project; the rest are
+    named in ILLUSTRATIVE, so a new block is compared unless someone says why not."""
+    log, copy = demo
+    found: list[str] = []
+    for name, block in _guide_blocks():
+        if _illustrative(name, block):
+            continue
+        text = "\n".join(["```console", *block, "```"])
+        if any("demo-out/" in c for c, _ in commands(block)):
+            found += [f"{name}: {s}" for s in _stale_anywhere(text, log, str(copy))]
+            continue
+        for command, expected in commands(block):
+            done = subprocess.run(
+                ["bash", "-c", command], cwd=copy, capture_output=True, text=True, timeout=120,
+                env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
+                     + os.environ.get("PATH", "")},
+            )  # fmt: skip
+            printed = (done.stdout + done.stderr).rstrip("\n")
+            if expected and not matches([fold(e) for e in expected], fold(printed)):
+                found.append(
+                    f"{name}: $ {command}\n--- the guide shows:\n" + "\n".join(expected)
+                    + f"\n--- it prints now:\n{printed}"
+                )  # fmt: skip
+    assert not found, "guide console blocks that no longer match:\n\n" + "\n\n".join(found)
+
+
+def _stale_anywhere(block: str, log: str, root: str) -> list[str]:
+    """A guide's block shows one moment of the demo, not the demo's order: it is true
+    when, from some run of its first command on, the log shows the block as it is
+    (the difference from the first run when none does)."""
+    first = commands(console_blocks(block)[0])[0][0]
+    pattern = _pattern(_ID.sub("<backup-id>", first))
+    plain = _ID.sub("<backup-id>", log.replace(root + "/", ""))
+    starts = [m.start() for m in pattern.finditer(plain)]
+    for start in starts:
+        if not stale(block, log, root, at=start):
+            return []
+    return stale(block, log, root)
+
+
+def test_every_illustrative_block_is_still_in_a_guide() -> None:
+    present = {_illustrative(name, block) for name, block in _guide_blocks()}
+    assert not ILLUSTRATIVE - present, sorted(ILLUSTRATIVE - present)
+
+
+def test_the_manifest_guide_shows_the_digest_the_tool_prints() -> None:
+    """Digests are folded when blocks are compared; the guide's one worked digest
+    is the real one (a reader checks it by hand)."""
+    guide = (GUIDES / "manifest.md").read_text("utf-8")
+    shown = re.search(r"^(sha256:[0-9a-f]{64})  (manifests/\S+)$", guide, re.M)
+    assert shown is not None
+    from ftmanifest.manifest import load_manifest
+
+    assert load_manifest(ROOT / shown.group(2)).digest() == shown.group(1)
