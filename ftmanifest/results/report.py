@@ -10,7 +10,9 @@ inline SVG (``charts``), and a Content-Security-Policy of ``default-src
 Every string from a run (file names, findings, excerpts, configuration) is
 untrusted: Jinja2 autoescapes the HTML, the Markdown filters escape
 Markdown and HTML, and ``safe_text.escape`` makes control and BiDi
-characters visible in both.  The JSON keeps the exact values.
+characters visible in both.  The JSON keeps the exact values; the Markdown
+and the HTML, which are handed on, show no absolute path of the machine that
+made them (``portable``).
 
 Input (every section may be missing or ``None``; it then reads "not
 available")::
@@ -39,6 +41,7 @@ baseline; the tolerance of a category is ``baseline - max_drop``.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -268,12 +271,55 @@ def _environment(*, html: bool) -> jinja2.Environment:
     return env
 
 
+# An absolute POSIX path in a value or inside a sentence: a slash that follows no
+# word, path or URL character, up to the next space, quote or separator.
+_ABSOLUTE = re.compile(r"(?<![\w.~/:@-])/[^\s\"'`,;()<>|]+")
+_KEPT = 2  # trailing components kept of a path outside the project and home
+
+
+def portable(value: Any, base: str | None = None, home: str | None = None) -> Any:
+    """``value`` with no absolute path of this machine in it, for the readable
+    renderings a report is handed on with: a path under ``base`` (default: the
+    working folder, where the audit's own relative paths start) becomes relative
+    to it, one under ``home`` starts with ``~/``, any other keeps its last two
+    names (at most) behind ``.../``.  Strings anywhere in dicts and lists are rewritten,
+    sentences included; URLs and relative paths are left as they are."""
+    base = os.path.abspath(base or os.getcwd())
+    home = os.path.abspath(home or os.path.expanduser("~"))
+
+    def short(match: re.Match[str]) -> str:
+        path = match.group()
+        real = os.path.normpath(path)
+        for root, lead in ((base, ""), (home, "~/")):
+            for form in {root, os.path.realpath(root)}:
+                if real == form:
+                    return "." if not lead else "~"
+                if real.startswith(form.rstrip("/") + "/"):
+                    return lead + os.path.relpath(real, form)
+        return ".../" + "/".join([n for n in real.split("/") if n][-_KEPT:])
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, str):
+            return _ABSOLUTE.sub(short, item)
+        if isinstance(item, Mapping):
+            return {k: walk(v) for k, v in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [walk(v) for v in item]
+        return item
+
+    return walk(value)
+
+
 def render_html(data: Mapping[str, Any]) -> str:
-    return _environment(html=True).get_template("report.html.j2").render(build_context(data))
+    """The page; no absolute path of this machine in it (``portable``)."""
+    context = build_context(portable(data))
+    return _environment(html=True).get_template("report.html.j2").render(context)
 
 
 def render_markdown(data: Mapping[str, Any]) -> str:
-    return _environment(html=False).get_template("report.md.j2").render(build_context(data))
+    """The Markdown; no absolute path of this machine in it (``portable``)."""
+    context = build_context(portable(data))
+    return _environment(html=False).get_template("report.md.j2").render(context)
 
 
 def render_json(data: Mapping[str, Any]) -> str:

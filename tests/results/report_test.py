@@ -368,3 +368,33 @@ def test_bare_urls_and_addresses_are_code_spans_not_links() -> None:
     assert "`ops@evil.example`" in md
     outside_code = re.sub(r"(`+).*?\1", "", md)
     assert not re.search(r"https?://|www\.|@evil", outside_code)
+
+
+def test_the_readable_report_carries_no_absolute_path_of_this_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A handoff is read on other machines: the Markdown and the HTML show a path
+    under the working folder relative to it, one under home from ``~/``, any
+    other by its last names only; the JSON keeps the exact values."""
+    work, home, elsewhere = tmp_path / "work", tmp_path / "home", tmp_path / "srv" / "models"
+    for folder in (work, home):
+        folder.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("HOME", str(home))
+    data = full_data()
+    data["signature"] = {
+        "trust_path": f"{work}/exp/.ftmanifest/allowed_signers",
+        "trust_source": f"repository root {work}/exp, searched from {home}/keys",
+        "registry": "https://huggingface.co/tiny/llama/resolve/main",  # a URL: kept
+    }
+    data["history"] = {"ledger": f"{elsewhere}/llama/.ftmanifest/ledger"}
+    data["model"]["path"] = "out/model"  # relative: kept
+    text = render_markdown(data) + render_html(data)
+    assert str(tmp_path) not in text
+    assert "exp/.ftmanifest/allowed_signers" in text
+    assert "repository root exp, searched from ~/keys" in text
+    assert ".../.ftmanifest/ledger" in text
+    assert "https://huggingface.co/tiny/llama/resolve/main" in text
+    assert "out/model" in text
+    written = write_report(data, tmp_path / "out")
+    assert str(work) in written.json.read_text("utf-8")  # the machine's own record: exact
