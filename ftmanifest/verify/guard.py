@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ftmanifest.ledger.guardreport import report_guarded
 from ftmanifest.verify.interpreter import InterpreterVerdict, observe_and_judge
+from ftmanifest.verify.model_cache import imported_cache_rows
 from ftmanifest.verify.pipeline import DriftError, VerifyReport, verify_manifest
 
 
@@ -77,9 +78,14 @@ def judge_this_interpreter(
     report: VerifyReport, *, code_dir: Path | None = None, use_cache: bool = True
 ) -> InterpreterVerdict | None:
     """Add this interpreter's rows and warnings to ``report`` (nothing when the
-    manifest itself could not be loaded: verify already refused it)."""
+    manifest itself could not be loaded: verify already refused it): its code, and
+    the caches its imported huggingface_hub and transformers fixed at import,
+    which a script that set ``HF_*`` after importing them loads from."""
     if report.loaded is None:
         return None
+    model = getattr(report.observed, "model", None)
+    if model is not None:
+        report.findings += imported_cache_rows(model)
     verdict = observe_and_judge(
         report.loaded.manifest, report.manifest_path, code_dir=code_dir, use_cache=use_cache
     )

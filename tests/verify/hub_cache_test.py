@@ -464,3 +464,38 @@ def test_transformers_4_reads_transformers_cache_first(remote: Project) -> None:
     state = observe_model(m, remote.manifest.parent, use_cache=False, allow_outside=False,
                           environ=same)  # fmt: skip
     assert list(side_rows(m, state, "4.46.1")) == []
+
+
+GUARDED_AFTER_IMPORT = """
+import json, os
+import huggingface_hub.constants
+CHANGE
+import ftmanifest
+from ftmanifest.verify.guard import GuardRefusedError
+try:
+    report = ftmanifest.guard(MANIFEST, signature=False)
+    rows = report.findings
+except GuardRefusedError as exc:
+    rows = exc.report.findings
+from transformers import AutoConfig
+config = AutoConfig.from_pretrained(REPO, revision=COMMIT, local_files_only=True)
+print(json.dumps([config.n_layer, [[r.rule, r.observed] for r in rows if r.rule == "drift.model-cache"]]))
+"""
+
+
+def test_the_guard_refuses_a_cache_fixed_before_the_environment_changed(
+    two_caches: Project,
+) -> None:
+    """``ftmanifest.guard`` in the script itself: verify hashes the cache the
+    environment names now, the imported huggingface_hub reads the one named at its
+    import; the guard names that one. Control: nothing changed, no cache row."""
+    project = two_caches
+    other = str(project.tmp / "x-hub")
+    script = GUARDED_AFTER_IMPORT.replace("MANIFEST", repr(str(project.manifest)))
+    changed = script.replace("CHANGE", f"os.environ['HF_HUB_CACHE'] = {str(project.cache)!r}")
+    n_layer, rows = json.loads(project.load(project.env(HF_HUB_CACHE=other), changed))
+    assert n_layer == 7  # the loader read x-hub, not the cache verify hashed
+    assert rows == [["drift.model-cache", other]]
+    same = script.replace("CHANGE", "")
+    n_layer, rows = json.loads(project.load(project.env(HF_HUB_CACHE=str(project.cache)), same))
+    assert (n_layer, rows) == (2, [])
