@@ -93,6 +93,8 @@ class FtManifestError(Exception):
         }
         if self.reason:
             out["reason"] = self.reason
+        if self.findings:  # the rows a refusal carries, as a report's findings
+            out["findings"] = [f.to_dict() for f in self.findings]
         return out
 
 

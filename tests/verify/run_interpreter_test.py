@@ -180,3 +180,16 @@ def test_an_unpinned_ld_preload_is_refused(project: Path) -> None:
     done = _run(project, "env", f"LD_PRELOAD={libm}", sys.executable, SCRIPT)
     assert done.returncode == 1 and "LD_PRELOAD" in done.stderr, done.stderr
     assert "clean" not in done.stdout
+
+
+def test_the_json_refusal_carries_the_interpreters_rows(
+    project: Path, other_python: Path
+) -> None:
+    """``run --format json``: the command-interpreter refusal lists its rows as
+    every report does (field, expected, observed, hint), not only a message."""
+    done = _run(project, str(other_python), SCRIPT, options=("--format", "json"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    error = json.loads(done.stdout[done.stdout.rindex('{\n  "error"') :])["error"]
+    assert error["reason"] == "command-interpreter"
+    (peft,) = [f for f in error["findings"] if f["field"] == "environment.packages.peft"]
+    assert "0.0.1" in peft["observed"] and peft["hint"]
