@@ -111,3 +111,37 @@ def test_names_scanned_in_blocks_find_what_one_buffer_finds(
     monkeypatch.setattr(names, "BLOCK", 7)
     blocks = name_findings([tmp_path], files, secrets=True, pii=True)
     assert blocks == whole and len(whole) == 3
+
+
+def test_cached_names_find_what_a_fresh_scan_finds_and_follow_a_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The names' findings are cached by every path judged: a second scan compiles no
+    rule and finds the same; a renamed file is judged again (a cleaned name, then a
+    token put back)."""
+    from ftmanifest.scan import names as names_module
+    from ftmanifest.scan.cache import scan_cached
+
+    token = "ghp_" + "Q7wX2mK9pL4vR8sT1uY6zA3bC5dE0fG2hJ4k"
+    data, cache = tmp_path / "data", tmp_path / "cache"
+    data.mkdir()
+    leaky = data / f"log-{token}.txt"
+    leaky.write_text("hello\n")
+
+    def names_of(found: list) -> list[str]:
+        return [f.path for f in found if f.extra.get("in") == "name"]
+
+    first = scan_cached([data], cache_dir=cache).findings
+    assert names_of(first) == [str(leaky)]
+    calls: list[int] = []
+    real = names_module.scan_buffer
+    monkeypatch.setattr(
+        names_module, "scan_buffer", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    again = scan_cached([data], cache_dir=cache).findings
+    assert again == first and calls == []  # from the cache
+    leaky.rename(data / "log.txt")
+    assert names_of(scan_cached([data], cache_dir=cache).findings) == [] and calls == [1]
+    (data / "log.txt").rename(leaky)
+    assert scan_cached([data], cache_dir=cache).findings == first
+    assert names_of(scan_cached([data], cache_dir=cache, use_cache=False).findings) == [str(leaky)]

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import suppress
 from functools import lru_cache
 from typing import Any
 
+from ftmanifest.scan.text import phones
 from ftmanifest.scan.text.anchors_re import compile_finder
 from ftmanifest.scan.text.pii import PII_RULES
 from ftmanifest.scan.text.secret_rules import SECRET_RULES, Rule
@@ -250,5 +252,10 @@ def _drop_overlaps(hits: list[Hit]) -> list[Hit]:
 
 @lru_cache(maxsize=8)
 def matcher(secrets: bool = True, pii: bool = True, engine: str | None = None) -> Matcher:
+    """The compiled rules; with ``pii``, libphonenumber warmed for the regions too,
+    since the scan builds its matcher before it forks its workers."""
     rules = (SECRET_RULES if secrets else ()) + (PII_RULES if pii else ())
+    if pii:
+        with suppress(ValueError):  # a bad region list is told by the first regions() call
+            phones.warm()
     return Matcher(rules, engine_name(engine))

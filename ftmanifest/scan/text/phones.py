@@ -60,9 +60,12 @@ def set_regions(codes: Iterable[str] | None) -> None:
     if codes is None:
         env = os.environ.get("FTMANIFEST_PHONE_REGIONS", "")
         codes = [c for c in env.split(",") if c.strip()] or DEFAULT_REGIONS
+    out = tuple(c.strip().upper() for c in codes)
+    if out == tuple(DEFAULT_REGIONS):  # known good: no import of libphonenumber to check
+        _regions = out
+        return
     import phonenumbers
 
-    out = tuple(c.strip().upper() for c in codes)
     unknown = [c for c in out if c not in phonenumbers.SUPPORTED_REGIONS]
     if unknown:
         raise ValueError(f"unknown phone region(s): {', '.join(unknown)}")
@@ -79,8 +82,10 @@ def regions() -> tuple[str, ...]:
 def warm() -> None:
     """Import libphonenumber and compile its patterns for the regions now, not per worker.
 
-    The scan forks its workers after the rules are loaded; each worker would otherwise
-    pay ~25 ms for the import and the first parse in each region, on every scan.
+    The scan forks its workers after it built its matcher (``matcher.matcher`` calls
+    this); each worker would otherwise pay ~25 ms for the import and the first parse
+    in each region, on every scan.  Not at import: a verify whose files are all in
+    the scan cache never parses a number (half a second of every guarded start).
     """
     for region in regions():
         _valid("030 1234567", region)
@@ -203,9 +208,3 @@ PHONE_RULES: tuple[Rule, ...] = (
         ),  # fmt: skip
     ),
 )
-
-
-try:  # a bad FTMANIFEST_PHONE_REGIONS is reported by the first regions() call instead
-    warm()
-except ValueError:
-    _regions = None
