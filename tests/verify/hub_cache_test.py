@@ -479,7 +479,8 @@ except GuardRefusedError as exc:
     rows = exc.report.findings
 from transformers import AutoConfig
 config = AutoConfig.from_pretrained(REPO, revision=COMMIT, local_files_only=True)
-print(json.dumps([config.n_layer, [[r.rule, r.observed] for r in rows if r.rule == "drift.model-cache"]]))
+cache_rows = [[r.rule, r.observed] for r in rows if r.rule == "drift.model-cache"]
+print(json.dumps([config.n_layer, cache_rows]))
 """
 
 

@@ -182,9 +182,7 @@ def test_an_unpinned_ld_preload_is_refused(project: Path) -> None:
     assert "clean" not in done.stdout
 
 
-def test_the_json_refusal_carries_the_interpreters_rows(
-    project: Path, other_python: Path
-) -> None:
+def test_the_json_refusal_carries_the_interpreters_rows(project: Path, other_python: Path) -> None:
     """``run --format json``: the command-interpreter refusal lists its rows as
     every report does (field, expected, observed, hint), not only a message."""
     done = _run(project, str(other_python), SCRIPT, options=("--format", "json"))
