@@ -270,3 +270,11 @@ def test_quiet_drops_the_notes_and_keeps_errors_and_the_result(project: Path) ->
 
     scanned = on_pipe(["scan", "-q", "data", "--format", "json"], project.parent)
     assert scanned.code == 0 and scanned.stderr == "" and scanned.stdout.startswith("{")
+
+
+def test_quiet_drops_what_init_says_it_wrote(project: Path) -> None:
+    noisy = on_pipe(["init", "new.yaml"], project.parent)
+    assert noisy.code == 0 and "wrote new.yaml" in noisy.stderr  # control: the note
+    quiet = on_pipe(["init", "-q", "newer.yaml"], project.parent)
+    assert quiet.code == 0 and quiet.stderr == ""
+    assert (project.parent / "newer.yaml").is_file()  # the file, still

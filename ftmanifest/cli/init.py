@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ftmanifest.errors import InputError
-from ftmanifest.output import to_json
+from ftmanifest.output import note, to_json
 from ftmanifest.safe_text import escape
 
 TYPE_CHECKING = False
@@ -139,13 +139,13 @@ def run(args: argparse.Namespace) -> int:
         text, derived, notes = render_template(exp_id, schema, path), [], []
         fills = fills_in(text)
     atomic_write_text(path, text)
-    for note in notes:
-        sys.stderr.write(f"note: {escape(note)}\n")
+    for line in notes:
+        note(f"note: {escape(line)}")
     if args.format == "json":
         sys.stdout.write(to_json(_payload(path, derived, fills, notes)) + "\n")
-    sys.stderr.write(
+    note(
         f"wrote {path} ({len(derived)} derived, {len(fills)} to FILL); fill in every FILL, "
-        f"then run `ftmanifest lock {path}` and `ftmanifest lint {path}`\n"
+        f"then run `ftmanifest lock {path}` and `ftmanifest lint {path}`"
     )
     return 0
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument
+from ftmanifest.output import note
 
 PREDICTIONS_HELP = (
     "predictions, JSONL: one object per line with id (the split record's id value, or "
@@ -106,7 +107,7 @@ def _consume_sealed_use(loaded: Any, args: argparse.Namespace, data: str, text: 
 
     use = open_use(loaded, args.split, data, ledger=args.ledger)
     record_score(loaded, use, sha256_digest(text.encode("utf-8")), ledger=args.ledger)
-    sys.stderr.write(f"sealed split {args.split}: scored use {use.use} (recorded)\n")
+    note(f"sealed split {args.split}: scored use {use.use} (recorded)")
 
 
 def summary(results: dict[str, Any], out: Path) -> str:
