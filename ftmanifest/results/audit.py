@@ -184,6 +184,15 @@ def comparison_findings(m: Any, s: AuditSubject) -> list[Finding]:
     return none + rows
 
 
+def _split(_m: Any, s: AuditSubject) -> list[Finding]:
+    """The eval and test splits judged from their records, not from the results
+    files: repeated ids, guards naming a category no record has (``audit_split``)."""
+    from ftmanifest.manifest import load_manifest
+    from ftmanifest.results.audit_split import split_findings
+
+    return split_findings(load_manifest(s.manifest_path))
+
+
 def _ledger(_m: Any, s: AuditSubject) -> list[Finding]:
     """What the ledger recorded about the experiment, flagged for the reviewer:
     attempts over budget, a sealed split used more than once, a damaged ledger."""
@@ -225,6 +234,7 @@ AUDIT_CHECKS = registry(
     FunctionCheck("personal-data", ("scan", "data_paths"), _personal_data),
     FunctionCheck("permissions", ("loose", "unfixed"), _permissions),
     FunctionCheck("rights", (), _rights),
+    FunctionCheck("split", (), _split),
     FunctionCheck("comparison", ("comparison",), comparison_findings),
     FunctionCheck("ledger", ("verify",), _ledger),
 )

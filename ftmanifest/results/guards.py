@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ftmanifest.manifest.experiment import Guard
 
 EPS = 1e-12  # float noise: a drop of exactly max_drop passes
+SHOWN_CATEGORIES = 20  # the split's categories named in one finding
 CATEGORY_METRICS = {
     "classification": ("f1", "precision", "recall"),
     "extraction": ("format_validity", "required_fields"),
@@ -219,6 +220,8 @@ class Evaluator:
             return
         bper, cper = self.base["metrics"]["per_category"], self.cand["metrics"]["per_category"]
         cats = sorted(bper.keys() | cper.keys()) if guard.categories == "all" else guard.categories
+        unknown = self.unknown_categories(n, guard)
+        cats = [c for c in cats if c not in unknown]
         stat = (classification_stat if task == "classification" else extraction_stat)(metric)
         ci = (
             paired_interval(self.bs, self.cs, stat, cats, resamples=self.resamples, seed=self.seed)
@@ -272,13 +275,41 @@ class Evaluator:
                 )
             verdicts.append(verdict)
             self.out.categories.append(CategoryRow(n, metric, cat, b, c, interval, verdict))
+        verdicts += ["fail"] * len(unknown)
         worst = next((v for v in ("fail", "not-established") if v in verdicts), "pass")
         failed = sum(1 for v in verdicts if v == "fail")
+        named = f", {len(unknown)} not in the split" if unknown else ""
         self.row(
             n,
             guard,
             metric,
             worst,
             f"each drop <= {guard.max_drop}",
-            f"{failed} of {len(cats)} categories fail",
+            f"{failed} of {len(verdicts)} categories fail{named}",
         )
+
+    def unknown_categories(self, n: int, guard: Any) -> list[str]:
+        """The categories ``guard`` names that no example of the split has, each a
+        finding: such a category would pass with nothing to judge (a typo, or a
+        category renamed in the data).  The split's categories are the examples'
+        (the records' own, as ``score`` took them from the split)."""
+        if guard.categories == "all":
+            return []
+        have = sorted({str(e["category"]) for r in (self.base, self.cand) for e in r["examples"]})
+        shown = ", ".join(repr(c) for c in have[:SHOWN_CATEGORIES])
+        shown += f" and {len(have) - SHOWN_CATEGORIES} more" if len(have) > SHOWN_CATEGORIES else ""
+        unknown = [c for c in guard.categories if c not in have]
+        for cat in unknown:
+            self.fail(
+                n,
+                "categories",
+                "guard.unknown-category",
+                f"guard {n} names category {cat!r}, which no record of split "
+                f"{self.cand['split']['name']!r} has: it would pass with nothing to judge",
+                expected=f"one of the split's categories: {shown or 'none'}",
+                observed=cat,
+                hint="correct the category's name in the guard (a typo, or renamed in the "
+                "data), then lock and sign the manifest and compare again",
+                extra={"category": cat, "split_categories": have},
+            )
+        return unknown

@@ -125,7 +125,8 @@ def score_split(
 ) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
     """``(split record, metrics, examples)`` of ``predictions`` on the pinned ``split``:
     refused when the split is not the pinned data or the predictions do not predict
-    each of its records once with its own reference (``split_match``)."""
+    each of its records once with its own reference (``split_match``); examples are
+    grouped by the split's categories, never the predictions'."""
     from ftmanifest.results.predictions import read_predictions
     from ftmanifest.results.score import score
     from ftmanifest.results.split_match import check_split
@@ -135,7 +136,7 @@ def score_split(
     items = read_predictions(predictions, task)
     fmt, fields = _guard_settings(loaded)
     schema, fmt_record = _schema(loaded, fmt) if task == "extraction" else (None, None)
-    check_split(loaded, split, items, predictions)
+    items = check_split(loaded, split, items, predictions)  # the split's categories
     metrics, examples = score(items, task, schema=schema, fields=fields)
     if task == "extraction":
         metrics = {**metrics, "format": fmt_record, "required_field_names": fields}

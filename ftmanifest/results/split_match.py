@@ -16,23 +16,70 @@ predicted:
   reference must equal it; an extraction reference (an object) must equal
   it parsed as JSON (or, for an object in the record, the object itself).
 
-Any mismatch is a ``RefusedError`` naming the predictions file, the line,
-the key, the split's value and the prediction's.
+* its category is the record's own (``data.stats.label_of`` with
+  ``data_checks.label``: ``label``, else ``category``); for classification
+  without one, its expected label.  The category a results file groups by
+  is always the record's: a prediction may repeat it, and one that names
+  another is refused, so failures relabelled ``misc`` cannot leave a guarded
+  category clean.
+
+Any mismatch is a ``PredictionsNotOfSplitError`` (exit 1, reason
+``predictions-not-of-split``) naming the predictions file, the line, the
+key, the split's value and the prediction's.  Two records of the split with
+one id (the same ``id`` value, or a record number equal to another record's
+integer ``id``) would let one replace the other unscored: a
+``DuplicateSplitIdError`` (exit 2, reason ``duplicate-split-id``) names the
+split's file, the ids and their lines.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.errors import RefusedError
+from ftmanifest.data.sample import target_of
+from ftmanifest.data.stats import label_of
+from ftmanifest.errors import InputError, RefusedError
 from ftmanifest.results.predictions import Prediction
 
 ID_KEY = "id"  # a record's own id; without it, its record number (from 1)
 SHOWN = 10  # missing ids named in one refusal
 MAX_TEXT = 200
+
+
+class PredictionsNotOfSplitError(RefusedError):
+    """A prediction names no record of the pinned split, or carries another
+    reference or category than its record's, or a record has no prediction."""
+
+    reason = "predictions-not-of-split"
+
+
+class DuplicateSplitIdError(InputError):
+    """Two records of a split have one id, so scoring by id would drop one."""
+
+    reason = "duplicate-split-id"
+
+
+@dataclass(frozen=True)
+class SplitRecord:
+    """One record of a split: its parsed value, its file and its line there."""
+
+    value: Any
+    path: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the split says of one id: its expected output and its category."""
+
+    text: str
+    raw: Any
+    category: str | None
+    record: SplitRecord
 
 
 def _key(ident: Any) -> tuple[str, Any]:
@@ -43,16 +90,91 @@ def _short(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
-def split_records(loaded: Any, split: str) -> list[Any]:
-    """The parsed records of the data entry ``split``, in file order (a folder: its
-    files in path order)."""
+def split_records(loaded: Any, split: str) -> list[SplitRecord]:
+    """The records of the data entry ``split``, in file order (a folder: its files
+    in path order), each with its file and line."""
     from ftmanifest.manifest.identity import split_entry
     from ftmanifest.recordio import iter_records
 
     _, entry = split_entry(loaded, split)
     top = loaded.path.parent / entry.path
     files = sorted(p for p in top.rglob("*") if p.is_file()) if top.is_dir() else [top]
-    return [rec.value for f in files for rec in iter_records(f, entry.format)]
+    return [SplitRecord(rec.value, str(f), rec.line) for f in files
+            for rec in iter_records(f, entry.format)]  # fmt: skip
+
+
+def _record(value: Any) -> SplitRecord:
+    return value if isinstance(value, SplitRecord) else SplitRecord(value)
+
+
+def category_of(value: Any, task: str, where: str, text: str, label: str | None) -> str | None:
+    """A record's category (see the module docstring); None when it has none.  For
+    extraction a label key that holds the expected output is not a category."""
+    key = label or ("label" if isinstance(value, dict) and "label" in value else "category")
+    if task == "extraction" and key == where:
+        return None
+    category = label_of(value, label)
+    if category is None and task == "classification":
+        return text
+    return category
+
+
+def index_split(
+    records: Sequence[Any],
+    task: str,
+    split: str,
+    *,
+    target: str | None = None,
+    label: str | None = None,
+) -> dict[tuple[str, Any], Expected]:
+    """Each record by its id (see the module docstring); ``DuplicateSplitIdError``
+    when two records share one.  ``records``: ``SplitRecord``s or plain values."""
+    expected: dict[tuple[str, Any], Expected] = {}
+    repeats: dict[tuple[str, Any], list[SplitRecord]] = {}
+    for number, item in enumerate(records, 1):
+        rec = _record(item)
+        ident = _own_id(rec.value)
+        key = _key(number if ident is None else ident)
+        if rec.line is None:  # a plain value: its number stands for its line
+            rec = replace(rec, line=number)
+        where, text = target_of(rec.value, target, label)
+        raw = rec.value.get(where) if isinstance(rec.value, dict) and where in rec.value else None
+        if key in expected:
+            repeats.setdefault(key, [expected[key].record]).append(rec)
+            continue
+        expected[key] = Expected(text, raw, category_of(rec.value, task, where, text, label), rec)
+    if repeats:
+        raise _duplicates(repeats, split)
+    return expected
+
+
+def _duplicates(repeats: dict[tuple[str, Any], list[SplitRecord]], split: str) -> InputError:
+    files = {r.path for rs in repeats.values() for r in rs}
+    first = min((rs[1] for rs in repeats.values()), key=lambda r: (r.path or "", r.line or 0))
+
+    def place(r: SplitRecord) -> str:
+        return f"{r.path}:{r.line}" if len(files) > 1 else str(r.line)
+
+    def shown(key: tuple[str, Any], rs: list[SplitRecord]) -> str:
+        ident = repr(key[1])
+        if any(_own_id(r.value) is None for r in rs):
+            ident = f"{ident} (record {key[1]} has no {ID_KEY!r} key: its number)"
+        where = ", ".join(place(r) for r in rs[:-1]) + f" and {place(rs[-1])}"
+        return f"{ident} (lines {where})"
+
+    names = "; ".join(shown(k, rs) for k, rs in list(repeats.items())[:SHOWN])
+    more = f"; and {len(repeats) - SHOWN} more" if len(repeats) > SHOWN else ""
+    return DuplicateSplitIdError(
+        f"split {split!r} repeats {len(repeats)} id{'s' if len(repeats) > 1 else ''}: scored by "
+        "id, a repeated record would replace the other and never be scored",
+        path=first.path,
+        line=first.line,
+        field="id",
+        expected=f"each record of split {split!r} with its own {ID_KEY!r}",
+        observed=names + more,
+        hint=f"give every record of split {split!r} a unique {ID_KEY!r} (or drop the repeats), "
+        "then lock the manifest and score again",
+    )
 
 
 def match_records(
@@ -64,26 +186,16 @@ def match_records(
     *,
     target: str | None = None,
     label: str | None = None,
-) -> None:
-    """Refuse unless ``items`` predict every record of ``records`` once, each with
-    the record's expected output as its reference (see the module docstring)."""
-    from ftmanifest.data.sample import target_of
-
-    expected: dict[tuple[str, Any], tuple[str, Any]] = {}
-    keyed: list[str | int] = []  # the ids taken from the records' id key
-    for number, value in enumerate(records, 1):
-        ident = _own_id(value)
-        if ident is None:
-            ident = number
-        else:
-            keyed.append(ident)
-        where, text = target_of(value, target, label)
-        raw = value.get(where) if isinstance(value, dict) and where in value else None
-        expected[_key(ident)] = (text, raw)
+) -> list[Prediction]:
+    """``items`` with each record's category, refused unless they predict every
+    record of ``records`` once, each with the record's expected output as its
+    reference and no other category (see the module docstring)."""
+    expected = index_split(records, task, split, target=target, label=label)
+    keyed = [k[1] for k, e in expected.items() if _own_id(e.record.value) is not None]
     naming = _naming(keyed, len(expected), split)
 
     def refuse(item: Prediction | None, key: str, message: str, want: str, got: str) -> None:
-        raise RefusedError(
+        raise PredictionsNotOfSplitError(
             message,
             path=str(predictions),
             line=item.line if item is not None else None,
@@ -92,9 +204,11 @@ def match_records(
             observed=got,
             hint=f"predict every record of the pinned split {split!r} once: as its id the "
             f"record's {ID_KEY!r} value (without one, its record number, counted from 1), as "
-            "its reference its label; then score again",
+            "its reference its label, and no category or the record's own; a mismatch "
+            "usually means the predictions were made on other data; then score again",
         )
 
+    out = []
     for item in items:
         want = expected.get(_key(item.id))
         if want is None:
@@ -102,9 +216,19 @@ def match_records(
                    f"{naming[0]}{_other_type(item.id, expected)}",
                    naming[1], repr(item.id))  # fmt: skip
             continue
-        if not _same(item.reference, want, task):
+        if not _same(item.reference, (want.text, want.raw), task):
             refuse(item, "reference", f"the reference of {item.id!r} is not split {split!r}'s",
-                   _short(want[0]), _short(_text(item.reference)))  # fmt: skip
+                   _short(want.text), _short(_text(item.reference)))  # fmt: skip
+        if item.category is not None and item.category != want.category:
+            has = (
+                repr(want.category)
+                if want.category is not None
+                else (f"no category (the record has no {label or 'label or category'!r} key)")
+            )
+            refuse(item, "category", f"the category of {item.id!r} is not split {split!r}'s: "
+                   "a results file groups by the split's categories",
+                   has, repr(item.category))  # fmt: skip
+        out.append(replace(item, category=want.category))
     seen = {_key(i.id) for i in items}
     missing = [k[1] for k in expected if k not in seen]
     if missing:
@@ -113,6 +237,7 @@ def match_records(
         refuse(None, "id", f"{len(missing)} record(s) of split {split!r} have no prediction",
                f"all {len(expected)} records of split {split!r}",
                f"{len(missing)} of {len(expected)} missing: {names}{more}")  # fmt: skip
+    return out
 
 
 def _own_id(value: Any) -> str | int | None:
@@ -168,9 +293,11 @@ def _same(reference: Any, want: tuple[str, Any], task: str) -> bool:
         return False
 
 
-def check_split(loaded: Any, split: str, items: Iterable[Prediction], predictions: Path) -> None:
+def check_split(
+    loaded: Any, split: str, items: Iterable[Prediction], predictions: Path
+) -> list[Prediction]:
     """``match_records`` over the pinned split ``split`` of ``loaded``."""
     m = loaded.manifest
-    match_records(split_records(loaded, split), list(items), m.experiment.task or "unset",
-                  predictions, split, target=m.data_checks.target,
-                  label=m.data_checks.label)  # fmt: skip
+    return match_records(split_records(loaded, split), list(items),
+                         m.experiment.task or "unset", predictions, split,
+                         target=m.data_checks.target, label=m.data_checks.label)  # fmt: skip
