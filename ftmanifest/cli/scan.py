@@ -33,8 +33,9 @@ EXIT_OK, EXIT_FINDINGS = 0, 1
 DESCRIPTION = """\
 Scan files and folders for secrets, personal data and unsafe pickles (model
 files that would run code when loaded).  Results are cached by file digest.
-Findings listed in --baseline are suppressed; --write-baseline accepts every
-current finding; --redact-to writes redacted copies of the text files.
+Findings listed in --baseline are suppressed (an entry accepts one finding of
+one file's content: a changed file's findings come back); --write-baseline
+accepts every current finding; --redact-to writes redacted copies of the text files.
 Exit 0 clean, 1 findings outside the baseline (a file that could not be
 scanned counts unless --allow-not-scanned), 2 unusable input or usage.
 """
@@ -57,7 +58,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or folders to scan")
     add_format_argument(p, sarif=True)
     p.add_argument("--baseline", type=Path, metavar="FILE",
-                   help="accepted fingerprints (JSON); matches are suppressed")  # fmt: skip
+                   help="accepted findings, each bound to one file's content (JSON); "
+                   "matches are suppressed")  # fmt: skip
     p.add_argument("--write-baseline", type=Path, metavar="FILE",
                    help="write every current finding as accepted and exit 0")  # fmt: skip
     p.add_argument("--redact-to", type=Path, metavar="DIR",
@@ -151,7 +153,7 @@ def _judge(args: argparse.Namespace, result: ScanResult, *, write: bool = True) 
     )  # fmt: skip
     if judged.baseline_written is not None:
         where = escape(str(args.write_baseline))
-        note(f"ftmanifest: wrote {judged.baseline_written} accepted fingerprints to {where}")
+        note(f"ftmanifest: wrote {judged.baseline_written} accepted findings to {where}")
     return judged
 
 

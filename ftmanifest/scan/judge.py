@@ -42,7 +42,7 @@ class Judged:
     findings: list[Finding]
     summary: dict[str, object]
     refused: bool
-    baseline_written: int | None = None  # fingerprints written to ``write_baseline``
+    baseline_written: int | None = None  # findings accepted in to ``write_baseline``
 
 
 def judge(
@@ -68,8 +68,7 @@ def judge(
     findings = result.findings
     written = None
     if write_baseline is not None and write:
-        previous = bl.load(write_baseline) if write_baseline.exists() else {}
-        written = bl.write(write_baseline, findings, previous)
+        written = bl.write(write_baseline, findings, bl.previous_reasons(write_baseline))
     suppressed = 0
     if baseline is not None:
         findings, suppressed = bl.apply(findings, bl.load(baseline), str(baseline))

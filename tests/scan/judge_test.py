@@ -29,7 +29,9 @@ def test_info_never_fails_and_not_scanned_fails_unless_allowed() -> None:
 
 
 def test_a_written_baseline_accepts_and_a_baseline_suppresses(tmp_path: Path) -> None:
-    result = ScanResult(findings=[_row()], files=[str(tmp_path / "a.txt")])
+    (tmp_path / "a.txt").write_text("the scanned file")  # an entry holds its digest
+    row = _row(path=str(tmp_path / "a.txt"))
+    result = ScanResult(findings=[row], files=[str(tmp_path / "a.txt")])
     first = judge(result, [tmp_path])
     assert first.refused and first.baseline_written is None and first.summary["suppressed"] == 0
     base = tmp_path / "baseline.json"

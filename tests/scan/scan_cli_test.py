@@ -37,15 +37,16 @@ def test_not_scanned_fails_unless_allowed(tmp_path, capsys) -> None:
     assert run([str(blob), "--allow-not-scanned"], capsys)[0] == 0
 
 
-def test_baseline_roundtrip_independent_of_lines(tmp_path, capsys) -> None:
+def test_baseline_roundtrip_bound_to_the_file(tmp_path, capsys) -> None:
     data = tmp_path / "d.txt"
     data.write_text(f"key {GHP}\n")
     base = tmp_path / "base.json"
     assert run([str(data), "--write-baseline", str(base)], capsys)[0] == 0
     doc = json.loads(base.read_text())
-    assert doc["version"] == 1 and doc["entries"][0]["rule"] == "secret.github-pat"
-    data.write_text(f"\n\nmoved down: {GHP}\n")
+    assert doc["version"] == 2 and doc["entries"][0]["rule"] == "secret.github-pat"
     assert run([str(data), "--baseline", str(base)], capsys)[0] == 0
+    data.write_text(f"\n\nmoved down: {GHP}\n")  # a changed file is judged again
+    assert run([str(data), "--baseline", str(base)], capsys)[0] == 1
     data.write_text("secret removed\n")
     code, out = run([str(data), "--baseline", str(base), "--format", "json"], capsys)
     assert code == 0 and json.loads(out)["findings"][0]["rule"] == "scan.baseline-stale"
