@@ -3,7 +3,10 @@
 Layer: edge (orchestrates ``base``, ``check`` and ``binding``; writes files).
 Refuses (``BindRefusedError``, exit 1, with the findings) when the base here
 drifted from the manifest's pins, when the adapter's LoRA facts are not the
-manifest's method, or when its tensors do not fit the base.  Then writes the
+manifest's method, when its tensors do not fit the base, or when a tokenizer
+or ``generation_config.json`` in the adapter folder is not the base's.  The
+binding pins the base's tokenizer, ``generation_config.json`` and config values
+too (``outputs``).  Then writes the
 metadata and config fields first and signs last, so the signed subjects are
 the files as they end up.  LoRA adapters and methods declared under
 ``method.kind: peft`` are bound (the latter by their config's digest);
@@ -29,6 +32,8 @@ from ftmanifest.adapter.binding import (
 )
 from ftmanifest.adapter.check import manifest_findings, structure_findings
 from ftmanifest.adapter.loadable import adapter_stray_findings
+from ftmanifest.adapter.outputs import pin_outputs
+from ftmanifest.adapter.outputs_check import adapter_outputs_findings
 from ftmanifest.adapter.signed import sign_binding
 from ftmanifest.adapter.tensors import tensor_shapes
 from ftmanifest.errors import RefusedError
@@ -68,6 +73,7 @@ def bind_adapter(
         loaded.manifest, mpath, use_cache=use_cache, allow_outside=allow_outside
     )
     findings += adapter_stray_findings(folder) + base.stray_findings()
+    findings += adapter_outputs_findings(folder, base.folder)
     found, tree = structure_findings(
         config, tensor_shapes(adapter_weight_files(folder)), base, str(folder)
     )
@@ -98,6 +104,7 @@ def bind_adapter(
         required=tuple(export.bind) if export is not None else (),
         base_config_digest=base.config_digest(),
         base_bytes=base.tensors().bytes,
+        base_outputs=pin_outputs(base.folder, base.raw_config()),
     )
     for path in adapter_weight_files(folder):
         write_metadata(path, metadata_entries(binding))

@@ -28,6 +28,7 @@ from typing import Any
 
 from ftmanifest.adapter import lora_fields
 from ftmanifest.adapter.method import config_digest, peft_type_of, plain
+from ftmanifest.adapter.outputs import OutputsPin
 from ftmanifest.adapter.tensors import read_header
 from ftmanifest.errors import InputError, InputNotFoundError
 from ftmanifest.fsutil import atomic_write_bytes, atomic_write_text
@@ -74,6 +75,8 @@ class Binding:
     required: tuple[str, ...] = ()
     base_config_digest: str | None = None
     base_bytes: int | None = None
+    # the base's tokenizer, generation_config.json and config values (None: bound before them)
+    base_outputs: OutputsPin | None = None
     file_sizes: dict[str, int] = field(default_factory=dict)  # envelope only: set when signing
 
     def predicate(self) -> dict[str, Any]:
@@ -86,6 +89,7 @@ class Binding:
                 "tensors": self.base_tensors,
                 "bytes": self.base_bytes,
                 "configDigest": self.base_config_digest,
+                **({"outputs": self.base_outputs.to_dict()} if self.base_outputs else {}),
             },
             "manifest": {"digest": self.manifest_digest},
             "method": dict(self.method),
@@ -114,6 +118,7 @@ class Binding:
                 required=tuple(str(r) for r in pred.get("required", [])),
                 base_config_digest=_opt_str(base.get("configDigest"), "base.configDigest"),
                 base_bytes=_opt_int(base.get("bytes"), "base.bytes"),
+                base_outputs=OutputsPin.from_dict(base["outputs"]) if "outputs" in base else None,
                 file_sizes={str(k): _int(v, "adapter.sizes")
                             for k, v in (pred.get("adapter") or {}).get("sizes", {}).items()},
             )  # fmt: skip

@@ -28,6 +28,8 @@ raises on a refusal (only on unusable input).  Rules, each its own refusal:
   adapter.base-holds-adapter   adapter_config.json in the base folder (from_pretrained applies it)
   adapter.base-config-indirect config.json lists configuration_files (another file is read)
   adapter.base-files-differ, adapter.base-drifted, adapter.version-differs  (warnings)
+  adapter.tokenizer-differs, base-tokenizer-differs, base-generation-differs ...
+                               the tokenizer and generation_config.json (``outputs_check``)
 
 Only headers and configs are read, plus the base's bytes once for the tensor
 digest (cached by stat): checking a 7B base costs hashing, not loading.
@@ -54,6 +56,11 @@ from ftmanifest.adapter.binding import (
     read_config,
 )
 from ftmanifest.adapter.loadable import adapter_stray_findings
+from ftmanifest.adapter.outputs_check import (
+    adapter_outputs_findings,
+    bound_outputs_findings,
+    config_keys,
+)
 from ftmanifest.adapter.signed import read_signed
 from ftmanifest.adapter.tensors import tensor_shapes
 from ftmanifest.errors import InputError, RefusedError, UsageError
@@ -137,12 +144,14 @@ def check_adapter(
     report.base_folder = base.folder
     where = str(folder)
     report.findings += adapter_stray_findings(folder) + base.stray_findings()
+    report.findings += adapter_outputs_findings(folder, base.folder)
     found, tree = structure_findings(config, adapter_shapes, base, where)
     report.findings += found
     if loaded is not None:
         report.findings += manifest_findings(loaded, config, report.binding, where, tree=tree)
     if report.binding is not None:
         report.findings += config_findings(report.binding, base)
+        report.findings += bound_outputs_findings(report.binding.base_outputs, base.folder)
         sized = size_findings(report.binding, base)
         if sized:  # another byte count: refused from the headers, nothing hashed
             report.findings += sized
@@ -170,9 +179,11 @@ def config_findings(b: Binding, base: bases.BaseModel) -> list[Finding]:
     seen = base.config_digest()
     if b.base_config_digest is not None and seen == b.base_config_digest:
         return []
+    bound = b.base_outputs.config if b.base_outputs else None
     return [finding(
         "base-config-differs", "the base's config.json is not the one the adapter was bound "
-        "with (tied embeddings, dtype, rope scaling, weights file... change what loads)"
+        "with" + (config_keys(bound, base.raw_config()) or " (tied embeddings, dtype, rope "
+        "scaling, weights file... change what loads)")
         if b.base_config_digest else "the binding does not cover the base's config.json",
         path=str(base.folder / "config.json"), field="base.configDigest",
         expected=b.base_config_digest or "a bound config digest", observed=seen or "absent",
@@ -240,12 +251,13 @@ def base_findings(b: Binding, base: bases.BaseModel, digest: str, where: str) ->
         ))  # fmt: skip
     if b.base_tree_digest and base.tree_digest and base.tree_digest != b.base_tree_digest:
         out.append(finding(
-            "base-files-differ", "the base's files differ (re-saved, re-sharded, another "
-            "tokenizer or generation_config.json?) but the weights and config.json the model "
-            "is built from are the bound ones", "warning", path=str(base.folder),
-            field="base.treeDigest", expected=b.base_tree_digest, observed=base.tree_digest,
-            hint="the model computes as bound; compare the other files (tokenizer, "
-            "generation_config.json) with the pinned base if they matter to you",
+            "base-files-differ", "the base's files differ (re-saved, re-sharded, a README?) "
+            "but the weights, config.json" + (", tokenizer and generation_config.json are "
+            "the bound ones" if b.base_outputs else " the model is built from are the bound "
+            "ones (the tokenizer and generation_config.json are not bound)"), "warning",
+            path=str(base.folder), field="base.treeDigest", expected=b.base_tree_digest,
+            observed=base.tree_digest, hint="the model computes as bound" if b.base_outputs
+            else "bind again to cover the tokenizer and generation_config.json",
         ))  # fmt: skip
     here = installed_versions()
     for name, bound in sorted(b.versions.items()):

@@ -213,21 +213,29 @@ def _snapshot(
 
 def require_loaded_base(model: Any, report: AdapterReport) -> None:
     """Raise ``AdapterRefusedError`` unless ``model`` holds the bound weights."""
-    assert report.binding is not None
-    found = check_loaded_base(model, report.binding.base_tensor_digest)
-    if found:
-        report.findings.extend(found)
+    assert report.binding is not None and report.base_folder is not None
+    shapes = bases.from_folder(report.base_folder).shapes()  # its digest is the bound one
+    found = check_loaded_base(model, report.binding.base_tensor_digest, shapes=shapes)
+    if found:  # the loaded model is judged against the bound base folder
+        report.findings.extend(f._replace(path=f.path or str(report.base_folder)) for f in found)
         require_ok(report)
 
 
-def check_loaded_base(model: Any, expected: str) -> list[Finding]:
+def check_loaded_base(
+    model: Any, expected: str, *, shapes: dict[str, tuple[str, tuple[int, ...]]] | None = None
+) -> list[Finding]:
     """No finding when ``model``'s weights (its state dict) have the tensor
-    digest ``expected``; else one ``adapter.base-weights-differ``."""
+    digest ``expected``; else one ``adapter.base-weights-differ``, naming the
+    cause when ``shapes`` (the bound base's headers: name -> dtype, shape) show
+    it: a dtype cast, a resized vocabulary or another shape."""
     state = model.state_dict()
     records = {name: tensor_record(name, t) for name, t in state.items()}
     digests = set(_digests(records, _alias_groups(state)))
     if expected in digests:
         return []
+    cause = _cause(records, shapes or {}, getattr(model, "config", None))
+    if cause is not None:
+        return [cause]
     return [
         finding(
             "base-weights-differ",
@@ -239,6 +247,43 @@ def check_loaded_base(model: Any, expected: str) -> list[Finding]:
             "cast, no quantization), with the class it was saved from",
         )
     ]
+
+
+def _cause(
+    records: dict[str, TensorRecord], shapes: dict[str, tuple[str, tuple[int, ...]]], config: Any
+) -> Finding | None:
+    """The first visible reason the loaded weights are not the bound ones."""
+    both = sorted(set(records) & set(shapes))
+    cast = [n for n in both if records[n].dtype != shapes[n][0]]
+    if cast:
+        bound = sorted({shapes[n][0] for n in cast})
+        seen = sorted({records[n].dtype for n in cast})
+        return finding(
+            "base-weights-differ", f"the loaded base model's weights are cast to "
+            f"{'/'.join(seen)}: the adapter was bound to {'/'.join(bound)} weights (a dtype "
+            f"cast, {len(cast)} of {len(records)} tensors)", field="base.dtype",
+            expected="/".join(bound), observed="/".join(seen),
+            hint=f"load the base in the dtype it was saved in: from_pretrained(..., "
+            f"dtype='auto') or no torch_dtype=/dtype= (e.g. {cast[0]} is {shapes[cast[0]][0]})",
+        )  # fmt: skip
+    for n in both:
+        want, got = shapes[n][1], records[n].shape
+        if want == got:
+            continue
+        resized = len(want) == len(got) == 2 and want[1:] == got[1:] and (
+            getattr(config, "vocab_size", None) == got[0] or "emb" in n or "wte" in n
+            or "lm_head" in n)  # fmt: skip
+        why = f" (a resized vocabulary: {want[0]} -> {got[0]} tokens)" if resized else ""
+        return finding(
+            "base-weights-differ", f"the loaded base model's {n} has shape {list(got)}, "
+            f"bound {list(want)}{why}", field=f"{n}.shape" if not resized else "vocab_size",
+            expected=str(want[0]) if resized else str(list(want)),
+            observed=str(got[0]) if resized else str(list(got)),
+            hint="do not resize_token_embeddings the base before loading the adapter: the "
+            "adapter was bound to the base's own vocabulary" if resized
+            else "load the bound base with the class it was saved from",
+        )  # fmt: skip
+    return None
 
 
 def _alias_groups(state: dict[str, Any]) -> list[list[str]]:
