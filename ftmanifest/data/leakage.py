@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ftmanifest.data import contain
 from ftmanifest.data.parallel import NUM_PERM, Workers, selected_texts
 from ftmanifest.data.shards import Marks
 from ftmanifest.data.text import normalise, shingle_list
@@ -46,7 +47,10 @@ MIN_RECALL = 0.99  # P(a pair at the threshold is an LSH candidate), at least
 MAX_PAIRS = 200_000  # candidate pairs kept per split pair; past it that pair's search stops
 EXCERPT = 400
 ROLE_ORDER = {"test": 0, "eval": 1, "baseline-eval": 1, "train": 2}
-Kind = Literal["exact", "near"]
+Kind = Literal["exact", "near", "contained", "input"]
+"""How a match was found: the same normalised text, near it (Jaccard), an item inside
+the other record's text, or the same input under another answer (``data.contain``).
+The last two count as near duplicates."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,8 @@ class Ref:
 
 @dataclass(frozen=True)
 class Match:
-    """Two records found to be duplicates; ``similarity`` is 1.0 for an exact one."""
+    """Two records found to be duplicates; ``similarity`` is 1.0 for an exact one, and
+    for one record's item contained in the other or their same input."""
 
     kind: Kind
     a: Ref
@@ -92,7 +97,7 @@ class Breach:
     """A count over what the manifest allows: ``field`` is where the allowance is set."""
 
     field: str  # e.g. data_checks.tolerance.train_test.exact
-    kind: Kind
+    kind: Literal["exact", "near"]
     count: int
     allowed: int
     floor: bool = False  # the near search stopped (MAX_PAIRS): count is a lower bound
@@ -241,6 +246,7 @@ def check_leakage(
     lsh: dict[str, Any] = {}
     results = {(a.name, b.name): PairResult(a.name, b.name) for a, b in pairs}
     exact_matches: dict[tuple[str, str], list[Match]] = defaultdict(list)
+    matched: dict[tuple[str, str], set[int]] = defaultdict(set)  # pair -> later records found
     candidates: set[tuple[str, int, str, int]] = set()
     kept: dict[tuple[str, str], int] = defaultdict(int)  # candidate pairs per split pair
     stopped: set[tuple[str, str]] = set()  # split pairs whose near search hit MAX_PAIRS
@@ -270,6 +276,7 @@ def check_leakage(
                         continue
                     pair = results[(other, split.name)]
                     pair.exact += 1
+                    matched[(other, split.name)].add(number)
                     if split.kind == "train" and other != split.name:
                         leaking[split.name].add(number)
                     if len(exact_matches[(other, split.name)]) < examples:
@@ -300,12 +307,13 @@ def check_leakage(
             exact[split.name] = seen
             if split.name in indexed:
                 lsh[split.name] = index
-    near, best = _verify(splits, candidates, threshold, examples, leaking, marks)
+    near, best = _verify(splits, candidates, threshold, examples, leaking, marks, matched)
     del candidates
+    inside = _contained(splits, results, matched, leaking, marks, jobs if signer is None else 1)
     for key, pair in results.items():
-        pair.near = near.get(key, 0)
+        pair.near = near.get(key, 0) + len(inside.get(key, []))
         pair.complete = key not in stopped
-        found = exact_matches[key] + best.get(key, [])
+        found = exact_matches[key] + best.get(key, []) + inside.get(key, [])
         pair.examples = sorted(found, key=_rank)[:examples]
     excerpts = _excerpts(splits, [m for p in results.values() for m in p.examples], marks)
     report = LeakageReport(threshold, counts, list(results.values()), leaking, excerpts)
@@ -313,6 +321,41 @@ def check_leakage(
     report.recall = recall_at(threshold)
     report.max_pairs = MAX_PAIRS
     return judge(report, splits, tolerance)
+
+
+def _contained(
+    splits: Sequence[Split],
+    results: dict[tuple[str, str], PairResult],
+    matched: dict[tuple[str, str], set[int]],
+    leaking: dict[str, set[int]],
+    marks: dict[str, Marks],
+    jobs: int,
+) -> dict[tuple[str, str], list[Match]]:
+    """The items of each test and eval split found inside, or as the input of, a record
+    of a later split of another role (``data.contain``) that no exact or near match
+    already names; a training record found is added to ``leaking``."""
+    order = sorted(splits, key=lambda s: ROLE_ORDER[s.role])
+    out: dict[tuple[str, str], list[Match]] = defaultdict(list)
+    for later in order:
+        earlier = [s for s in order if (s.name, later.name) in results and s.kind != later.kind]
+        if not earlier:
+            continue
+        fields = later.fields
+        items = [(s.name, contain.iter_values(s.path, s.format, s.shards)) for s in earlier]
+        index = contain.build_index(items, fields)
+        if not index.anchors and not index.inputs:
+            continue
+        for hit in contain.search(index, later.name, later.path, later.format, fields,
+                                  later.shards, jobs):  # fmt: skip
+            (a, ra, la), (b, rb, lb) = hit.a, hit.b
+            if rb in matched[(a, b)]:
+                continue  # one match per later record and split pair
+            matched[(a, b)].add(rb)
+            if later.kind == "train":
+                leaking[b].add(rb)
+            at_a = Ref(a, ra, la, marks[a].shard_of(ra))
+            out[(a, b)].append(Match(hit.how, at_a, Ref(b, rb, lb, marks[b].shard_of(rb)), 1.0))
+    return out
 
 
 def _no_text(split: Split, n: int) -> InputError:
@@ -354,6 +397,7 @@ def _verify(
     examples: int,
     leaking: dict[str, set[int]],
     marks: dict[str, Marks],
+    matched: dict[tuple[str, str], set[int]],
 ) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], list[Match]]]:
     """Second pass: the candidates' shingles, exact Jaccard; near duplicates counted per
     split pair (train records that repeat eval or test added to ``leaking``), and the
@@ -384,6 +428,7 @@ def _verify(
         if similarity < threshold:
             continue
         counts[(a, b)] += 1
+        matched[(a, b)].add(rb)
         if kinds[b] == "train" and a != b:
             leaking[b].add(rb)
         if examples:

@@ -1,0 +1,302 @@
+"""Copies the shingle search cannot see: an item inside a longer record, or under
+another answer.
+
+Layer: data (edge: reads the splits once more; the matching is pure).  The
+MinHash search compares whole records, so a sealed test item pasted into a
+training prompt ("Instruction: classify ...  Input: <item>") or copied with its
+label changed is too little of the record to be near it.  This pass looks for
+those, between splits of different roles, the earlier one (test, then eval)
+holding the items and the later one (eval, train) searched for them:
+
+- **contained**: an input piece of an earlier record (``text.input_pieces``: a
+  user turn, a prompt, an Alpaca input, a text; normalised as the leakage check
+  normalises) of at least ``MIN_TOKENS`` words and ``MIN_CHARS`` characters
+  appears, on word boundaries, inside the whole normalised text of a later
+  record (every turn, the system prompt included);
+- **input**: the whole input of an earlier record (its pieces joined) of at
+  least ``MIN_INPUT_TOKENS`` words equals the whole input of a later record,
+  whatever their answers or labels.
+
+Shared boilerplate is not an item: a piece that more than ``COMMON`` records of
+its own split hold, or that more than ``COMMON`` records of one later split
+contain, is an instruction, a greeting or a template, and its containments are
+not counted.  So a copy pasted into more than ``COMMON`` records is found only
+by the exact and near searches.
+
+Each later record is parsed and normalised once more (worker processes, as
+``parallel`` signs, forked once the items' index is built so they share it);
+the items' side (eval and test, the smaller splits) is read in this process.
+The hits go back to ``leakage``, which counts them as near duplicates.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ftmanifest.data.parallel import LINE_KINDS, _line_chunks, _Lines, digest, shard_path
+from ftmanifest.data.text import input_pieces, normalise, record_text
+
+MIN_TOKENS = 8  # words an item must have to be searched for inside other records
+MIN_CHARS = 40  # and characters (normalised)
+MIN_INPUT_TOKENS = 4  # words a whole input must have to count as the same input
+COMMON = 20  # more holders than this (its own split) or hosts (one later split): boilerplate
+CHUNK = 2048
+How = Literal["contained", "input"]
+
+
+@dataclass
+class Index:
+    """The items of the earlier splits: pieces searched for, whole inputs compared."""
+
+    pieces: list[str] = field(default_factory=list)  # normalised, distinct
+    owners: list[list[Ref]] = field(default_factory=list)  # who holds each piece (capped)
+    anchors: dict[str, list[int]] = field(default_factory=dict)  # a word -> pieces holding it
+    anchor_words: frozenset[str] = frozenset()
+    inputs: dict[bytes, int] = field(default_factory=dict)  # digest of an input -> its id
+    input_owners: list[list[Ref]] = field(default_factory=list)
+
+
+Ref = tuple[str, int, int]
+"""(split, record number, line it starts on)."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """Item ``a`` found in record ``b``."""
+
+    how: How
+    a: Ref
+    b: Ref
+
+
+def _tokens(text: str) -> list[str]:
+    return text.split(" ") if text else []
+
+
+def build_index(
+    items: Sequence[tuple[str, Iterator[tuple[int, int, Any]]]], fields: Sequence[str]
+) -> Index:
+    """The index of ``items``: (split name, its (record number, line, value) in order)."""
+    index = Index()
+    piece_ids: dict[str, int] = {}
+    held: dict[tuple[int, str], int] = defaultdict(int)  # (piece, split) -> holders
+    input_held: dict[tuple[int, str], int] = defaultdict(int)
+    for name, records in items:
+        for number, line, value in records:
+            raw = input_pieces(value, fields)
+            pieces = [normalise(p) for p in raw]
+            whole = normalise(" ".join(raw))
+            if len(_tokens(whole)) >= MIN_INPUT_TOKENS:
+                iid = index.inputs.setdefault(digest(whole), len(index.input_owners))
+                if iid == len(index.input_owners):
+                    index.input_owners.append([])
+                input_held[(iid, name)] += 1
+                if len(index.input_owners[iid]) <= COMMON:
+                    index.input_owners[iid].append((name, number, line))
+            for piece in set(pieces):
+                if len(piece) < MIN_CHARS or len(_tokens(piece)) < MIN_TOKENS:
+                    continue
+                pid = piece_ids.setdefault(piece, len(index.pieces))
+                if pid == len(index.pieces):
+                    index.pieces.append(piece)
+                    index.owners.append([])
+                held[(pid, name)] += 1
+                if len(index.owners[pid]) <= COMMON:
+                    index.owners[pid].append((name, number, line))
+    common = {pid for (pid, _name), n in held.items() if n > COMMON}
+    common_inputs = {iid for (iid, _name), n in input_held.items() if n > COMMON}
+    index.inputs = {h: i for h, i in index.inputs.items() if i not in common_inputs}
+    # each piece is looked up by its rarest inner word (the first and last may be glued
+    # to what precedes or follows it in another record: normalising drops a space
+    # next to punctuation)
+    frequency: dict[str, int] = defaultdict(int)
+    inner = [set(_tokens(p)[1:-1]) for p in index.pieces]
+    for words in inner:
+        for w in words:
+            frequency[w] += 1
+    for pid, words in enumerate(inner):
+        if pid in common or not words:
+            continue
+        anchor = min(words, key=lambda w: (frequency[w], -len(w), w))
+        index.anchors.setdefault(anchor, []).append(pid)
+    index.anchor_words = frozenset(index.anchors)
+    return index
+
+
+def _inside(needle: str, text: str) -> bool:
+    """``needle`` in ``text``, not cut out of a longer word at either end."""
+    at = text.find(needle)
+    while at >= 0:
+        end = at + len(needle)
+        left = at == 0 or not (text[at - 1].isalnum() and needle[0].isalnum())
+        right = end == len(text) or not (text[end].isalnum() and needle[-1].isalnum())
+        if left and right:
+            return True
+        at = text.find(needle, at + 1)
+    return False
+
+
+_INDEX = Index()  # set before the workers fork: they share it
+_SEEN: dict[tuple[How, int], int] = defaultdict(int)  # hits reported by this process
+
+
+def _match(value: Any, fields: Sequence[str]) -> list[tuple[How, int]]:
+    """What of ``_INDEX`` one record holds: contained pieces, an equal input."""
+    out: list[tuple[How, int]] = []
+    whole = normalise(record_text(value, fields))
+    if whole:
+        for word in _INDEX.anchor_words.intersection(_tokens(whole)):
+            for pid in _INDEX.anchors[word]:
+                if _SEEN[("contained", pid)] <= COMMON and _inside(_INDEX.pieces[pid], whole):
+                    out.append(("contained", pid))
+    given = normalise(" ".join(input_pieces(value, fields)))
+    iid = _INDEX.inputs.get(digest(given)) if given else None
+    if iid is not None:
+        out.append(("input", iid))
+    for key in out:  # past COMMON + 1 the parent knows it is boilerplate: stop sending it
+        _SEEN[key] += 1
+    return out
+
+
+Found = tuple[int, int, How, int]
+"""(record number, line, how, piece or input id)."""
+
+
+def _scan(job: _Lines | list[tuple[int, int, Any]]) -> tuple[int, list[Found]]:
+    """(records in the chunk, what each holds); the numbers of a ``_Lines`` chunk
+    count from 1 within it."""
+    if isinstance(job, list):
+        return len(job), [(n, ln, how, i) for n, ln, v in job for how, i in _match(v, _FIELDS)]
+    from ftmanifest.recordio._lines import _decode
+    from ftmanifest.recordio._types import loads
+
+    path, n, hits = Path(job.path), 0, []  # type: tuple[Path, int, list[Found]]
+    for i, raw in enumerate(job.raws):
+        if not raw.strip():
+            continue
+        n += 1
+        line = job.first + i
+        text = _decode(raw, path, line)
+        if job.kind in ("jsonl", "ndjson"):
+            value: Any = loads(text, path, line)
+        else:
+            text = text[:-1] if text.endswith("\n") else text
+            value = text[:-1] if text.endswith("\r") else text
+        hits += [(n, line, how, k) for how, k in _match(value, job.fields)]
+    return n, hits
+
+
+_FIELDS: tuple[str, ...] = ()
+
+
+def iter_values(
+    path: Path, fmt: str | None, shards: Sequence[str] = ()
+) -> Iterator[tuple[int, int, Any]]:
+    """(record number, line, value) of a split in file order, numbered on across its
+    shards."""
+    from ftmanifest.recordio import iter_records
+
+    offset = 0
+    for file in [shard_path(path, s) for s in shards] or [path]:
+        last = 0
+        for rec in iter_records(file, fmt):
+            last = rec.number
+            yield offset + rec.number, rec.line, rec.value
+        offset += last
+
+
+def _jobs(
+    path: Path, fmt: str | None, fields: tuple[str, ...], shards: Sequence[str]
+) -> Iterator[_Lines | list[tuple[int, int, Any]]]:
+    from ftmanifest.counts import format_of
+
+    kind = format_of(path, fmt)
+    if not shards and kind in LINE_KINDS:
+        yield from _line_chunks(path, kind, fields)
+        return
+    chunk: list[tuple[int, int, Any]] = []
+    for item in iter_values(path, fmt, shards):
+        chunk.append(item)
+        if len(chunk) >= CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def search(
+    index: Index,
+    name: str,
+    path: Path,
+    fmt: str | None,
+    fields: Sequence[str] = (),
+    shards: Sequence[str] = (),
+    jobs: int = 1,
+) -> list[Hit]:
+    """Every hit of ``index`` in split ``name``, boilerplate (``COMMON``) left out;
+    the same for any ``jobs``."""
+    global _INDEX, _FIELDS
+    _INDEX, _FIELDS = index, tuple(fields)
+    _SEEN.clear()
+    found: dict[tuple[How, int], list[tuple[int, int]]] = defaultdict(list)
+    number = 0
+    try:
+        for job, (n, hits) in _run(_jobs(path, fmt, tuple(fields), shards), jobs):
+            base = number if isinstance(job, _Lines) else 0
+            for k, line, how, i in hits:
+                found[(how, i)].append((base + k, line))
+            number += n
+    finally:
+        _INDEX, _FIELDS = Index(), ()
+        _SEEN.clear()
+    out = []
+    for (how, i), hosts in found.items():
+        if how == "contained" and len(hosts) > COMMON:
+            continue  # shared text, not an item
+        owners = index.owners[i] if how == "contained" else index.input_owners[i]
+        out += [Hit(how, a, (name, b, line)) for b, line in hosts for a in owners]
+    return sorted(out, key=lambda h: (h.b, h.a, h.how))
+
+
+def _run(jobs: Iterator[Any], workers: int) -> Iterator[tuple[Any, tuple[int, list[Any]]]]:
+    """Each job with its result, in order; ``workers`` forked processes, a bounded
+    number of jobs in flight (in this process where fork is not available)."""
+    import multiprocessing
+
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        for job in jobs:
+            yield job, _scan(job)
+        return
+    ctx = multiprocessing.get_context("fork")
+    pending: deque[tuple[Any, Future[tuple[int, list[Any]]]]] = deque()
+    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        for job in jobs:
+            pending.append((job, pool.submit(_scan, job)))
+            while len(pending) >= workers * 3:
+                job0, future = pending.popleft()
+                yield job0, _result(future)
+        while pending:
+            job0, future = pending.popleft()
+            yield job0, _result(future)
+
+
+def _result(future: Future[tuple[int, list[Any]]]) -> tuple[int, list[Any]]:
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        return future.result()
+    except BrokenProcessPool as exc:
+        from ftmanifest.errors import FtManifestError
+
+        raise FtManifestError(
+            f"a process died while searching the data for contained copies ({exc})",
+            field="--jobs",
+            expected="worker processes that finish",
+            observed="a worker ended abruptly (killed, or out of memory)",
+            hint="run again, or with --jobs 1 to search in one process",
+        ) from None
