@@ -19,6 +19,7 @@ import tarfile
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -35,7 +36,7 @@ from ftmanifest.scan.artifacts.images import FORMATS as IMAGE_FORMATS
 from ftmanifest.scan.artifacts.images import scan_image
 from ftmanifest.scan.artifacts.pickle_allowlist import HINT, fingerprint, judge_run
 from ftmanifest.scan.artifacts.pickle_ops import CHUNK
-from ftmanifest.scan.artifacts.pickle_sequence import sniff_pickle, walk_pickles
+from ftmanifest.scan.artifacts.pickle_sequence import PickleRun, sniff_pickle, walk_pickles
 from ftmanifest.scan.artifacts.pickles import WalkResult
 from ftmanifest.scan.artifacts.safetensors import MAX_HEADER, check_safetensors
 from ftmanifest.scan.artifacts.sniff import TORCH_MAGIC
@@ -253,7 +254,8 @@ class Ctx:
         if kind == "npy":
             return self.npy(fh, member)
         if kind in ("pickle", "torch-legacy") and not opt:
-            return self.pickles(fh, member, LEGACY_PICKLES if kind == "torch-legacy" else 1)[0]
+            count = LEGACY_PICKLES if kind == "torch-legacy" else 1
+            return self.pickles(fh, member, count, opener)[0]
         if kind in ("gzip", "bz2", "xz", "lzma", "zlib", "joblib-zfile", "lz4"):
             if kind == "lz4" or depth >= self.limits.max_nesting:
                 why = "lz4 (no decompressor)" if kind == "lz4" else "compressed too deep"
@@ -279,7 +281,7 @@ class Ctx:
             return [part_not_scanned(self.where, why, member)]
         if sniffed is not None:
             count = LEGACY_PICKLES if sniffed == "torch-legacy" else 1
-            return self.pickles(fh, member, count)[0]
+            return self.pickles(fh, member, count, opener)[0]
         if opt:
             return []
         with opener() as again:
@@ -316,7 +318,7 @@ class Ctx:
         return out
 
     def pickles(
-        self, fh: IO[bytes], member: str | None, count: int
+        self, fh: IO[bytes], member: str | None, count: int, opener: Opener | None = None
     ) -> tuple[list[Finding], WalkResult]:
         """Walk pickle after pickle to the end of the stream (``pickle_sequence``).
 
@@ -327,13 +329,18 @@ class Ctx:
         """
         strings: list[Finding] = []
         legacy = count == LEGACY_PICKLES
+        sink = self._sink(member, strings)
+        start = fh.tell() if fh.seekable() else None
         run = walk_pickles(
             fh,
-            on_string=self._sink(member, strings),
+            on_string=sink,
             max_bytes=self.limits.max_pickle_bytes,
             max_opcodes=self.limits.max_opcodes,
             count=count if legacy else None,
         )
+        lost: list[Finding] = []
+        if run.first_array is not None:
+            lost = self._joblib_reading(run, fh, start, opener, sink, member)
         if member is not None and member.rsplit("/", 1)[-1] == "data.pkl":
             self.storages |= storage_members(member, run.walks)
         out = judge_run(
@@ -344,13 +351,43 @@ class Ctx:
             main=3 if legacy else 0,
             raw_tail=legacy,
         )
-        last = run.walks[-1]
+        last = (run.joblib or run.walks)[-1]
         if not last.stopped and not last.capped:
             # a walk cut short (joblib writes array bytes between opcodes): what
             # follows is not judged, so the defect that stopped it is an error
             out = [f._replace(severity="error") if f.kind == "malformed" else f for f in out]
-        out = [f._replace(severity="error") if f.kind == "not-scanned" else f for f in out]
+        out = [f._replace(severity="error") if f.kind == "not-scanned" else f for f in out + lost]
         return out + strings, run.walks[0]
+
+    def _joblib_reading(
+        self,
+        run: PickleRun,
+        fh: IO[bytes],
+        start: int | None,
+        opener: Opener | None,
+        sink: Callable[[int, str], None] | None,
+        member: str | None,
+    ) -> list[Finding]:
+        """Walk the stream again as ``joblib.load`` reads it (past each array's bytes)
+        into ``run.joblib``: from a fresh open, else rewound; a not-scanned error when
+        neither can be done."""
+        walk = partial(
+            walk_pickles,
+            on_string=sink,
+            max_bytes=self.limits.max_pickle_bytes,
+            max_opcodes=self.limits.max_opcodes,
+            joblib=True,
+        )
+        if opener is not None and not start:  # the pickle starts where a fresh open does
+            with opener() as again:
+                run.joblib = walk(again).walks
+            return []
+        if start is not None:
+            fh.seek(start)
+            run.joblib = walk(fh, base=start).walks
+            return []
+        why = "a joblib array's bytes follow, and the stream cannot be read again to walk past them"
+        return [part_not_scanned(self.where, why, member)]
 
     def npy(self, fh: IO[bytes], member: str | None) -> list[Finding]:
         """Parse an .npy header; when numpy would read objects, walk their pickle."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
+from dataclasses import replace
 
 from ftmanifest.findings import Finding
 from ftmanifest.scan.artifacts.pickle_sequence import PickleRun
@@ -81,6 +82,9 @@ DEFAULT_ALLOWED: frozenset[str] = frozenset(
         "torch.per_channel_affine_float_qparams",
         "torch.per_tensor_symmetric",
         "torch.per_channel_symmetric",
+        # joblib's array wrapper: plain data to pickle; joblib.load reads the array's
+        # bytes after it, which the walk reads past too (``joblib_arrays``)
+        "joblib.numpy_pickle.NumpyArrayWrapper",
         # numpy arrays and scalars (RNG state, numpy values in state dicts)
         "numpy.core.multiarray._reconstruct",
         "numpy._core.multiarray._reconstruct",
@@ -217,8 +221,18 @@ def judge_run(
     the last pickle are data the loader reads raw (legacy torch storages).
     """
     out: list[Finding] = []
+    first = run.first_array if run.joblib else None
     for res in run.walks:
+        if first is not None:  # the plain unpickler raises at an array's bytes; joblib reads on
+            kept = [p for p in res.problems if p.offset < first or p.kind == "unsafe-pickle"]
+            res = replace(res, problems=kept)
         out += judge(res, path=path, member=member, allow=allow, weights_check=False)
+    known = {(f.rule, f.observed or f.message) for f in out}
+    for res in run.joblib:  # what joblib.load meets after the arrays' bytes
+        for f in judge(res, path=path, member=member, allow=allow, weights_check=False):
+            if (f.rule, f.observed or f.message) not in known:
+                known.add((f.rule, f.observed or f.message))
+                out.append(f._replace(extra={**f.extra, "reading": "joblib.load"}))
     seen = {(f.rule, f.observed) for f in out}
     for res in run.dropping:  # what a reader that drops a straddled frame's rest meets
         for f in judge(res, path=path, member=member, allow=allow, weights_check=False):
@@ -227,7 +241,8 @@ def judge_run(
                 out.append(f._replace(extra={**f.extra, "reading": "frames dropped"}))
     if run.capped:
         out.append(part_not_scanned(path, f"pickle stream not fully scanned: {run.capped}", member))
-    if run.trailing is not None and not raw_tail:
+    read_on = first is not None and run.trailing is not None and run.trailing >= first
+    if run.trailing is not None and not raw_tail and not read_on:
         why = f" ({run.trailing_problem.message})" if run.trailing_problem else ""
         where = f" in {member}" if member else ""
         out.append(

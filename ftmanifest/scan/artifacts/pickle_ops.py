@@ -69,6 +69,8 @@ class _Obj:
 
     func: Any
     items: list[Any] = field(default_factory=list)
+    args: Any = None  # what it was called with (REDUCE, NEWOBJ)
+    state: Any = None  # what BUILD set on it
 
 
 @dataclass(eq=False)
@@ -105,6 +107,9 @@ class WalkResult:
     reached: int | None = None
     # BINPERSID arguments: torch's ('storage', type, key, location, numel) tuples
     persistent_ids: list[Any] = field(default_factory=list)
+    # offsets where a joblib ``NumpyArrayWrapper`` was built: ``joblib.load`` reads
+    # the array's bytes there, which a plain unpickler would read as opcodes
+    joblib_arrays: list[int] = field(default_factory=list)
 
     @property
     def fatal(self) -> bool:

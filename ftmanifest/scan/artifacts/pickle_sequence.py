@@ -35,6 +35,14 @@ class PickleRun:
     # a frame was straddled: the pickles as a reader that drops the frame's rest
     # sees them (``PickleStream.drop_frames``); judged as well as ``walks``
     dropping: list[WalkResult] = field(default_factory=list)
+    # a joblib array wrapper was built: the pickles as ``joblib.load`` reads them,
+    # past each array's bytes (``PickleStream.joblib``); judged as well as ``walks``
+    joblib: list[WalkResult] = field(default_factory=list)
+
+    @property
+    def first_array(self) -> int | None:
+        """Where the plain reading first meets a joblib array's bytes."""
+        return min((a for w in self.walks for a in w.joblib_arrays), default=None)
 
 
 STRADDLE = "pickle.frame-straddle"
@@ -93,6 +101,7 @@ def walk_pickles(
     max_opcodes: int = 2_000_000,
     count: int | None = None,
     base: int = 0,
+    joblib: bool = False,
 ) -> PickleRun:
     """Walk pickle after pickle from ``base`` until the stream ends.
 
@@ -104,10 +113,12 @@ def walk_pickles(
     offset, ``max_opcodes`` a total over all pickles.
     """
     start = _tell(stream)
-    run = _walk_run(stream, on_string, max_bytes, max_opcodes, count, base, drop_frames=False)
+    run = _walk_run(
+        stream, on_string, max_bytes, max_opcodes, count, base, drop_frames=False, joblib=joblib
+    )
     if any(_straddled(w) for w in run.walks) and _rewind(stream, start):
         run.dropping = _walk_run(
-            stream, None, max_bytes, max_opcodes, count, base, drop_frames=True
+            stream, None, max_bytes, max_opcodes, count, base, drop_frames=True, joblib=joblib
         ).walks
     return run
 
@@ -121,6 +132,7 @@ def _walk_run(
     base: int,
     *,
     drop_frames: bool,
+    joblib: bool = False,
 ) -> PickleRun:
     run = PickleRun(end=base)
     pos, used = base, 0
@@ -140,6 +152,7 @@ def _walk_run(
             max_opcodes=max(max_opcodes - used, 0),
             base=pos,
             drop_frames=drop_frames,
+            joblib=joblib,
         ).walk()
         used += res.opcodes
         if run.walks and res.opcodes == 0 and res.end == pos:

@@ -70,8 +70,11 @@ class PickleStream:
         base: int = 0,
         strict: bool = False,
         drop_frames: bool = False,
+        joblib: bool = False,
     ) -> None:
         self.f = stream
+        self.joblib = joblib  # read as joblib.load does: array bytes after a wrapper's BUILD
+        self.raw_bytes = 0  # of those, read past (they do not count against max_bytes)
         self.strict = strict  # stop where the real unpickler would raise, or act
         self.drop_frames = drop_frames  # read frames as the C unpickler reads a BytesIO
         self.frame_end: int | None = None  # where the current frame's bytes end
@@ -226,7 +229,7 @@ class PickleStream:
                 self._fail("pickle.truncated", "stream ends inside a text opcode")
 
     def _check_bytes(self) -> None:
-        if self.pos > self.max_bytes:
+        if self.pos - self.raw_bytes > self.max_bytes:
             self.res.capped = f"pickle longer than {self.max_bytes} bytes (max_pickle_bytes)"
             raise _Stop
 

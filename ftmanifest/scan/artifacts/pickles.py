@@ -22,6 +22,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from ftmanifest.scan.artifacts.joblib_arrays import is_array_wrapper, joblib_array
 from ftmanifest.scan.artifacts.pickle_ops import (
     _FIXED,
     _NOARG_PUSH,
@@ -58,6 +59,7 @@ __all__ = [
 
 
 MAX_PERSISTENT_IDS = 1_000_000  # torch names one per storage
+MAX_JOBLIB_NESTING = 8  # object arrays inside object arrays
 EXPANSION_CAP = 10_000_000  # items the loaded object has when shared references are unfolded
 
 
@@ -176,7 +178,7 @@ class PickleWalker(PickleStream):
             if self.res.opcodes > self.max_opcodes:
                 self.res.capped = f"more than {self.max_opcodes} opcodes (max_opcodes)"
                 raise _Stop
-            if self.pos > self.max_bytes:
+            if self.pos - self.raw_bytes > self.max_bytes:
                 self._check_bytes()
             op = OPS.get(code[0])
             if op is None:
@@ -286,11 +288,19 @@ class PickleWalker(PickleStream):
             args = self._pop()
             func = self._pop()
             self._call(name, func, args)
-            push(_Obj(func))
+            push(_Obj(func, args=args))
         elif name == "BUILD":
-            why = refusal(name, self.stack[-2] if len(self.stack) > 1 else OPAQUE, self._pop())
+            target = self.stack[-2] if len(self.stack) > 1 else OPAQUE
+            state = self._pop()
+            why = refusal(name, target, state)
             if why:
                 self._reject("pickle.bad-argument", why)
+            if isinstance(target, _Obj):
+                target.state = state
+                if is_array_wrapper(target):
+                    self.res.joblib_arrays.append(self.op_pos)
+                    if self.joblib:
+                        self._joblib_array(state)
             if isinstance(self._top(), Import):
                 self.res.problems.append(
                     Problem(
@@ -318,6 +328,62 @@ class PickleWalker(PickleStream):
         else:  # pragma: no cover - every opcode pickletools knows is handled above
             self._fail("pickle.invalid-opcode", f"unhandled opcode {name}")
         return False
+
+    def _joblib_array(self, state: Any) -> None:
+        """Read past the array ``joblib.load`` reads after a wrapper's BUILD
+        (``NumpyArrayWrapper.read_array``): a pickle of its own when the dtype holds
+        objects, else a padding byte, that many bytes, and the array's raw bytes."""
+        if self.frame_end is not None and self.pos < self.frame_end:
+            self._fail("pickle.joblib-array", "a joblib array starts inside a pickle frame, "
+                       "where joblib never writes one")  # fmt: skip
+        self.frame_end = None
+        try:
+            array = joblib_array(state)
+        except ValueError as exc:
+            self._fail("pickle.joblib-array", f"joblib array after BUILD cannot be read: {exc}")
+        if array.objects:
+            self._joblib_objects()
+            return
+        if array.padded:
+            (pad,) = self._raw(1)
+            self._raw(pad)
+        self._raw(array.nbytes)
+
+    def _raw(self, n: int) -> bytes:
+        """``n`` array bytes read past (the first 64 kept); the stream must hold them."""
+        kept = b""
+        while n > 0:
+            data = self.f.read(min(n, CHUNK))
+            if not data:
+                self._fail("pickle.truncated", "stream ends inside a joblib array's bytes")
+            kept = kept or data[:65536]
+            self.pos += len(data)
+            self.raw_bytes += len(data)
+            n -= len(data)
+        return kept
+
+    def _joblib_objects(self) -> None:
+        """An object array: joblib pickles it as a pickle of its own, read by a fresh
+        unpickler on the same file; its imports and defects are this walk's."""
+        if self.nested >= MAX_JOBLIB_NESTING:
+            self._fail("pickle.joblib-array", "joblib object arrays nested too deep")
+        inner = type(self)(self.f, on_string=self.on_string, max_bytes=self.max_bytes + self.pos,
+                           max_opcodes=max(self.max_opcodes - self.res.opcodes, 0),
+                           base=self.pos, joblib=True)  # fmt: skip
+        inner.nested = self.nested + 1
+        res = inner.walk()
+        self.pos, self.raw_bytes = inner.pos, self.raw_bytes + (inner.pos - self.op_pos)
+        self.res.opcodes += res.opcodes
+        self.res.imports += res.imports
+        self.res.problems += res.problems
+        self.res.joblib_arrays += res.joblib_arrays
+        if res.reached is not None:
+            self._reach()
+        if not res.stopped:
+            self.res.capped = self.res.capped or res.capped
+            if res.rejected is not None and self.res.rejected is None:
+                self.res.rejected = res.rejected
+            raise _Stop
 
     def _call(self, name: str, func: Any, args: Any) -> None:
         why = refusal(name, func, args)
