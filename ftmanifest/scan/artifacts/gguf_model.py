@@ -11,8 +11,12 @@ it reaches.  So:
 
 - a template that reaches an attribute or item whose name starts with ``_``
   (``__class__``, ``__globals__``: the way out of any Jinja sandbox) is an
-  error (``gguf.chat-template-escape``); a call of anything but the string,
-  list and dict methods and the helpers chat templates use is a warning
+  error (``gguf.chat-template-escape``), and so is every other route to one
+  (``jinja_names``): a format string whose fields read attributes or items, a
+  name built at run time (``'_'*2 ~ ...``, ``'%c'|format(95)``, ``|join``)
+  used as an attribute or item, any string built to hold ``__``; a call of
+  anything but the string, list and dict methods and the helpers chat
+  templates use is a warning
   (``gguf.chat-template-call``); a template Jinja cannot parse is a warning;
 - every string value goes to the text scanner (arrays in bulk);
 - a header, value or tensor info that breaks the spec, or data past the end
@@ -23,11 +27,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
 from ftmanifest.findings import Finding
 from ftmanifest.held import open_binary
+from ftmanifest.scan.artifacts.jinja_names import built_strings
 from ftmanifest.scan.unscanned import REEXPORT_HINT, malformed, part_not_scanned
 
 MAGIC = b"GGUF"
@@ -196,6 +202,8 @@ def judge_template(where: str, key: str, source: str) -> list[Finding]:
         rule = "gguf.chat-template-unparsable"
         return [_template(where, key, rule, "warning", why, "a template a renderer can read")]
     out = []
+    built = built_strings(tree)
+    escape = partial(_template, where, key, "gguf.chat-template-escape", "error")
     for node in _walk(tree, nodes.Node):
         name = None
         if isinstance(node, nodes.Getattr):
@@ -204,13 +212,11 @@ def judge_template(where: str, key: str, source: str) -> list[Finding]:
             name = node.arg.value if isinstance(node.arg.value, str) else None
         elif isinstance(node, (nodes.Filter, nodes.Test)):
             name = _attribute_named(node, nodes)
-            if name is None and node.name == "attr":  # |attr(a name built at run time)
-                why, want = "it reads an attribute named at run time (|attr)", "a constant name"
-                out.append(_template(where, key, "gguf.chat-template-call", "warning", why, want))
+        for why in built.reaches(node):
+            out.append(escape(why, "attribute and item names written as constants"))
         if name is not None and name.startswith("_"):
             why = f"it reaches {name!r}, the way out of a Jinja sandbox"
-            want = "no attribute or item whose name starts with _"
-            out.append(_template(where, key, "gguf.chat-template-escape", "error", why, want))
+            out.append(escape(why, "no attribute or item whose name starts with _"))
         if isinstance(node, nodes.Call):
             called = _called(node.node, nodes)
             if called is not None:
