@@ -151,13 +151,14 @@ def check_adapter(
         report.findings += manifest_findings(loaded, config, report.binding, where, tree=tree)
     if report.binding is not None:
         report.findings += config_findings(report.binding, base)
-        report.findings += bound_outputs_findings(report.binding.base_outputs, base.folder)
+        outputs = bound_outputs_findings(report.binding.base_outputs, base.folder)
         sized = size_findings(report.binding, base)
         if sized:  # another byte count: refused from the headers, nothing hashed
-            report.findings += sized
+            report.findings += sized + outputs
             return report
         report.tensor_digest = base.tensors().digest
         report.findings += base_findings(report.binding, base, report.tensor_digest, where)
+        report.findings += outputs
     return report
 
 
