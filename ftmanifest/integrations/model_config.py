@@ -24,6 +24,7 @@ from typing import Any
 
 from ftmanifest.errors import UsageError
 from ftmanifest.findings import Finding
+from ftmanifest.location import Loc, format_loc
 
 RULE = "drift.model-config"
 # Config fields that do not change the forward or backward pass.
@@ -38,7 +39,7 @@ PRECISION_DTYPES = {
     "tf32": ("float32",),
     "bf16": ("float32", "bfloat16"),
     "fp16": ("float32", "float16"),
-    "fp8": ("float32", "bfloat16", "float16"),
+    "fp8": ("float32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2"),
 }
 # load_pinned keywords that change no config field.
 LOADING_KEYWORDS = frozenset({
@@ -82,12 +83,7 @@ def judge_config(model: Any, folder: Path, manifest: Any, path: str) -> list[Fin
                              f"the loaded model's {key} is not the pinned config's",
                              _show(want.get(key, "(absent)")),
                              _show(seen.get(key, "(absent)"))))  # fmt: skip
-    kernel = getattr(config, "_attn_implementation", None)
-    pinned_kernel = manifest.model.attn_implementation
-    if pinned_kernel is not None and kernel != pinned_kernel:
-        rows.append(_row(path, ("model", "attn_implementation"),
-                         "the model computes attention with another kernel", pinned_kernel,
-                         str(kernel)))  # fmt: skip
+    rows += _kernels(model, manifest, path)
     rows += _dtypes(model, manifest, path)
     if not rows and not replication:  # a config row already refuses; replicated layers
         rows += judge_modules(model, folder, path)  # are not what the pinned config builds
@@ -208,21 +204,65 @@ def _dtypes(model: Any, manifest: Any, path: str) -> list[Finding]:
     if precision is None:
         return []
     allowed = PRECISION_DTYPES[precision]
-    seen = sorted({str(p.dtype).removeprefix("torch.") for p in model.parameters()
-                   if p.is_floating_point() and p.requires_grad})  # fmt: skip
-    wrong = [d for d in seen if d not in allowed]
+    # Every floating parameter, frozen ones too: a LoRA trains fp32 adapters over a
+    # base whose forward pass runs in the base's dtype.
+    seen: dict[str, list[str]] = {}
+    for name, p in model.named_parameters():
+        if p.is_floating_point():
+            seen.setdefault(str(p.dtype).removeprefix("torch."), []).append(name)
+    wrong = sorted(d for d in seen if d not in allowed)
     if not wrong:
         return []
+    example = seen[wrong[0]][0]
     return [
         _row(
             path,
             ("training", "precision"),
-            f"trained parameters are {', '.join(wrong)} under precision {precision}",
-            f"trainable parameters in {' or '.join(allowed)}",
-            ", ".join(seen),
-            hint="load with dtype matching training.precision (load_pinned chooses it)",
+            f"parameters are {', '.join(wrong)} under precision {precision} (e.g. {example})",
+            f"parameters in {' or '.join(allowed)}",
+            ", ".join(f"{d} ({len(seen[d])} parameters)" for d in sorted(seen)),
+            hint="load the base with load_pinned(MANIFEST) (it refuses another dtype) and cast "
+            "nothing after loading, or change training.precision and re-sign",
         )
     ]
+
+
+def pinned_kernels(manifest: Any) -> list[tuple[Loc, str]]:
+    """Where the manifest pins the attention kernel, and to what: ``model.attn_implementation``
+    and ``environment.attn_implementation`` (both, when both are given)."""
+    env = manifest.environment.attn_implementation if manifest.environment else None
+    pins: list[tuple[Loc, str | None]] = [
+        (("model", "attn_implementation"), manifest.model.attn_implementation),
+        (("environment", "attn_implementation"), env),
+    ]
+    return [(loc, kernel) for loc, kernel in pins if kernel is not None]
+
+
+def effective_kernels(model: Any) -> dict[str, str | None]:
+    """``{where: kernel}``: the attention implementation the model's config and each of
+    its sub-configs (a vision tower, a text model) dispatch to at forward time."""
+    config = getattr(model, "config", None)
+    out = {"model.config": getattr(config, "_attn_implementation", None)}
+    for name in getattr(config, "sub_configs", None) or {}:
+        sub = getattr(config, name, None)
+        if sub is not None and hasattr(sub, "_attn_implementation"):
+            out[f"model.config.{name}"] = sub._attn_implementation
+    return out
+
+
+def _kernels(model: Any, manifest: Any, path: str) -> list[Finding]:
+    rows = []
+    seen = effective_kernels(model)
+    for loc, pinned in pinned_kernels(manifest):
+        other = {where: k for where, k in seen.items() if k != pinned}
+        if other:
+            observed = ", ".join(f"{k} ({at}._attn_implementation)" for at, k in other.items())
+            rows.append(_row(path, loc, "the model computes attention with another kernel than "
+                             "the pinned one", pinned, observed,
+                             hint="load the model with load_pinned(MANIFEST) (it passes the "
+                             "pinned kernel) and do not switch it after loading, or change "
+                             f"{format_loc(loc)} and re-sign"))  # fmt: skip
+    return rows
 
 
 def refuse_overrides(kwargs: dict[str, Any], folder: Path, manifest: Any) -> dict[str, Any]:
@@ -246,18 +286,17 @@ def refuse_overrides(kwargs: dict[str, Any], folder: Path, manifest: Any) -> dic
             hint="drop it; a changed config is another model: change the snapshot and re-lock",
         )
     out = dict(kwargs)
-    pinned_kernel = manifest.model.attn_implementation
     asked = out.get("attn_implementation")
-    if pinned_kernel is not None:
+    for loc, pinned_kernel in pinned_kernels(manifest):
         if asked is not None and asked != pinned_kernel:
             raise UsageError(
                 "load_pinned refuses another attention kernel than the pinned one",
-                field="model.attn_implementation",
+                field=format_loc(loc),
                 expected=pinned_kernel,
                 observed=f"attn_implementation={asked!r}",
                 hint="drop it (load_pinned passes the pinned kernel), or change the manifest",
             )
-        out["attn_implementation"] = pinned_kernel
+        asked = out["attn_implementation"] = pinned_kernel
     dtype = out.get("dtype", out.get("torch_dtype"))
     precision = manifest.training.precision
     if dtype is not None and precision is not None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from ftmanifest.findings import Finding
 from ftmanifest.integrations.recipe import HINT, RULE
+from ftmanifest.integrations.schedule import inner_optimizer
 from ftmanifest.location import Loc
 
 IGNORE = -100
@@ -76,12 +77,7 @@ def _optimizer(manifest: Any, path: str, args: Any, model: Any, optimizer: Any) 
     pinned = manifest.training.optimizer
     if pinned is None or optimizer is None:
         return []
-    inner = optimizer
-    for _ in range(4):  # accelerate's AcceleratedOptimizer wraps the real one
-        wrapped = getattr(inner, "optimizer", None)
-        if wrapped is None or wrapped is inner:
-            break
-        inner = wrapped
+    inner = inner_optimizer(optimizer)  # under accelerate's AcceleratedOptimizer
     loc: Loc = ("training", "optimizer", "name")
     try:
         from transformers import Trainer
@@ -102,11 +98,19 @@ def _optimizer(manifest: Any, path: str, args: Any, model: Any, optimizer: Any) 
             rows.append(_row(path, ("training", "optimizer", key),
                              f"the optimizer's {key} is not the one the arguments build", want,
                              f"{defaults[key]} (optimizer.defaults)"))  # fmt: skip
-    lrs = {g.get("initial_lr", g.get("lr")) for g in getattr(inner, "param_groups", [])}
-    if len(lrs) == 1 and not _close(next(iter(lrs)), pinned.lr):
+    # Every group: per-group rates (peft's LoRA+, an embedding rate) are rates the
+    # manifest's one lr cannot describe.
+    groups = list(getattr(inner, "param_groups", []))
+    lrs = [g.get("initial_lr", g.get("lr")) for g in groups]
+    other = [(i, lr) for i, lr in enumerate(lrs) if not _close(_float(lr), pinned.lr)]
+    if other:
+        per_group = len(set(map(_float, lrs))) > 1
         rows.append(_row(path, ("training", "optimizer", "lr"),
+                         "the optimizer trains param groups at rates the manifest does not "
+                         "describe (it pins one lr for every group)" if per_group else
                          "the optimizer's learning rate is not the manifest's", pinned.lr,
-                         f"{next(iter(lrs))} (optimizer param_groups)"))  # fmt: skip
+                         ", ".join(f"group {i} of {len(groups)}: {lr}" for i, lr in other)
+                         + " (optimizer param_groups initial_lr)"))  # fmt: skip
     decays = {float(g.get("weight_decay", 0.0)) for g in getattr(inner, "param_groups", [])}
     if decays and not _close(max(decays), pinned.weight_decay):
         rows.append(
@@ -119,6 +123,13 @@ def _optimizer(manifest: Any, path: str, args: Any, model: Any, optimizer: Any) 
             )
         )
     return rows
+
+
+def _float(value: Any) -> Any:
+    try:
+        return float(value)  # a 0-d tensor under capturable/fused optimizers
+    except (TypeError, ValueError):
+        return value
 
 
 def _close(a: Any, b: Any) -> bool:

@@ -84,6 +84,7 @@ __all__ = [
     "FtManifestCallback",
     "DriftRefusedError",
     "RanksRefusedError",
+    "StepRefusedError",
     "DriftError",
     "RUN_RECORD",
     "load_pinned",
@@ -121,6 +122,21 @@ class EvalRefusedError(DriftError):
         self.hint = (
             "evaluate on the manifest's eval entries: load_pinned_dataset(MANIFEST, NAME), "
             "or pin the file as an eval entry and re-sign"
+        )
+
+
+class StepRefusedError(DriftError):
+    """Training stopped before an optimizer step: it would apply another learning rate
+    than the pinned schedule's (``.step``: the optimizer step, counted from 1)."""
+
+    def __init__(self, report: VerifyReport, step: int) -> None:
+        super().__init__(report)
+        self.step = step
+        self.message = f"training stopped before optimizer step {step}: " + self.message
+        self.args = (self.message,)
+        self.hint = (
+            "remove what changes the learning rate during training (a callback, a scheduler "
+            "or code of its own), or change training.optimizer and re-sign"
         )
 
 
@@ -231,6 +247,11 @@ class FtManifestCallback(TrainerCallback):
         self._begin: tuple[Any, dict[str, Any]] | None = None
         self._eval_loader: Any = None  # the eval dataloader last judged (held: no id reuse)
         self._ended_main: bool | None = None  # after on_train_end: is this the main process
+        self._schedule: Any = None  # the pinned lr schedule (integrations.schedule), when one
+        self._steps: Any = None  # its StepGuard over the optimizer, during training
+        self._control: TrainerControl | None = None
+        self._schedule_record: dict[str, Any] = {}
+        self._tokenizer_record: dict[str, Any] = {}
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -255,7 +276,50 @@ class FtManifestCallback(TrainerCallback):
         if not report.ok:
             control.should_training_stop = True  # belt and braces; the raise stops it
             raise refusal
+        self._control = control
+        self._guard_steps(state, kw)
         report_guarded(report.manifest_digest)  # `run --guarded` waits for this word
+
+    def _guard_steps(self, state: TrainerState, kw: dict[str, Any]) -> None:
+        """Hook the optimizer: each step's learning rates against the pinned schedule."""
+        from ftmanifest.integrations.schedule import StepGuard
+
+        if self._steps is not None:
+            self._steps.remove()  # a second train() on the same Trainer
+        self._steps = None
+        optimizer, schedule = kw.get("optimizer"), self._schedule
+        if schedule is None or optimizer is None:
+            return
+        last = getattr(getattr(kw.get("lr_scheduler"), "scheduler", None)
+                       or kw.get("lr_scheduler"), "last_epoch", None)  # fmt: skip
+        # A resumed run's scheduler counts the optimizer steps it took (fp16 skips none).
+        start = int(state.global_step)
+        if isinstance(last, int) and 0 <= last <= start:
+            start = last
+        self._steps = StepGuard(
+            schedule, optimizer, start, str(self.manifest),
+            lambda index, rows: self._refuse_step(state, index, rows),
+        )  # fmt: skip
+        self.recipe.setdefault("lr_schedule", {})["hooked"] = self._steps.hooked
+
+    def _refuse_step(self, state: TrainerState, index: int, rows: list[Finding]) -> None:
+        rows, accepted, _unused = apply_acceptances(rows, self.options["accept"])
+        if not rows:
+            return  # accepted on purpose; the begin record names the acceptance
+        base = self.report
+        report = VerifyReport(
+            manifest_path=Path(self.manifest),
+            manifest_digest=base.manifest_digest if base is not None else "",
+            findings=rows,
+            accepted=accepted,
+        )
+        self._stop(state, StepRefusedError(report, index + 1))
+
+    def on_pre_optimizer_step(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
+    ) -> None:
+        if self._steps is not None and not self._steps.hooked:
+            self._steps.check()  # an optimizer without step hooks: checked from here
 
     def _link_trackers(
         self, args: TrainingArguments, state: TrainerState, record: dict[str, Any]
@@ -391,6 +455,8 @@ class FtManifestCallback(TrainerCallback):
 
             rows += judge_peft_model(model, manifest, shown)
             rows += self._judge_config(model, load_manifest(self.manifest).manifest, shown)
+        rows += self._judge_tokenizer(kw.get("processing_class") or kw.get("tokenizer"), shown)
+        rows += self._pin_schedule(manifest, shown, int(state.max_steps or 0))
         traced = self._trace_data(kw.get("train_dataloader"), report)
         rows += [f for f in traced.findings if f.severity == "error"]
         optimizer, scheduler = kw.get("optimizer"), kw.get("lr_scheduler")
@@ -405,12 +471,22 @@ class FtManifestCallback(TrainerCallback):
             "first_batch": {"judged": batch is not None, "why_not": why},
             "data": traced.record,
             "peft": resolved_peft(model) if model is not None else None,
+            "lr_schedule": self._schedule_record,
+            "tokenizer": self._tokenizer_record,
         }
         if check.unpinned:
             report.warnings.append(
                 "Trainer options that change training and that the manifest does not pin: "
                 + ", ".join(f"{k}={v!r}" for k, v in sorted(check.unpinned.items()))
             )
+        return rows
+
+    def _pin_schedule(self, manifest: Any, shown: str, total: int) -> list[Finding]:
+        """The pinned lr schedule the steps are held to (``integrations.schedule``)."""
+        from ftmanifest.integrations.schedule import pinned_schedule
+
+        self._schedule, rows, why = pinned_schedule(manifest, shown, total)
+        self._schedule_record = {"compared": self._schedule is not None, "why_not": why}
         return rows
 
     def _trace_data(self, dataloader: Any, report: VerifyReport) -> Any:
@@ -435,6 +511,24 @@ class FtManifestCallback(TrainerCallback):
         if pinned.folder is None:
             return []  # a missing snapshot is already a verify row
         return judge_config(model_origin.unwrap_model(model), pinned.folder, manifest, shown)
+
+    def _judge_tokenizer(self, processing_class: Any, shown: str) -> list[Finding]:
+        """The Trainer's tokenizer against the pinned snapshot's (``pinned_tokenizer``)."""
+        from ftmanifest.integrations.pinned_tokenizer import judge_tokenizer
+        from ftmanifest.manifest import load_manifest
+
+        if processing_class is None:
+            self._tokenizer_record = {"compared": False, "why_not": "no processing_class"}
+            return []
+        pinned = model_origin.read_pinned(
+            load_manifest(self.manifest).manifest.model,
+            self.manifest,
+            allow_outside=bool(self.options["allow_outside"]),
+        )
+        if pinned.folder is None:
+            return []  # a missing snapshot is already a verify row
+        self._tokenizer_record = {"compared": True, "why_not": None}
+        return judge_tokenizer(processing_class, pinned.folder, shown)
 
     def on_prediction_step(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -467,20 +561,28 @@ class FtManifestCallback(TrainerCallback):
                 findings=rows,
                 accepted=accepted,
             )
-            refusal = EvalRefusedError(report)
-            if self.record is not None and state.is_world_process_zero:
-                self.record.update(
-                    status="failed",
-                    reason=refusal.message,
-                    finished_at=runrecord.now(),
-                    final_global_step=state.global_step,
-                )
-                self.record.get("manifest", {}).pop("body", None)
-                if self.record_path is not None:
-                    self._write(self.record)
-                self._append(self.record)
-            control.should_training_stop = True
-            raise refusal
+            self._control = control
+            self._stop(state, EvalRefusedError(report))
+
+    def _stop(self, state: TrainerState, refusal: DriftError) -> None:
+        """Record the run as failed with ``refusal``'s rows, stop the Trainer, raise it."""
+        if self.record is not None and state.is_world_process_zero:
+            self.record.update(
+                status="failed",
+                reason=refusal.message,
+                findings=[f.to_dict() for f in refusal.findings],
+                finished_at=runrecord.now(),
+                final_global_step=state.global_step,
+            )
+            self.record.get("manifest", {}).pop("body", None)
+            if self.record_path is not None:
+                self._write(self.record)
+            self._append(self.record)
+        if self._control is not None:
+            self._control.should_training_stop = True  # belt and braces; the raise stops it
+        if self._steps is not None:
+            self._steps.remove()
+        raise refusal
 
     def on_save(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -494,8 +596,13 @@ class FtManifestCallback(TrainerCallback):
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
+        if self._steps is not None:
+            self.recipe.setdefault("lr_schedule", {})["steps_checked"] = self._steps.checked
+            self._steps.remove()
         if self.record is None:
             return
+        if "lr_schedule" in self.recipe:
+            self.record.setdefault("recipe", {})["lr_schedule"] = dict(self.recipe["lr_schedule"])
         finished = runrecord.now()
         started = str(self.record.get("started_at") or finished)
         steps = state.global_step - int(self.record.get("start_global_step") or 0)
