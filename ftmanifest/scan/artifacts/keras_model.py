@@ -6,8 +6,10 @@ only).  Loading rebuilds every object the config names:
 
 - a ``Lambda`` layer carries its function as marshalled Python bytecode
   (Keras 3: ``"class_name": "__lambda__"``; Keras 2: ``function_type``
-  ``"lambda"`` and ``[code, defaults, closure]``), run by Keras 2 and by
-  Keras 3 with ``safe_mode=False``: an error (``keras.lambda-layer``);
+  ``"lambda"`` and ``[code, defaults, closure]``), as source text
+  (``function_type: "raw"``) or by name, run by Keras 2 and by Keras 3 with
+  ``safe_mode=False``: every ``Lambda``, whatever its function, is an error
+  (``keras.lambda-layer``);
 - an object whose ``module`` is not Keras's own is imported from that module,
   and a ``registered_name`` of a custom object needs its code: a warning
   (``keras.custom-object``);
@@ -43,8 +45,13 @@ def judge_config(where: str, member: str, raw: bytes) -> list[Finding]:
                           hint=REEXPORT_HINT)]  # fmt: skip
     out: list[Finding] = []
     seen: set[tuple[str, str]] = set()
+    lambdas: list[str] = []  # a Keras 3 Lambda holds its __lambda__: one finding for both
     for obj, path in _objects(config, "", 0):
         finding = _judge(where, member, obj, path)
+        if finding is not None and finding.rule == "keras.lambda-layer":
+            if any(path.startswith(outer + ".") for outer in lambdas):
+                continue
+            lambdas.append(path)
         if finding is not None and (finding.rule, str(finding.observed)) not in seen:
             seen.add((finding.rule, str(finding.observed)))
             out.append(finding)
@@ -69,12 +76,12 @@ def _objects(node: Any, path: str, depth: int) -> Iterator[tuple[dict[str, Any],
 
 def _judge(where: str, member: str, obj: dict[str, Any], path: str) -> Finding | None:
     class_name, module = obj.get("class_name"), obj.get("module")
-    if class_name == "__lambda__" or _keras2_lambda(obj):  # a Lambda's function, marshalled
+    if class_name in ("__lambda__", "Lambda") or _keras2_lambda(obj):
         return Finding(
             kind="unsafe-model",
             rule="keras.lambda-layer",
-            message=f"a Lambda layer's function at {path} is Python bytecode that loading runs "
-            "(Keras 2, or Keras 3 with safe_mode=False)",
+            message=f"a Lambda layer at {path} carries a function (bytecode, source text or a "
+            "name) that loading rebuilds and runs (Keras 2, or Keras 3 with safe_mode=False)",
             path=where,
             field=member,
             severity="error",
