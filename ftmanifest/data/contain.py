@@ -55,7 +55,7 @@ class Index:
 
     pieces: list[str] = field(default_factory=list)  # normalised, distinct
     owners: list[list[Ref]] = field(default_factory=list)  # who holds each piece (capped)
-    anchors: dict[str, list[int]] = field(default_factory=dict)  # a word -> pieces holding it
+    anchors: dict[str, list[int]] = field(default_factory=dict)  # two words -> pieces
     anchor_words: frozenset[str] = frozenset()
     inputs: dict[bytes, int] = field(default_factory=dict)  # digest of an input -> its id
     input_owners: list[list[Ref]] = field(default_factory=list)
@@ -76,6 +76,11 @@ class Hit:
 
 def _tokens(text: str) -> list[str]:
     return text.split(" ") if text else []
+
+
+def _pairs(words: list[str]) -> Iterator[str]:
+    """Each two neighbouring words, as one string."""
+    return map(" ".join, zip(words, words[1:], strict=False))
 
 
 def build_index(
@@ -111,18 +116,19 @@ def build_index(
     common = {pid for (pid, _name), n in held.items() if n > COMMON}
     common_inputs = {iid for (iid, _name), n in input_held.items() if n > COMMON}
     index.inputs = {h: i for h, i in index.inputs.items() if i not in common_inputs}
-    # each piece is looked up by its rarest inner word (the first and last may be glued
-    # to what precedes or follows it in another record: normalising drops a space
-    # next to punctuation)
+    # each piece is looked up by its rarest pair of inner words (the first and last
+    # word may be glued to what precedes or follows the piece in another record:
+    # normalising drops a space next to punctuation); one word would do, but a word is
+    # in many records, a pair in few
     frequency: dict[str, int] = defaultdict(int)
-    inner = [set(_tokens(p)[1:-1]) for p in index.pieces]
-    for words in inner:
-        for w in words:
+    inner = [set(_pairs(_tokens(p)[1:-1])) for p in index.pieces]
+    for pairs in inner:
+        for w in pairs:
             frequency[w] += 1
-    for pid, words in enumerate(inner):
-        if pid in common or not words:
+    for pid, pairs in enumerate(inner):
+        if pid in common or not pairs:
             continue
-        anchor = min(words, key=lambda w: (frequency[w], -len(w), w))
+        anchor = min(pairs, key=lambda w: (frequency[w], -len(w), w))
         index.anchors.setdefault(anchor, []).append(pid)
     index.anchor_words = frozenset(index.anchors)
     return index
@@ -150,8 +156,8 @@ def _match(value: Any, fields: Sequence[str]) -> list[tuple[How, int]]:
     out: list[tuple[How, int]] = []
     whole = normalise(record_text(value, fields))
     if whole:
-        for word in _INDEX.anchor_words.intersection(_tokens(whole)):
-            for pid in _INDEX.anchors[word]:
+        for pair in _INDEX.anchor_words.intersection(_pairs(_tokens(whole))):
+            for pid in _INDEX.anchors[pair]:
                 if _SEEN[("contained", pid)] <= COMMON and _inside(_INDEX.pieces[pid], whole):
                     out.append(("contained", pid))
     given = normalise(" ".join(input_pieces(value, fields)))

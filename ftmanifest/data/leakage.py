@@ -307,6 +307,7 @@ def check_leakage(
             exact[split.name] = seen
             if split.name in indexed:
                 lsh[split.name] = index
+    del exact, lsh  # the indexes: not needed past here, nor copied into forked searchers
     near, best = _verify(splits, candidates, threshold, examples, leaking, marks, matched)
     del candidates
     inside = _contained(splits, results, matched, leaking, marks, jobs if signer is None else 1)
