@@ -84,6 +84,9 @@ def hub(
     # Read at import, and needed: transformers asks the hub for adapter_config.json
     # on a load by repo id even with local_files_only=True (retrying for ~23 s offline).
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    # and the cache, as a process started with HF_HUB_CACHE has it: the guard refuses a
+    # process whose imported huggingface_hub reads another cache than the one verified
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
     text = example.read_text("utf-8")
     assert text.count("  path: model\n") == 1
     pin = f"  repo: {REPO}\n  revision: {commits['a']}\n"
