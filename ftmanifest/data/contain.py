@@ -278,24 +278,38 @@ def _run(jobs: Iterator[Any], workers: int) -> Iterator[tuple[Any, tuple[int, li
         for job in jobs:
             yield job, _scan(job)
         return
+    import gc
+
     ctx = multiprocessing.get_context("fork")
-    pending: deque[tuple[Any, Future[tuple[int, list[Any]]]]] = deque()
-    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        for job in jobs:
-            pending.append((job, pool.submit(_scan, job)))
-            while len(pending) >= workers * 3:
+    gc.freeze()  # what the parent holds stays shared: no collection in a child touches it
+    pending: deque[tuple[Any, Future[tuple[int, list[Found]] | None]]] = deque()
+    try:
+        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            for job in jobs:
+                pending.append((job, pool.submit(_scan_in_worker, job)))
+                while len(pending) >= workers * 3:
+                    job0, future = pending.popleft()
+                    yield job0, _result(job0, future)
+            while pending:
                 job0, future = pending.popleft()
-                yield job0, _result(future)
-        while pending:
-            job0, future = pending.popleft()
-            yield job0, _result(future)
+                yield job0, _result(job0, future)
+    finally:
+        gc.unfreeze()
 
 
-def _result(future: Future[tuple[int, list[Any]]]) -> tuple[int, list[Any]]:
+def _scan_in_worker(job: _Lines | list[tuple[int, int, Any]]) -> tuple[int, list[Found]] | None:
+    try:
+        return _scan(job)
+    except Exception:  # scanned again in the parent, which raises the reader's own error
+        return None
+
+
+def _result(job: Any, future: Future[tuple[int, list[Found]] | None]) -> tuple[int, list[Found]]:
     from concurrent.futures.process import BrokenProcessPool
 
     try:
-        return future.result()
+        out = future.result()
+        return _scan(job) if out is None else out
     except BrokenProcessPool as exc:
         from ftmanifest.errors import FtManifestError
 

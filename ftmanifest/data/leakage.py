@@ -39,7 +39,7 @@ from ftmanifest.data import contain
 from ftmanifest.data.parallel import NUM_PERM, Workers, selected_texts
 from ftmanifest.data.shards import Marks
 from ftmanifest.data.text import normalise, shingle_list
-from ftmanifest.errors import InputError
+from ftmanifest.errors import FtManifestError, InputError
 from ftmanifest.manifest.data import LeakTolerance, PairTolerance
 from ftmanifest.progress import ProgressSink
 
@@ -254,6 +254,11 @@ def check_leakage(
     counts: dict[str, int] = {}
     without: dict[str, int] = {}
     marks = {s.name: Marks() for s in splits}  # a folder's shards, by first record
+    deferred: FtManifestError | None = None
+    try:
+        hits = _search_contained(splits, pairs, jobs if signer is None else 1)
+    except FtManifestError as exc:  # the first pass reads the same records: its error
+        hits, deferred = [], exc  # names them (under torchrun, on the rank that read them)
     with Workers(jobs if signer is None else 1, progress) as workers:
         source = workers if signer is None else signer
         for split in order:
@@ -307,10 +312,13 @@ def check_leakage(
             exact[split.name] = seen
             if split.name in indexed:
                 lsh[split.name] = index
-    del exact, lsh  # the indexes: not needed past here, nor copied into forked searchers
+    if deferred is not None:
+        raise deferred
+    del exact, lsh  # the indexes: not needed past here
     near, best = _verify(splits, candidates, threshold, examples, leaking, marks, matched)
     del candidates
-    inside = _contained(splits, results, matched, leaking, marks, jobs if signer is None else 1)
+    kinds = {s.name: s.kind for s in splits}
+    inside = _contained(hits, kinds, matched, leaking, marks)
     for key, pair in results.items():
         pair.near = near.get(key, 0) + len(inside.get(key, []))
         pair.complete = key not in stopped
@@ -324,38 +332,47 @@ def check_leakage(
     return judge(report, splits, tolerance)
 
 
-def _contained(
-    splits: Sequence[Split],
-    results: dict[tuple[str, str], PairResult],
-    matched: dict[tuple[str, str], set[int]],
-    leaking: dict[str, set[int]],
-    marks: dict[str, Marks],
-    jobs: int,
-) -> dict[tuple[str, str], list[Match]]:
+def _search_contained(
+    splits: Sequence[Split], pairs: Sequence[tuple[Split, Split]], jobs: int
+) -> list[contain.Hit]:
     """The items of each test and eval split found inside, or as the input of, a record
-    of a later split of another role (``data.contain``) that no exact or near match
-    already names; a training record found is added to ``leaking``."""
+    of a later split of another role (``data.contain``).  Run before the first pass
+    builds its indexes, so the searchers fork from a small process."""
     order = sorted(splits, key=lambda s: ROLE_ORDER[s.role])
-    out: dict[tuple[str, str], list[Match]] = defaultdict(list)
+    keys = {(a.name, b.name) for a, b in pairs}
+    out: list[contain.Hit] = []
     for later in order:
-        earlier = [s for s in order if (s.name, later.name) in results and s.kind != later.kind]
+        earlier = [s for s in order if (s.name, later.name) in keys and s.kind != later.kind]
         if not earlier:
             continue
         fields = later.fields
         items = [(s.name, contain.iter_values(s.path, s.format, s.shards)) for s in earlier]
         index = contain.build_index(items, fields)
-        if not index.anchors and not index.inputs:
-            continue
-        for hit in contain.search(index, later.name, later.path, later.format, fields,
-                                  later.shards, jobs):  # fmt: skip
-            (a, ra, la), (b, rb, lb) = hit.a, hit.b
-            if rb in matched[(a, b)]:
-                continue  # one match per later record and split pair
-            matched[(a, b)].add(rb)
-            if later.kind == "train":
-                leaking[b].add(rb)
-            at_a = Ref(a, ra, la, marks[a].shard_of(ra))
-            out[(a, b)].append(Match(hit.how, at_a, Ref(b, rb, lb, marks[b].shard_of(rb)), 1.0))
+        if index.anchors or index.inputs:
+            out += contain.search(index, later.name, later.path, later.format, fields,
+                                  later.shards, jobs)  # fmt: skip
+    return out
+
+
+def _contained(
+    hits: Sequence[contain.Hit],
+    kinds: dict[str, str],
+    matched: dict[tuple[str, str], set[int]],
+    leaking: dict[str, set[int]],
+    marks: dict[str, Marks],
+) -> dict[tuple[str, str], list[Match]]:
+    """The hits no exact or near match already names, as matches per split pair; a
+    training record found is added to ``leaking``."""
+    out: dict[tuple[str, str], list[Match]] = defaultdict(list)
+    for hit in hits:
+        (a, ra, la), (b, rb, lb) = hit.a, hit.b
+        if rb in matched[(a, b)]:
+            continue  # one match per later record and split pair
+        matched[(a, b)].add(rb)
+        if kinds[b] == "train":
+            leaking[b].add(rb)
+        at_a = Ref(a, ra, la, marks[a].shard_of(ra))
+        out[(a, b)].append(Match(hit.how, at_a, Ref(b, rb, lb, marks[b].shard_of(rb)), 1.0))
     return out
 
 
