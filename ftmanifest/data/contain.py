@@ -24,9 +24,12 @@ not counted.  So a copy pasted into more than ``COMMON`` records is found only
 by the exact and near searches.
 
 Each later record is parsed and normalised once more (worker processes, as
-``parallel`` signs, forked once the items' index is built so they share it);
+``parallel`` signs, forked once the items' index is built so they share it, and
+before the first pass builds its own indexes, so they fork from a small process);
 the items' side (eval and test, the smaller splits) is read in this process.
-The hits go back to ``leakage``, which counts them as near duplicates.
+The hits go back to ``leakage``, which counts them as near duplicates.  Sharing
+the first pass's parsing and normalising would save most of this pass's time;
+that pass's workers fork before the items are known.
 """
 
 from __future__ import annotations
