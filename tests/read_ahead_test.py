@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -200,11 +201,15 @@ def test_an_unreadable_file_is_named_by_the_hash(tmp_path: Path, workers: list[i
 
 
 def test_fresh_files_are_read_ahead_but_never_cached(tmp_path: Path, workers: list[int]):
-    """Written just now: racy, so the next hash reads them again, as the plain path does."""
+    """Written just now: racy, so the next hash reads them again, as the plain path does.
+    (Stamped a minute ahead, so a loaded machine slower than the racy window between
+    writing and hashing still sees them as fresh.)"""
     root = tmp_path / "t"
+    ahead = time.time_ns() + 60_000_000_000
     for i in range(30):
         (root / f"d{i // 10}").mkdir(parents=True, exist_ok=True)
         (root / f"d{i // 10}" / f"p{i}.jsonl").write_text(f"{i}\n")
+        os.utime(root / f"d{i // 10}" / f"p{i}.jsonl", ns=(ahead, ahead))
     walked = walk_tree(root, read=Ahead())
     assert walked.read is not None and len(walked.read.racy) == 30
     with StatCache(tmp_path / "c") as cache:

@@ -327,8 +327,9 @@ def test_at_a_terminal_the_command_reads_it_and_gets_one_sigint_per_ctrl_c() -> 
 
 
 def _terminal_until(master: int, seen: bytes, text: bytes, *, after: int = 0) -> bytes:
-    """Read the terminal until ``text`` shows in it after offset ``after``."""
-    deadline = time.monotonic() + 10
+    """Read the terminal until ``text`` shows in it after offset ``after`` (a loaded
+    machine starts an interpreter in seconds)."""
+    deadline = time.monotonic() + 30
     while text not in seen[after:]:
         left = deadline - time.monotonic()
         assert left > 0, f"{text!r} not on the terminal: {seen!r}"

@@ -90,7 +90,7 @@ def _interrupt(manifest: Path, sig: int, *options: str) -> tuple[int, str, str]:
             proc.kill()
             raise AssertionError("".join(seen) + proc.communicate()[1])
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=150)  # the command sleeps 60 s if never told
     finally:
         if proc.poll() is None:
             proc.kill()
