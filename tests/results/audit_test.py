@@ -133,7 +133,7 @@ def test_signed_manifest_is_trusted(audit_run: AuditRun) -> None:
 def test_registry_names_every_check() -> None:
     assert list(AUDIT_CHECKS) == [
         "signature", "drift", "deliverable", "scan", "personal-data", "permissions",
-        "rights", "comparison", "ledger",
+        "rights", "split", "comparison", "ledger",
     ]  # fmt: skip
 
 
