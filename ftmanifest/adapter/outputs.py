@@ -84,6 +84,10 @@ def _value_digest(value: Any) -> str:
     return _digest(text.encode("utf-8"))
 
 
+def _duplicate(key: str) -> ValueError:
+    return ValueError(f"duplicate key {key!r}")
+
+
 def _read(path: Path, what: str) -> bytes:
     from ftmanifest.untrusted import read_untrusted
 
@@ -91,7 +95,6 @@ def _read(path: Path, what: str) -> bytes:
 
 
 def _json(path: Path, raw: bytes) -> dict[str, Any]:
-    from ftmanifest.adapter.binding import _duplicate
     from ftmanifest.manifest.jsonkeys import unique_keys
 
     try:
