@@ -324,3 +324,22 @@ def test_only_the_pinned_tokenizer_is_used(tmp_path: Path) -> None:
     assert "differs from its pin" in payload["tokenizer"]["source"]
     (unjudged,) = rules(payload, "data.length-unjudged")
     assert "differs from its pin" in unjudged["message"]
+
+
+def test_a_guard_naming_a_category_eval_lacks_refuses_with_an_unlabelled_train_split(
+    tmp_path: Path,
+) -> None:
+    """A typo in a guard's categories is an error even when train carries no labels
+    (a language-model corpus); control: the names spelled right pass."""
+    write_jsonl(tmp_path / "train.jsonl", [{"text": f"plain text {i}"} for i in range(40)])
+    write_jsonl(tmp_path / "eval.jsonl", records(["spam"] * 30 + ["ham"] * 30, start=40))
+    manifest = tmp_path / "exp.yaml"
+    guard = "  guards: [{kind: per_category, metric: f1, max_drop: 0.2, categories: [spam, CATS]}]\n"  # noqa: E501
+    for cats, refused in (("hamm", True), ("ham", False)):
+        text = MANIFEST.format(guard=guard.replace("CATS", cats), seq_len=64, minimum="null")
+        manifest.write_text(text, encoding="utf-8")
+        rc, payload = check(manifest)
+        missing = [f for f in rules(payload, "data.category-missing") if f["severity"] == "error"]
+        assert (rc == 1, bool(missing)) == (refused, refused), payload["findings"]
+        if refused:
+            assert "'hamm'" in missing[0]["message"]
