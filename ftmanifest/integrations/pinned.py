@@ -53,9 +53,10 @@ def load_pinned(
     a pinned config field (``rms_norm_eps=``, ``config=``...), another
     attention kernel than ``model.attn_implementation``, or a dtype
     ``training.precision`` does not train with (``UsageError`` naming it).  The tokenizer is
-    ``None`` when ``tokenizer=False``.  Raises ``SnapshotNotFoundError`` (field,
-    expected, observed and the command that fetches it) when the pinned
-    snapshot is not here.
+    ``None`` when ``tokenizer=False``.  The manifest's seeds are applied once the
+    model is loaded, so what the script initialises next is the same every run.
+    Raises ``SnapshotNotFoundError`` (field, expected, observed and the command
+    that fetches it) when the pinned snapshot is not here.
     """
     from ftmanifest.manifest import load_manifest
 
@@ -73,12 +74,27 @@ def load_pinned(
     kwargs = refuse_overrides(kwargs, folder, loaded.manifest)
     # By folder, not repo id: nothing to resolve, and the guard traces this folder.
     model = model_cls.from_pretrained(str(folder), local_files_only=True, **kwargs)
+    _apply_seeds(loaded)  # what the script initialises next (a LoRA) draws from them
     tok = None
     if tokenizer:
         from transformers import AutoTokenizer
 
         tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     return model, tok
+
+
+def _apply_seeds(loaded: Any) -> None:
+    """The manifest's seeds, applied as the model is handed over: ``get_peft_model``
+    right after initialises its LoRA weights from the pinned seeds, whatever the
+    script drew before (three runs of one manifest ended at losses 1.63, 1.66 and
+    1.99 when the LoRA was initialised before the Trainer seeded).  A manifest
+    that pins no seeds applies none here; the guard judges the seeds it lacks."""
+    from ftmanifest.seeding import seed_everything
+
+    seeds = loaded.manifest.seeds
+    if seeds.python is None and seeds.numpy is None and seeds.torch is None:
+        return
+    seed_everything(loaded)
 
 
 def compare_weights(model: Any, folder: Path, *, max_tensors: int = 4096) -> WeightCheck:
