@@ -308,6 +308,9 @@ def test_at_a_terminal_the_command_reads_it_and_gets_one_sigint_per_ctrl_c() -> 
     argv = _driver(5, [sys.executable, "-c", AT_A_TERMINAL])
     pid, master = pty.fork()  # the supervisor leads a session with the pty as its terminal
     if pid == 0:  # pragma: no cover - the forked child execs at once
+        # as a terminal's shell starts it: a worker that inherited SIGINT ignored passes
+        # that on across exec, and a supervisor started so rightly passes nothing on
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.execve(argv[0], argv, {**os.environ, "PYTHONPATH": str(ROOT)})
     status = None
     try:

@@ -63,6 +63,13 @@ def _run(manifest: Path, *cmd: str) -> subprocess.CompletedProcess[str]:
 TRUE = (sys.executable, "-c", "pass")  # a Python command: run probes its interpreter
 
 
+def _as_a_shell_starts_it() -> None:
+    """SIGINT and SIGTERM at their defaults: a test worker may have inherited them
+    ignored, which exec passes on, and a run started so rightly passes nothing on."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _interrupt(manifest: Path, sig: int, *options: str) -> tuple[int, str, str]:
     """Start a run whose command says "ready" then sleeps; once it is ready
     (its stdout is the run's stdout), send ``sig`` to ``ftmanifest`` itself."""
@@ -71,7 +78,7 @@ def _interrupt(manifest: Path, sig: int, *options: str) -> tuple[int, str, str]:
         ftmanifest_cmd("run", str(manifest), "--no-signature", "--grace", "20", *options,
                        "--", sys.executable, "-c", child),
         cwd=manifest.parent, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE, text=True, preexec_fn=_as_a_shell_starts_it,
     )  # fmt: skip
     try:
         stdout = proc.stdout
