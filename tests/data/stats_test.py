@@ -334,7 +334,9 @@ def test_a_guard_naming_a_category_eval_lacks_refuses_with_an_unlabelled_train_s
     write_jsonl(tmp_path / "train.jsonl", [{"text": f"plain text {i}"} for i in range(40)])
     write_jsonl(tmp_path / "eval.jsonl", records(["spam"] * 30 + ["ham"] * 30, start=40))
     manifest = tmp_path / "exp.yaml"
-    guard = "  guards: [{kind: per_category, metric: f1, max_drop: 0.2, categories: [spam, CATS]}]\n"  # noqa: E501
+    guard = (
+        "  guards: [{kind: per_category, metric: f1, max_drop: 0.2, categories: [spam, CATS]}]\n"  # noqa: E501
+    )
     for cats, refused in (("hamm", True), ("ham", False)):
         text = MANIFEST.format(guard=guard.replace("CATS", cats), seq_len=64, minimum="null")
         manifest.write_text(text, encoding="utf-8")
