@@ -217,7 +217,7 @@ def read_config(adapter_dir: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InputError(f"{CONFIG_NAME} is not a JSON object", path=str(path), hint=hint)
     problem = lora_fields.type_problem(data) if peft_type_of(data) == "LORA" else None
-    if problem is not None:  # a resolver fed "four" for r crashed (issue 29)
+    if problem is not None:  # a resolver fed "four" for r crashed
         key, expected, observed = problem
         raise InputError(
             f"{CONFIG_NAME} {key} is not of the type peft reads", path=str(path), field=key,

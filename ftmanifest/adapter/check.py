@@ -300,7 +300,7 @@ def structure_findings(
 
 def init_findings(config: dict[str, Any], where: str) -> list[Finding]:
     """peft reruns a PiSSA/CorDA/OLoRA/LoftQ init when it loads the adapter, and
-    that init rewrites the base's weights after their digest was checked (issue 29)."""
+    that init rewrites the base's weights after their digest was checked."""
     init = lora_fields.base_rewriting_init(config)
     if init is None:
         return []

@@ -35,7 +35,7 @@ from ftmanifest.safe_text import escape
 SHOWN = 120  # characters of each record in the text output
 CATEGORY_ROWS = 50  # categories shown in the text table (the JSON has all)
 CHECK_EPILOG = """\
-Besides leakage, data check reports (issue 17):
+Besides leakage, data check reports:
   categories   records per category and split, where records carry a label
                (data_checks.label; default label, else category).  A train
                category missing from an eval/test split: error when a
