@@ -110,7 +110,7 @@ def load_bound(
 UNCHECKED_KWARGS = frozenset({"subfolder", "revision", "token", "use_auth_token"})
 # PeftModel.from_pretrained keywords that leave what is computed as checked: the
 # adapter's name, requires_grad, fp32 compute of fp16 adapter weights, where it
-# is placed.  Any other (config=, key_mapping=...) is refused (issue 29).
+# is placed.  Any other (config=, key_mapping=...) is refused.
 PEFT_KWARGS = frozenset({"adapter_name", "is_trainable", "autocast_adapter_dtype",
                          "ephemeral_gpu_offload", "low_cpu_mem_usage", "torch_device"})  # fmt: skip
 # Keys of PretrainedConfig.to_dict() that do not change the logits: written by

@@ -94,7 +94,7 @@ def base_stray_findings(folder: Path, chosen: list[Path]) -> list[Finding]:
     top = sorted(_top(folder))
     if any(p.name == ADAPTER_CONFIG for p in top):
         # transformers' PeftAdapterMixin: from_pretrained(folder) finds adapter_config.json,
-        # loads base_model_name_or_path and applies the folder's adapter weights (issue 29)
+        # loads base_model_name_or_path and applies the folder's adapter weights
         weights = [p.name for p in top if p.name in (ADAPTER_WEIGHTS, ADAPTER_PICKLE)]
         keep |= set(weights)
         named = ", ".join([ADAPTER_CONFIG, *weights])

@@ -317,7 +317,7 @@ def peft_differences(method: Any, config: Mapping[str, Any], *, who: str) -> lis
         if not _same(want_p, have[key]):
             out.append(Difference(("config", key), f"{who}'s {key} is not the manifest's",
                                   show(want_p), show(have[key])))  # fmt: skip
-    if got_type == "LORA":  # every LoraConfig field is compared or refused (issue 29)
+    if got_type == "LORA":  # every LoraConfig field is compared or refused
         for key in unstated(config, frozenset(method.config)):
             out.append(Difference(
                 ("config", key), f"{who} sets {key}, which the manifest's method.config "
