@@ -3,8 +3,9 @@
 Layer: edge, above every room; not a subcommand, and nothing else imports it.
 It renders, as Markdown, the command line's parsers (``commands``), the
 manifest fields from the JSON Schema the pydantic model generates, the lint
-rules, the exit and reason codes of the error classes (``codes``), and the
-public Python API (``api``).
+rules, the exit and reason codes of the error classes (``codes``), the
+public Python API (``api``), and the environment variables, files and formats
+(``environment``).
 ``make docs`` rewrites every page (``python -m ftmanifest.cli.reference``),
 ``make schema`` the manifest page; ``tests/docs_test.py`` renders them in
 memory and fails when a committed page differs.  Imports no torch.
@@ -20,6 +21,7 @@ from ftmanifest import PUBLIC
 from ftmanifest.cli.reference import codes
 from ftmanifest.cli.reference.api import api_page
 from ftmanifest.cli.reference.commands import cli_pages
+from ftmanifest.cli.reference.environment import compatibility_page, environment_page, files_page
 from ftmanifest.cli.reference.markdown import GENERATED, escape
 
 __all__ = ["REFERENCE", "main", "pages", "stray", "write"]
@@ -81,6 +83,9 @@ def index_page(paths: Iterable[Path]) -> str:
         "exit-codes.md": "Exit codes and the kinds of error behind them",
         "reasons.md": "Reason codes: the stable codes scripts can match",
         "api.md": "Python API: the names the package root exports",
+        "environment.md": "Environment variables: what ftmanifest reads, sets and judges",
+        "files.md": "Files and folders ftmanifest writes",
+        "compatibility.md": "Compatibility: the formats and what later releases promise",
     }
     listed = {p.relative_to(REFERENCE).as_posix() for p in paths}
     lines = [
@@ -103,6 +108,9 @@ def pages() -> dict[Path, str]:
     out[REFERENCE / "exit-codes.md"] = codes.exit_codes_page()
     out[REFERENCE / "reasons.md"] = codes.reasons_page()
     out[REFERENCE / "api.md"] = api_page(PUBLIC)
+    out[REFERENCE / "environment.md"] = environment_page()
+    out[REFERENCE / "files.md"] = files_page()
+    out[REFERENCE / "compatibility.md"] = compatibility_page()
     out[REFERENCE / "index.md"] = index_page(out)
     return dict(sorted(out.items()))
 
