@@ -21,6 +21,7 @@ from typing import Any
 from ftmanifest.scan.text import phones
 from ftmanifest.scan.text.anchors_re import compile_finder
 from ftmanifest.scan.text.pii import PII_RULES
+from ftmanifest.scan.text.secret_formats import FORMAT_RULES
 from ftmanifest.scan.text.secret_rules import SECRET_RULES, Rule
 
 try:  # optional accelerator; FTMANIFEST_SCAN_ENGINE=re forces the fallback
@@ -254,7 +255,7 @@ def _drop_overlaps(hits: list[Hit]) -> list[Hit]:
 def matcher(secrets: bool = True, pii: bool = True, engine: str | None = None) -> Matcher:
     """The compiled rules; with ``pii``, libphonenumber warmed for the regions too,
     since the scan builds its matcher before it forks its workers."""
-    rules = (SECRET_RULES if secrets else ()) + (PII_RULES if pii else ())
+    rules = (SECRET_RULES + FORMAT_RULES if secrets else ()) + (PII_RULES if pii else ())
     if pii:
         with suppress(ValueError):  # a bad region list is told by the first regions() call
             phones.warm()

@@ -168,3 +168,63 @@ def private_key(m: Match, g: int) -> bool:
     buf, end = m.string, m.end(g)
     body = buf[end - 40 : end]
     return not is_placeholder(body)
+
+
+_WORD = re.compile(rb"[A-Z]?[a-z]+[0-9]*|[A-Z]+[0-9]*(?![a-z])|[0-9]+")
+# A key made of these words names an identifier or a digest, not a credential ...
+_ID_WORDS = frozenset(
+    b"id ids uuid guid name url uri host region version md5 sha sha1 sha256 hash digest "
+    b"checksum etag run dataset project org organization team user app build commit job "
+    b"release account tenant portal workspace env environment".split()
+)
+# ... unless it also names a credential.
+_CREDENTIAL_WORDS = frozenset(
+    b"key apikey token secret password pass passwd pwd auth credential credentials pat dsn "
+    b"bearer".split()
+)
+
+
+def key_words(key: bytes) -> frozenset[bytes]:
+    """``HEROKU_API_KEY``, ``herokuApiKey``, ``"heroku.api-key"`` -> {heroku, api, key}."""
+    return frozenset(w.lower() for w in _WORD.findall(key))
+
+
+def keyed_value(m: Match, g: int) -> bool:
+    """A provider's word before a value of its shape (a UUID, a hex string): the key
+    must not name an identifier or a digest (``HEROKU_APP_ID``, ``sentry_project``)."""
+    value, buf = m.group(g), m.string
+    words = key_words(buf[m.start() : m.start(g)])
+    if words & _ID_WORDS and not words & _CREDENTIAL_WORDS:
+        return False
+    return token_boundary(buf, m.start(g), m.end(g), b"_-") and not is_placeholder(value)
+
+
+def keyed_credential(m: Match, g: int) -> bool:
+    """``keyed_value`` for a provider whose name is an ordinary word (``linear``):
+    the key must also name a credential."""
+    words = key_words(m.string[m.start() : m.start(g)])
+    return bool(words & _CREDENTIAL_WORDS) and keyed_value(m, g)
+
+
+def header_token(m: Match, g: int) -> bool:
+    """A token after an ``Authorization``-style header: not a variable or a placeholder,
+    long and mixed enough to be a credential."""
+    value = m.group(g)
+    if value.startswith((b"$", b"%", b"<", b"{")) or is_placeholder(value):
+        return False
+    has_digit = any(48 <= c <= 57 for c in value)
+    has_alpha = any(65 <= c <= 90 or 97 <= c <= 122 for c in value)
+    return len(value) >= 12 and has_digit and has_alpha and entropy(value) >= 3.0
+
+
+def unembedded_token(m: Match, g: int) -> bool:
+    """A prefixed token that is not a slice of a longer base64 run (image data, keys):
+    bounded by characters base64 does not use, and mixed case with digits."""
+    value, buf, start, end = m.group(g), m.string, m.start(g), m.end(g)
+    # base64 pads with "=" only at its end: a "=" before the token is an assignment
+    if not token_boundary(buf, start, end, b"_-+/") or buf[end : end + 1] == b"=":
+        return False
+    lower = any(97 <= c <= 122 for c in value)
+    upper = any(65 <= c <= 90 for c in value)
+    digit = any(48 <= c <= 57 for c in value)
+    return lower and upper and digit and not is_placeholder(value) and entropy(value) >= 4.0
