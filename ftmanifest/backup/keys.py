@@ -166,7 +166,10 @@ def _current_signers(text: str, path: Path, skipped: list[str]) -> list[Recipien
     out: list[Recipient] = []
     for key in store.keys:
         status = key.status(now)
-        if status == STATUS_OK:
+        if key.keytype != "ssh-ed25519":  # an ECDSA signer cannot open an age file
+            skipped.append(f"{path}:{key.line}: {key.keytype} keys cannot receive backups "
+                           "(ssh-ed25519 only); skipped")  # fmt: skip
+        elif status == STATUS_OK:
             blob = base64.b64encode(key.blob).decode()
             out.append(parse_recipient(f"ssh-ed25519 {blob}", source=f"{path}:{key.line}"))
         else:

@@ -1,4 +1,4 @@
-"""``ftmanifest keygen``: write an Ed25519 signing key pair in OpenSSH format.
+"""``ftmanifest keygen``: write a signing key pair (Ed25519, or ECDSA P-256).
 
 Layer: edge.  The private key is created 0600; the public key line and the
 matching allowed-signers line are printed so the key can be trusted, or with
@@ -17,7 +17,12 @@ from ftmanifest.signing.locate import DEFAULT_KEY
 DESCRIPTION = """\
 Write an Ed25519 signing key pair in OpenSSH format: the private key at PATH
 (created 0600, encrypted with a passphrase asked on the terminal unless
---passphrase-env or --no-passphrase), the public key at PATH.pub.  The
+--passphrase-env or --no-passphrase), the public key at PATH.pub.  With
+--type ecdsa-p256 the pair is ECDSA P-256, the curve OpenSSF model-signing
+signs with: the private key is PKCS#8 PEM (what `model_signing sign key`
+reads), the public key is written as an OpenSSH line at PATH.pub and as PEM
+at PATH.pub.pem (what `model_signing verify key --public_key` reads); `bind`
+with such a key also writes the adapter's model.sig.  The
 public key line and the matching allowed_signers line are printed: add that
 line to .ftmanifest/allowed_signers to trust the key, or pass --trust to add
 it to the repository's trust file for the principal given by --comment (as
@@ -33,6 +38,7 @@ examples:
   ftmanifest keygen --comment alice@example.org --trust
   ftmanifest keygen -f keys/alice --comment alice@example.org
   ftmanifest keygen -f keys/ci --no-passphrase --comment ci@example.org --format json
+  ftmanifest keygen -f keys/release --type ecdsa-p256 --comment release@example.org
 """
 
 
@@ -41,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "keygen",
         description=DESCRIPTION,
         epilog=EXAMPLES,
-        help="create an Ed25519 signing key pair (OpenSSH format)",
+        help="create a signing key pair (Ed25519, or ECDSA P-256 for model-signing)",
     )
     p.add_argument(
         "-f",
@@ -49,6 +55,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=str(DEFAULT_KEY),
         metavar="PATH",
         help=f"private key file; the public key goes to PATH.pub (default: {DEFAULT_KEY})",
+    )
+    p.add_argument(
+        "--type",
+        dest="key_type",
+        choices=("ed25519", "ecdsa-p256"),
+        default="ed25519",
+        help="key type (default: ed25519); ecdsa-p256 also writes PATH.pub.pem and lets "
+        "`bind` write an OpenSSF model-signing model.sig",
     )
     p.add_argument("--comment", default="", help="comment stored in PATH.pub (e.g. your email)")
     p.add_argument(
@@ -90,8 +104,9 @@ def run(args: argparse.Namespace) -> int:
     if args.trust:  # refuse a bad principal before a key is written
         check_principal(args.comment)
     passphrase = for_new_key(args.passphrase_env, args.no_passphrase)
-    fp = generate_key_pair(path, comment=args.comment, passphrase=passphrase)
+    fp = generate_key_pair(path, comment=args.comment, passphrase=passphrase, kind=args.key_type)
     pub = path.with_name(path.name + ".pub")
+    pem = pub.with_name(pub.name + ".pem") if args.key_type == "ecdsa-p256" else None
     key_line = " ".join(pub.read_text(encoding="utf-8").split()[:2])
     principal = args.comment or "PRINCIPAL"
     signers_line = f'{principal} namespaces="ftmanifest" {key_line}'
@@ -107,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
                 {
                     "private_key": str(path),
                     "public_key": str(pub),
+                    "public_key_pem": str(pem) if pem else None,
+                    "type": args.key_type,
                     "encrypted": bool(passphrase),
                     "fingerprint": fp,
                     "allowed_signers_line": signers_line,
@@ -118,8 +135,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     sys.stdout.write(
         f"private key: {path} ({'encrypted' if passphrase else 'not encrypted'})\n"
-        f"public key:  {pub}\n"
-        f"fingerprint: {fp}\n"
+        f"public key:  {pub}\n" + (f"public PEM:  {pem}\n" if pem else "") + f"fingerprint: {fp}\n"
     )
     if added is not None:
         sys.stdout.write(f"added to {added.path} for {added.principal}\n")

@@ -21,11 +21,12 @@ the current folder), which verify, signers and reproduce read.
 """
 
 ADD_DESCRIPTION = """\
-Add an Ed25519 public key (KEY.pub, as made by `ftmanifest keygen` or
-`ssh-keygen -t ed25519`) to the trust file for PRINCIPAL, with the options
+Add an Ed25519 or ECDSA P-256 public key (KEY.pub, as made by `ftmanifest
+keygen` or `ssh-keygen -t ed25519`, or a PEM public key such as a model
+publisher's PUB.pem) to the trust file for PRINCIPAL, with the options
 verify requires (namespaces="ftmanifest").  The folder is created 0755 and
 the file written whole (temp file, fsync, rename), mode 0644.  Refused: a
-malformed or non-Ed25519 key, a private key, a principal with spaces,
+malformed key or one of another kind, a private key, a principal with spaces,
 commas or quotes, a key the file already trusts, an existing trust file
 that does not parse, a trust file or folder other users could change.
 Exit 0 added, 1 the trust file or a folder above it is writable by others,
@@ -36,6 +37,7 @@ EXAMPLES = """\
 examples:
   ftmanifest trust add ~/.ftmanifest/id_ed25519.pub --principal alice@example.org
   ftmanifest trust add keys/bob.pub --principal bob@example.org
+  ftmanifest trust add publisher.pem --principal models@example.org
 """
 
 

@@ -26,8 +26,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
 from ftmanifest.errors import UsageError
 from ftmanifest.signing._files import ENVELOPE_MAX_BYTES
 from ftmanifest.signing.dsse import (
@@ -54,32 +52,34 @@ from ftmanifest.signing.judge import (
     now_or,
     require_trusted,
 )
-from ftmanifest.signing.keys import fingerprint
+from ftmanifest.signing.keys import PrivateKey, fingerprint, sign_message
 from ftmanifest.signing.trust import TrustStore
 
 
-def sign_payload(payload: bytes, key: Ed25519PrivateKey) -> Signature:
-    """One DSSE signature (Ed25519 over the PAE) with the key's OpenSSH fingerprint."""
-    return Signature(keyid=fingerprint(key.public_key()), sig=key.sign(pae(PAYLOAD_TYPE, payload)))
+def sign_payload(payload: bytes, key: PrivateKey) -> Signature:
+    """One DSSE signature (Ed25519, or ECDSA P-256 with SHA-256, over the PAE)
+    with the key's OpenSSH fingerprint."""
+    message = pae(PAYLOAD_TYPE, payload)
+    return Signature(keyid=fingerprint(key.public_key()), sig=sign_message(key, message))
 
 
 def sign_statement(
     subjects: Sequence[Subject],
     predicate_type: str,
     predicate: dict[str, Any],
-    key: Ed25519PrivateKey,
+    key: PrivateKey,
 ) -> Envelope:
     """A new envelope over the canonical statement, signed by ``key``.
 
     Ed25519 is deterministic, so the same inputs give the same bytes
-    (``Envelope.to_bytes``).  A bad subject or predicate is a caller bug
+    (``Envelope.to_bytes``); ECDSA is not.  A bad subject or predicate is a caller bug
     (``ValueError``).
     """
     payload = statement_bytes(subjects, predicate_type, predicate)
     return Envelope(PAYLOAD_TYPE, payload, (sign_payload(payload, key),))
 
 
-def cosign(envelope: Envelope, key: Ed25519PrivateKey) -> Envelope:
+def cosign(envelope: Envelope, key: PrivateKey) -> Envelope:
     """``envelope`` with ``key``'s signature appended (author, then reviewer);
     unchanged when ``key`` already signed it.  Does not judge the existing
     signatures: verification does that."""

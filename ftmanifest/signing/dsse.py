@@ -23,6 +23,8 @@ from ftmanifest.signing.keys import check_keyid
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 ED25519_SIGNATURE_LEN = 64
+ECDSA_P256_DER_MAX = 72
+"""A DER ECDSA P-256 signature: SEQUENCE of two INTEGERs of at most 33 bytes."""
 MAX_SIGNATURES = 64
 """More signers than any review needs; bounds the work an envelope can cause."""
 _TOP_FIELDS = frozenset({"payloadType", "payload", "signatures"})
@@ -83,6 +85,14 @@ def _b64_field(value: Any, path: str, field: str) -> bytes:
         raise _malformed(path, f"{field}: {exc}", field=field) from None
 
 
+def _signature_shaped(sig: bytes) -> bool:
+    """64 bytes (Ed25519), or a DER SEQUENCE whose length byte matches (ECDSA);
+    the verifier of the key the keyid names judges the rest."""
+    if len(sig) == ED25519_SIGNATURE_LEN:
+        return True
+    return 8 <= len(sig) <= ECDSA_P256_DER_MAX and sig[0] == 0x30 and sig[1] == len(sig) - 2
+
+
 def parse_envelope(data: bytes, path: str) -> Envelope:
     """Parse envelope file bytes strictly; raise a signing error naming the defect.
 
@@ -134,9 +144,12 @@ def parse_envelope(data: bytes, path: str) -> Envelope:
                 hint=f"do not trust this envelope; {_RESIGN}",
             )
         sig = _b64_field(item["sig"], path, f"{field}.sig")
-        if len(sig) != ED25519_SIGNATURE_LEN:
+        if not _signature_shaped(sig):
             raise _malformed(
-                path, f"{field}.sig is {len(sig)} bytes, an Ed25519 signature is 64", field=field
+                path,
+                f"{field}.sig is {len(sig)} bytes, an Ed25519 signature is 64 and an "
+                f"ECDSA P-256 one a DER SEQUENCE of at most {ECDSA_P256_DER_MAX}",
+                field=field,
             )
         sigs.append(Signature(keyid=keyid, sig=sig))
     if payload_type != PAYLOAD_TYPE:

@@ -18,6 +18,7 @@ from cryptography.exceptions import InvalidSignature
 
 from ftmanifest.signing import errors as E
 from ftmanifest.signing.dsse import Envelope
+from ftmanifest.signing.keys import verify_message
 from ftmanifest.signing.trust import STATUS_OK, TrustStore
 
 _STATUS_ERRORS: dict[str, type[E.SignatureRefusedError]] = {
@@ -80,7 +81,7 @@ def check_signatures(envelope: Envelope, trust: TrustStore, now: datetime) -> li
             continue
         principals = tuple(dict.fromkeys(p for k in entries for p in k.principals))
         try:
-            entries[0].public_key().verify(sig.sig, message)
+            verify_message(entries[0].public_key(), sig.sig, message)
         except InvalidSignature:
             detail = "signature does not verify over the payload"
             checks.append(SignatureCheck(n, sig.keyid, "bad-signature", False, principals, detail))

@@ -1,9 +1,15 @@
-"""Ed25519 keys in OpenSSH format: generate, load, fingerprint.
+"""Signing keys: Ed25519 (the default) and ECDSA P-256; generate, load, fingerprint.
 
-Layer: signing (edge: reads and writes key files).  Keys are the same files
-``ssh-keygen -t ed25519`` makes, so existing SSH signing keys work.  The key id
-is the OpenSSH fingerprint (``SHA256:`` + unpadded base64 of the sha256 of the
-public key blob), which is what ``ssh-keygen -l`` prints.
+Layer: signing (edge: reads and writes key files).  Ed25519 keys are the
+files ``ssh-keygen -t ed25519`` makes, so existing SSH signing keys work.
+ECDSA P-256 keys (``ecdsa-sha2-nistp256``) exist for the hand-off to OpenSSF
+model-signing, which signs with elliptic-curve keys only: ``keygen`` writes
+them as PKCS#8 PEM (what ``model_signing sign key`` reads) with the public key
+both as an OpenSSH line and as PEM.  Either kind signs DSSE envelopes: Ed25519
+over the PAE, ECDSA with SHA-256 over the PAE, DER-encoded (as DSSE and
+Sigstore do).  The key id is the OpenSSH fingerprint (``SHA256:`` + unpadded
+base64 of the sha256 of the public key blob), which is what ``ssh-keygen -l``
+prints.
 """
 
 from __future__ import annotations
@@ -15,9 +21,11 @@ import re
 import struct
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from ftmanifest.fsutil import atomic_write_bytes as write_atomic
@@ -36,6 +44,13 @@ from ftmanifest.signing.errors import (
 from ftmanifest.untrusted import read_untrusted
 
 KEY_TYPE = "ssh-ed25519"
+ECDSA_KEY_TYPE = "ecdsa-sha2-nistp256"
+SIGNING_KEY_TYPES = (KEY_TYPE, ECDSA_KEY_TYPE)
+"""The OpenSSH key types that sign and verify ftmanifest statements."""
+_ECDSA_CURVE = b"nistp256"
+KeyKind = Literal["ed25519", "ecdsa-p256"]
+PrivateKey = Ed25519PrivateKey | ec.EllipticCurvePrivateKey
+PublicKey = Ed25519PublicKey | ec.EllipticCurvePublicKey
 PassphraseSource = Callable[[], bytes]
 KEYID = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
 """An OpenSSH SHA256 fingerprint: unpadded base64 of 32 bytes."""
@@ -85,10 +100,21 @@ def _ssh_string(data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + data
 
 
-def public_key_blob(key: Ed25519PublicKey) -> bytes:
-    """The SSH wire-format public key blob (RFC 8709 section 4)."""
-    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return _ssh_string(KEY_TYPE.encode()) + _ssh_string(raw)
+def _is_p256(key: ec.EllipticCurvePublicKey | ec.EllipticCurvePrivateKey) -> bool:
+    return isinstance(key.curve, ec.SECP256R1)
+
+
+def public_key_blob(key: PublicKey) -> bytes:
+    """The SSH wire-format public key blob (RFC 8709 section 4, RFC 5656 section 3.1)."""
+    if isinstance(key, Ed25519PublicKey):
+        raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        return _ssh_string(KEY_TYPE.encode()) + _ssh_string(raw)
+    if not _is_p256(key):
+        raise ValueError(f"ECDSA keys on {key.curve.name} are not supported (P-256 only)")
+    point = key.public_bytes(
+        serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+    )
+    return _ssh_string(ECDSA_KEY_TYPE.encode()) + _ssh_string(_ECDSA_CURVE) + _ssh_string(point)
 
 
 def fingerprint_of_blob(blob: bytes) -> str:
@@ -96,16 +122,15 @@ def fingerprint_of_blob(blob: bytes) -> str:
     return "SHA256:" + digest.rstrip("=")
 
 
-def fingerprint(key: Ed25519PublicKey) -> str:
+def fingerprint(key: PublicKey) -> str:
     """OpenSSH SHA256 fingerprint, the key id used in envelopes."""
     return fingerprint_of_blob(public_key_blob(key))
 
 
-def public_key_from_blob(blob: bytes) -> Ed25519PublicKey:
-    """Parse an ``ssh-ed25519`` blob; ``ValueError`` names the defect."""
+def _blob_fields(blob: bytes) -> list[bytes]:
     fields: list[bytes] = []
     pos = 0
-    while pos < len(blob) and len(fields) < 2:
+    while pos < len(blob) and len(fields) < 3:
         if pos + 4 > len(blob):
             raise ValueError("truncated key blob")
         (size,) = struct.unpack(">I", blob[pos : pos + 4])
@@ -114,18 +139,62 @@ def public_key_from_blob(blob: bytes) -> Ed25519PublicKey:
             raise ValueError("truncated key blob")
         fields.append(blob[pos : pos + size])
         pos += size
-    if len(fields) != 2 or pos != len(blob):
+    if pos != len(blob):
+        raise ValueError("key blob holds more than a type and a key")
+    return fields
+
+
+def public_key_from_blob(blob: bytes) -> PublicKey:
+    """Parse an ``ssh-ed25519`` or ``ecdsa-sha2-nistp256`` blob; ``ValueError`` names the defect."""
+    fields = _blob_fields(blob)
+    if fields and fields[0] == ECDSA_KEY_TYPE.encode():
+        if len(fields) != 3 or fields[1] != _ECDSA_CURVE:
+            raise ValueError("ecdsa-sha2-nistp256 key blob does not name the nistp256 curve")
+        if len(fields[2]) != 65 or fields[2][0] != 4:
+            raise ValueError("ECDSA P-256 key is not an uncompressed 65-byte point")
+        # from_encoded_point refuses a point that is not on the curve
+        return ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), fields[2])
+    if len(fields) != 2:
         raise ValueError("key blob does not hold exactly a type and a key")
     if fields[0] != KEY_TYPE.encode():
-        raise ValueError(f"key blob type is {fields[0][:40]!r}, not {KEY_TYPE}")
+        raise ValueError(f"key blob type is {fields[0][:40]!r}, not {KEY_TYPE} or {ECDSA_KEY_TYPE}")
     if len(fields[1]) != 32:
         raise ValueError(f"Ed25519 key is {len(fields[1])} bytes, not 32")
     check_public_key_bytes(fields[1])
     return Ed25519PublicKey.from_public_bytes(fields[1])
 
 
-def public_key_line(key: Ed25519PublicKey, comment: str = "") -> str:
-    line = f"{KEY_TYPE} {base64.b64encode(public_key_blob(key)).decode('ascii')}"
+def key_type_of_blob(blob: bytes) -> str:
+    """The OpenSSH key type a (valid) blob names."""
+    return _blob_fields(blob)[0].decode("ascii", "replace")
+
+
+def sign_message(key: PrivateKey, message: bytes) -> bytes:
+    """Ed25519 over ``message``, or ECDSA P-256 with SHA-256 (DER-encoded)."""
+    if isinstance(key, Ed25519PrivateKey):
+        return key.sign(message)
+    return key.sign(message, ec.ECDSA(hashes.SHA256()))
+
+
+def verify_message(key: PublicKey, signature: bytes, message: bytes) -> None:
+    """Raise ``cryptography.exceptions.InvalidSignature`` unless ``signature`` is
+    ``key``'s over ``message``."""
+    if isinstance(key, Ed25519PublicKey):
+        key.verify(signature, message)
+    else:
+        key.verify(signature, message, ec.ECDSA(hashes.SHA256()))
+
+
+def public_key_pem(key: PublicKey) -> bytes:
+    """The public key as PEM (SubjectPublicKeyInfo), as model-signing reads it."""
+    return key.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def public_key_line(key: PublicKey, comment: str = "") -> str:
+    blob = public_key_blob(key)
+    line = f"{key_type_of_blob(blob)} {base64.b64encode(blob).decode('ascii')}"
     return f"{line} {comment}" if comment else line
 
 
@@ -152,24 +221,31 @@ def _unreadable(exc: Exception, path: Path) -> Exception:
             path=str(path),
             hint="encrypted OpenSSH keys need the `bcrypt` package: pip install bcrypt",
         )
-    if "checksum" in str(exc).lower():
+    low = str(exc).lower()
+    if "checksum" in low or "incorrect password" in low or "bad decrypt" in low:
         return BadPassphraseError(
             "wrong passphrase for private key",
             path=str(path),
             hint="check the passphrase (the value of --passphrase-env's variable)",
         )
     return MalformedKeyError(
-        f"not an OpenSSH private key: {exc}",
+        f"not an OpenSSH or PEM private key: {exc}",
         path=str(path),
-        expected="-----BEGIN OPENSSH PRIVATE KEY----- (ssh-keygen -t ed25519)",
+        expected="-----BEGIN OPENSSH PRIVATE KEY----- (ssh-keygen -t ed25519) "
+        "or -----BEGIN PRIVATE KEY----- (ftmanifest keygen --type ecdsa-p256)",
         hint="use a key made by `ftmanifest keygen` or `ssh-keygen -t ed25519`",
     )
 
 
 def _load(data: bytes, password: bytes | None, path: Path) -> object:
-    """cryptography's loader.  TypeError ("password-protected, but password was
-    not provided") passes through on the first, password-less try."""
+    """cryptography's loader (OpenSSH format, else PEM: PKCS#8 or SEC1).
+    TypeError ("password-protected, but password was not provided") passes
+    through on the first, password-less try."""
+    openssh = b"-----BEGIN OPENSSH PRIVATE KEY-----" in data[:200]
+    pem = not openssh and data.lstrip().startswith(b"-----BEGIN ")
     try:
+        if pem:
+            return serialization.load_pem_private_key(data, password=password)
         return serialization.load_ssh_private_key(data, password=password)
     except TypeError as exc:
         if password is None:
@@ -190,8 +266,10 @@ def _read_key_file(path: Path) -> bytes:
             hint="create one with `ftmanifest keygen -f PATH` or pass --key PATH",
         ) from None
     head = data.lstrip()[:64]
-    if head.startswith((b"ssh-", b"ecdsa-", b"sk-")) or b"BEGIN SSH2 PUBLIC KEY" in head:
-        private = path.with_name(path.name[: -len(".pub")]) if path.suffix == ".pub" else None
+    public = (b"BEGIN SSH2 PUBLIC KEY", b"BEGIN PUBLIC KEY")
+    if head.startswith((b"ssh-", b"ecdsa-", b"sk-")) or any(p in head for p in public):
+        stem = path.name.removesuffix(".pem").removesuffix(".pub")
+        private = path.with_name(stem) if stem != path.name else None
         raise PublicKeyGivenError(
             "this is a public key; signing needs the private key",
             path=str(path),
@@ -202,8 +280,9 @@ def _read_key_file(path: Path) -> bytes:
     return data
 
 
-def load_private_key(path: Path, passphrase: PassphraseSource | None = None) -> Ed25519PrivateKey:
-    """Load an OpenSSH-format Ed25519 private key, asking ``passphrase()`` only if needed."""
+def load_private_key(path: Path, passphrase: PassphraseSource | None = None) -> PrivateKey:
+    """Load an Ed25519 or ECDSA P-256 private key (OpenSSH format or PEM),
+    asking ``passphrase()`` only if needed."""
     data = _read_key_file(path)
     check_private_key_mode(path)
     try:
@@ -226,42 +305,70 @@ def load_private_key(path: Path, passphrase: PassphraseSource | None = None) -> 
                 hint="check the passphrase (the value of --passphrase-env's variable)",
             ) from None
         key = _load(data, secret, path)
-    if not isinstance(key, Ed25519PrivateKey):
-        raise UnsupportedKeyError(
-            "only Ed25519 keys can sign manifests",
-            path=str(path),
-            expected="ssh-ed25519",
-            observed=type(key).__name__.replace("PrivateKey", "").lstrip("_") or "other",
-            hint="create an Ed25519 key: ftmanifest keygen -f PATH",
-        )
-    return key
+    if isinstance(key, Ed25519PrivateKey):
+        return key
+    if isinstance(key, ec.EllipticCurvePrivateKey) and _is_p256(key):
+        return key
+    observed = type(key).__name__.replace("PrivateKey", "").lstrip("_") or "other"
+    if isinstance(key, ec.EllipticCurvePrivateKey):
+        observed = f"ECDSA on {key.curve.name}"
+    raise UnsupportedKeyError(
+        "only Ed25519 and ECDSA P-256 keys can sign",
+        path=str(path),
+        expected=f"{KEY_TYPE} or {ECDSA_KEY_TYPE}",
+        observed=observed,
+        hint="create a key: ftmanifest keygen -f PATH (Ed25519) "
+        "or ftmanifest keygen -f PATH --type ecdsa-p256",
+    )
 
 
-def generate_key_pair(path: Path, *, comment: str = "", passphrase: bytes | None = None) -> str:
-    """Write PATH (0600, OpenSSH format) and PATH.pub; return the fingerprint.
+def key_pair_paths(path: Path, kind: KeyKind = "ed25519") -> tuple[Path, ...]:
+    """The files ``generate_key_pair`` writes: PATH, PATH.pub (and PATH.pub.pem for ECDSA)."""
+    pub = path.with_name(path.name + ".pub")
+    return (path, pub) if kind == "ed25519" else (path, pub, pub.with_name(pub.name + ".pem"))
 
-    Refuses to overwrite either file.  The private key is created with
-    O_CREAT|O_EXCL and mode 0600, so it is never readable by others, not even
-    for an instant.
+
+def generate_key_pair(
+    path: Path,
+    *,
+    comment: str = "",
+    passphrase: bytes | None = None,
+    kind: KeyKind = "ed25519",
+) -> str:
+    """Write PATH (0600) and PATH.pub (the OpenSSH line); return the fingerprint.
+
+    Ed25519 (the default) is written in OpenSSH format; ``kind="ecdsa-p256"``
+    writes PATH as PKCS#8 PEM (what model-signing reads) and the public key
+    also as PEM at PATH.pub.pem.  Refuses to overwrite any of them.  The
+    private key is created with O_CREAT|O_EXCL and mode 0600, so it is never
+    readable by others, not even for an instant.
     """
-    pub_path = path.with_name(path.name + ".pub")
-    for existing in (path, pub_path):
+    paths = key_pair_paths(path, kind)
+    pub_path = paths[1]
+    for existing in paths:
         if existing.exists() or existing.is_symlink():
             raise KeyExistsError(
                 "key file already exists; refusing to overwrite it",
                 path=str(existing),
                 hint="choose another path with -f, or delete the old key pair first",
             )
-    key = Ed25519PrivateKey.generate()
+    key: PrivateKey = (
+        Ed25519PrivateKey.generate()
+        if kind == "ed25519"
+        else ec.generate_private_key(ec.SECP256R1())
+    )
+    form = (
+        serialization.PrivateFormat.OpenSSH
+        if kind == "ed25519"
+        else serialization.PrivateFormat.PKCS8
+    )
     encryption: serialization.KeySerializationEncryption = (
         serialization.BestAvailableEncryption(passphrase)
         if passphrase
         else serialization.NoEncryption()
     )
     try:
-        pem = key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, encryption
-        )
+        pem = key.private_bytes(serialization.Encoding.PEM, form, encryption)
     except UnsupportedAlgorithm as exc:
         raise UnsupportedKeyError(
             f"cannot encrypt the key: {exc}",
@@ -284,11 +391,16 @@ def generate_key_pair(path: Path, *, comment: str = "", passphrase: bytes | None
             raise write_failed(exc, path, "private key") from None
         raise
     public = key.public_key()
-    try:
-        write_atomic(pub_path, (public_key_line(public, comment) + "\n").encode(), mode=0o644)
-    except OSError as exc:
-        path.unlink(missing_ok=True)
-        raise write_failed(exc, pub_path, "public key") from None
+    written = [(pub_path, (public_key_line(public, comment) + "\n").encode())]
+    if len(paths) == 3:
+        written.append((paths[2], public_key_pem(public)))
+    for target, data in written:
+        try:
+            write_atomic(target, data, mode=0o644)
+        except OSError as exc:
+            for done in paths[: paths.index(target)]:
+                done.unlink(missing_ok=True)
+            raise write_failed(exc, target, "public key") from None
     return fingerprint(public)
 
 

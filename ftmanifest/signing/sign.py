@@ -10,14 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
 from ftmanifest.fsutil import atomic_write_bytes as write_atomic
 from ftmanifest.signing._files import ENVELOPE_MAX_BYTES
 from ftmanifest.signing.attest import cosign, sign_statement
 from ftmanifest.signing.dsse import parse_envelope
 from ftmanifest.signing.errors import MalformedEnvelopeError, StaleEnvelopeError
-from ftmanifest.signing.keys import write_failed
+from ftmanifest.signing.keys import PrivateKey, write_failed
 from ftmanifest.signing.statement import PREDICATE_TYPE, manifest_subject
 from ftmanifest.untrusted import read_untrusted
 
@@ -41,7 +39,7 @@ class SignResult:
 def sign_manifest(
     manifest_path: Path,
     canonical: dict[str, Any],
-    key: Ed25519PrivateKey,
+    key: PrivateKey,
     *,
     replace: bool = False,
 ) -> SignResult:

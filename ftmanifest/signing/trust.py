@@ -11,17 +11,17 @@ patterns know only ``*``, ``?`` and ``!``.  Deviations, all toward refusing: a
 malformed line anywhere makes the whole file malformed (ssh stops at it only
 when it reaches it); a line without a ``namespaces`` option does not count
 for ftmanifest (ssh would allow every namespace); certificate authorities and
-non-Ed25519 keys are skipped with a warning; small-order keys are refused.
+keys other than Ed25519 and ECDSA P-256 are skipped with a warning;
+small-order Ed25519 keys and off-curve ECDSA points are refused.
 Which file is used, and why, is ``locate``'s business.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from ftmanifest.signing._files import TRUST_MAX_BYTES
 from ftmanifest.signing._ssh_line import match_list, parse_allowed_line
@@ -31,7 +31,12 @@ from ftmanifest.signing.errors import (
     TrustFileNotFoundError,
     WeakKeyError,
 )
-from ftmanifest.signing.keys import KEY_TYPE, fingerprint_of_blob, public_key_from_blob
+from ftmanifest.signing.keys import (
+    SIGNING_KEY_TYPES,
+    PublicKey,
+    fingerprint_of_blob,
+    public_key_from_blob,
+)
 from ftmanifest.signing.locate import DEFAULT_TRUST, find_trust_file
 from ftmanifest.untrusted import read_untrusted
 
@@ -56,8 +61,10 @@ class TrustedKey:
     valid_before: int | None
     """Seconds since the epoch (valid up to and including this second)."""
     line: int
+    keytype: str = "ssh-ed25519"
+    """``ssh-ed25519`` or ``ecdsa-sha2-nistp256``."""
 
-    def public_key(self) -> Ed25519PublicKey:
+    def public_key(self) -> PublicKey:
         return public_key_from_blob(self.blob)
 
     def matches_principal(self, name: str) -> bool:
@@ -89,10 +96,15 @@ def _parse_line(text: str, lineno: int, warnings: list[str], path: Path) -> Trus
     if parsed.cert_authority:
         warnings.append(f"{path}:{lineno}: cert-authority lines are not supported; skipped")
         return None
-    if parsed.keytype != KEY_TYPE:
-        warnings.append(f"{path}:{lineno}: {parsed.keytype} keys are not supported (Ed25519 only)")
+    if parsed.keytype not in SIGNING_KEY_TYPES:
+        warnings.append(
+            f"{path}:{lineno}: {parsed.keytype} keys are not supported "
+            "(Ed25519 and ECDSA P-256 only)"
+        )
         return None
     public_key_from_blob(parsed.blob)  # validate now (incl. small order), not when verifying
+    if not parsed.blob.startswith(struct.pack(">I", len(parsed.keytype)) + parsed.keytype.encode()):
+        raise ValueError(f"the key is not of the type the line names ({parsed.keytype})")
     return TrustedKey(
         principals=parsed.principals,
         blob=parsed.blob,
@@ -101,6 +113,7 @@ def _parse_line(text: str, lineno: int, warnings: list[str], path: Path) -> Trus
         valid_after=parsed.valid_after,
         valid_before=parsed.valid_before,
         line=lineno,
+        keytype=parsed.keytype,
     )
 
 

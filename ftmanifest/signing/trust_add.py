@@ -2,8 +2,11 @@
 
 Layer: signing (edge: reads a public key file, writes the trust file).  The
 line written is the one ``trust`` reads back:
-``PRINCIPAL namespaces="ftmanifest" ssh-ed25519 KEY [comment]``.  Refused
-before anything is written: a key that is not an Ed25519 public key, a
+``PRINCIPAL namespaces="ftmanifest" KEYTYPE KEY [comment]``.  The public
+key is an OpenSSH line (``ssh-ed25519`` or ``ecdsa-sha2-nistp256``) or a PEM
+public key (``-----BEGIN PUBLIC KEY-----``, as model-signing publishers hand
+out); a PEM key is written as its OpenSSH line.  Refused before anything is
+written: a key that is not an Ed25519 or ECDSA P-256 public key, a
 principal ssh would read as something else, a key the file already trusts,
 an existing file that does not parse, and a trust file or folder that
 another user could change (the same StrictModes check verify applies).  The
@@ -32,12 +35,20 @@ from ftmanifest.signing.errors import (
     MalformedTrustFileError,
     UnsupportedKeyError,
 )
-from ftmanifest.signing.keys import KEY_TYPE, fingerprint_of_blob, public_key_from_blob
+from ftmanifest.signing.keys import (
+    KEY_TYPE,
+    SIGNING_KEY_TYPES,
+    fingerprint_of_blob,
+    key_type_of_blob,
+    public_key_blob,
+    public_key_from_blob,
+)
 from ftmanifest.signing.locate import DEFAULT_TRUST
 from ftmanifest.signing.trust import NAMESPACE, parse_trust
 from ftmanifest.untrusted import read_untrusted
 
-_KEY_FIX = "pass the .pub file made by `ftmanifest keygen` or `ssh-keygen -t ed25519`"
+_KEY_FIX = "pass the .pub (or .pub.pem) file made by `ftmanifest keygen` or `ssh-keygen -t ed25519`"
+_TYPES = " or ".join(SIGNING_KEY_TYPES)
 # Characters that would end or split an ssh principal list (sshsig.c strdelimw).
 _NOT_IN_PRINCIPAL = frozenset(' \t",#')
 
@@ -89,40 +100,70 @@ def read_public_key(path: Path) -> tuple[bytes, str]:
             hint="create a key pair with `ftmanifest keygen -f PATH` and pass PATH.pub",
         ) from None
     text = data.decode("utf-8", errors="replace").strip()
+    if text.startswith("-----BEGIN PUBLIC KEY-----"):
+        return _pem_public_key(data, path), ""
     if text.startswith("-----BEGIN"):
         raise MalformedKeyError(
             "this is a private key: trust needs the public key, and the private key must "
             "stay with its owner",
             path=str(path),
-            expected="a public key line: ssh-ed25519 AAAA... [comment]",
+            expected="a public key line (ssh-ed25519 AAAA... [comment]) or a PEM public key",
             observed=text.splitlines()[0][:60],
             hint=f"pass {path}.pub (made beside it by `ftmanifest keygen`)",
         )
     words = text.splitlines()[0].split(None, 2) if text else []
     keytype = words[0] if words else ""
-    if keytype != KEY_TYPE and keytype in KEY_TYPES:
+    if keytype not in SIGNING_KEY_TYPES and keytype in KEY_TYPES:
         raise UnsupportedKeyError(
-            f"{keytype[:40]} keys cannot sign manifests (Ed25519 only)",
+            f"{keytype[:40]} keys cannot sign (Ed25519 and ECDSA P-256 only)",
             path=str(path),
-            expected=KEY_TYPE,
+            expected=_TYPES,
             observed=keytype[:40],
-            hint="create an Ed25519 key: ftmanifest keygen -f PATH, then trust PATH.pub",
+            hint="create a key: ftmanifest keygen -f PATH, then trust PATH.pub",
         )
     try:
-        if keytype != KEY_TYPE or len(words) < 2:
-            raise ValueError("no ssh-ed25519 key on the first line")
+        if keytype not in SIGNING_KEY_TYPES or len(words) < 2:
+            raise ValueError(f"no {_TYPES} key on the first line")
         blob = b64decode_strict(words[1])
         public_key_from_blob(blob)
+        if key_type_of_blob(blob) != keytype:
+            raise ValueError(f"the key is not of the type the line names ({keytype})")
     except ValueError as exc:
         raise MalformedKeyError(
-            f"not an ssh-ed25519 public key: {exc}",
+            f"not an {keytype if keytype in SIGNING_KEY_TYPES else KEY_TYPE} public key: {exc}",
             path=str(path),
-            expected="ssh-ed25519 AAAA... [comment] (one line)",
+            expected=f"{_TYPES} AAAA... [comment] (one line)",
             observed=(text.splitlines()[0][:60] if text else "an empty file"),
             hint=f"{_KEY_FIX}; create one with `ftmanifest keygen -f PATH`",
         ) from None
     comment = words[2].strip() if len(words) > 2 else ""
     return blob, comment if comment.isprintable() else ""
+
+
+def _pem_public_key(data: bytes, path: Path) -> bytes:
+    """The OpenSSH blob of a PEM (SubjectPublicKeyInfo) Ed25519 or ECDSA P-256 key."""
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+    try:
+        key = load_pem_public_key(data)
+    except (ValueError, TypeError) as exc:
+        raise MalformedKeyError(
+            f"not a readable PEM public key: {exc}",
+            path=str(path),
+            expected="-----BEGIN PUBLIC KEY----- (an Ed25519 or ECDSA P-256 key)",
+            observed="a PEM block that does not parse",
+            hint=_KEY_FIX,
+        ) from None
+    try:
+        return public_key_blob(key)  # type: ignore[arg-type]  # other kinds: refused below
+    except (ValueError, AttributeError, TypeError):
+        raise UnsupportedKeyError(
+            f"{type(key).__name__.lstrip('_')} keys cannot sign (Ed25519 and ECDSA P-256 only)",
+            path=str(path),
+            expected=_TYPES,
+            observed=type(key).__name__.lstrip("_"),
+            hint="ask the publisher for an Ed25519 or ECDSA P-256 public key",
+        ) from None
 
 
 def _check_folders(folder: Path, stop: Path) -> None:
@@ -186,7 +227,7 @@ def add_trusted_key(trust: Path, public_key: Path, principal: str, stop: Path) -
             hint=f"edit line {key.line} of {trust} to change its principal or options",
         )
     b64 = base64.b64encode(blob).decode("ascii")
-    line = f'{principal} namespaces="{NAMESPACE}" {KEY_TYPE} {b64}' + (
+    line = f'{principal} namespaces="{NAMESPACE}" {key_type_of_blob(blob)} {b64}' + (
         f" {comment}" if comment else ""
     )
     new = text + ("\n" if text and not text.endswith("\n") else "") + line + "\n"

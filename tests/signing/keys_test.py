@@ -81,7 +81,8 @@ def test_group_or_world_readable_key_is_refused(tmp_path, mode) -> None:
 
 
 def test_non_ed25519_and_garbage_keys_are_refused(tmp_path) -> None:
-    ecdsa = ec.generate_private_key(ec.SECP256R1())
+    # ECDSA P-256 signs too (ecdsa_keys_test); another curve is refused
+    ecdsa = ec.generate_private_key(ec.SECP384R1())
     path = tmp_path / "ecdsa"
     path.write_bytes(
         ecdsa.private_bytes(
@@ -91,7 +92,7 @@ def test_non_ed25519_and_garbage_keys_are_refused(tmp_path) -> None:
         )
     )
     path.chmod(0o600)
-    with pytest.raises(E.UnsupportedKeyError, match="only Ed25519"):
+    with pytest.raises(E.UnsupportedKeyError, match="only Ed25519 and ECDSA P-256"):
         load_private_key(path)
     junk = tmp_path / "junk"
     junk.write_text("not a key\n")
