@@ -56,6 +56,7 @@ COMMANDS: dict[str, str] = {
     "compare": "compare",
     "audit": "audit",
     "report": "report",
+    "export": "export",
     "backup": "backup",
     "restore": "restore",
     "prune": "prune",

@@ -21,8 +21,11 @@ def report_data(
     return {
         "manifest": audit.get("manifest"),
         "signature": audit.get("signature"),
+        "experiment": _experiment(manifest),
         "deliverable": {
             "path": deliverable.get("path"),
+            "kind": deliverable.get("kind"),
+            "tree_digest": deliverable.get("tree_digest"),
             "files": deliverable.get("files") or [],
             "binding": _binding(binding),
             "config": _method(manifest),
@@ -30,6 +33,7 @@ def report_data(
         "model": audit.get("model"),
         "environment": audit.get("environment"),
         "data": audit.get("data") or [],
+        "training": _training(manifest),
         "comparison": _comparison(audit.get("comparison"), manifest),
         "findings": audit.get("findings") or [],
         "history": history(audit.get("history")),
@@ -50,15 +54,29 @@ def _method(manifest: Any) -> dict[str, Any] | None:
     return method.model_dump(mode="json", exclude_none=True) if method is not None else None
 
 
+def _experiment(manifest: Any) -> dict[str, Any] | None:
+    experiment = getattr(manifest, "experiment", None)
+    if experiment is None:
+        return None
+    return {k: getattr(experiment, k, None) for k in ("id", "task", "hypothesis")}
+
+
+def _training(manifest: Any) -> dict[str, Any] | None:
+    """The recipe: the training section as the manifest states it."""
+    training = getattr(manifest, "training", None)
+    if training is None:
+        return None
+    return training.model_dump(mode="json", exclude_none=True, exclude_defaults=True) or None
+
+
 def _comparison(comparison: Mapping[str, Any] | None, manifest: Any) -> dict[str, Any] | None:
     result = (comparison or {}).get("result")
     if not isinstance(result, Mapping):
         return None
     guards = list(getattr(manifest.experiment, "guards", []) or [])
 
-    def max_drop(i: object) -> float | None:
-        guard = guards[i] if isinstance(i, int) and 0 <= i < len(guards) else None
-        return getattr(guard, "max_drop", None)
+    def guard(i: object) -> Any:
+        return guards[i] if isinstance(i, int) and 0 <= i < len(guards) else None
 
     return {
         "guards": [
@@ -72,9 +90,10 @@ def _comparison(comparison: Mapping[str, Any] | None, manifest: Any) -> dict[str
         "per_category": [
             {
                 "category": c.get("category"),
+                "metric": getattr(guard(c.get("guard")), "metric", None),
                 "baseline": c.get("baseline"),
                 "candidate": c.get("candidate"),
-                "max_drop": max_drop(c.get("guard")),
+                "max_drop": getattr(guard(c.get("guard")), "max_drop", None),
                 "ci_low": (c.get("interval") or [None, None])[0],
                 "ci_high": (c.get("interval") or [None, None])[1],
                 "verdict": c.get("verdict"),

@@ -1,8 +1,9 @@
-"""The handoff report: JSON, Markdown and one self-contained HTML page (issue 13).
+"""The handoff report: JSON, Markdown, one self-contained HTML page and a model card.
 
 Layer: edge (a file writer).  ``audit`` and ``ftmanifest report`` hand
 ``write_report`` the audit's data; it writes ``handoff.json``,
-``handoff.md`` and ``handoff.html`` into ``out_dir``, each atomically.
+``handoff.md``, ``handoff.html`` and the Hugging Face model card ``README.md``
+(``modelcard``) into ``out_dir``, each atomically.
 
 The HTML needs no network, no external asset and no JavaScript: inline CSS,
 inline SVG (``charts``), and a Content-Security-Policy of ``default-src
@@ -19,13 +20,15 @@ available")::
 
     {"manifest": {"path", "digest"},
      "signature": {...} | None,             # shown as key/value rows
-     "deliverable": {"path", "files": [{"path", "digest", "size"}],
+     "experiment": {"id", "task", "hypothesis"} | None,     # the model card only
+     "deliverable": {"path", "kind", "tree_digest", "files": [{"path", "digest", "size"}],
                      "binding": {...} | None, "config": {...}},
      "model": {"repo" | "path", "revision", "tree_digest", "license"},
      "environment": {...},
      "data": [{"name", "path", "digest", "records", "license"}],
+     "training": {...} | None,              # the recipe (the model card only)
      "comparison": {"guards": [{"name", "verdict", "detail"}],
-                    "per_category": [{"category", "baseline", "candidate",
+                    "per_category": [{"category", "metric", "baseline", "candidate",
                                       "max_drop", "ci_low", "ci_high", "verdict"}],
                     "changed_examples": {"<category>": {"improved": [ids],
                                                         "regressed": [ids]}}} | None,
@@ -41,8 +44,6 @@ baseline; the tolerance of a category is ``baseline - max_drop``.
 from __future__ import annotations
 
 import json
-import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,15 +57,15 @@ from ftmanifest.fsutil import atomic_write_text
 from ftmanifest.manifest.jsonkeys import unique_keys
 from ftmanifest.output import to_json
 from ftmanifest.results.charts import category_chart
+from ftmanifest.results.mdtext import code as _code
+from ftmanifest.results.mdtext import md as _md
+from ftmanifest.results.mdtext import num as _num
+from ftmanifest.results.mdtext import portable
+from ftmanifest.results.modelcard import CARD_PATH, render_model_card
 from ftmanifest.safe_text import escape
 
 TEMPLATES = Path(__file__).parent / "templates"
 EXAMPLES_SHOWN = 50  # changed example ids listed per category and direction
-_MD_SPECIAL = set("\\`*_{}[]<>|!&#")
-# What GFM's autolink extension turns into a link in plain text.
-_AUTOLINK = re.compile(
-    r"(?i)(?:\b(?:https?|ftp)://|\bwww\.|\b(?:mailto|xmpp):)\S*|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
-)
 
 
 @dataclass(frozen=True)
@@ -74,9 +75,16 @@ class ReportPaths:
     json: Path
     markdown: Path
     html: Path
+    model_card: Path
+    redacted: int = 0  # values the model card masked (``modelcard``)
 
     def to_dict(self) -> dict[str, str]:
-        return {"json": str(self.json), "markdown": str(self.markdown), "html": str(self.html)}
+        return {
+            "json": str(self.json),
+            "markdown": str(self.markdown),
+            "html": str(self.html),
+            "model_card": str(self.model_card),
+        }
 
 
 def _text(value: object) -> str | None:
@@ -219,43 +227,6 @@ def build_context(data: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _num(value: object, digits: int = 3) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return "n/a" if value is None else str(value)
-    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
-
-
-def _md(value: object) -> str:
-    """Free text for Markdown: no emphasis, link, HTML or table cell break survives.
-
-    GitHub-flavoured Markdown also links bare URLs, ``www.`` names and e-mail
-    addresses in plain text (its autolink extension), which no escape stops:
-    those are set as code spans, where nothing is a link.
-    """
-    text = "n/a" if value is None else str(value)
-    out, pos = [], 0
-    for m in _AUTOLINK.finditer(text):
-        out.append(_escape_md(text[pos : m.start()]))
-        out.append(_code(m.group()))
-        pos = m.end()
-    out.append(_escape_md(text[pos:]))
-    return "".join(out)
-
-
-def _escape_md(text: str) -> str:
-    return "".join("\\" + c if c in _MD_SPECIAL else c for c in text)
-
-
-def _code(value: object) -> str:
-    """A value as a Markdown code span: nothing inside is interpreted."""
-    if value is None:
-        return "n/a"
-    text = str(value).replace("|", "\\|")
-    fence = "`" * (max((len(r) for r in re.findall("`+", text)), default=0) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
-
-
 def _environment(*, html: bool) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -269,45 +240,6 @@ def _environment(*, html: bool) -> jinja2.Environment:
     env.filters["md"] = _md
     env.filters["code"] = _code
     return env
-
-
-# An absolute POSIX path in a value or inside a sentence: a slash that follows no
-# word, path or URL character, up to the next space, quote or separator.
-_ABSOLUTE = re.compile(r"(?<![\w.~/:@-])/[^\s\"'`,;()<>|]+")
-_KEPT = 2  # trailing components kept of a path outside the project and home
-
-
-def portable(value: Any, base: str | None = None, home: str | None = None) -> Any:
-    """``value`` with no absolute path of this machine in it, for the readable
-    renderings a report is handed on with: a path under ``base`` (default: the
-    working folder, where the audit's own relative paths start) becomes relative
-    to it, one under ``home`` starts with ``~/``, any other keeps its last two
-    names (at most) behind ``.../``.  Strings anywhere in dicts and lists are rewritten,
-    sentences included; URLs and relative paths are left as they are."""
-    base = os.path.abspath(base or os.getcwd())
-    home = os.path.abspath(home or os.path.expanduser("~"))
-
-    def short(match: re.Match[str]) -> str:
-        path = match.group()
-        real = os.path.normpath(path)
-        for root, lead in ((base, ""), (home, "~/")):
-            for form in {root, os.path.realpath(root)}:
-                if real == form:
-                    return "." if not lead else "~"
-                if real.startswith(form.rstrip("/") + "/"):
-                    return lead + os.path.relpath(real, form)
-        return ".../" + "/".join([n for n in real.split("/") if n][-_KEPT:])
-
-    def walk(item: Any) -> Any:
-        if isinstance(item, str):
-            return _ABSOLUTE.sub(short, item)
-        if isinstance(item, Mapping):
-            return {k: walk(v) for k, v in item.items()}
-        if isinstance(item, (list, tuple)):
-            return [walk(v) for v in item]
-        return item
-
-    return walk(value)
 
 
 def render_html(data: Mapping[str, Any]) -> str:
@@ -372,10 +304,20 @@ def _duplicate(key: str) -> ValueError:
 
 
 def write_report(data: Mapping[str, Any], out_dir: Path, *, mode: int = 0o644) -> ReportPaths:
-    """Render ``data`` and write the three files into ``out_dir`` (created if missing)."""
+    """Render ``data`` and write the three files and the model card (``README.md``,
+    ``modelcard``) into ``out_dir`` (created if missing).  Everything is rendered
+    before anything is written: a card the scan refuses leaves no file behind."""
     out_dir = Path(out_dir)
-    paths = ReportPaths(out_dir / "handoff.json", out_dir / "handoff.md", out_dir / "handoff.html")
-    texts = (render_json(data), render_markdown(data), render_html(data))
-    for path, text in zip((paths.json, paths.markdown, paths.html), texts, strict=True):
+    card = render_model_card(data)
+    paths = ReportPaths(
+        out_dir / "handoff.json",
+        out_dir / "handoff.md",
+        out_dir / "handoff.html",
+        out_dir / CARD_PATH,
+        card.redacted,
+    )
+    texts = (render_json(data), render_markdown(data), render_html(data), card.text)
+    targets = (paths.json, paths.markdown, paths.html, paths.model_card)
+    for path, text in zip(targets, texts, strict=True):
         atomic_write_text(path, text, mode=mode, make_parents=True)
     return paths

@@ -192,9 +192,10 @@ def _svg(html: str) -> ET.Element:
     return ET.fromstring(match.group())
 
 
-def test_full_report_writes_three_files(tmp_path: Path) -> None:
+def test_full_report_writes_three_files_and_the_model_card(tmp_path: Path) -> None:
     paths = write_report(full_data(), tmp_path / "out")
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "README.md",
         "handoff.html",
         "handoff.json",
         "handoff.md",
