@@ -135,7 +135,13 @@ def scan_binary(
         if fmt == "tar" or (fmt == "binary" and torch_archive.is_tar(path)):
             return out + torch_archive.scan_tar(ctx)
         kind = {"pickle": "pickle", "torch-legacy": "torch-legacy", "npy": "npy"}.get(fmt)
-        return out + ctx.content(lambda: open_binary(path), None, kind=kind)
+        found = ctx.content(lambda: open_binary(path), None, kind=kind)
+        if fmt == "binary" and [f.rule for f in found] == ["scan.unknown-format"]:
+            from ftmanifest.scan.artifacts.onnx_external import judge_external_data
+
+            as_data = judge_external_data(path)  # raw tensor bytes an ONNX model names
+            found = found if as_data is None else as_data
+        return out + found
     except OSError as exc:
         why = f"cannot read file: {exc.strerror or exc}"
         return [part_not_scanned(str(path), why, rule="scan.unreadable")]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from ftmanifest.findings import Finding
 from ftmanifest.held import open_binary
@@ -104,7 +105,24 @@ def _graph_opening(r: _Reader, head: bytes) -> bool:
     return field in _GRAPH_FIELDS and wire == _BYTES
 
 
+class ExternalRef(NamedTuple):
+    """One tensor's bytes in another file: ``location`` from ``offset`` for ``length``
+    (the strings as stored; ``None`` where the entry is absent)."""
+
+    tensor: str
+    location: str
+    offset: str | None
+    length: str | None
+
+
 def scan_onnx(path: Path, scanner: Callable[..., list[Finding]] | None) -> list[Finding]:
+    return walk_onnx(path, scanner)[0]
+
+
+def walk_onnx(
+    path: Path, scanner: Callable[..., list[Finding]] | None
+) -> tuple[list[Finding], list[ExternalRef]]:
+    """The model's findings, and every external-data reference its tensors make."""
     where = str(path)
     try:
         with open_binary(path) as fh:
@@ -115,8 +133,8 @@ def scan_onnx(path: Path, scanner: Callable[..., list[Finding]] | None) -> list[
     except _Malformed as exc:
         why = f"not a well-formed ONNX model: {exc}"
         return [malformed(where, "onnx.unreadable", why, expected="a ModelProto (onnx.proto)",
-                          hint=REEXPORT_HINT)]  # fmt: skip
-    return walk.out + walk.domain_findings()
+                          hint=REEXPORT_HINT)], []  # fmt: skip
+    return walk.out + walk.domain_findings(), walk.refs
 
 
 class _Walk:
@@ -127,6 +145,7 @@ class _Walk:
         self.used: dict[str, str] = {}  # domain -> first op_type seen in it
         self.defined: set[str] = set()  # domains of the model's own functions
         self.seen_locations: set[str] = set()
+        self.refs: list[ExternalRef] = []
 
     def message(self, r: _Reader, kind: str, end: int, depth: int) -> dict[str, list[str]]:
         if depth > MAX_DEPTH:
@@ -193,8 +212,12 @@ class _Walk:
                     malformed(self.where, "onnx.external-data-outside",
                               f"tensor {name!r} keeps its data outside the model and names no file")
                 )  # fmt: skip
+            name = (strings.get("name") or ["?"])[0]
             for location in locations:
-                self.external(location, (strings.get("name") or ["?"])[0])
+                self.external(location, name)
+                offset, length = strings.get("external:offset"), strings.get("external:length")
+                self.refs.append(ExternalRef(name, location, offset[0] if offset else None,
+                                             length[0] if length else None))  # fmt: skip
 
     def external(self, location: str, tensor: str) -> None:
         if location in self.seen_locations:
