@@ -21,13 +21,27 @@ from ftmanifest.scan.text.secret_rules import Rule
 Match = Any
 
 _LABEL = r"(?:[ _\-.]{0,2}(?:numbers?|nummer|numero|número|num|nr|no|n°|nº|#|id))?"
+# Words people put between the keyword and the number, in the claimed languages:
+# verbs, articles, possessives, "number", the holder ("Mi DNI es ...", "mijn BSN is
+# ...", "the NI number of the holder is ...", "Ausweisnummer lautet ...").
+_FILLERS = (
+    "is", "was", "are", "reads", "of", "the", "my", "your", "his", "her", "their", "holder",
+    "es", "era", "el", "la", "del", "de", "mi", "su", "titular",
+    "ist", "lautet", "war", "der", "die", "das", "des", "mein", "meine", "ihr", "ihre",
+    "est", "était", "du", "le", "mon", "ma", "son", "sa", "votre", "titulaire",
+    "è", "il", "della", "di", "mio", "mia", "suo", "sua", "titolare",
+    "het", "van", "mijn", "uw", "zijn", "haar", "patiënt", "klant",
+    "numbers?", "nummer", "numero", "número", "numéro", "no", "nr", "n", "n°", "nº",
+)  # fmt: skip
+_FILL = r"(?:\.?[ \t]{1,3}(?:" + "|".join(_FILLERS) + r")\.?){0,4}"
 _SEP = r"\.?[\"']?\s{0,3}[:=#\-]?\s{0,3}[\"']?"
 _DNI_LETTERS = "TRWAGMYFPDXBNJZSQVHLCKE"
 _NINO_BAD_PREFIX = frozenset({"BG", "GB", "KN", "NK", "NT", "TN", "ZZ"})
 
 
 def _regex(words: tuple[str, ...], value: str) -> str:
-    return "(?:" + "|".join(words) + ")" + _LABEL + _SEP + "(" + value + ")(?![A-Za-z0-9])"
+    alts = "(?:" + "|".join(words) + ")"
+    return alts + _LABEL + _FILL + _SEP + "(" + value + ")(?![A-Za-z0-9])"
 
 
 def _boring(value: str) -> bool:
@@ -80,6 +94,17 @@ def de_id_valid(value: str) -> bool:
     return total % 10 == int(value[9])
 
 
+def ssn_valid(value: str) -> bool:
+    """US SSN: area not 000/666/9xx, group not 00, serial not 0000, not a famous example."""
+    v = value.replace("-", "").replace(" ", "")
+    if len(v) != 9 or not v.isdigit():
+        return False
+    area, group, serial = v[:3], v[3:5], v[5:]
+    if area in ("000", "666") or area[0] == "9" or group == "00" or serial == "0000":
+        return False
+    return v not in ("123456789", "078051120", "219099999")
+
+
 def _check(fn: Any, upper: bool = True) -> Any:
     def validator(m: Match, g: int) -> bool:
         value = m.group(g).decode()
@@ -91,7 +116,8 @@ def _check(fn: Any, upper: bool = True) -> Any:
 
 
 def _passport(value: str) -> bool:
-    return sum(c.isdigit() for c in value) >= 2
+    """A digit at least (German serials may have one); two when written in lower case."""
+    return sum(c.isdigit() for c in value) >= (1 if value == value.upper() else 2)
 
 
 def _national(value: str) -> bool:
@@ -133,9 +159,14 @@ ID_RULES: tuple[Rule, ...] = (
           _BSN_WORDS, _BSN_WORDS,
           r"[0-9]{9}", bsn_valid, "BSN 111222333", "BSN 111222334"),
     _rule("pii.uk-nino", "UK National Insurance number",
-          ("nino", "nin", "national insurance"), ("nin", "national"),
+          ("nino", "nin", "national insurance", r"ni[ _\-]?(?:numbers?|no)"),
+          ("nin", "national", "ni number", "ni no", "ni-no", "ni_no"),
           r"[A-Z]{2} ?[0-9]{2} ?[0-9]{2} ?[0-9]{2} ?[A-D]", nino_valid, "NINO: AB 12 34 56 C",
           "NINO: BG123456C"),
+    # undashed or spaced only behind its keyword; dashed, the SSN rule in ``pii`` finds it
+    _rule("pii.us-ssn", "US social security number after a keyword",
+          ("ssn", r"social[ _\-]security"), ("ssn", "social"),
+          r"[0-9]{9}|[0-9]{3} [0-9]{2} [0-9]{4}", ssn_valid, "SSN 536221947", "SSN 666221947"),
     _rule("pii.national-id", "national ID number after a keyword",
           (r"national[ _\-]?id(?:entity)?",), ("national",),
           r"[A-Z0-9][A-Z0-9\-]{4,18}[A-Z0-9]", _national, "national id: 8001015009087",

@@ -242,11 +242,15 @@ def _drop_overlaps(hits: list[Hit]) -> list[Hit]:
     ]
     secret = [(m.start(g), m.end(g)) for r, m, g in hits if r.kind == "secret"]
     out = []
-    for r, m, g in hits:
+    kept: dict[str, list[tuple[int, int]]] = {}  # two PII rules of one id (a phone word
+    for r, m, g in hits:  # and a shape) may find the same number: report it once
         s, e = m.start(g), m.end(g)
         pool = strong if r.kind == "secret" else secret
         if (r.kind == "pii" or "generic" in r.id) and any(a < e and s < b for a, b in pool):
             continue
+        if r.kind == "pii" and any(a < e and s < b for a, b in kept.get(r.id, ())):
+            continue
+        kept.setdefault(r.id, []).append((s, e))
         out.append((r, m, g))
     return out
 

@@ -45,7 +45,7 @@ _DOTTED = re.compile(
     rb"|0[1-9][0-9]{1,4}(?:\.(?!00)[0-9]{2,8}){1,3}"  # not 0201.0020.0002 (table weights)
 )
 _CONTEXT = re.compile(
-    rb"(?:tel|phone|call|mobile?|cell|fax|handy|telefon|t\xc3\xa9l\xc3\xa9phone|portable"
+    rb"(?<![a-z])(?:tel|phone|call|mobile?|cell|fax|handy|telefon|t\xc3\xa9l\xc3\xa9phone|portable"
     rb"|m\xc3\xb3vil|tel\xc3\xa9fono|whatsapp|contact)[a-z]{0,6}(?:_(?:no|num|number|nr))?"
     rb"[\"']?\.?\s{0,3}[:=#]?\s{0,3}[\"']?\s{0,2}\Z"  # phone: 0612345678
     rb"|(?:call|text|ring|reach|contact|dial|sms|whatsapp|phone|message)[a-z]{0,3}"
@@ -102,7 +102,7 @@ def _valid(text: str, region: str | None) -> bool:
 
 
 def international(m: Match, g: int) -> bool:
-    """``+`` and a country code, 8-15 digits (unformatted: 11+), valid for its country."""
+    """``+`` and a country code, 7-15 digits (unformatted: 10+), valid for its country."""
     buf, start, end = m.string, m.start(g), m.end(g)
     if start > 0 and buf[start - 1] in _ALNUM | frozenset(b"+=_"):
         return False
@@ -111,7 +111,7 @@ def international(m: Match, g: int) -> bool:
     raw = m.group(g)
     digits = sum(1 for c in raw if 48 <= c <= 57)
     formatted = any(c in b" .-()" for c in raw[1:])
-    if not (8 <= digits <= 15 and (formatted or digits >= 10)):
+    if not (7 <= digits <= 15 and (formatted or digits >= 10)):
         return False
     return _valid(raw.decode(), None)
 
@@ -145,12 +145,49 @@ def national(m: Match, g: int) -> bool:
     return any(_valid(text, r) for r in regions())
 
 
+# Phone words of the claimed languages (English, German, French, Spanish, Italian, Dutch,
+# Portuguese, Russian, Chinese, Japanese), each with the labels that may follow it.
+_WORDS = (
+    "t(?:e|é)l", "tel(?:e|é)fono?", "telephone", "telefone", "telefoon",
+    "t(?:e|é)l(?:e|é)phone", "phone",
+    "mobile?", "mobiel", "m(?:o|ó)vil", "cel(?:lulare|ular|lphone|l)", "handy", "portable", "fax",
+    "telem(?:o|ó)vel", "whatsapp", "rufnummer", "(?:call|reach) (?:me|us) (?:at|on)",
+    "(?:Т|т)елефон", "(?:Т|т)ел", "電話", "电话", "手机", "携帯",
+)  # fmt: skip
+_WORD_KEYS = ("tel", "tél", "phone", "mobil", "móvil", "cell", "handy", "portable", "fax",
+              "whatsapp", "rufnummer", "celular", "call", "reach", "елефон",
+              "тел", "Тел", "電話", "电话", "手机", "携帯")  # fmt: skip
+_WORD_LABEL = (
+    r"(?:[ _\-]?(?:numbers?|nummer|numero|número|numéro|no|nr|番号|号码))?"
+    r"(?:\.|(?![A-Za-z]))\s{0,3}(?:[:=#]|：)?\s{0,3}[\"']?"
+)
+
+
+def after_word(m: Match, g: int) -> bool:
+    """Any grouping after a phone word: libphonenumber decides for the regions."""
+    buf, end = m.string, m.end(g)
+    if m.start() > 0 and chr(buf[m.start() - 1]).isalpha():
+        return False  # "hotel", "intel": not the word
+    if end < len(buf) and (
+        buf[end] in _ALNUM
+        or buf[end : end + 1] in (b".", b",")
+        and buf[end + 1 : end + 2].isdigit()
+    ):
+        return False  # fmt: skip
+    raw = m.group(g)
+    digits = sum(1 for c in raw if 48 <= c <= 57)
+    if not 4 <= digits <= 15 or _DATE.fullmatch(raw) or _ZIP4_OR_YEAR.fullmatch(raw):
+        return False
+    text = raw.decode()
+    return any(_valid(text, r) for r in regions())
+
+
 PHONE_RULES: tuple[Rule, ...] = (
     Rule(
         "pii.phone",
         "pii",
         "phone number in international format",
-        r"\+[1-9][0-9]{0,2}(?:[ .\-]?\(0\))?(?:[ .\-]?\(?[0-9]{1,4}\)?)(?:[ .\-]?[0-9]{2,8}){1,5}",
+        r"\+[1-9][0-9]{0,2}(?:[ .\-]?\(0\))?(?:[ .\-]?\(?[0-9]{1,4}\)?)(?:[ .\-]?[0-9]{1,10}){1,6}",
         anchors=((r"\+[1-9]", 2),),
         anchor_left="0-9A-Za-z+=_",
         validator=international,
@@ -165,6 +202,26 @@ PHONE_RULES: tuple[Rule, ...] = (
             "2024-01-01T10:00:00+01:00",
             "+1 000 000 0000",
         ),  # fmt: skip
+    ),
+    Rule(
+        "pii.phone-national",
+        "pii",
+        "phone number after a phone word",
+        "(?:"
+        + "|".join(_WORDS)
+        + ")"
+        + _WORD_LABEL
+        + r"(\(?[0-9]\)?(?:[ .\-/]?\(?[0-9]\)?){3,18})(?![0-9])",
+        _WORD_KEYS,
+        validator=after_word,
+        group=1,
+        ignore_case=True,
+        gate="(?:" + "|".join(_WORDS) + r")[^0-9]{0,24}[0-9]",
+        gate_len=50,
+        severity="warning",
+        fwd=60,
+        true_positives=("Tel. 030 123456", "電話：03-1234-5678", "Телефон: 8 029 491-19-11"),
+        false_positives=("hotel 0301234567", "Tel. 2026-11-30", "phone 12"),
     ),
     Rule(
         "pii.phone-national",
