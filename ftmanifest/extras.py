@@ -34,6 +34,7 @@ INSTALL: dict[str, str] = {
     "gguf": "pip install gguf",
     "keras": "pip install keras",
     "joblib": "pip install joblib",
+    "model_signing": "pip install 'ftmanifest[interop]'",
 }
 
 

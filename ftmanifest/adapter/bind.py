@@ -11,6 +11,11 @@ metadata and config fields first and signs last, so the signed subjects are
 the files as they end up.  LoRA adapters and methods declared under
 ``method.kind: peft`` are bound (the latter by their config's digest);
 another method than the manifest's is refused in one sentence naming both.
+With an ECDSA P-256 key in PEM form (``keygen --type ecdsa-p256``) an OpenSSF
+model-signing bundle ``model.sig`` is written too, before the binding, so the
+binding lists it among its subjects; it signs every file but itself and the
+binding envelope (named in its ``serialization`` block, so ``model_signing
+verify`` leaves that out too).  Another key gets a note saying why not.
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ class BindResult:
     envelope_path: Path
     subjects: tuple[str, ...]
     findings: tuple[Finding, ...]  # warnings only
+    model_sig: Path | None = None  # the model-signing bundle written, if any
+    notes: tuple[str, ...] = ()
 
 
 def bind_adapter(
@@ -62,8 +69,12 @@ def bind_adapter(
     *,
     use_cache: bool = True,
     allow_outside: bool = False,
+    key_path: Path | None = None,
+    password: bytes | None = None,
 ) -> BindResult:
-    """Bind ``adapter_dir`` to the manifest's base, signed with ``key`` (Ed25519)."""
+    """Bind ``adapter_dir`` to the manifest's base, signed with ``key`` (Ed25519
+    or ECDSA P-256).  ``key_path`` (the file ``key`` was read from, and its
+    ``password``) also asks for ``model.sig``, made from that file by model-signing."""
     from ftmanifest.manifest import load_manifest
 
     folder, mpath = Path(adapter_dir), Path(manifest_path)
@@ -109,8 +120,33 @@ def bind_adapter(
     for path in adapter_weight_files(folder):
         write_metadata(path, metadata_entries(binding))
     write_config_fields(folder, base.repo, base.revision)
+    model_sig: Path | None = None
+    notes: tuple[str, ...] = ()
+    if key_path is not None:
+        model_sig, notes = _model_signature(folder, key, key_path, password)
     envelope_path, subjects = sign_binding(folder, binding, key, use_cache=use_cache)
-    return BindResult(binding, envelope_path, subjects, tuple(findings))
+    return BindResult(binding, envelope_path, subjects, tuple(findings), model_sig, notes)
+
+
+def _model_signature(
+    folder: Path, key: Any, key_path: Path, password: bytes | None
+) -> tuple[Path | None, tuple[str, ...]]:
+    """Write ``model.sig`` when the key allows, else say why not (and whether an
+    old one was left: it no longer matches the files bind just rewrote)."""
+    from ftmanifest.adapter.binding import ENVELOPE_NAME
+    from ftmanifest.signing.model_sig import (
+        SIGNATURE_NAME,
+        cannot_write_reason,
+        write_model_signature,
+    )
+
+    why = cannot_write_reason(key, key_path)
+    if why is None:
+        return write_model_signature(folder, key_path, password, ignore=(ENVELOPE_NAME,)), ()
+    old = folder / SIGNATURE_NAME
+    if old.exists():
+        why += f"; the existing {old} was left as it was and no longer matches the files"
+    return None, (why,)
 
 
 def _wrapped(config: dict[str, Any], tree: tg.Tree) -> list[str] | None:

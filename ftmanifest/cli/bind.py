@@ -21,6 +21,11 @@ Bind a trained peft adapter to the manifest's base model: the base is checked
 against the manifest, the adapter's LoRA settings against the manifest's
 method and its tensors against the base's shapes; then a binding signed with
 --key is written into the adapter folder, for `ftmanifest check-adapter`.
+With an ECDSA P-256 key (`ftmanifest keygen --type ecdsa-p256`) the folder
+also gets model.sig, an OpenSSF model-signing bundle that `model_signing
+verify key ADAPTER --signature ADAPTER/model.sig --public_key KEY.pub.pem`
+checks (needs `pip install 'ftmanifest[interop]'`); an Ed25519 key gets a
+note that model.sig was not written.
 Exit 0 bound, 1 refused (the base drifted, the adapter is not the manifest's
 method, or its tensors do not fit the base), 2 unusable input or usage.
 """
@@ -42,7 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--manifest", type=Path, required=True, metavar="MANIFEST",
                    help="the manifest the adapter was trained from")  # fmt: skip
     p.add_argument("--key", type=Path, required=True, metavar="PATH",
-                   help="Ed25519 private key (OpenSSH) that signs the binding")  # fmt: skip
+                   help="private key that signs the binding (Ed25519, or ECDSA P-256, "
+                   "which also writes model.sig)")  # fmt: skip
     p.add_argument("--passphrase-env", metavar="VAR",
                    help="read the key's passphrase from environment variable VAR "
                    "(else asked if needed)")  # fmt: skip
@@ -62,7 +68,13 @@ def run(args: argparse.Namespace) -> int:
 
     load_manifest(args.manifest)  # an unusable manifest is named before the key is asked for
     key_path = Path(args.key).expanduser()
-    key = load_private_key(key_path, for_unlock(args.passphrase_env, str(key_path)))
+    ask, given = for_unlock(args.passphrase_env, str(key_path)), []
+
+    def unlock() -> bytes:  # asked once; model-signing reads the key file again
+        given.append(ask())
+        return given[-1]
+
+    key = load_private_key(key_path, unlock)
     try:
         result = bind_adapter(
             args.adapter,
@@ -70,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
             key,
             use_cache=not args.no_cache,
             allow_outside=args.allow_outside,
+            key_path=key_path,
+            password=given[-1] if given else None,
         )
     except BindRefusedError as exc:
         if args.format != "json":
@@ -81,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(to_json({
             "adapter": str(args.adapter), "bound": True, "binding": str(result.envelope_path),
             "subjects": list(result.subjects), "predicate": b.predicate(),
+            "model_sig": str(result.model_sig) if result.model_sig else None,
+            "notes": list(result.notes),
             "findings": [f.to_dict() for f in result.findings],
         }))  # fmt: skip
         return 0
@@ -98,6 +114,11 @@ def run(args: argparse.Namespace) -> int:
                   f"config {b.method.get('config_digest')}\n")  # fmt: skip
     out.write(f"signed:    {escape(str(result.envelope_path))} "
               f"({len(result.subjects)} file(s) as subjects)\n")  # fmt: skip
+    if result.model_sig is not None:
+        out.write(f"model.sig: {escape(str(result.model_sig))} (OpenSSF model-signing, "
+                  "key method)\n")  # fmt: skip
+    for note in result.notes:
+        out.write(f"note:      {escape(note)}\n")
     if result.findings:
         out.write("\n" + adapter_table(list(result.findings)))
     return 0
