@@ -26,7 +26,7 @@ or an unknown format.
 
 EXAMPLES = """\
 examples:
-  ftmanifest export exp.yaml --format cyclonedx > exp.cdx.json
+  ftmanifest export exp.yaml --format cyclonedx
   ftmanifest export exp.yaml --format cyclonedx --audit audit.json --out handoff/bom.cdx.json
 """
 
