@@ -32,6 +32,22 @@ class ModelFile(Strict):
     size: NonNegativeInt | None = Field(default=None, description="Size in bytes.")
 
 
+class PublisherSignature(Strict):
+    """The publisher's OpenSSF model-signing signature that ``lock`` verified."""
+
+    file: NonEmpty = Field(
+        description="The model-signing bundle in the model folder (model.sig); its digest "
+        "is pinned among model.files, so a replaced signature is drift."
+    )
+    method: Literal["key"] = Field(
+        description="model-signing's signing method; lock verifies the key method."
+    )
+    signer: NonEmpty = Field(
+        description="The trust file's principal(s) for the key that signed, comma-separated."
+    )
+    key: NonEmpty = Field(description="That key's OpenSSH SHA256 fingerprint.")
+
+
 class ModelSource(Strict):
     """The base model: where it comes from and exactly which bytes."""
 
@@ -67,6 +83,11 @@ class ModelSource(Strict):
         default=False, description="The download terms were read and accepted."
     )
     terms_url: str | None = Field(default=None, description="Where the terms can be read.")
+    publisher_signature: PublisherSignature | None = Field(
+        default=None,
+        description="Filled by lock when the model folder holds model.sig (OpenSSF "
+        "model-signing) that verifies with a key of the trust file: who signed.",
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelSource:

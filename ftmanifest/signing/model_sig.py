@@ -210,12 +210,21 @@ def verify_model_signature(folder: Path, trust: TrustStore, now: datetime) -> Mo
 
 
 def _why(exc: BaseException) -> str:
-    text = str(exc).strip()
-    if not text:
-        text = type(exc).__name__
+    """model-signing's reason, its file lists kept and its raw digests left out."""
+    import re
+
+    text = str(exc).strip() or type(exc).__name__
     if type(exc).__name__ == "InvalidSignature":
-        text = "the bundle's signature does not verify with the trusted key"
-    return text.replace("\n", " ")
+        return "the bundle's signature does not verify with the trusted key"
+    if not text.startswith("Signature mismatch"):
+        return text.replace("\n", " ")
+    changed = re.findall(r"Hash mismatch for '([^']*)'", text)
+    extra = re.search(r"Extra files found in model '[^']*': ([^\"'\]]*)", text)
+    missing = re.search(r"Missing files in model '[^']*': ([^\"'\]]*)", text)
+    parts = [f"changed: {', '.join(changed)}"] if changed else []
+    parts += [f"not signed: {extra.group(1)}"] if extra else []
+    parts += [f"missing: {missing.group(1)}"] if missing else []
+    return "Signature mismatch: " + ("; ".join(parts) or text[:300])
 
 
 def cannot_write_reason(key: PrivateKey, key_path: Path) -> str | None:
@@ -233,3 +242,34 @@ def cannot_write_reason(key: PrivateKey, key_path: Path) -> str | None:
             f"ECDSA key is in OpenSSH format (convert a copy: ssh-keygen -p -m PKCS8 -f KEY)"
         )
     return None
+
+
+class ModelSignatureMissingError(ModelSignatureError):
+    """The manifest records a publisher signature, and ``model.sig`` is gone."""
+
+    reason = "model-signature-missing"
+
+
+def verify_publisher(
+    folder: Path, manifest_path: Path, *, now: datetime | None = None
+) -> ModelSigner:
+    """``verify_model_signature`` with the trust file found for ``manifest_path``;
+    no trust file is an untrusted signature (exit 1), not a missing input."""
+    from ftmanifest.signing.errors import TrustFileNotFoundError
+    from ftmanifest.signing.judge import now_or
+    from ftmanifest.signing.locate import choose_trust_file
+    from ftmanifest.signing.trust import load_trust
+
+    try:
+        trust = load_trust(choose_trust_file(manifest_path).path)
+    except TrustFileNotFoundError as exc:
+        raise ModelSignatureUntrustedError(
+            f"{SIGNATURE_NAME} is signed, and there is no trust file to say by whom",
+            path=str(folder / SIGNATURE_NAME),
+            field=SIGNATURE_NAME,
+            expected="the publisher's key in the repository's trust file",
+            observed=exc.message,
+            hint="add the publisher's PEM public key: "
+            "ftmanifest trust add PUB.pem --principal NAME",
+        ) from None
+    return verify_model_signature(folder, trust, now_or(now))

@@ -98,6 +98,7 @@ def updates_for(
     ups = [
         *_environment(m, seen, notes),
         *_model(m, seen, notes),
+        *_publisher(m, seen, manifest_path, notes),
         *_data(m, seen, manifest_path.parent),
         *_pinned(seen, manifest_path.parent),
     ]
@@ -155,6 +156,39 @@ def _model(m: Manifest, seen: Observed, notes: list[str]) -> list[Update]:
     ups.append((("model", "files"), files))
     ups.append((("model", "tree_digest"), model.tree_digest))
     return ups
+
+
+def _publisher(m: Manifest, seen: Observed, manifest_path: Path, notes: list[str]) -> list[Update]:
+    """A publisher's ``model.sig`` (OpenSSF model-signing) in the model folder,
+    verified by model-signing against the trust file, and who signed it; its
+    digest is pinned with the other files, so verify refuses a replaced one."""
+    from ftmanifest.signing.model_sig import (
+        SIGNATURE_NAME,
+        ModelSignatureMissingError,
+        verify_publisher,
+    )
+
+    folder = seen.model.folder
+    if SIGNATURE_NAME not in seen.model.files or folder is None:
+        recorded = m.model.publisher_signature
+        if recorded is not None:
+            raise ModelSignatureMissingError(
+                f"the manifest records a publisher signature ({recorded.signer}), and the "
+                f"model folder has no {SIGNATURE_NAME}",
+                path=str(manifest_path),
+                loc=("model", "publisher_signature"),
+                expected=f"{SIGNATURE_NAME} in {folder or 'the model folder'}",
+                observed=f"no {SIGNATURE_NAME}",
+                hint=f"restore the publisher's {SIGNATURE_NAME}, or delete "
+                "model.publisher_signature from the manifest if the model is no longer "
+                "meant to be publisher-signed",
+            )
+        return []
+    signer = verify_publisher(Path(folder), manifest_path)
+    who = ",".join(signer.principals)
+    notes.append(f"{SIGNATURE_NAME} verified (OpenSSF model-signing): signed by {who}")
+    record = {"file": SIGNATURE_NAME, "method": "key", "signer": who, "key": signer.fingerprint}
+    return [(("model", "publisher_signature"), record)]
 
 
 def _where(rel: str, base: Path) -> str:
