@@ -62,6 +62,7 @@ class RecordCountError(InputError):
     ``digest`` is the file's ``FileDigest`` when hashing got that far.
     """
 
+    reason = "records-uncountable"
     digest: FileDigest | None = None
 
 

@@ -8,9 +8,10 @@ it; an error about many rows (an invalid manifest, drift) carries them as
 ``findings``.
 
 Exit codes (documented in the README):
-  0 ok, 1 a check refused, 2 unusable input or usage, 3 internal error,
-  130 interrupted; ``ftmanifest run`` also, as a shell does, 126 the command
-  cannot be executed, 127 it was not found.
+  0 ok, 1 a check refused, 2 unusable input or usage, 3 internal error (a
+  bug: nothing raises the root class itself), 4 the machine could not finish
+  (a worker killed, out of memory), 130 interrupted; ``ftmanifest run`` also,
+  as a shell does, 126 the command cannot be executed, 127 it was not found.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_INPUT = 2
 EXIT_BUG = 3
+EXIT_RESOURCE = 4
 EXIT_CANNOT_EXECUTE = 126
 EXIT_NOT_FOUND = 127
 EXIT_INTERRUPTED = 130
@@ -36,7 +38,7 @@ class FtManifestError(Exception):
     """Root of every error ftmanifest raises on purpose."""
 
     exit_code = EXIT_BUG
-    reason: ClassVar[str] = ""  # a stable code scripts can match (``unknown-key``), or none
+    reason: ClassVar[str] = "internal-error"  # a stable code scripts can match (``unknown-key``)
 
     def __init__(
         self,
@@ -91,8 +93,7 @@ class FtManifestError(Exception):
             "hint": self.hint,
             "exit_code": self.exit_code,
         }
-        if self.reason:
-            out["reason"] = self.reason
+        out["reason"] = self.reason
         if self.findings:  # the rows a refusal carries, as a report's findings
             out["findings"] = [f.to_dict() for f in self.findings]
         return out
@@ -102,30 +103,54 @@ class UsageError(FtManifestError, ValueError):
     """The command line itself is wrong."""
 
     exit_code = EXIT_INPUT
+    reason = "usage"
 
 
 class InputError(FtManifestError, ValueError):
     """An input file is unusable: unreadable, malformed or invalid."""
 
     exit_code = EXIT_INPUT
+    reason = "unusable-input"
 
 
 class InputNotFoundError(InputError, FileNotFoundError):
     """An input file does not exist."""
 
+    reason = "input-not-found"
+
 
 class ManifestError(InputError):
     """A manifest cannot be parsed or does not match the schema."""
 
+    reason = "manifest-unusable"
+
 
 class UnsupportedVersionError(ManifestError):
     """The manifest declares a format version newer than this tool knows."""
+
+    reason = "manifest-format-too-new"
 
 
 class RefusedError(FtManifestError):
     """A check ran and refused (drift, lint problems, findings)."""
 
     exit_code = EXIT_REFUSED
+    reason = "refused"
+
+
+class ResourceError(FtManifestError):
+    """The machine could not finish the work (a worker killed, memory exhausted):
+    neither a finding nor a bug; the hint says how to ask for less."""
+
+    exit_code = EXIT_RESOURCE
+    reason = "resource-exhausted"
+
+
+class WorkerDiedError(ResourceError):
+    """A worker process or a rank ended abruptly (killed, often by the kernel's
+    out-of-memory killer) before finishing its share of the work."""
+
+    reason = "worker-died"
 
 
 class CommandNotRunnableError(FtManifestError, OSError):
@@ -133,6 +158,7 @@ class CommandNotRunnableError(FtManifestError, OSError):
     (no permission, a directory, a bad ``#!`` line): 126, as a shell."""
 
     exit_code = EXIT_CANNOT_EXECUTE
+    reason = "command-not-executable"
 
     def __init__(self, command: str, why: str, *, errno: int | None = None) -> None:
         super().__init__(f"cannot run {command!r}: {why}")
@@ -145,6 +171,7 @@ class CommandNotFoundError(CommandNotRunnableError, FileNotFoundError):
     """The command given to ``ftmanifest run`` does not exist: 127, as a shell."""
 
     exit_code = EXIT_NOT_FOUND
+    reason = "command-not-found"
 
 
 class ManifestInvalidError(ManifestError):
@@ -153,6 +180,8 @@ class ManifestInvalidError(ManifestError):
     ``problems`` (also ``findings``) are ``ftmanifest.findings.Finding``
     records, one per place, so the CLI can print all of them at once.
     """
+
+    reason = "manifest-invalid"
 
     def __init__(
         self, message: str, *, problems: Sequence[Finding], path: str | None = None
@@ -181,6 +210,14 @@ class FileTooLargeError(InputError):
     file over 1 MiB, a key file over 64 KiB)."""
 
     reason = "file-too-large"
+
+
+class UnsupportedDependencyError(FtManifestError):
+    """An installed package is of a version whose data layout or behaviour
+    ftmanifest does not know: the user's to fix by installing the pinned version."""
+
+    exit_code = EXIT_INPUT
+    reason = "unsupported-dependency"
 
 
 class MissingExtraError(FtManifestError, ImportError):

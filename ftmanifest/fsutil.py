@@ -21,6 +21,7 @@ from ftmanifest.location import Loc
 class WriteError(FtManifestError, OSError):
     """A file could not be written where the user asked: unusable output (exit 2)."""
 
+    reason = "cannot-write"
     exit_code = EXIT_INPUT
 
 
@@ -140,10 +141,14 @@ class PathOutsideError(InputError):
     """A path in the manifest leaves the manifest's repository (its folder when
     the manifest is in no git repository)."""
 
+    reason = "path-outside-repository"
+
 
 class PathUnresolvableError(PathOutsideError):
     """A path whose target cannot be found (a symlink loop): it cannot be shown to
     stay inside the manifest's repository, so it is refused like one that leaves it."""
+
+    reason = "path-unresolvable"
 
 
 def enclosing_repository(folder: Path) -> Path | None:

@@ -84,13 +84,19 @@ _KINDS = (
 class FileChangedError(InputError):
     """A file changed while it was being hashed."""
 
+    reason = "file-changed-while-read"
+
 
 class UnreadableFileError(InputError):
     """A file exists but cannot be read (permission, I/O error, not a file)."""
 
+    reason = "unreadable-file"
+
 
 class SymlinkEscapeError(InputError):
     """A symlink inside a hashed tree resolves outside the allowed folder."""
+
+    reason = "symlink-escape"
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5
 class SnapshotNotFoundError(InputError):
     """The wanted revision is not in the local cache."""
 
+    reason = "snapshot-not-in-cache"
+
 
 class Snapshot:
     """A model folder and, for the hub cache, its commit and repository folder."""

@@ -65,6 +65,8 @@ def _allowed() -> dict[str, type[FtManifestError]]:
         errors.ManifestError,
         errors.UnsupportedVersionError,
         errors.RefusedError,
+        errors.ResourceError,
+        errors.WorkerDiedError,
         hashing.FileChangedError,
         hashing.UnreadableFileError,
         hashing.SymlinkEscapeError,

@@ -58,9 +58,13 @@ _HEX = 64
 class SafetensorsError(InputError):
     """A safetensors file is unusable: unreadable, malformed, or not a file."""
 
+    reason = "safetensors-unusable"
+
 
 class DuplicateTensorError(InputError):
     """The same tensor name appears in two files of one model."""
+
+    reason = "duplicate-tensor"
 
 
 class TensorEntry(NamedTuple):

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from ftmanifest import __version__
 from ftmanifest.cli._args import Parser, add_quiet_everywhere, require_manifest, shown_extras
-from ftmanifest.errors import EXIT_BUG, EXIT_INTERRUPTED, FtManifestError
+from ftmanifest.errors import EXIT_BUG, EXIT_INTERRUPTED, FtManifestError, ResourceError
 from ftmanifest.extras import missing_extra
 from ftmanifest.progress import quieted
 from ftmanifest.safe_text import escape
@@ -90,6 +90,7 @@ exit codes:
   1    a check refused (lint problems, drift, scan findings)
   2    unusable input or usage (the message names the file and the fix)
   3    internal error: a bug in ftmanifest (FTMANIFEST_DEBUG=1 shows a traceback)
+  4    the machine could not finish (a worker killed, out of memory)
   130  interrupted (Ctrl-C)
   141  the output pipe was closed (e.g. `| head`)
   `ftmanifest run` also returns 126/127 or the command's own status.
@@ -212,6 +213,10 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         raise
+    except MemoryError:
+        if debug:
+            raise
+        return _main_error(out_of_memory(first), args)
     except ModuleNotFoundError as exc:
         missing = missing_extra(exc, feature=f"ftmanifest {first}" if first else None)
         if missing is None or debug:
@@ -225,6 +230,17 @@ def _main(argv: Sequence[str] | None) -> int:
             "This is a bug in ftmanifest; rerun with FTMANIFEST_DEBUG=1 for a traceback.\n"
         )
         return EXIT_BUG
+
+
+def out_of_memory(command: str | None) -> ResourceError:
+    """The error for a command that ran out of memory: the machine's limit, not a bug."""
+    return ResourceError(
+        f"ftmanifest {command or ''} ran out of memory".replace("  ", " "),
+        field="memory",
+        expected="enough memory for the work asked",
+        observed="MemoryError",
+        hint="run it with fewer parallel jobs (--jobs 1) or on smaller inputs, or free memory",
+    )
 
 
 def _main_error(exc: FtManifestError, args: argparse.Namespace) -> int:

@@ -314,9 +314,9 @@ def _result(job: Any, future: Future[tuple[int, list[Found]] | None]) -> tuple[i
         out = future.result()
         return _scan(job) if out is None else out
     except BrokenProcessPool as exc:
-        from ftmanifest.errors import FtManifestError
+        from ftmanifest.errors import WorkerDiedError
 
-        raise FtManifestError(
+        raise WorkerDiedError(
             f"a process died while searching the data for contained copies ({exc})",
             field="--jobs",
             expected="worker processes that finish",

@@ -230,9 +230,9 @@ class Workers:
         try:
             out = future.result()
         except BrokenProcessPool as exc:
-            from ftmanifest.errors import FtManifestError
+            from ftmanifest.errors import WorkerDiedError
 
-            raise FtManifestError(
+            raise WorkerDiedError(
                 f"a signing process died while reading the data ({exc})",
                 field="--jobs",
                 expected="worker processes that finish",
@@ -553,7 +553,7 @@ def _own_chunks(got: list[Payload], start: int, count: int, size: int) -> list[A
 
 def _raise_for(got: list[Payload], rank: int) -> None:
     """Stop this rank as the gathered payloads say: rank 0 stopped, or a rank failed."""
-    from ftmanifest.errors import FtManifestError
+    from ftmanifest.errors import FtManifestError, WorkerDiedError
 
     if rank != 0 and got[0][0] == "final":
         raise RankQuit(got[0][1])
@@ -563,7 +563,13 @@ def _raise_for(got: list[Payload], rank: int) -> None:
         exc = p[1] if p[0] == "error" else p[2]
         if isinstance(exc, FtManifestError):
             raise exc
-        raise FtManifestError(f"rank {who} stopped while the ranks signed records")
+        raise WorkerDiedError(
+            f"rank {who} stopped while the ranks signed records",
+            field="rank",
+            expected="every rank finishing its share",
+            observed=f"rank {who} stopped without an error it could send",
+            hint="look at that rank's log (killed, or out of memory), then run again",
+        )
 
 
 def run_ranks(comm: Any, work: Any) -> tuple[int, BaseException | None]:

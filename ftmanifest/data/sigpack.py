@@ -34,7 +34,7 @@ from typing import Any
 
 from ftmanifest import wire
 from ftmanifest.data.text import NUM_PERM, SEED
-from ftmanifest.errors import FtManifestError
+from ftmanifest.errors import UnsupportedDependencyError
 from ftmanifest.wire import Malformed
 
 MAGIC = b"FTMSIG\x02"  # version 1 carried 128 MinHash values
@@ -95,8 +95,8 @@ def _varints(values: Any) -> bytes:
     return groups.tobytes()
 
 
-def _unknown_rensa(why: str) -> FtManifestError:
-    return FtManifestError(
+def _unknown_rensa(why: str) -> UnsupportedDependencyError:
+    return UnsupportedDependencyError(
         f"this rensa stores a MinHash in a layout ftmanifest does not know ({why})",
         field="rensa",
         expected="rensa 0.5 (state: header, then LEB128 values)",

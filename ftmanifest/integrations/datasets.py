@@ -92,6 +92,8 @@ _MAX_CANDIDATES = 256  # builder folders computed per Arrow folder (about 4 ms e
 class DataDigestError(RefusedError):
     """A data entry's bytes are not the ones the manifest pins (``findings`` has the row)."""
 
+    reason = "data-digest-differs"
+
 
 @dataclass(frozen=True)
 class DataTrace:

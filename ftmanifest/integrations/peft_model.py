@@ -260,9 +260,15 @@ def _names(items: list[str]) -> str:
     return ", ".join(items[:SHOWN]) + more
 
 
-def judge_peft_model(model: Any, manifest: Any, manifest_path: str | Path) -> list[Finding]:
+def judge_peft_model(
+    model: Any, manifest: Any, manifest_path: str | Path, *, resumed: bool = False
+) -> list[Finding]:
     """``drift.method`` rows where ``model`` would train otherwise than the
-    manifest's ``method`` says (``manifest``: the model or a LoadedManifest)."""
+    manifest's ``method`` says (``manifest``: the model or a LoadedManifest).
+
+    TRL's frozen reference copy of the adapter is not a second adapter
+    (``reference.trl_reference_adapter``; ``resumed``: the copy may differ from
+    the adapter a checkpoint restored)."""
     m = getattr(manifest, "manifest", manifest)
     method, where = m.method, str(manifest_path)
 
@@ -288,7 +294,10 @@ def judge_peft_model(model: Any, manifest: Any, manifest_path: str | Path) -> li
                         "a plain model (no peft adapter)", "wrap it before the Trainer: "
                         "get_peft_model(model, lora_config(M))")]  # fmt: skip
         return _full_rows(obs, method, row) if kind == "full" else []
-    if len(obs.adapters) > 1:
+    from ftmanifest.integrations.reference import trl_reference_adapter
+
+    copy = trl_reference_adapter(_unwrap(model), obs.adapters, obs.adapter, same=not resumed)
+    if len([a for a in obs.adapters if a != copy]) > 1:
         return [row((), f"the model carries {len(obs.adapters)} adapters and the manifest "
                     "describes one", "one adapter", ", ".join(obs.adapters),
                     "delete the others (model.delete_adapter) before training")]  # fmt: skip

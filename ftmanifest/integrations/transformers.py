@@ -347,7 +347,7 @@ class FtManifestCallback(TrainerCallback):
             warnings.warn(report.warnings[-1], stacklevel=2)
         # One acceptance pass over the verify rows and the model's, so an
         # acceptance covers either and the unused ones are warned about once.
-        found = report.findings + self._trace(model, state, report)
+        found = report.findings + self._trace(model, state, report) + self._trace_reference()
         found += self._judge_recipe(model, state, report)
         report.findings, report.accepted, unused = apply_acceptances(found, self.options["accept"])
         report.warnings += unused
@@ -430,6 +430,24 @@ class FtManifestCallback(TrainerCallback):
             )
         return model_origin.judge_weights(check, pinned)
 
+    def _trace_reference(self) -> list[Finding]:
+        """Rows refusing a preference trainer's reference model (``reference``)."""
+        from ftmanifest.integrations import reference
+        from ftmanifest.manifest import load_manifest
+
+        if not self.trace_model:
+            return []  # the run record says the models were not traced
+        trainer = reference.find_trainer(self)
+        manifest = load_manifest(self.manifest).manifest
+        pinned = model_origin.read_pinned(
+            manifest.model, self.manifest, allow_outside=bool(self.options["allow_outside"])
+        )
+        objective = manifest.training.objective
+        kind = objective.kind if objective is not None else None
+        record, rows = reference.judge_reference(trainer, trainer is not None, pinned, kind)
+        self.origin[reference.NAME] = record
+        return rows
+
     def _judge_recipe(self, model: Any, state: TrainerState, report: VerifyReport) -> list[Finding]:
         """Rows for what the Trainer will really run: arguments, objects, first batch, config."""
         from ftmanifest.integrations import recipe, runtime
@@ -453,7 +471,7 @@ class FtManifestCallback(TrainerCallback):
         if model is not None:
             from ftmanifest.integrations.peft_model import judge_peft_model, resolved_peft
 
-            rows += judge_peft_model(model, manifest, shown)
+            rows += judge_peft_model(model, manifest, shown, resumed=state.global_step > 0)
             rows += self._judge_config(model, load_manifest(self.manifest).manifest, shown)
         rows += self._judge_tokenizer(kw.get("processing_class") or kw.get("tokenizer"), shown)
         rows += self._pin_schedule(manifest, shown, int(state.max_steps or 0))

@@ -27,6 +27,7 @@ class SignatureRefusedError(RefusedError):
     and no trusted signature covers it, so what it says was signed is not shown.
     """
 
+    reason = "signature-refused"
     payload_unvouched: bool = False
 
 
@@ -116,6 +117,8 @@ class InsecureTrustPathError(SignatureRefusedError):
 
 class SigningInputError(InputError):
     """Root of every malformed signing-related input file."""
+
+    reason = "signing-input-unusable"
 
 
 class MalformedEnvelopeError(SigningInputError):

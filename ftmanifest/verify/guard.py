@@ -29,6 +29,8 @@ class GuardRefusedError(DriftError):
     """Training refused: the manifest drifted, or this interpreter runs code it does not
     pin (``.report`` has every row, ``.findings`` too)."""
 
+    reason = "training-refused"
+
     def __init__(self, report: VerifyReport) -> None:
         super().__init__(report)
         self.message = "training refused: " + self.message

@@ -66,6 +66,8 @@ class DriftError(RefusedError):
     traceback alone still names every field, expected and observed value.
     """
 
+    reason = "drift"
+
     def __init__(self, report: VerifyReport) -> None:
         fields = ", ".join(dict.fromkeys(f.field or f.rule for f in report.findings))
         super().__init__(

@@ -24,6 +24,8 @@ MEANINGS = {
     "or changed signature, a failed preflight, leakage over the tolerance...",
     "EXIT_INPUT": "unusable input or usage: an unreadable or invalid file, bad arguments",
     "EXIT_BUG": "internal error, a bug in ftmanifest (`FTMANIFEST_DEBUG=1` shows the traceback)",
+    "EXIT_RESOURCE": "the machine could not finish: a worker was killed (often out of memory) "
+    "or memory ran out; the hint says how to ask for less (`--jobs 1`)",
     "EXIT_CANNOT_EXECUTE": "`run`: the command exists but cannot be executed, as a shell says",
     "EXIT_NOT_FOUND": "`run`: the command was not found, as a shell says",
     "EXIT_INTERRUPTED": "interrupted (Ctrl-C)",
