@@ -245,6 +245,7 @@ def _json(payload: Any) -> None:
 
 def _list(store: Any, args: argparse.Namespace) -> int:
     from ftmanifest.ledger.attempts import attempts, counts, family, over_budget, parents
+    from ftmanifest.ledger.starts import different_starts
     from ftmanifest.ledger.summary import budget_of
     from ftmanifest.output import table
 
@@ -260,11 +261,13 @@ def _list(store: Any, args: argparse.Namespace) -> int:
     checks = [a for a in items if _is_preflight(a)]
     items = [a for a in items if not _is_preflight(a)]
     over = {a.id: over_budget(a, budget_of(a, {})) for a in items}
+    starts = different_starts(items)  # same manifest, another start: not the same run
     tally = counts(items)
     if args.format == "json":
         _json({
             "ledger": str(store.root),
-            "attempts": [{**a.to_dict(), "over_budget": over[a.id]} for a in items],
+            "attempts": [{**a.to_dict(), "over_budget": over[a.id],
+                          "different_start": starts.get(a.id, [])} for a in items],
             "preflights": [_preflight_dict(a) for a in checks],
             "counts": tally,
             "problems": [p.__dict__ for p in contents.problems],
@@ -286,6 +289,7 @@ def _list(store: Any, args: argparse.Namespace) -> int:
             ))  # fmt: skip
             note = [("reason", a.reason)] if a.reason else []
             note += [("over budget", "; ".join(over[a.id]))] if over[a.id] else []
+            note += [("different start", n) for n in starts.get(a.id, [])]
             notes.append(note)
         header = ("attempt", "experiment", "status", "started", "steps", "hours", "gpu-h")
         _out(table(rows, header, nowrap=(0, 1, 2, 3), notes=notes))

@@ -63,7 +63,7 @@ from transformers import TrainerCallback
 from ftmanifest.errors import InputError
 from ftmanifest.findings import Finding
 from ftmanifest.fsutil import atomic_write_text
-from ftmanifest.integrations import model_origin
+from ftmanifest.integrations import batches, model_origin
 from ftmanifest.integrations.builders import (
     dpo_config,
     lora_config,
@@ -252,6 +252,7 @@ class FtManifestCallback(TrainerCallback):
         self._control: TrainerControl | None = None
         self._schedule_record: dict[str, Any] = {}
         self._tokenizer_record: dict[str, Any] = {}
+        self._batches: Any = None  # its BatchRecorder (integrations.batches), during training
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -266,6 +267,8 @@ class FtManifestCallback(TrainerCallback):
             report, refusal = self._verify_ranks(job, args, state, kw.get("model"))
         self.report = report
         record = self._record(report, args, state, started)
+        if report.ok:  # the trainable weights as they start, before the first step
+            record.update(batches.start_digest(kw.get("model")))
         record["trackers"] = self._link_trackers(args, state, record)
         if state.is_world_process_zero and args.output_dir:
             self.record_path = Path(args.output_dir) / self.record_name
@@ -278,6 +281,7 @@ class FtManifestCallback(TrainerCallback):
             raise refusal
         self._control = control
         self._guard_steps(state, kw)
+        self._record_batches(args, kw)
         report_guarded(report.manifest_digest)  # `run --guarded` waits for this word
 
     def _guard_steps(self, state: TrainerState, kw: dict[str, Any]) -> None:
@@ -301,6 +305,14 @@ class FtManifestCallback(TrainerCallback):
             lambda index, rows: self._refuse_step(state, index, rows),
         )  # fmt: skip
         self.recipe.setdefault("lr_schedule", {})["hooked"] = self._steps.hooked
+
+    def _record_batches(self, args: TrainingArguments, kw: dict[str, Any]) -> None:
+        """What the Trainer feeds the model, its first micro-batches (``integrations.batches``)."""
+        if self._batches is not None:
+            self._batches.remove()  # a second train() on the same Trainer
+        tokenizer = kw.get("processing_class") or kw.get("tokenizer")
+        assert self.record is not None
+        self._batches = batches.BatchRecorder(kw.get("model"), args, tokenizer, self.record)
 
     def _refuse_step(self, state: TrainerState, index: int, rows: list[Finding]) -> None:
         rows, accepted, _unused = apply_acceptances(rows, self.options["accept"])
@@ -614,6 +626,8 @@ class FtManifestCallback(TrainerCallback):
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
+        if self._batches is not None:
+            self._batches.remove()
         if self._steps is not None:
             self.recipe.setdefault("lr_schedule", {})["steps_checked"] = self._steps.checked
             self._steps.remove()
