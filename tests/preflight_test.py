@@ -209,7 +209,8 @@ def test_an_unseeded_recipe_fails_the_determinism_row_and_names_the_flags(
     hook.write_text(UNSEEDED)
     row = _rows(_example(tmp_path), recipe_spec=f"{hook}:recipe", only=["determinism"])
     det = row["determinism"]
-    assert not det.ok and "different loss" in det.summary  # type: ignore[attr-defined]
+    assert not det.ok and "differ at step 1: loss" in det.summary  # type: ignore[attr-defined]
+    assert det.reason == "not-deterministic"  # type: ignore[attr-defined]
     assert any("use_deterministic_algorithms" in d for d in det.details)  # type: ignore[attr-defined]
 
 

@@ -25,10 +25,11 @@ from ftmanifest.safe_text import escape
 DESCRIPTION = """\
 Run the method's checks on one full training step of the manifest's model,
 data and recipe before renting GPUs (stack, disk, tokens, step, update,
-overfit, resume, determinism, throughput): one row per check with its
-figures, a few examples formatted token by token (--html writes them as a
-page), and the result recorded in the ledger (unless --no-record).  Exit 0
-every check passed, 1 a check failed, 2 unusable input.
+overfit, resume, determinism: the first steps twice in fresh processes,
+throughput): one row per check with its figures, a few examples formatted
+token by token (--html writes them as a page), and the result recorded in
+the ledger (unless --no-record).  Exit 0 every check passed, 1 a check
+failed, 2 unusable input.
 """
 
 EXAMPLES = """\
@@ -67,6 +68,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--overfit-lr", type=float, default=None, metavar="LR",
                    help="learning rate of the overfit check (default: training.optimizer.lr, "
                    "else 0.01)")  # fmt: skip
+    p.add_argument("--no-repeat", action="store_true",
+                   help="determinism: run the first steps in one fresh process, not two, and "
+                   "compare nothing (when loading the model twice costs too much)")  # fmt: skip
     p.add_argument("--html", type=Path, metavar="OUT", help="write the rendered examples here")
     p.add_argument("--allow-outside", action="store_true",
                    help="allow data/model paths outside the manifest's folder")  # fmt: skip
@@ -102,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         overfit_steps=args.overfit_steps,
         overfit_ratio=args.overfit_ratio,
         overfit_lr=args.overfit_lr,
+        repeat=not args.no_repeat,
     )
     result = run_preflight(loaded, only=args.only, options=options, recipe_spec=args.recipe,
                            allow_outside=args.allow_outside, say=stderr_say)  # fmt: skip

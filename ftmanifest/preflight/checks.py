@@ -35,10 +35,12 @@ class Row:
     summary: str
     figures: dict[str, Any] = field(default_factory=dict)
     details: list[str] = field(default_factory=list)
+    reason: str | None = None  # a failed row's stable code (``not-deterministic``), or none
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "ok": self.ok, "summary": self.summary,
-                "figures": self.figures, "details": self.details}  # fmt: skip
+        out = {"name": self.name, "ok": self.ok, "summary": self.summary,
+               "figures": self.figures, "details": self.details}  # fmt: skip
+        return {**out, "reason": self.reason} if self.reason else out
 
 
 @dataclass
@@ -51,6 +53,7 @@ class Options:
     overfit_lr: float | None = None  # default: the manifest's optimizer lr, else 1e-2
     checkpoints_kept: int = 3
     throughput_seconds: float = 3.0  # the sustained window, after two warm-up steps
+    repeat: bool = True  # determinism: a second fresh process to compare the first with
 
 
 @dataclass
@@ -444,18 +447,10 @@ CHECKS: dict[str, Check] = {
 # -- resume, determinism, throughput ---------------------------------------------
 
 
-def _digest(tensors: Any) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    for name, t in tensors:
-        h.update(name.encode())
-        h.update(t.detach().float().cpu().contiguous().numpy().tobytes())
-    return "sha256:" + h.hexdigest()
-
-
 def trainable_digest(model: Any) -> str:
-    return _digest((n, p) for n, p in model.named_parameters() if p.requires_grad)
+    from ftmanifest.preflight.repeat import tensor_digests
+
+    return tensor_digests(model)[0]
 
 
 def greedy(model: Any, tokenizer: Any, example: Example, device: Any, new: int = 4) -> list[int]:
@@ -520,35 +515,47 @@ def resume(s: State) -> Row:
                "generation identical", figures)  # fmt: skip
 
 
-DETERMINISM_FLAGS = [
-    "seeds.deterministic: true (torch.use_deterministic_algorithms)",
-    "CUBLAS_WORKSPACE_CONFIG=:4096:8 (CUDA)",
-    "seeds.cudnn_benchmark: false",
-    "every seed in `seeds` set (python, numpy, torch, data_order)",
-]
-
-
 def determinism(s: State) -> Row:
-    from ftmanifest.preflight.steps import train_step
-    from ftmanifest.seeding import seed_everything
+    """The first steps twice, each in a fresh process whose generators were set from
+    the OS, compared: bitwise on the CPU, within ``CUDA_TOLERANCE`` elsewhere."""
+    from ftmanifest.preflight.repeat import CUDA_TOLERANCE, child_result, compare, run_child
 
     r = s.recipe
-    runs = []
-    for _ in range(2):
-        seed_everything(r.manifest)
-        model, optimizer, batches = _model_and_batches(s)
-        loss = train_step(model, optimizer, batches, r.loss_normalization, r.precision)
-        grads = ((n, p.grad) for n, p in model.named_parameters() if p.grad is not None)
-        runs.append((loss, _digest(grads)))
-    (loss_a, grad_a), (loss_b, grad_b) = runs
-    figures = {"loss": [loss_a, loss_b], "grad_digest": [grad_a, grad_b],
-               "deterministic_flag": bool(r.manifest.seeds.deterministic)}  # fmt: skip
-    if loss_a == loss_b and grad_a == grad_b:
-        return Row("determinism", True, "same seeds, same step: loss and gradients bitwise "
-                   "identical", figures)  # fmt: skip
-    what = "loss" if loss_a != loss_b else "gradients"
-    return Row("determinism", False, f"the same step twice gave different {what}", figures,
-               ["would fix it: " + f for f in DETERMINISM_FLAGS])  # fmt: skip
+    count = 2 if s.options.repeat else 1
+    start = (str(r.manifest_path), r.source, s.options.device)
+    if s.options.device == "cpu":  # side by side; an accelerator's memory holds one at a time
+        runs = [child_result(p) for p in [run_child(*start) for _ in range(count)]]
+    else:
+        runs = [child_result(run_child(*start)) for _ in range(count)]
+    why = next((x for x in runs if isinstance(x, str)), None)
+    if why is not None:
+        return Row("determinism", False, f"the first steps did not run in a fresh process: {why}")
+    done = [x for x in runs if not isinstance(x, str)]
+    tolerance = None if done[0].device == "cpu" else CUDA_TOLERANCE
+    figures: dict[str, Any] = {
+        "steps": len(done[0].losses),
+        "compared": "bitwise" if tolerance is None else f"relative {tolerance:g}",
+        "runs": [{k: v for k, v in x.to_dict().items() if k != "tensors"} for x in done],
+        "kernels": sorted({k for x in done for k in x.kernels}),
+        "deterministic_flag": bool(r.manifest.seeds.deterministic),
+    }
+    shown = [f"run {i}: losses {x.losses}, weights {x.digest[:23]}"
+             for i, x in enumerate(done, start=1)]  # fmt: skip
+    if figures["kernels"]:
+        shown.append("non-deterministic kernels seen: " + ", ".join(figures["kernels"]))
+    if len(done) == 1:
+        return Row("determinism", True, f"the first {figures['steps']} steps ran once in a "
+                   "fresh process (--no-repeat): not compared", figures, shown)  # fmt: skip
+    error = compare(done[0], done[1], tolerance)
+    if error is None:
+        return Row("determinism", True, f"the first {figures['steps']} steps twice in fresh "
+                   f"processes: losses and trainable weights equal {figures['compared']}",
+                   figures, shown)  # fmt: skip
+    figures["first_difference"] = {"at": error.field, "observed": error.observed}
+    details = [*shown, f"expected {error.expected}, observed {error.observed}"]
+    details += ["would fix it: " + c for c in (error.hint or "").split("likely causes: ")[-1]
+                .split(" | ")]  # fmt: skip
+    return Row("determinism", False, error.message, figures, details, reason=error.reason)
 
 
 def throughput(s: State) -> Row:

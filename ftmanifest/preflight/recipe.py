@@ -179,10 +179,17 @@ def _tokenize(tokenizer: Any, prompt: Any, completion: str) -> tuple[list[int], 
 
 
 def default_build_model(recipe: Recipe) -> Any:
-    """A fresh model as the method says: frozen modules frozen, or a peft LoRA."""
+    """A fresh model as the method says: frozen modules frozen, or a peft LoRA.
+    The manifest's seeds are applied once the base is loaded, as ``load_pinned``
+    does, so the LoRA's initial weights are the same in every process."""
     from transformers import AutoModelForCausalLM
 
+    from ftmanifest.seeding import seed_everything
+
     model = AutoModelForCausalLM.from_pretrained(recipe.model_folder, dtype="float32")
+    seeds = recipe.manifest.seeds
+    if seeds.python is not None or seeds.numpy is not None or seeds.torch is not None:
+        seed_everything(recipe.manifest)
     if recipe.checkpointing:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
