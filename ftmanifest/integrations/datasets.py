@@ -548,9 +548,10 @@ def _trace_one(ctx: _Context, dataset: Any) -> DataTrace:
     )
     sources, lost = _sources(dataset, files)
     findings = [_lost_row(ctx, f) for f in lost]
-    origins = []
+    origins, traced_to = [], []
     for (folder, split), info in sources.items():
         entries, proof, rows = _judge(ctx, folder, info, split)
+        traced_to += entries
         findings += rows or _role_rows(ctx, entries, folder)
         origins.append(
             {
@@ -568,6 +569,14 @@ def _trace_one(ctx: _Context, dataset: Any) -> DataTrace:
         return _untraced(ctx, record, why, findings)
     if not traced:
         record["reason"] = "some of its files are not pinned data entries"
+    elif not findings:  # traced: are all the pinned rows read, in the pinned order?
+        from ftmanifest.integrations.data_rows import judge_rows
+
+        pinned = sum(int(info.splits[s].num_examples) for (_, s), info in sources.items())
+        findings, part = judge_rows(
+            dataset, pinned, traced_to, ctx.manifest, str(ctx.path), ctx.role
+        )
+        record.update(part)
     return DataTrace(traced, findings, {**record, "traced": traced})
 
 
