@@ -75,6 +75,8 @@ def pinned_arguments(manifest: Any, fields: set[str], *, trl: bool = False) -> d
     if trl and t.objective is not None:
         for key, value in t.objective.params.items():
             put(key, value, ("training", "objective", "params", key))
+    for key, value in t.options.items():
+        put(key, value, ("training", "options", key))
     return {k: v for k, v in out.items()}
 
 

@@ -12,11 +12,12 @@ packing, completion/assistant-only loss against ``loss_on``, the objective
 
 ``FIELDS`` is the one table from manifest field to ``TrainingArguments``
 field; the builders (``ftmanifest.integrations.builders``) read the same
-table, so what they build always passes.  What has no Trainer counterpart
+table, so what they build always passes.  ``training.options`` pins any other
+field by name, compared exactly.  What has no Trainer counterpart
 (``loss_normalization``, ``packing.mask_policy``, ``fp8``...) is listed in
-``not_compared``, and Trainer options that change training but have no
-manifest field are listed in ``unpinned`` when they are not at their
-defaults: both go to the run record, never silently dropped.
+``not_compared``; every other field that is neither pinned nor neutral
+(``ftmanifest.integrations.options``) and not at its default is refused
+(``drift.unpinned-option``) and listed in ``unpinned``.
 
 Nothing here imports transformers; the objects are read by attribute.
 """
@@ -26,13 +27,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
+import os
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ftmanifest.findings import Finding
-from ftmanifest.location import Loc
+from ftmanifest.integrations.options import judge_unpinned
+from ftmanifest.integrations.options import same as _same
+from ftmanifest.location import Loc, format_loc
 
 RULE = "drift.recipe"
 HINT = (
@@ -108,20 +112,16 @@ TRL_FIELDS: tuple[tuple[Loc, str, Callable[[Any], Any]], ...] = (
     ),
 )
 
-# Trainer options that change what is trained and have no manifest field,
-# with their defaults: a non-default value is recorded and warned about.
-UNPINNED_DEFAULTS: Mapping[str, Any] = {
-    "label_smoothing_factor": 0.0,
-    "neftune_noise_alpha": None,
-    "optim_args": None,
-    "optim_target_modules": None,
-    "lr_scheduler_kwargs": None,
-    "torch_compile": False,
-    "use_liger_kernel": False,
-    "train_sampling_strategy": "random",
-    "dataloader_drop_last": False,
-    "average_tokens_across_devices": True,
-    "auto_find_batch_size": False,
+# Fields pinned outside the tables, by the manifest field that pins them.
+OTHER_PINS: Mapping[str, Loc] = {
+    "max_steps": ("training", "max_steps"),
+    "num_train_epochs": ("training", "epochs"),
+    "bf16": ("training", "precision"),
+    "fp16": ("training", "precision"),
+    "tf32": ("training", "precision"),
+    "completion_only_loss": ("training", "loss_on"),
+    "assistant_only_loss": ("training", "loss_on"),
+    "full_determinism": ("seeds", "deterministic"),
 }
 
 # The objective a TRL config class names (trl.DPOConfig -> dpo).
@@ -182,14 +182,41 @@ def observed_precision(data: Mapping[str, Any]) -> str:
 
 
 def argument_defaults(args: Any) -> dict[str, Any]:
-    """The declared defaults of ``args``'s dataclass fields (empty for other objects)."""
+    """The defaults of ``args``'s class as effective data: an instance built with
+    nothing but ``use_cpu`` (what ``__post_init__`` derives included), or the
+    declared defaults when the class cannot be built so; empty for other objects.
+
+    The instance never sets up devices (``TrainingArguments._setup_devices``
+    resets accelerate's process-wide state, under the running Trainer), and
+    the environment is left as it was."""
     if not dataclasses.is_dataclass(args):
         return {}
-    out = {}
-    for f in dataclasses.fields(args):
-        if f.default is not dataclasses.MISSING:
-            out[f.name] = _plain(f.default) if hasattr(f.default, "value") else f.default
-    return out
+    names = {f.name for f in dataclasses.fields(args)}
+    cls: Any = type(args)
+    if "_setup_devices" in dir(cls):
+        import torch  # loaded already: the arguments' class needs it
+
+        cpu = property(lambda _self: torch.device("cpu"))
+        cls = type(cls.__name__, (cls,), {"_setup_devices": cpu, "__module__": cls.__module__})
+    before = dict(os.environ)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            built = cls(use_cpu=True) if "use_cpu" in names else cls()
+        return effective_arguments(built)[0]
+    except Exception:  # noqa: BLE001 - a class that needs more: its declared defaults
+        out = {}
+        for f in dataclasses.fields(args):
+            if f.default is not dataclasses.MISSING:
+                out[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                out[f.name] = f.default_factory()
+        declared: dict[str, Any] = json.loads(json.dumps(out, default=_plain))
+        return declared
+    finally:
+        for key in set(os.environ) - set(before):
+            del os.environ[key]
+        os.environ.update({k: v for k, v in before.items() if os.environ.get(k) != v})
 
 
 def judge_arguments(
@@ -200,12 +227,13 @@ def judge_arguments(
 ) -> RecipeCheck:
     """Every difference between the manifest and the effective arguments ``data``.
 
-    A field of the table the manifest leaves unpinned is not compared; when
-    its value is not the arguments' declared default (``defaults``, from
-    ``argument_defaults``) it is recorded in ``unpinned`` with the options
-    that have no manifest field at all."""
+    A field the manifest leaves unpinned, that is not neutral
+    (``options.NEUTRAL``) and whose value is not the class's default
+    (``defaults``, from ``argument_defaults``) is refused and recorded in
+    ``unpinned``."""
     check = RecipeCheck(objective=objective_of(str(data.get("__class__", ""))))
-    left_open: dict[str, Any] = {}
+    compared: set[str] = set()
+    pins: dict[str, Loc] = dict(OTHER_PINS)
 
     def row(loc: Loc, name: str, expected: Any, observed: Any, message: str = "") -> None:
         check.rows.append(
@@ -221,43 +249,79 @@ def judge_arguments(
             )
         )
 
-    for loc, name, pinned in FIELDS:
+    for loc, given, pinned in FIELDS:
         want = pinned(manifest)
-        name = arg_name(name, data)
-        if name not in data:
+        name = arg_name(given, data)
+        pins.setdefault(name, loc)
+        if name not in data or want is None:
             continue
-        if want is None:
-            left_open[name] = data[name]
-        elif not _same(want, data[name]):
+        compared |= {name, given}  # a deprecated alias is the same setting
+        if not _same(want, data[name]):
             row(loc, name, want, data[name])
     _steps(manifest, data, row)
     _precision(manifest, data, row, check)
     _objective(manifest, data, row, check)
     for loc, name, pinned in TRL_FIELDS:
         want = pinned(manifest)
+        pins.setdefault(name, loc)
         if name not in data:
             continue
         if want is None:
-            left_open[name] = data[name]
             if name == "beta" and check.objective in PREFERENCE_WITH_BETA:
+                compared.add(name)
                 row(loc, name, "stated in the manifest", data[name],
                     f"the {check.objective} objective's beta is not pinned")  # fmt: skip
             continue
+        compared.add(name)
         if not _same(want, data[name]):
             row(loc, name, want, data[name])
     _loss_on(manifest, data, row, check)
     _not_compared(manifest, data, check)
-    check.unpinned = {
-        k: data[k] for k, default in UNPINNED_DEFAULTS.items() if k in data and data[k] != default
-    }
-    pinned_names = {
-        arg_name(n, data) for loc, n, pin in FIELDS + TRL_FIELDS if pin(manifest) is not None
-    }
-    for name, value in left_open.items():
-        default = (defaults or {}).get(name, value)
-        if name not in pinned_names and not _same(default, value):
-            check.unpinned[name] = value
+    compared |= _compared_elsewhere(manifest, data)
+    check.rows += _pinned_options(manifest.training.options, data, manifest_path, pins)
+    unpinned, check.unpinned = judge_unpinned(data, defaults or {}, compared, manifest_path, pins)
+    check.rows += unpinned
     return check
+
+
+def _compared_elsewhere(manifest: Any, data: Mapping[str, Any]) -> set[str]:
+    """The fields the manifest pins outside the tables: steps, precision, loss_on,
+    determinism (judged on torch itself), the objective's parameters, the options."""
+    t = manifest.training
+    out = {"full_determinism", *t.options}
+    if t.max_steps is not None or t.epochs is not None:
+        out |= {"max_steps", "num_train_epochs"}
+    if t.precision is not None and t.precision != "fp8":
+        out |= {"bf16", "fp16", "tf32"}
+    if t.loss_on is not None and "completion_only_loss" in data:
+        out |= {"completion_only_loss", "assistant_only_loss"}
+    if t.objective is not None:
+        out |= set(t.objective.params)
+    return out
+
+
+def _pinned_options(
+    options: Mapping[str, Any], data: Mapping[str, Any], path: str, pins: Mapping[str, Loc]
+) -> list[Finding]:
+    """``training.options`` against the arguments: each value exactly, each name a field
+    of the trainer's config that no other manifest field pins."""
+    rows = []
+    for name, want in sorted(options.items()):
+        loc: Loc = ("training", "options", name)
+        if name in pins:
+            message, expected = f"{name} has its own manifest field", format_loc(pins[name])
+            observed, hint = f"training.options.{name}", f"move it to {format_loc(pins[name])}"
+        elif name not in data:
+            message, expected = f"the trainer's config has no field {name}", _show(want)
+            observed, hint = f"no such field in {data.get('__class__', 'the arguments')}", HINT
+        elif not _same(want, data[name]):
+            message, expected = f"the trainer's {name} is not the manifest's", _show(want)
+            observed, hint = f"{_show(data[name])} ({name})", HINT
+        else:
+            continue
+        rows.append(Finding.at(loc, kind="drift", rule=RULE, message=message, path=path,
+                               expected=expected, observed=observed, hint=hint))  # fmt: skip
+    return rows
 
 
 def _steps(manifest: Any, data: Mapping[str, Any], row: Callable[..., None]) -> None:
@@ -352,18 +416,6 @@ def _not_compared(manifest: Any, data: Mapping[str, Any], check: RecipeCheck) ->
             "field": "training.seq_len",
             "why": "transformers.Trainer has no max_length; the first batch's length is judged",
         })  # fmt: skip
-
-
-def _same(want: Any, seen: Any) -> bool:
-    if isinstance(want, bool) or isinstance(seen, bool):
-        return bool(want) is bool(seen) and type(want) is type(seen)
-    if isinstance(want, (int, float)) and isinstance(seen, (int, float)):
-        return math.isclose(float(want), float(seen), rel_tol=1e-9, abs_tol=0.0)
-    if isinstance(want, str) and isinstance(seen, list) and len(seen) == 1:
-        return want == seen[0]  # TRL's loss_type: "sigmoid" and ["sigmoid"]
-    if isinstance(want, list) and isinstance(seen, str):
-        return want == [seen]
-    return bool(want == seen)
 
 
 def _show(value: Any) -> str:

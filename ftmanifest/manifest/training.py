@@ -180,6 +180,13 @@ class Training(Strict):
     packing: Packing = Field(default_factory=Packing, description="Sequence packing.")
     max_steps: PositiveInt | None = Field(default=None, description="Optimizer steps to run.")
     epochs: float | None = Field(default=None, gt=0, description="Epochs, when not max_steps.")
+    options: dict[NonEmpty, Any] = Field(
+        default_factory=dict,
+        description="Other Trainer or TRL config options that change training, by the "
+        "config's field names (e.g. label_smoothing_factor, neftune_noise_alpha, "
+        "train_sampling_strategy, optim_args); each is compared exactly with the trainer's, "
+        "and one not at its default and not pinned refuses the run.",
+    )
 
 
 class Distributed(Strict):

@@ -88,8 +88,16 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def write_manifest(folder: Path, model_dir: str, arch: str, **method: Any) -> Path:
-    """A manifest beside a local base folder, its tree digest pinned."""
+def write_manifest(
+    folder: Path,
+    model_dir: str,
+    arch: str,
+    *,
+    training: dict[str, Any] | None = None,
+    **method: Any,
+) -> Path:
+    """A manifest beside a local base folder, its tree digest pinned (``training``: the
+    section a guarded Trainer run needs, its options pinned)."""
     from ftmanifest.hashing import hash_tree
 
     tree = hash_tree(folder / model_dir, use_cache=False).digest
@@ -103,6 +111,8 @@ def write_manifest(folder: Path, model_dir: str, arch: str, **method: Any) -> Pa
         "export": {"path": "adapter", "bind": ["base_revision", "base_tree_digest",
                                                "manifest_digest"]},
     }  # fmt: skip
+    if training is not None:
+        body["training"] = training
     import json
 
     path = folder / "exp.json"

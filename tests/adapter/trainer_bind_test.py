@@ -67,7 +67,8 @@ def project(models: dict[str, Path], tmp_path: Path, signer: Any) -> tuple[Path,
     trust_repo(root, signer)
     copy_tree(models["gpt2-a"], root / "base")
     (root / ".gitignore").write_text("out/\n")
-    manifest = write_manifest(root, "base", "gpt2")
+    # the guard refuses Trainer options that change training unless pinned
+    manifest = write_manifest(root, "base", "gpt2", training={"micro_batch": 2, "max_steps": 2})
     git(root, "add", "-A")
     git(root, "commit", "-qm", "base and manifest")
     lock_manifest(manifest)

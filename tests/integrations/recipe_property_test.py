@@ -148,13 +148,16 @@ def test_any_single_change_to_a_pinned_argument_is_refused(
         assert f.field and f.expected and f.observed and f.hint and f.path == WHERE
 
 
-def test_an_unpinned_argument_off_its_default_is_recorded(tmp_path: Path) -> None:
+def test_an_unpinned_argument_off_its_default_is_refused_and_recorded(tmp_path: Path) -> None:
     body = {"ftmanifest": 1, "experiment": {"id": "t"}, "model": {"path": "m"},
             "training": {"optimizer": {"name": "adamw_torch", "lr": 0.01}}}  # fmt: skip
     manifest = Manifest.model_validate(body)
     args = training_arguments(manifest, output_dir=str(tmp_path), adam_beta1=0.5, seed=7)
     check = _judge(manifest, args)
-    assert check.rows == []
+    assert {(f.rule, f.field) for f in check.rows} == {
+        ("drift.unpinned-option", "training.optimizer.betas"),
+        ("drift.unpinned-option", "seeds.torch"),
+    }
     assert check.unpinned["adam_beta1"] == 0.5 and check.unpinned["seed"] == 7
     plain = _judge(manifest, training_arguments(manifest, output_dir=str(tmp_path)))
     assert "adam_beta1" not in plain.unpinned and "seed" not in plain.unpinned

@@ -75,7 +75,6 @@ ONE_CHANGE = [
     ("lr_scheduler_type", "cosine", "training.optimizer.schedule"),
     ("warmup_steps", 1, "training.optimizer.warmup_steps"),
     ("optim", "sgd", "training.optimizer.name"),
-    ("adam_beta2", 0.95, None),  # not pinned by the example: recorded, not refused
 ]
 
 
