@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(f"wrote {escape(str(path))}\n")
     if paths.redacted:
         sys.stderr.write(
-            f"warning: {paths.redacted} value(s) in the model card looked like a secret or "
-            "personal data and were masked; remove them from the manifest or the audit\n"
+            f"warning: {paths.redacted} value(s) in the model card looked like personal data "
+            "and were masked; remove them from the manifest or the audit\n"
         )
     return 0

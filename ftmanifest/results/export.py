@@ -18,7 +18,7 @@ from ftmanifest.errors import InputError, InputNotFoundError, RefusedError
 from ftmanifest.lint import lint_document
 from ftmanifest.manifest import load_manifest
 from ftmanifest.results.mlbom import bom_json, build_bom, parse_lock
-from ftmanifest.results.modelcard import redact_values
+from ftmanifest.results.modelcard import redact_values, secrets_in
 from ftmanifest.results.report import load_report_data
 from ftmanifest.untrusted import read_untrusted
 
@@ -28,7 +28,7 @@ MAX_LOCK_BYTES = 16 << 20
 
 @dataclass(frozen=True)
 class Exported:
-    """The exported text and how many values in it were masked as secret-shaped."""
+    """The exported text and how many values in it were masked as personal data."""
 
     text: str
     redacted: int
@@ -119,5 +119,6 @@ def export_manifest(manifest: str | Path, *, fmt: str, audit: str | Path | None 
         report=report,
         audit_digest=audit_digest,
     )
+    secrets_in(bom)  # a secret refuses the export; personal data is masked
     clean, redacted = redact_values(bom)
     return Exported(bom_json(clean), redacted)

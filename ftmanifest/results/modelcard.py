@@ -12,11 +12,14 @@ data are local files (they are described in the body instead).
 
 A card is published, so it is built from ``portable`` data (no path of this
 machine), and every string in it is scanned with ftmanifest's own secret and
-personal-data rules before it is written: a value that matches is replaced by
-the scan's mask (``[REDACTED:rule:fingerprint]``) and the card says how many
-were; the finished card is scanned again, as written and as a reader sees it
-(Markdown escapes removed), and refused (``RefusedError``) if anything is
-still found.
+personal-data rules before it is written.  A secret anywhere in the report's
+data refuses the whole hand-off (``secrets_in``, called by ``write_report``):
+the handoff files would carry it too, and a masked card would hide that the
+manifest or the audit leaks one.  Personal data (an author's address) is
+masked in the card only (``[REDACTED:rule:fingerprint]``), and the card says
+how many values were; the finished card is scanned again, as written and as a
+reader sees it (Markdown escapes removed), and refused (``RefusedError``) if
+anything is still found.
 """
 
 from __future__ import annotations
@@ -71,6 +74,50 @@ class ModelCard:
 
     text: str
     redacted: int
+
+
+class HandoffSecretError(RefusedError):
+    """The hand-off's data carries a secret (a token in the manifest's or the
+    audit's free text): nothing is written until it is removed at its source."""
+
+    reason = "handoff-secret"
+
+
+def _secret_rows(value: Any, where: str) -> list[tuple[str, str, str]]:
+    """(field, rule, redacted excerpt) of every secret in ``value``'s strings."""
+    if isinstance(value, str):
+        found = scan_buffer(value.encode("utf-8", "surrogatepass"), path=CARD_PATH)
+        return [(where, f.rule or "secret", f.excerpt or "") for f in found if _is_secret(f.rule)]
+    if isinstance(value, Mapping):
+        rows = []
+        for key, item in value.items():
+            field = f"{where}.{key}" if where else str(key)
+            rows += _secret_rows(str(key), field) + _secret_rows(item, field)
+        return rows
+    if isinstance(value, (list, tuple)):
+        return [row for i, item in enumerate(value) for row in _secret_rows(item, f"{where}[{i}]")]
+    return []
+
+
+def _is_secret(rule: str | None) -> bool:
+    return not (rule or "").startswith("pii.")
+
+
+def secrets_in(data: Mapping[str, Any]) -> None:
+    """Refuse (``HandoffSecretError``) report data any string of which holds a
+    secret; each is named by its field, rule and a redacted excerpt."""
+    rows = _secret_rows(portable(data), "")
+    if rows:
+        field, rule, shown = rows[0]
+        raise HandoffSecretError(
+            f"the hand-off would carry {len(rows)} secret(s): "
+            + "; ".join(f"{f}: {r} ({e})" for f, r, e in rows[:5]),
+            field=field,
+            expected="no secret in the manifest, the audit or the results a hand-off shows",
+            observed=f"{rule}: {shown}",
+            hint="remove the secret where it was written (the manifest's notes, a category name, "
+            "the results file), revoke it if it was real, then audit and report again",
+        )
 
 
 def redact_values(value: Any) -> tuple[Any, int]:

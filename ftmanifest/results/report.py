@@ -61,7 +61,7 @@ from ftmanifest.results.mdtext import code as _code
 from ftmanifest.results.mdtext import md as _md
 from ftmanifest.results.mdtext import num as _num
 from ftmanifest.results.mdtext import portable
-from ftmanifest.results.modelcard import CARD_PATH, render_model_card
+from ftmanifest.results.modelcard import CARD_PATH, render_model_card, secrets_in
 from ftmanifest.safe_text import escape
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -306,8 +306,10 @@ def _duplicate(key: str) -> ValueError:
 def write_report(data: Mapping[str, Any], out_dir: Path, *, mode: int = 0o644) -> ReportPaths:
     """Render ``data`` and write the three files and the model card (``README.md``,
     ``modelcard``) into ``out_dir`` (created if missing).  Everything is rendered
-    before anything is written: a card the scan refuses leaves no file behind."""
+    before anything is written: data holding a secret (``secrets_in``), or a card
+    the scan refuses, leaves no file behind."""
     out_dir = Path(out_dir)
+    secrets_in(data)
     card = render_model_card(data)
     paths = ReportPaths(
         out_dir / "handoff.json",

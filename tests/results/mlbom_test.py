@@ -20,6 +20,7 @@ from ftmanifest.errors import InputError, RefusedError
 from ftmanifest.manifest import load_manifest
 from ftmanifest.results.export import export_manifest
 from ftmanifest.results.mlbom import parse_lock
+from ftmanifest.results.modelcard import HandoffSecretError
 from tests.conftest import run_cli
 
 SHIPPED = Path(__file__).parents[2] / "manifests" / "docroute-lora-r16.yaml"
@@ -155,14 +156,25 @@ def test_two_exports_are_byte_identical_and_serial_follows_content(tmp_path: Pat
     assert len(serials) == 2 and all(s.startswith("urn:uuid:") for s in serials)
 
 
-def test_secret_in_audit_limits_is_masked(tmp_path: Path) -> None:
+def test_secret_in_audit_limits_is_refused(tmp_path: Path) -> None:
     rnd = random.Random(5)
     token = "ghp_" + "".join(rnd.choice(string.ascii_letters + string.digits) for _ in range(36))
     manifest = project(tmp_path)
+    with pytest.raises(HandoffSecretError) as err:
+        export_manifest(
+            manifest, fmt="cyclonedx", audit=audit_file(tmp_path, manifest, f"key {token}")
+        )
+    assert err.value.exit_code == 1 and token not in str(err.value.to_dict())
+
+
+def test_personal_data_in_audit_limits_is_masked(tmp_path: Path) -> None:
+    manifest = project(tmp_path)
     out = export_manifest(
-        manifest, fmt="cyclonedx", audit=audit_file(tmp_path, manifest, f"key {token}")
+        manifest,
+        fmt="cyclonedx",
+        audit=audit_file(tmp_path, manifest, "questions to jane.doe@mailbox.org"),
     )
-    assert token not in out.text and out.redacted == 1
+    assert "jane.doe@mailbox.org" not in out.text and out.redacted == 1
     _validate(out.text)
 
 

@@ -164,21 +164,34 @@ def test_card_passes_ftmanifest_scan(tmp_path: Path) -> None:
     assert scan_paths([path]).findings == []
 
 
-def test_secret_in_free_text_is_masked_not_published(tmp_path: Path) -> None:
+def test_secret_in_free_text_refuses_the_whole_handoff(tmp_path: Path) -> None:
+    """The handoff files would carry the token too: nothing is written, the field is named."""
     token = _token()
     data = card_data(tmp_path)
     data["experiment"]["hypothesis"] = f"raise F1; the key is {token}"
-    data["limits"] = f"mail jane.doe@mailbox.org or use {token}"
+    with pytest.raises(modelcard.HandoffSecretError) as err:
+        write_report(data, tmp_path / "handoff")
+    shown = err.value.to_dict()
+    assert shown["reason"] == "handoff-secret"
+    assert shown["exit_code"] == 1
+    assert shown["field"] == "experiment.hypothesis"
+    assert "secret.github-pat" in str(shown["observed"])
+    assert token not in str(shown)  # named, never printed whole
+    assert not (tmp_path / "handoff").exists()  # nothing half-written
+
+
+def test_personal_data_in_free_text_is_masked_in_the_card_only(tmp_path: Path) -> None:
+    data = card_data(tmp_path)
+    data["limits"] = "questions to jane.doe@mailbox.org"
     paths = write_report(data, tmp_path / "handoff")
     text = paths.model_card.read_text()
-    assert token not in text
     assert "jane.doe@mailbox.org" not in text
     assert "[REDACTED:" in text
-    assert paths.redacted == 3
-    assert "3 value(s) that looked like a secret" in text
+    assert paths.redacted == 1
+    assert "1 value(s) that looked like a secret or personal data" in text
     assert scan_paths([paths.model_card]).findings == []
-    # the audit JSON keeps the exact values (it is the record, not the published card)
-    assert token in paths.json.read_text()
+    # the hand-off record keeps the exact value (it is the record, not the published card)
+    assert "jane.doe@mailbox.org" in paths.json.read_text()
 
 
 def test_control_the_scan_would_flag_the_unmasked_text(tmp_path: Path) -> None:
@@ -192,14 +205,13 @@ def test_card_that_still_holds_a_flagged_value_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Fail closed: masking is checked by scanning the finished card again."""
-    token = _token()
     monkeypatch.setattr(modelcard, "_redact", lambda value, counter: value)
     data = card_data(tmp_path)
-    data["limits"] = token
+    data["limits"] = "questions to jane.doe@mailbox.org"
     with pytest.raises(RefusedError) as err:
         write_report(data, tmp_path / "handoff")
     assert err.value.exit_code == 1
-    assert token not in str(err.value.to_dict())
+    assert "jane.doe@mailbox.org" not in str(err.value.to_dict())
     assert not (tmp_path / "handoff").exists()  # nothing half-written
 
 
@@ -220,9 +232,22 @@ def test_local_base_model_has_no_base_model_key(tmp_path: Path) -> None:
     assert shown.endswith("/model") and str(tmp_path) not in shown
 
 
+def test_report_command_refuses_a_secret_naming_its_field(tmp_path: Path) -> None:
+    token = _token()
+    data = card_data(tmp_path)
+    data["limits"] = f"token {token}"
+    audit = tmp_path / "audit.json"
+    audit.write_text(json.dumps({"ok": True, "report": data}))
+    proc = run_cli("report", str(audit), "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "limits" in proc.stderr and "handoff-secret" in proc.stderr
+    assert token not in proc.stderr + proc.stdout
+    assert not (tmp_path / "out").exists()
+
+
 def test_report_command_writes_the_card_and_warns_on_masking(tmp_path: Path) -> None:
     data = card_data(tmp_path)
-    data["limits"] = f"token {_token()}"
+    data["limits"] = "questions to jane.doe@mailbox.org"
     audit = tmp_path / "audit.json"
     audit.write_text(json.dumps({"ok": True, "report": data}))
     proc = run_cli("report", str(audit), "--out", str(tmp_path / "out"), cwd=tmp_path)
