@@ -1,7 +1,7 @@
 """Scan results cached by file digest: an unchanged file is not scanned again.
 
-Layer: edge (SQLite in the user cache directory, next to the stat cache).
-``scan_cached`` asks the stat cache for every file's digest (an unchanged file
+Layer: judging rooms - edge (SQLite in the user cache directory, next to the stat
+cache).  ``scan_cached`` asks the stat cache for every file's digest (an unchanged file
 costs one ``stat``; nothing is read) and looks its findings up by
 
     (file digest, scanner version, options, name suffix)
@@ -364,8 +364,12 @@ def _scan_with(
 ) -> ScanResult:
     from ftmanifest.hashing import ALGORITHM, from_cache, hash_files
 
+    files, beside = _by_own_bytes(files)
+    result = _scan_beside(beside, opts, progress)
     known = from_cache(files, cache=stats)  # reads no file
-    result, todo = _lookup(cache, files, known, opts)
+    cached, todo = _lookup(cache, files, known, opts)
+    result.findings += cached.findings
+    result.bytes_scanned += cached.bytes_scanned
     _judged(progress, len(files) - len(todo))
     jobs = opts.jobs or os.cpu_count() or 1
     served = _Served(cache.path.parent, opts)
@@ -399,6 +403,32 @@ def _scan_with(
         result.bytes_scanned += fresh.bytes_scanned
         _store(cache, again, fresh.findings, digests, before, opts)
     return result
+
+
+def _by_own_bytes(files: list[Path]) -> tuple[list[Path], list[Path]]:
+    """(files judged by their own bytes, files judged with their neighbours).
+
+    An ONNX model's verdict depends on the external-data files it names, and a
+    raw data file's on the model that names it (``onnx_external``): neither is
+    a property of the file's digest, so a file in a folder holding an ONNX model
+    is never served from the cache nor stored in it."""
+    onnx_folders: dict[str, bool] = {}
+    own: list[Path] = []
+    beside: list[Path] = []
+    for p in files:
+        folder = os.path.dirname(os.path.abspath(p))
+        if folder not in onnx_folders:
+            try:
+                onnx_folders[folder] = any(n.lower().endswith(".onnx") for n in os.listdir(folder))
+            except OSError:
+                onnx_folders[folder] = True  # cannot tell: judge it fresh
+        (beside if onnx_folders[folder] else own).append(p)
+    return own, beside
+
+
+def _scan_beside(files: list[Path], opts: ScanOptions, progress: ProgressSink | None) -> ScanResult:
+    """Scan files judged with their neighbours, without the cache."""
+    return scan_files(files, opts, progress=progress) if files else ScanResult()
 
 
 def _judged(progress: ProgressSink | None, files: int) -> None:

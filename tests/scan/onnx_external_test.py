@@ -118,3 +118,32 @@ def test_a_model_naming_an_absent_data_file_is_not_clean(tmp_path: Path) -> None
     with pytest.raises(Exception):  # noqa: B017
         onnx.load(tmp_path / "model.onnx")
     assert _rules(tmp_path) == {("model.onnx", "onnx.external-data-missing"): "warning"}
+
+
+def test_the_cache_does_not_keep_a_data_file_clean_after_its_model_is_gone(tmp_path: Path) -> None:
+    """The data file's verdict depends on the model beside it, not on its own bytes:
+    a result cached while the model vouched for it must not outlive the model."""
+    from ftmanifest.scan.cache import scan_cached
+
+    folder, cache = tmp_path / "m", tmp_path / "cache"
+    _saved(folder, location="model.onnx.data")
+
+    def rules() -> set[tuple[str, str]]:
+        found = scan_cached([folder], cache_dir=cache).findings
+        return {(Path(f.path or "").name, f.rule or "") for f in found if f.severity == "error"}
+
+    assert rules() == set()  # vouched for by the model, and cached by a second scan
+    assert rules() == set()
+    (folder / "model.onnx").unlink()
+    assert ("model.onnx.data", "scan.unknown-format") in rules()
+
+
+def test_control_an_unchanged_folder_still_scans_clean_with_the_cache(tmp_path: Path) -> None:
+    from ftmanifest.scan.cache import scan_cached
+
+    folder, cache = tmp_path / "m", tmp_path / "cache"
+    _saved(folder, location="model.onnx.data")
+    for _ in range(2):
+        assert [
+            f for f in scan_cached([folder], cache_dir=cache).findings if f.severity == "error"
+        ] == []
