@@ -5,17 +5,19 @@ top-level module) imports only rooms below it, or before it in its layer
 (``tests/import_graph_test.py`` holds the order and checks every import,
 function-level ones too):
 
-1. pure core - errors, extras, location, findings, safe_text, output, checks, manifest,
-   lint, lint_report: plain data in, findings out, no I/O beyond reading a file;
-2. file access - fsutil, counts, sqlite_store, statcache, held, progress,
-   hashing, untrusted, hfcache, snapshot, recordio, wire: reading, hashing,
-   atomic writes, caches;
+1. pure core - location, errors, extras, findings, safe_text, output, checks,
+   manifest, lint, lint_report: plain data in, findings out, no I/O beyond
+   reading a file;
+2. file access - fsutil, counts, sqlite_store, statcache, foldercache, held,
+   progress, hashing, treelist, untrusted, hfcache, snapshot, recordio, wire:
+   reading, hashing, atomic writes, caches;
 3. probes and runtime - probe, seeding, supervise: what this machine is;
-4. signing - keys, trust, envelopes;
+4. signing - signing: keys, trust, envelopes;
 5. judging rooms - scan, ledger, adapter, verify, preflight, data, results,
    backup: each decides one kind of question;
-6. edges - distributed, integrations: other processes and other frameworks;
-7. commands - examples, cli: parse, call one function, render.
+6. edges - distributed, integrations, authoring: other processes, other
+   frameworks and other tools' configs;
+7. commands - examples, cli, __main__: parse, call one function, render.
 
 This module is the public facade and may import any room, lazily: importing
 the package itself is cheap (torch, transformers and peft are only imported

@@ -96,7 +96,7 @@ def branch_commit(snapshot_folder: Path, branch: str = "main") -> str | None:
     ``snapshot_folder`` (``models--org--name/snapshots/<commit>``), or None.
 
     What ``from_pretrained("org/name")`` loads offline is that commit's snapshot,
-    whatever the manifest pins (issue 30).
+    whatever the manifest pins.
     """
     from ftmanifest.untrusted import read_untrusted
 

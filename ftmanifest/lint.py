@@ -156,7 +156,7 @@ def _python(data: dict[str, Any]) -> Iterator[Problem]:
 
 
 def _code(data: dict[str, Any]) -> Iterator[Problem]:
-    """The code that trains is pinned: a commit, locked on a clean tree (issue 30)."""
+    """The code that trains is pinned: a commit, locked on a clean tree."""
     code = _get(data, "environment", "code") or {}
     commit = code.get("commit")
     if not isinstance(commit, str) or not COMMIT_RE.match(commit):
@@ -415,7 +415,7 @@ def _fills_left(doc: Document, found: list[Finding]) -> list[Finding]:
     return out
 
 
-# --- variants (issue 15) ----------------------------------------------------
+# --- variants ----------------------------------------------------
 # Not in RULES: a variant is judged against its parent, found beside it or in
 # the ledger, so these read files and build the pydantic models of both (the
 # judgment ``verify`` makes, ``ftmanifest.ledger.parents``).  Only a manifest

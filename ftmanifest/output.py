@@ -128,7 +128,7 @@ def terminal_width(stream: TextIO | None = None) -> int:
     ``COLUMNS`` when it is set to a number, else the terminal's width, else
     ``UNLIMITED`` when the stream is not a terminal.  A CI log or ``| grep``
     then gets every row on one line, as ``git`` and ``kubectl`` print to a
-    pipe, so a field name is never cut in two (issue 26)."""
+    pipe, so a field name is never cut in two."""
     columns = os.environ.get("COLUMNS", "").strip()
     if columns.isdigit() and int(columns) > 0:
         return int(columns)

@@ -2,7 +2,7 @@
 
 Layer: pure core (shared by every layer; imports nothing of ours).  A key id, a field, a
 file name or a scanned excerpt can carry newlines, CR, ESC sequences, BEL or
-BiDi overrides that forge or hide output lines (issue 10).  Text output shows
+BiDi overrides that forge or hide output lines.  Text output shows
 each such character as a visible escape (``\\x1b``, ``\\n``, ``\\u202e``); the
 JSON output keeps the exact value.
 """

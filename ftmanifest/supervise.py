@@ -1,5 +1,5 @@
 """Run a command as a careful supervisor: pass signals on, bound the shutdown,
-leave nothing behind (issue 8).
+leave nothing behind.
 
 Layer: probes and runtime (stdlib only).  ``ftmanifest run`` hands the training command to
 ``supervise`` once the manifest verified; this module spawns it, waits, and

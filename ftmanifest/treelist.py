@@ -4,7 +4,7 @@ Layer: file access (reads and writes ``<cache>/trees/``).  A tree digest
 (``hashing.tree_digest``) is sha256 over the records ``relpath NUL digest LF``
 in path order, so the list of those records *is* what the digest pins: a list
 whose sha256 equals the signed tree digest is the pinned list, with no other
-field to bind it, and trust never comes from where it was found (issue 31).
+field to bind it, and trust never comes from where it was found.
 ``lock`` (and every verify that hashes a data folder) stores the list of each
 data folder's digest as ``<cache>/trees/<hex>.gz``; ``verify`` reads it back
 only when a folder differs from its pin, to name the files that changed, were

@@ -2,7 +2,7 @@
 
 Layer: file access (pure: no I/O, no torch; below the rooms, so the data
 room's cross-rank leakage check and distributed verify frame alike).
-Nothing crosses between the ranks of a job as a pickle (issue 18): an error
+Nothing crosses between the ranks of a job as a pickle: an error
 travels as its ``to_dict`` fields and is rebuilt here only as a class of the
 allow-list ``ERRORS`` (an unknown name is a plain ``FtManifestError`` with
 the message); a ``Finding`` or a ``FileDigest`` is rebuilt from fields whose

@@ -1,7 +1,7 @@
 """Which modules a LoRA adapter wraps, and which tensors it must hold, from headers.
 
-Layer: pure core (takes tensor shapes and configs, returns findings).  Used by
-``check-adapter`` on a saved adapter and, without one, to judge a manifest's
+Layer: judging rooms - pure core (takes tensor shapes and configs, returns findings).
+Used by ``check-adapter`` on a saved adapter and, without one, to judge a manifest's
 ``method`` against its pinned base (target modules exist, trainable count).
 
 Which modules are wrapped, with which rank, is peft's rule as ``targets``

@@ -1,6 +1,6 @@
 """The base model an adapter is bound to or checked against, as found here.
 
-Layer: edge (finds folders, hashes files).  A base comes from a manifest
+Layer: judging rooms - edge (finds folders, hashes files).  A base comes from a manifest
 (``model.path`` or the cached hub snapshot of ``model.repo@revision``, found
 and hashed by ``observe.observe_model`` as ``verify`` does), from a folder, or
 from a hub repo id and revision.  ``pinned_base_drift`` says where the base

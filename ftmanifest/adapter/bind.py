@@ -1,21 +1,19 @@
 """Bind a trained adapter to the base the manifest pins: judge, record, sign.
 
-Layer: edge (orchestrates ``base``, ``check`` and ``binding``; writes files).
-Refuses (``BindRefusedError``, exit 1, with the findings) when the base here
-drifted from the manifest's pins, when the adapter's LoRA facts are not the
-manifest's method, when its tensors do not fit the base, or when a tokenizer
-or ``generation_config.json`` in the adapter folder is not the base's.  The
-binding pins the base's tokenizer, ``generation_config.json`` and config values
-too (``outputs``).  Then writes the
-metadata and config fields first and signs last, so the signed subjects are
-the files as they end up.  LoRA adapters and methods declared under
-``method.kind: peft`` are bound (the latter by their config's digest);
-another method than the manifest's is refused in one sentence naming both.
-With an ECDSA P-256 key in PEM form (``keygen --type ecdsa-p256``) an OpenSSF
-model-signing bundle ``model.sig`` is written too, before the binding, so the
-binding lists it among its subjects; it signs every file but itself and the
-binding envelope (named in its ``serialization`` block, so ``model_signing
-verify`` leaves that out too).  Another key gets a note saying why not.
+Layer: judging rooms - edge (orchestrates ``base``, ``check`` and ``binding``; writes
+files).  Refuses (``BindRefusedError``, exit 1, with the findings) when the base here
+drifted from the manifest's pins, when the adapter's LoRA facts are not the manifest's
+method, when its tensors do not fit the base, or when a tokenizer or
+``generation_config.json`` in the adapter folder is not the base's.  The binding pins
+the base's tokenizer, ``generation_config.json`` and config values too (``outputs``).
+Then writes the metadata and config fields first and signs last, so the signed subjects
+are the files as they end up.  LoRA adapters and methods declared under ``method.kind:
+peft`` are bound (the latter by their config's digest); another method than the
+manifest's is refused in one sentence naming both.  With an ECDSA P-256 key in PEM form
+(``keygen --type ecdsa-p256``) an OpenSSF model-signing bundle ``model.sig`` is written
+too, before the binding, so the binding lists it among its subjects; it signs every file
+but itself and the binding envelope (named in its ``serialization`` block, so
+``model_signing verify`` leaves that out too).  Another key gets a note saying why not.
 """
 
 from __future__ import annotations

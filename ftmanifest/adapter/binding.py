@@ -1,9 +1,9 @@
 """The binding record of an adapter, and the three places it is written.
 
-Layer: signing client and file writer (edge).  A binding says: this adapter
-was trained on the base whose tensor digest is T (repo, revision and tree
-digest for the record), under the manifest with digest M, with these LoRA
-facts and these library versions.  It is written
+Layer: judging rooms - signing client and file writer (edge).  A binding says: this
+adapter was trained on the base whose tensor digest is T (repo, revision and tree digest
+for the record), under the manifest with digest M, with these LoRA facts and these
+library versions.  It is written
 
 1. as a signed in-toto statement beside the adapter (``ENVELOPE_NAME`` in the
    adapter folder; predicate type ``PREDICATE_TYPE``; every other file of the

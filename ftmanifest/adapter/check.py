@@ -1,6 +1,6 @@
 """Judge an adapter against a base model: the findings of ``check-adapter``.
 
-Layer: judging core over the edges that read (headers, configs, digests,
+Layer: judging rooms - judging core over the edges that read (headers, configs, digests,
 the signed binding); returns ``Finding`` records of kind ``adapter``, never
 raises on a refusal (only on unusable input).  Rules, each its own refusal:
 

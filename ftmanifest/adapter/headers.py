@@ -1,6 +1,6 @@
 """A base model's module tree as its safetensors headers show it.
 
-Layer: pure core (shapes and config in, names and kinds out; below
+Layer: judging rooms - pure core (shapes and config in, names and kinds out; below
 ``architecture`` and ``check``).  Module names come from tensor names
 (``a.b.weight`` is module ``a.b``); a module owning a 2-D ``weight`` is an
 Embedding when named so (``wte``, ``embed_tokens``...) or when the adapter

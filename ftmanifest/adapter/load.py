@@ -1,17 +1,16 @@
 """Load an adapter only onto the base it is bound to.
 
-Layer: edge (torch, transformers and peft, imported inside the functions).
-``load_bound`` runs ``check_adapter`` first and loads through
+Layer: judging rooms - edge (torch, transformers and peft, imported inside the
+functions).  ``load_bound`` runs ``check_adapter`` first and loads through
 ``PeftModel.from_pretrained`` only when nothing refused; otherwise it raises
-``AdapterRefusedError`` (a ``RefusedError``, exit 1) carrying every finding,
-the same reasons the CLI prints.  ``check_loaded_base`` is for code that
-loads the base itself: it digests the model's state dict on the CPU, one
-tensor chunk at a time, and compares it with the bound tensor digest;
-``check_loaded_config`` compares its ``config.to_dict()`` with the config
-transformers builds from the bound ``config.json`` (read again, its digest
-checked, loaded from a private copy), less ``RUNTIME_CONFIG_KEYS``.  Only
-``PEFT_KWARGS`` reach peft: ``config=`` or ``key_mapping=`` would load the
-adapter otherwise than it was checked.
+``AdapterRefusedError`` (a ``RefusedError``, exit 1) carrying every finding, the same
+reasons the CLI prints.  ``check_loaded_base`` is for code that loads the base itself:
+it digests the model's state dict on the CPU, one tensor chunk at a time, and compares
+it with the bound tensor digest; ``check_loaded_config`` compares its
+``config.to_dict()`` with the config transformers builds from the bound ``config.json``
+(read again, its digest checked, loaded from a private copy), less
+``RUNTIME_CONFIG_KEYS``.  Only ``PEFT_KWARGS`` reach peft: ``config=`` or
+``key_mapping=`` would load the adapter otherwise than it was checked.
 
 Tied weights (GPT-2's ``lm_head.weight`` is ``transformer.wte.weight``) are
 one tensor under two names in a state dict but saved once, under one of the

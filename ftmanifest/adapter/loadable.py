@@ -1,8 +1,8 @@
 """Which files transformers and peft would load from a folder, chosen as they choose.
 
-Layer: edge (lists folders, reads the shard index; below ``base`` and ``check``).
-A tensor digest proves something only about the files that are loaded, so the
-files digested are picked by the loaders' own rules, not by a glob:
+Layer: judging rooms - edge (lists folders, reads the shard index; below ``base`` and
+``check``).  A tensor digest proves something only about the files that are loaded, so
+the files digested are picked by the loaders' own rules, not by a glob:
 
 transformers 4.4x-5.x, ``from_pretrained(folder)`` (``modeling_utils.
 _get_resolved_checkpoint_files``): ``config.transformers_weights`` when set,

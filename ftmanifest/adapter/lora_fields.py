@@ -1,7 +1,7 @@
 """Every field of peft's ``LoraConfig``: its type, its default, and how ftmanifest treats it.
 
-Layer: pure core (below ``method``, ``check`` and ``binding``; no peft import).
-The table is peft 0.21's ``peft/tuners/lora/config.py``; a test fails when the
+Layer: judging rooms - pure core (below ``method``, ``check`` and ``binding``; no peft
+import).  The table is peft 0.21's ``peft/tuners/lora/config.py``; a test fails when the
 installed peft has a field the table lacks.  Each field is one of
 
 * ``compared``: compared with the manifest's LoRA ``method`` field named in ``why``
@@ -13,7 +13,7 @@ installed peft has a field the table lacks.  Each field is one of
   ``method.config``).
 
 Unknown fields (a newer peft) are refused unless they look like a default.
-``type_problem`` names the first field of the wrong JSON type (issue 29: an
+``type_problem`` names the first field of the wrong JSON type (an
 ``r: "four"`` used to crash the resolver); ``base_rewriting_init`` the
 ``init_lora_weights`` values peft reruns on load and that rewrite the base's
 weights (``LoraLayer.update_layer``: PiSSA, CorDA, OLoRA, LoftQ).

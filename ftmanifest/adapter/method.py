@@ -1,8 +1,8 @@
 """A peft config against a manifest's ``method``: every difference, as data.
 
-Layer: pure core (below ``check``, ``bind`` and the Trainer guard, which turn
-each ``Difference`` into their own rows: ``adapter.method-differs`` for a
-saved adapter, ``drift.method`` for a live model).  The config is peft's, as
+Layer: judging rooms - pure core (below ``check``, ``bind`` and the Trainer guard, which
+turn each ``Difference`` into their own rows: ``adapter.method-differs`` for a saved
+adapter, ``drift.method`` for a live model).  The config is peft's, as
 ``adapter_config.json`` holds it or ``PeftConfig.to_dict()`` gives it.
 
 LoRA (``method.kind: lora``) is compared *resolved* (``targets.resolve`` on

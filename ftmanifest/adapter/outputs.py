@@ -1,8 +1,8 @@
 """What besides the weights decides an adapter's outputs: the tokenizer and
 ``generation_config.json`` (and ``config.json``'s values, to name a changed key).
 
-Layer: edge (reads small JSON and tokenizer files of a folder; no torch, no
-transformers).  A tokenizer is read as two things:
+Layer: judging rooms - edge (reads small JSON and tokenizer files of a folder; no torch,
+no transformers).  A tokenizer is read as two things:
 
 - its **files** (``TOKENIZER_NAMES``, ``*.tiktoken``, ``additional_chat_templates/``),
   each by its sha256: what a binding pins exactly;

@@ -1,6 +1,6 @@
 """Judge the tokenizer and generation settings an adapter meets: findings only.
 
-Layer: judging core over ``outputs`` (which reads the files).  Rules:
+Layer: judging rooms - judging core over ``outputs`` (which reads the files).  Rules:
 
   adapter.tokenizer-differs        the adapter folder ships a tokenizer whose facts
                                    (vocabulary, special tokens, chat template...) are not

@@ -1,6 +1,6 @@
 """The signed binding beside an adapter: sign it, read it, judge its subjects.
 
-Layer: signing client (edge: reads and writes the envelope, hashes the
+Layer: judging rooms - signing client (edge: reads and writes the envelope, hashes the
 adapter's files).  The envelope is ``ENVELOPE_NAME`` in the adapter folder,
 a DSSE/in-toto statement of type ``PREDICATE_TYPE`` whose subjects are every
 other file of the folder.  Reading never raises on a refusal: a missing,

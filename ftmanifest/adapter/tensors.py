@@ -1,8 +1,8 @@
 """Tensor digests of safetensors weights, read without torch.
 
-Layer: edge (reads files; below ``adapter.binding`` and ``adapter.check``).
-A *tensor digest* says which weights a model holds, whatever files they were
-saved in: re-sharding (another ``max_shard_size``) or re-saving the same
+Layer: judging rooms - edge (reads files; below ``adapter.binding`` and
+``adapter.check``).  A *tensor digest* says which weights a model holds, whatever files
+they were saved in: re-sharding (another ``max_shard_size``) or re-saving the same
 weights gives the same digest, one changed weight does not.
 
 Construction, named in the digest string (``sha256-tensors:<hex>``, v1):

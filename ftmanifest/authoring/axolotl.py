@@ -1,6 +1,6 @@
 """Source: an axolotl config (YAML).
 
-Layer: authoring (reads the config and looks up the files it names).  Keys as
+Layer: edges - authoring (reads the config and looks up the files it names).  Keys as
 axolotl's config schema declares them (``keys.AXOLOTL``); a key the config
 leaves out is axolotl's default (``defaults.AXOLOTL``), where that default
 does not depend on the machine.  Paths in it are taken relative to the

@@ -1,6 +1,6 @@
 """Source: an axolotl config (YAML), its training section: sizing, optimizer, seeds, objective.
 
-Layer: authoring.  ``axolotl.read`` calls ``training`` with its ``put``: the
+Layer: edges - authoring.  ``axolotl.read`` calls ``training`` with its ``put``: the
 config's value for a key, else axolotl's documented default (``defaults.AXOLOTL``).
 What axolotl decides from the machine or the run (``bf16: auto``, warm-up as a
 share of the steps) is a FILL.

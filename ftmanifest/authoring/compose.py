@@ -1,6 +1,6 @@
 """``init --from``: the sources read, the judgement left as FILLs, the manifest written out.
 
-Layer: authoring.  ``author`` returns the text and what went into it (each
+Layer: edges - authoring.  ``author`` returns the text and what went into it (each
 derived value with its file and key, each FILL with what to decide, the
 notes); ``cli/init.py`` writes the file and prints the rest.
 """

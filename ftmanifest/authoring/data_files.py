@@ -1,6 +1,6 @@
 """Source: data files or folders, and the ``data`` entries made of every one named.
 
-Layer: authoring (reads the first bytes of each file).  A file's role comes
+Layer: edges - authoring (reads the first bytes of each file).  A file's role comes
 from the config that names it (axolotl's ``datasets`` train, ``test_datasets``
 evaluate) or else from its name (``train``, ``eval``/``val``/``dev``,
 ``test``, ``baseline``); its format from its content (``formats.data_format``).

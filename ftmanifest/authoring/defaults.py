@@ -1,6 +1,6 @@
 """What each training tool uses for a key its config leaves out, and where it says so.
 
-Layer: authoring (data only).  A config that leaves a key out runs with the
+Layer: edges - authoring (data only).  A config that leaves a key out runs with the
 tool's documented default; ``init`` writes that value commented "default of
 <tool> <file> <key>", never a value of its own choosing.  A default that
 depends on the machine that trains (transformers' ``optim``: ``adamw_torch_fused``

@@ -1,6 +1,6 @@
 """What ``init --from`` gathered: derived values with their source, FILLs, data, notes.
 
-Layer: authoring (pure: no I/O).  Every source reader writes into one
+Layer: edges - authoring (pure: no I/O).  Every source reader writes into one
 ``Draft``: a value at a manifest location with the file and key it came from
 (``put``), a decision left to a person (``fill``), a data file and its role
 (``add_data``), or a note (a key the reader does not know, one it knows but

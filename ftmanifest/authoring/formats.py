@@ -1,6 +1,6 @@
 """Reading a source file as a mapping, and telling a data file's format from its content.
 
-Layer: authoring (reads files, through ``untrusted.read_untrusted``: a FIFO
+Layer: edges - authoring (reads files, through ``untrusted.read_untrusted``: a FIFO
 never blocks, a huge file is refused).  YAML is parsed with PyYAML's safe
 loader, JSON with the standard parser; anything that is not a mapping is
 refused with the file, what was expected and what was found.

@@ -1,6 +1,6 @@
 """The documented config keys of axolotl and LLaMA-Factory, as their sources declare them.
 
-Layer: authoring (data only).  Neither project is a dependency, so these lists
+Layer: edges - authoring (data only).  Neither project is a dependency, so these lists
 are read from their sources, not from an installed copy:
 
 - ``AXOLOTL``: every field of axolotl's ``AxolotlInputConfig`` and the pydantic

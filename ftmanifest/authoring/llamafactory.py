@@ -1,6 +1,6 @@
 """Source: a LLaMA-Factory training config (YAML, ``llamafactory-cli train CONFIG``).
 
-Layer: authoring (reads the config, its ``dataset_info.json`` and DeepSpeed
+Layer: edges - authoring (reads the config, its ``dataset_info.json`` and DeepSpeed
 config).  Keys: the fields of LLaMA-Factory's hparams dataclasses
 (``keys.LLAMAFACTORY``) plus every ``Seq2SeqTrainingArguments`` field, which
 ``trainer_args.apply`` reads.  A key the config leaves out is LLaMA-Factory's

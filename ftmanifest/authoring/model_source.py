@@ -1,6 +1,6 @@
 """Source: a base model, as a folder or as ``repo@revision`` in the Hugging Face cache.
 
-Layer: authoring (reads the disk; the hub cache only through huggingface_hub's
+Layer: edges - authoring (reads the disk; the hub cache only through huggingface_hub's
 own functions, offline, by ``hfcache.hub_snapshot``: nothing is downloaded).
 A folder inside the cache (``models--org--name/snapshots/<commit>``) is named
 by its repo and commit, any other folder by its path.  The model card's front

@@ -1,6 +1,6 @@
 """Source: a peft ``adapter_config.json`` or a ``LoraConfig`` saved as JSON.
 
-Layer: authoring (reads one JSON file).  Keys: the fields of peft 0.21's
+Layer: edges - authoring (reads one JSON file).  Keys: the fields of peft 0.21's
 ``LoraConfig`` and of ``PeftConfig``/``PeftConfigMixin`` under it, as
 ``save_pretrained`` writes them (``peft/tuners/lora/config.py``,
 ``peft/config.py``).  A LoRA config becomes ``method: {kind: lora}`` field by

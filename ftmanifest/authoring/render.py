@@ -1,6 +1,6 @@
 """A manifest as commented YAML text.
 
-Layer: authoring (text only, no I/O).  Mappings are written in block style,
+Layer: edges - authoring (text only, no I/O).  Mappings are written in block style,
 lists of scalars in flow style, each value on its own line so its comment
 (where it came from, or ``FILL: what to decide``) sits beside it.  Strings
 that YAML would read as something else are written as JSON strings, which

@@ -1,6 +1,6 @@
 """Where a manifest ``init`` writes points its ``$schema``: never at this machine.
 
-Layer: authoring (looks at the folders above the manifest).  A manifest is
+Layer: edges - authoring (looks at the folders above the manifest).  A manifest is
 committed and read on other machines, so the editor hint names the schema as
 every clone can: a copy committed in the same repository
 (``schema/ftmanifest.schema.json``, as ftmanifest's own repository holds it and

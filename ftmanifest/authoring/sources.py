@@ -1,6 +1,6 @@
 """What each ``--from`` argument is, and the one registry of source readers.
 
-Layer: authoring.  A reader takes the source's path, the manifest's folder
+Layer: edges - authoring.  A reader takes the source's path, the manifest's folder
 and the draft, and writes what it knows into the draft (``draft.Draft``).
 Adding a source kind is one module and one entry in ``READERS``.
 """

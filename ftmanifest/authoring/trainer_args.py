@@ -1,6 +1,6 @@
 """Source: a TrainingArguments / SFTConfig / DPOConfig JSON (``args.to_json_string()``).
 
-Layer: authoring (reads one JSON file).  The keys are the dataclass fields of
+Layer: edges - authoring (reads one JSON file).  The keys are the dataclass fields of
 transformers' ``TrainingArguments`` (5.x, with the 4.x names it dropped),
 TRL's ``SFTConfig`` and ``DPOConfig`` (1.x, with older names such as
 ``max_seq_length``: ``keys``), read from the installed sources; a test checks the lists

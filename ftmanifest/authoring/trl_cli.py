@@ -1,6 +1,6 @@
 """Source: a TRL command-line config (YAML, ``trl sft --config sft_config.yaml``).
 
-Layer: authoring (reads one YAML file).  ``TrlParser`` (trl/scripts/utils.py)
+Layer: edges - authoring (reads one YAML file).  ``TrlParser`` (trl/scripts/utils.py)
 sets the defaults of every dataclass of the command from the file's keys:
 ``ScriptArguments`` and ``DatasetMixtureConfig`` (the data), ``ModelConfig``
 (the model and its LoRA: trainer/model_config.py), and the trainer's config

@@ -1,15 +1,14 @@
 """age in a child process, between two pipes.
 
-Layer: edge (a subprocess).  The cipher runs in its own process so this one
-can read files, hash and write on the other core meanwhile.  When the
-reference ``age`` command is installed (``shutil.which("age")``; Debian's
-``age`` package) it is that child: its Go ChaCha20-Poly1305 is, on the
-machine measured, 2.6x pyrage's for encryption and about 2x for decryption
-(issue 28, "Speed").  Otherwise the child is this module run by the same
-Python: pyrage's ``encrypt_file``/``decrypt_file`` from its stdin to its
-stdout (pyrage 1.4 holds the GIL for the whole call, so it cannot share
-this process).  Both write and read the same age v1 format; the tests
-decrypt each one's output with the other.
+Layer: judging rooms - edge (a subprocess).  The cipher runs in its own process so this
+one can read files, hash and write on the other core meanwhile.  When the reference
+``age`` command is installed (``shutil.which("age")``; Debian's ``age`` package) it is
+that child: its Go ChaCha20-Poly1305 is, on the machine measured, 2.6x pyrage's for
+encryption and about 2x for decryption.  Otherwise the child is this module run by the
+same Python: pyrage's ``encrypt_file``/``decrypt_file`` from its stdin to its stdout
+(pyrage 1.4 holds the GIL for the whole call, so it cannot share this process).  Both
+write and read the same age v1 format; the tests decrypt each one's output with the
+other.
 
 Recipients are public and go on the command line, and only ``age1...``
 X25519 and ``ssh-`` keys are ever passed (an ``age1`` plugin recipient would

@@ -1,6 +1,6 @@
 """``ftmanifest backup check``: every backup of a folder, without the key or with it.
 
-Layer: edge (reads the backup files; returns findings).
+Layer: judging rooms - edge (reads the backup files; returns findings).
 
 Without a key: each ``*.meta.json`` is verified (signature by a trusted key,
 fields, its own name), then the files it names are hashed (archive and, for a

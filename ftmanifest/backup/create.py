@@ -1,6 +1,6 @@
 """``ftmanifest backup``: files -> PAX tar -> age, never plaintext on disk.
 
-Layer: edge (reads the files, writes the backup's three files).
+Layer: judging rooms - edge (reads the files, writes the backup's three files).
 
 The walk builds the signed index (paths, kinds, modes, sizes: no file is
 read), so it can be the archive's first member; then a thread streams the

@@ -1,13 +1,12 @@
 """Restore's destination: where it may go, what is left beside it, how it is replaced.
 
-Layer: edge (the file system, through DEST's parent's descriptor).  A DEST
-that holds the backup's folder or lies inside it is refused before anything
-is made (``--force`` would delete the backup being restored); the path to
-DEST must still lead to the folder held open before the staging folder is
-renamed; staging folders a killed restore left are removed on the next
-restore of that DEST: only ours (named by ``staging_pattern``, owned by
-this user, not locked by a restore still running).  While a staging folder
-exists a record of it sits in the user's cache (``restores/``), so that
+Layer: judging rooms - edge (the file system, through DEST's parent's descriptor).  A
+DEST that holds the backup's folder or lies inside it is refused before anything is made
+(``--force`` would delete the backup being restored); the path to DEST must still lead
+to the folder held open before the staging folder is renamed; staging folders a killed
+restore left are removed on the next restore of that DEST: only ours (named by
+``staging_pattern``, owned by this user, not locked by a restore still running).  While
+a staging folder exists a record of it sits in the user's cache (``restores/``), so that
 ``backup check`` of the backups folder can name one a killed restore left.
 """
 

@@ -1,13 +1,12 @@
 """Folders reached through descriptors held open, never through path strings.
 
-Layer: edge (the file system).  Restore opens DEST's parent once and reaches
-every folder below it from its own parent's descriptor (``openat`` with
-``O_DIRECTORY|O_NOFOLLOW``), so a parent renamed or swapped for a symlink
-while it runs redirects nothing, and no path is built as one string: PATH_MAX
-never applies (each name is at most 255 bytes, ``index.NAME_MAX_BYTES``).
-Going up is ``..`` of a folder this code made, inside a staging folder only
-its user can change, so only one descriptor per walk is open however deep
-the tree.
+Layer: judging rooms - edge (the file system).  Restore opens DEST's parent once and
+reaches every folder below it from its own parent's descriptor (``openat`` with
+``O_DIRECTORY|O_NOFOLLOW``), so a parent renamed or swapped for a symlink while it runs
+redirects nothing, and no path is built as one string: PATH_MAX never applies (each name
+is at most 255 bytes, ``index.NAME_MAX_BYTES``).  Going up is ``..`` of a folder this
+code made, inside a staging folder only its user can change, so only one descriptor per
+walk is open however deep the tree.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """One refusal class per way a backup can be wrong.
 
-Layer: errors.  Each class has its own ``reason`` code so scripts (and the
-tests) tell a flipped byte from a wrong key from a planted member.  All are
-refusals (exit 1) except unusable input (exit 2).
+Layer: judging rooms - errors.  Each class has its own ``reason`` code so scripts (and
+the tests) tell a flipped byte from a wrong key from a planted member.  All are refusals
+(exit 1) except unusable input (exit 2).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The signed index: every file and folder of a backup, the archive's first member.
 
-Layer: edge (walks the paths to back up) and signing client.
+Layer: judging rooms - edge (walks the paths to back up) and signing client.
 
 An entry is ``{"path", "type": "file"|"dir", "mode": "0644", "size",
 "mtime"}``; paths are '/'-separated, relative, NFC as the file system gave

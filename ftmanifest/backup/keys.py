@@ -1,6 +1,6 @@
 """Who can open a backup: recipients, identities and passphrases.
 
-Layer: edge (reads key files, the environment and the terminal).
+Layer: judging rooms - edge (reads key files, the environment and the terminal).
 
 Recipients are age X25519 keys (``age1...``) or OpenSSH ``ssh-ed25519`` public
 keys, so the keys a team lists in ``allowed_signers`` can receive backups
@@ -121,7 +121,7 @@ def read_recipients_file(path: Path) -> tuple[list[Recipient], list[str]]:
     lines (principals and options before the key).  An allowed_signers line
     counts as the trust file counts it for ftmanifest now (``signing.trust``):
     namespaces naming ftmanifest, within valid-after and valid-before, no
-    cert-authority, an Ed25519 key (issue 28: an expired key's owner must not
+    cert-authority, an Ed25519 key (an expired key's owner must not
     open new backups).  A file where nothing remains is refused."""
     from ftmanifest.untrusted import read_untrusted
 

@@ -1,15 +1,14 @@
 """The tar stream inside an archive, member by member, against its signed index.
 
-Layer: edge (parses tar itself, hashes, hands folders and file chunks to a
-sink; never ``tarfile``, never ``extractall``).  ``consume`` is what
-``unpack.read_archive`` runs on the age child's output: the first member
-must be the index the metadata names, signed by a trusted key, about this
-backup; every later member a regular file or folder the index lists, once,
-with its size; every entry present; then (backups since the index stopped
-holding them) the files' sha256 as the last member, which must be what the
-signed metadata names and what each file's bytes hashed to, the members
-having come in the index's order; only zero padding after the end.  A
-stream that ends early raises ``Truncated`` (the caller asks age why).
+Layer: judging rooms - edge (parses tar itself, hashes, hands folders and file chunks to
+a sink; never ``tarfile``, never ``extractall``).  ``consume`` is what
+``unpack.read_archive`` runs on the age child's output: the first member must be the
+index the metadata names, signed by a trusted key, about this backup; every later member
+a regular file or folder the index lists, once, with its size; every entry present; then
+(backups since the index stopped holding them) the files' sha256 as the last member,
+which must be what the signed metadata names and what each file's bytes hashed to, the
+members having come in the index's order; only zero padding after the end.  A stream
+that ends early raises ``Truncated`` (the caller asks age why).
 
 The reader goes forward only and accepts the POSIX ustar and pax headers that
 ``backup create`` and GNU ``tar --format=pax`` write: each header block must

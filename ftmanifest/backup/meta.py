@@ -1,6 +1,6 @@
 """The signed metadata in clear text beside each archive.
 
-Layer: signing client (edge: reads and writes ``<id>.meta.json``).
+Layer: judging rooms - signing client (edge: reads and writes ``<id>.meta.json``).
 
 A backup is the files ``<id>.age`` (the age archive), ``<id>.meta.json``
 (this statement) and, for a passphrase backup, ``<id>.key.age`` (the
@@ -72,7 +72,7 @@ class Meta:
     manifest_digest: str | None = None
     tags: tuple[str, ...] = ()
     key_file_sha256: str | None = None  # passphrase backups
-    # issue 28: the order of backups made in one second (absent in older metadata)
+    # the order of backups made in one second (absent in older metadata)
     created_precise: datetime | None = None  # ``created`` to the microsecond
     sequence: int | None = None  # 1 + the highest sequence in the folder when made
     # the sha256 of the archive's last member, its files' sha256 (absent in older metadata)
@@ -186,7 +186,7 @@ class Listed:
 def trust_for(meta_path: Path, trust_path: Path | None = None) -> Any:
     """The allowed signers for backups in ``meta_path``'s folder: ``--trust``,
     ``$FTMANIFEST_TRUST_FILE``, or the project's (the current folder's
-    repository), never one from the backups folder (issue 28: whoever writes
+    repository), never one from the backups folder (whoever writes
     the backups could plant it).  A missing, unsafe or malformed trust file
     raises (the user's input)."""
     from ftmanifest.signing.locate import choose_backup_trust_file
@@ -269,7 +269,7 @@ def _worded_for_backups(exc: FtManifestError) -> FtManifestError:
     untrusted signer says so (the message names its key, ``expected`` the trust
     file); a damaged envelope gets a backup's fix, not "re-sign the manifest",
     and is the guide's ``metadata-mismatch`` (exit 1), not the signing layer's
-    unusable input (issue 28)."""
+    unusable input."""
     if isinstance(exc, _UNTRUSTED):
         exc.message = f"the backup's signer is not trusted: {exc.message}"
         exc.args = (exc.message,)

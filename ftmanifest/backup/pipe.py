@@ -1,6 +1,6 @@
 """A thread on one end of an OS pipe, and write-back hints: constant memory.
 
-Layer: edge (threads, file descriptors).  The tar stream is written by a
+Layer: judging rooms - edge (threads, file descriptors).  The tar stream is written by a
 thread into a pipe whose other end is the age child's stdin
 (``agechild``); whichever side fails, the other is stopped by closing its
 end of the pipe (``BrokenPipeError`` or end of file), and the first error

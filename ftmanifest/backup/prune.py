@@ -1,6 +1,6 @@
 """``ftmanifest prune``: apply the retention policy to a folder of backups.
 
-Layer: edge (checks backups, deletes files); the choosing is
+Layer: judging rooms - edge (checks backups, deletes files); the choosing is
 ``retention.select`` (pure).  ``retention_policy`` decides which policy counts:
 ``keep_*`` rules given for this run, or the signed manifest's, whose signature
 is checked first since the policy decides what is deleted.
@@ -16,8 +16,7 @@ it is about to delete to ``prune-log.jsonl`` (a regular file, opened without
 following links or blocking on a FIFO; fsynced), then deletes each backup's
 metadata first (``create`` writes it last): an interrupted deletion leaves
 files no metadata names, which ``backup check`` lists, never a backup that
-looks whole nor one that stays "cannot be judged" forever (issue 28, items
-3-6).
+looks whole nor one that stays "cannot be judged" forever.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``ftmanifest restore``: into a staging folder, renamed into place only when all is proven.
 
-Layer: edge (writes the restored files).
+Layer: judging rooms - edge (writes the restored files).
 
 DEST's parent is opened once; everything after goes through descriptors
 (``dirfd``): the staging folder is made in it (same file system, so the

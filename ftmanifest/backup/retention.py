@@ -1,19 +1,17 @@
 """Which backups ``ftmanifest prune`` keeps: restic's ``forget`` rules.
 
-Layer: pure core (no I/O, no clock).  ``select`` judges every backup of every
-group (experiment, kind) against the keep rules of its kind, as ``restic
-forget`` does a host's snapshots: newest first, ``keep_last`` keeps the N
-newest, ``keep_hourly`` ... ``keep_yearly`` keep the newest backup of each of
-the last N hours/days/ISO weeks/months/years (UTC) that have one,
-``keep_within`` keeps every backup made within the duration before ``now``
-(issue 28: restic measures from the newest backup, so one backup dated years
-ahead by a fast clock put every other outside the window).  A backup dated
-after ``now`` (beyond ``CLOCK_SLACK``) is kept and takes no part: it fills no
-``keep_last`` slot, is no group's newest, and pushes no other out of a
-bucket.  A backup is kept when any rule keeps it, and the newest of a group is
-always kept.  "Newest" is by the precise creation time, then the sequence
-number the metadata signs, then the id.  A group whose kind has no rule at
-all is refused (``EmptyPolicyError``) rather than emptied.
+Layer: judging rooms - pure core (no I/O, no clock).  ``select`` judges every backup of
+every group (experiment, kind) against the keep rules of its kind, as ``restic forget``
+does a host's snapshots: newest first, ``keep_last`` keeps the N newest, ``keep_hourly``
+... ``keep_yearly`` keep the newest backup of each of the last N hours/days/ISO
+weeks/months/years (UTC) that have one, ``keep_within`` keeps every backup made within
+the duration before ``now`` (restic measures from the newest backup, so one backup dated
+years ahead by a fast clock put every other outside the window).  A backup dated after
+``now`` (beyond ``CLOCK_SLACK``) is kept and takes no part: it fills no ``keep_last``
+slot, is no group's newest, and pushes no other out of a bucket.  A backup is kept when
+any rule keeps it, and the newest of a group is always kept.  "Newest" is by the precise
+creation time, then the sequence number the metadata signs, then the id.  A group whose
+kind has no rule at all is refused (``EmptyPolicyError``) rather than emptied.
 """
 
 from __future__ import annotations

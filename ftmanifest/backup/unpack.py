@@ -1,6 +1,6 @@
 """Verify an archive against its metadata, then decrypt and judge it member by member.
 
-Layer: edge (decrypts through an age child process, parses tar with the
+Layer: judging rooms - edge (decrypts through an age child process, parses tar with the
 stream reader in ``members``; never ``extractall``, never the extraction
 filters).
 

@@ -1,6 +1,6 @@
 """Running one command's body on every rank of a torchrun job, and leaving together.
 
-Layer: edge (cli).  ``in_job`` joins the job, runs the command's body (which
+Layer: commands - edge (cli).  ``in_job`` joins the job, runs the command's body (which
 prints what this rank prints and returns its exit code), prints an error the
 body raised as the CLI prints any error, then holds the rank until every rank
 got there (``distributed.agree.leave_together``), so each exits with the job's

@@ -1,6 +1,6 @@
 """``ftmanifest bind ADAPTER --manifest M --key K``: bind an adapter to its base.
 
-Layer: edge (parsing and printing; the work is ``ftmanifest.adapter.bind``).
+Layer: commands - edge (parsing and printing; the work is ``ftmanifest.adapter.bind``).
 Exit 0 bound, 1 refused (the base drifted from the manifest, the adapter's
 LoRA facts are not the manifest's, or its tensors do not fit the base),
 2 unusable input or usage.

@@ -1,9 +1,9 @@
 """``ftmanifest check-adapter ADAPTER``: refuse an adapter on any base but its own.
 
-Layer: edge (parsing and printing; the judging is ``ftmanifest.adapter.check``).
-Reads safetensors headers, configs and digests only: torch is never imported.
-Exit 0 the adapter fits the base and its binding is trusted (warnings
-allowed), 1 refused (one row per reason), 2 unusable input or usage.
+Layer: commands - edge (parsing and printing; the judging is
+``ftmanifest.adapter.check``).  Reads safetensors headers, configs and digests only:
+torch is never imported.  Exit 0 the adapter fits the base and its binding is trusted
+(warnings allowed), 1 refused (one row per reason), 2 unusable input or usage.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""``ftmanifest data sample M --per-category N``: a look at the examples (issue 17).
+"""``ftmanifest data sample M --per-category N``: a look at the examples.
 
-Layer: edge (parsing and printing; the payload shown is
+Layer: commands - edge (parsing and printing; the payload shown is
 ``ftmanifest.data.sample_payload``, choosing and rendering
 ``ftmanifest.data.sample``).  Shows ``N`` seeded records of every category
 of every train/eval/test/baseline-eval split (``--split`` to pick), each as

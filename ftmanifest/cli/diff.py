@@ -1,6 +1,6 @@
 """``ftmanifest diff A B``: what changed from manifest A to manifest B.
 
-Layer: edge (parsing and printing; the comparison is
+Layer: commands - edge (parsing and printing; the comparison is
 ``ftmanifest.manifest.diff``).  Exit 0 the manifests say the same, 1 they
 differ (as diff(1)), 2 unusable input.
 """

@@ -1,6 +1,6 @@
 """``ftmanifest digest M``: the sha256 of the manifest's canonical (RFC 8785) JSON.
 
-Layer: edge.  Comments, key order and formatting do not change the digest;
+Layer: commands - edge.  Comments, key order and formatting do not change the digest;
 any value does.
 """
 

@@ -1,6 +1,6 @@
 """``ftmanifest estimate M``: the memory of one training step, from the model's config.
 
-Layer: edge (parsing and printing; the arithmetic is
+Layer: commands - edge (parsing and printing; the arithmetic is
 ``ftmanifest.preflight.estimate``, the config and headers are read by
 ``preflight.shapes.read_architecture``).  Reads no weights and imports no
 torch.  Exit 0 with the breakdown and the levers; 2 unusable input (no

@@ -1,6 +1,6 @@
 """``ftmanifest ledger list|show|check|plan|abandon|invalidate``: the experiment ledger.
 
-Layer: edge.  The ledger (``ftmanifest.ledger``) is the folder of hash-linked
+Layer: commands - edge.  The ledger (``ftmanifest.ledger``) is the folder of hash-linked
 records that ``run``, the Trainer guard, ``verify --accept``, ``unseal`` and
 ``score`` write.  ``list`` shows every attempt with its outcome, abandoned and
 invalid ones included and counted; ``show ID`` every record of an attempt
@@ -257,7 +257,7 @@ def _list(store: Any, args: argparse.Namespace) -> int:
     if args.family:
         members = family(args.family, parents(contents.entries))
         items = [a for a in items if a.experiment in members]
-    # preflight records are checks before a run, not attempts at one (issue 30)
+    # preflight records are checks before a run, not attempts at one
     checks = [a for a in items if _is_preflight(a)]
     items = [a for a in items if not _is_preflight(a)]
     over = {a.id: over_budget(a, budget_of(a, {})) for a in items}

@@ -1,6 +1,6 @@
 """``ftmanifest lint M...``: static pinning rules, compiler-style output.
 
-Layer: edge.  Exit 0 clean (warnings only), 1 problems found, 2 a file
+Layer: commands - edge.  Exit 0 clean (warnings only), 1 problems found, 2 a file
 unusable (unreadable, malformed, schema-invalid).  Never imports torch;
 pydantic only for a variant, judged against its parent (FTM080).
 """

@@ -1,6 +1,6 @@
 """``ftmanifest lock M``: pin the manifest to this machine, model and data, in place.
 
-Layer: edge.  Comments are kept (YAML); ``--dry-run`` prints the diff instead
+Layer: commands - edge.  Comments are kept (YAML); ``--dry-run`` prints the diff instead
 of writing.  Exit 0 written (or nothing to change), 1 with --dry-run and
 --check when the file would change, 2 unusable input.  ``--distributed``
 (under torchrun): every rank hashes its share of the files

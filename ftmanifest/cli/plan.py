@@ -1,6 +1,6 @@
 """``ftmanifest plan M --days 3|7|30``: a rental plan from measured throughput.
 
-Layer: edge.  Reads the newest passing preflight of the manifest's recipe
+Layer: commands - edge.  Reads the newest passing preflight of the manifest's recipe
 from the ledger (its sustained tokens/s; ``--tokens-per-second`` instead),
 counts the data's tokens with the pinned tokenizer, and prints the method's
 phases with their hours (``ftmanifest.preflight.plan``).

@@ -1,6 +1,6 @@
 """``ftmanifest reproduce M``: what it takes to rerun a signed manifest here.
 
-Layer: edge.  Exit 0 when nothing differs (reproducible here), 1 when
+Layer: commands - edge.  Exit 0 when nothing differs (reproducible here), 1 when
 anything does (one section per group of rows, the requirements file and the
 commands to close the gaps), 1 or 2 for a refused signature, as ``verify``.
 """

@@ -1,6 +1,6 @@
 """``ftmanifest run M -- CMD...``: verify, then run the training command.
 
-Layer: edge.  On drift nothing runs (exit 1).  Otherwise CMD runs with
+Layer: commands - edge.  On drift nothing runs (exit 1).  Otherwise CMD runs with
 FTMANIFEST_MANIFEST and FTMANIFEST_DIGEST in its environment (so training code
 and the Trainer guard know which manifest they run under), supervised by
 ``ftmanifest.supervise``: SIGTERM, SIGINT and SIGHUP are passed on to its
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         _record(report, "refused", command, attempt=attempt, ledger=args.ledger)
         sys.stderr.write("ftmanifest: not running the command: the manifest does not match\n")
         return code if args.refused_exit is None else int(args.refused_exit)
-    try:  # the code that trains must be the code pinned (issue 30)
+    try:  # the code that trains must be the code pinned
         from ftmanifest.verify.command import check_script_pinned
 
         pinned = report.loaded.manifest.environment.code.commit if report.loaded else None

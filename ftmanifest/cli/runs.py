@@ -1,6 +1,6 @@
 """``ftmanifest runs M``: what happened to an experiment, from its run records.
 
-Layer: edge.  Lists the manifest's records in the experiment ledger (refused,
+Layer: commands - edge.  Lists the manifest's records in the experiment ledger (refused,
 started, completed, failed, not-started, abandoned, invalid; ``ftmanifest
 ledger`` shows every experiment's attempts) with
 their time, exit status, command and reason; ``--mark abandoned|invalid

@@ -1,6 +1,6 @@
 """``ftmanifest sign M [--key K]``: sign a manifest into ``M.sig.json``.
 
-Layer: edge.  Signing again with another key adds a signature to the same
+Layer: commands - edge.  Signing again with another key adds a signature to the same
 envelope (author, then reviewer); ``--replace`` starts a new envelope.
 """
 

@@ -1,9 +1,9 @@
 """``ftmanifest signers M``: list who signed a manifest and whether it holds.
 
-Layer: edge.  Lists every signature of ``M.sig.json`` (key id, principals from
-the trust file, key status, whether it verifies) and then gives the same
-verdict as ``verify``'s signature check, with the same exit code: 0 trusted,
-1 refused, 2 unusable input.
+Layer: commands - edge.  Lists every signature of ``M.sig.json`` (key id, principals
+from the trust file, key status, whether it verifies) and then gives the same verdict as
+``verify``'s signature check, with the same exit code: 0 trusted, 1 refused, 2 unusable
+input.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``ftmanifest trust add KEY.pub --principal EMAIL``: trust a signer's key.
 
-Layer: edge.  Parses, calls ``signing.trust_add.add_trusted_key`` and prints
+Layer: commands - edge.  Parses, calls ``signing.trust_add.add_trusted_key`` and prints
 the line it wrote; the checks (a real Ed25519 public key, a principal ssh
 reads as one name, no duplicate, a trust file only its owner can change)
 live there.

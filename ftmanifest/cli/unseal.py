@@ -1,10 +1,10 @@
 """``ftmanifest unseal M --split NAME --reason TEXT``: one recorded use of the sealed split.
 
-Layer: edge.  Checks that NAME is a sealed data entry whose file is the pinned
-data, records the use (with the reason) in the ledger, and prints the path to
-evaluate on stdout alone, so ``EVAL=$(ftmanifest unseal ...)`` works; the use
-count of the experiment's family goes to stderr, with a warning from the
-second use.  ``ftmanifest score`` on the split then consumes this use.
+Layer: commands - edge.  Checks that NAME is a sealed data entry whose file is the
+pinned data, records the use (with the reason) in the ledger, and prints the path to
+evaluate on stdout alone, so ``EVAL=$(ftmanifest unseal ...)`` works; the use count of
+the experiment's family goes to stderr, with a warning from the second use.
+``ftmanifest score`` on the split then consumes this use.
 
 Exit codes: 0 recorded, 1 the split is not the pinned data, 2 unusable input.
 """

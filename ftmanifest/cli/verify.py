@@ -1,7 +1,7 @@
 """``ftmanifest verify M``: refuse when this machine, the model, the data or the
 signature drifted from the manifest.
 
-Layer: edge.  Exit 0 clean, 1 drift (one row per difference), 2 an unusable
+Layer: commands - edge.  Exit 0 clean, 1 drift (one row per difference), 2 an unusable
 manifest or usage.  ``--distributed`` (under torchrun) verifies every rank
 and compares the ranks (``ftmanifest.distributed.verify``): rank 0 prints the
 report with a per-rank table on stdout; every other rank prints one line on

@@ -8,7 +8,7 @@ what the manifest's tolerance refuses; ``clean`` writes a training file
 without its leaking records.  The MinHash/LSH library (rensa) is imported
 inside the functions that need it, so ``lint``/``verify``/``scan`` never load it.
 
-``summary`` runs the rest of ``data check`` (issue 17): ``stats`` (categories
+``summary`` runs the rest of ``data check``: ``stats`` (categories
 and lengths per text split, one streaming pass), ``tokens`` (the pinned
 tokenizer, offline), ``categories`` (missing or too few, judged; pure),
 ``images`` (image class folders, Pillow imported lazily) and ``counts``

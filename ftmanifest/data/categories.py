@@ -1,6 +1,6 @@
 """Categories per split, judged: missing from a split, or too few to measure.
 
-Layer: data core (pure: counts in, ``Finding`` records out).  Issue 17.
+Layer: judging rooms - data core (pure: counts in, ``Finding`` records out).
 
 Severities (also in ``data check --help``):
 

@@ -1,15 +1,14 @@
 """``data check`` as one call: leakage between the manifest's splits, the
-``--write-clean`` copy, and the rest of the checks (issue 17, issue 26 item 3).
+``--write-clean`` copy, and the rest of the checks.
 
-Layer: data (edge: reads the splits, writes the clean copy when one is asked
-for; returns data, prints nothing).  ``check_data`` resolves the threshold and
-the text fields from ``data_checks`` when they are not given, refuses a clean
-copy that would replace the training file or land in a pinned folder (before
-the long search), runs ``leakage.check_leakage``, writes the copy without the
-training records that repeat eval or test (refused when the training file
-changed meanwhile), and summarises categories, lengths, images and counts.
-``serve_data`` is a rank other than 0 under ``--distributed``: the same splits,
-its share of each signed.
+Layer: judging rooms - data (edge: reads the splits, writes the clean copy when one is
+asked for; returns data, prints nothing).  ``check_data`` resolves the threshold and the
+text fields from ``data_checks`` when they are not given, refuses a clean copy that
+would replace the training file or land in a pinned folder (before the long search),
+runs ``leakage.check_leakage``, writes the copy without the training records that repeat
+eval or test (refused when the training file changed meanwhile), and summarises
+categories, lengths, images and counts.  ``serve_data`` is a rank other than 0 under
+``--distributed``: the same splits, its share of each signed.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``--write-clean``: a training file without its leaking records, byte for byte otherwise.
 
-Layer: data (edge: reads the input, writes the output atomically).  The
+Layer: judging rooms - data (edge: reads the input, writes the output atomically).  The
 original lines are copied, never re-serialised: a JSONL or text record is its
 one line; a CSV/TSV record runs from the line its row starts on to the line
 before the next row (a quoted cell may span lines).  The input is never

@@ -1,12 +1,12 @@
 """Copies the shingle search cannot see: an item inside a longer record, or under
 another answer.
 
-Layer: data (edge: reads the splits once more; the matching is pure).  The
-MinHash search compares whole records, so a sealed test item pasted into a
-training prompt ("Instruction: classify ...  Input: <item>") or copied with its
-label changed is too little of the record to be near it.  This pass looks for
-those, between splits of different roles, the earlier one (test, then eval)
-holding the items and the later one (eval, train) searched for them:
+Layer: judging rooms - data (edge: reads the splits once more; the matching is pure).
+The MinHash search compares whole records, so a sealed test item pasted into a training
+prompt ("Instruction: classify ...  Input: <item>") or copied with its label changed is
+too little of the record to be near it.  This pass looks for those, between splits of
+different roles, the earlier one (test, then eval) holding the items and the later one
+(eval, train) searched for them:
 
 - **contained**: an input piece of an earlier record (``text.input_pieces``: a
   user turn, a prompt, an Alpaca input, a text; normalised as the leakage check

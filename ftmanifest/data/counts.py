@@ -1,8 +1,8 @@
 """Each data entry's record count and digest against the manifest, as ``verify`` checks them.
 
-Layer: data (edge: hashes through ``observe.observe_data``, the same read and
-stat cache as ``verify``; the rows are ``drift.DRIFT_CHECKS``' ``data`` check,
-so both commands always agree).  Issue 17.
+Layer: judging rooms - data (edge: hashes through ``observe.observe_data``, the same
+read and stat cache as ``verify``; the rows are ``drift.DRIFT_CHECKS``' ``data`` check,
+so both commands always agree).
 
 A digest or record count that differs is an **error** naming the entry, the
 field, the expected and the observed value; a data entry with no digest

@@ -1,8 +1,8 @@
 """Image classification folders (``format: images``): classes, sizes, modes, duplicates.
 
-Layer: data (edge: reads the files; Pillow is imported inside ``check_images``).
-Issue 17.  An entry's folder holds one sub-folder per class; every file under
-a class folder (at any depth) is one image of that class.
+Layer: judging rooms - data (edge: reads the files; Pillow is imported inside
+``check_images``).  An entry's folder holds one sub-folder per class; every file under a
+class folder (at any depth) is one image of that class.
 
 Fail closed, each an **error** finding naming the file: a symlink (never
 followed), a special file (FIFO, device, socket), a file over

@@ -1,7 +1,7 @@
 """Split leakage: exact and near duplicates between train, eval and test, and within each.
 
-Layer: data (edge: reads the splits through ``recordio.iter_records``; the
-verdict is ``judge``, pure).  Issue 17.
+Layer: judging rooms - data (edge: reads the splits through ``recordio.iter_records``;
+the verdict is ``judge``, pure).
 
 Memory stays bounded by what is kept per record: a 16-byte hash of the
 normalised text (exact duplicates) and the MinHash LSH band keys
@@ -10,7 +10,7 @@ texts.  LSH candidates are verified by the exact Jaccard similarity of their
 shingle sets in a second pass that re-reads only the records involved, and
 keeps a short excerpt of each for the report.  The bands are chosen so that a
 pair at the threshold is a candidate with probability ``MIN_RECALL`` (0.99) or
-more: ``recall_at`` (1 - (1 - s**rows)**bands; 0.9977 at 0.8, issue 29 item 13).
+more: ``recall_at`` (1 - (1 - s**rows)**bands; 0.9977 at 0.8).
 
 Splits are compared pairwise by role (train/eval/test; ``baseline-eval`` counts
 as eval) and each split with itself.  The per-record work (parsing, normalising,
@@ -20,7 +20,7 @@ the index and the verdict stay here, so the result does not depend on ``jobs``.
 
 A record that exactly repeats an earlier record of the same split is not
 indexed again, so a thousand copies cost one index entry.  Every LSH candidate
-of a record is verified (issue 29 item 14: a cap per record kept the lowest
+of a record is verified (a cap per record kept the lowest
 record numbers and hid a copy behind templated records); only the number of
 candidate pairs per split pair is bounded (``MAX_PAIRS``), and a pair whose
 search stopped there is reported as a floor.

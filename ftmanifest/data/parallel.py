@@ -1,14 +1,13 @@
-"""Per-record signatures of a split, computed on every core (issue 17: "both cores used").
+"""Per-record signatures of a split, computed on every core ("both cores used").
 
-Layer: data (edge: reads the split; the work per record is pure).  The leakage
-check spends most of its time on each record alone: decoding and parsing the
-line, picking and normalising its text, hashing it, cutting it into shingles
-and computing its MinHash (measured on 100,000 80-word chat records: parsing
-0.7 s, text 0.2 s, normalising 1.0 s, shingles 1.1-1.4 s, MinHash 0.3 s;
-the LSH queries and inserts that need the whole index take 0.25 s).  So the
-parent reads the file in chunks of lines, worker processes sign them, and the
-parent consumes the results in file order, keeping the index and the verdict:
-the result is the same for any number of workers.
+Layer: judging rooms - data (edge: reads the split; the work per record is pure).  The
+leakage check spends most of its time on each record alone: decoding and parsing the
+line, picking and normalising its text, hashing it, cutting it into shingles and
+computing its MinHash (measured on 100,000 80-word chat records: parsing 0.7 s, text 0.2
+s, normalising 1.0 s, shingles 1.1-1.4 s, MinHash 0.3 s; the LSH queries and inserts
+that need the whole index take 0.25 s).  So the parent reads the file in chunks of
+lines, worker processes sign them, and the parent consumes the results in file order,
+keeping the index and the verdict: the result is the same for any number of workers.
 
 Memory is bounded: the parent never reads more than ``IN_FLIGHT`` chunks per
 worker ahead of what it has consumed (about a MiB of lines each).  JSONL and
@@ -30,7 +29,7 @@ gloo threads of a torchrun rank is safe.  ``jobs`` 1 signs in the parent with
 the same code; a worker that dies (killed, out of memory) is an error naming
 ``--jobs``, not a traceback.
 
-Across the ranks of a torchrun job (``RankSigner``, issue 18), every rank cuts
+Across the ranks of a torchrun job (``RankSigner``), every rank cuts
 each split into the same chunks and signs those whose index modulo the world
 size is its rank; rank 0 gathers a round of chunks at a time and consumes them
 in file order, so its report is the single-process one.  The signatures cross
@@ -430,7 +429,7 @@ def _selected(
             yield n, line, text
 
 
-# --- across the ranks of a torchrun job (issue 18: data check --distributed) ------------
+# --- across the ranks of a torchrun job (data check --distributed) ------------
 
 Payload = tuple[Any, ...]
 """What a rank hands the others at each gather, as ``sigpack`` bytes: ("round",

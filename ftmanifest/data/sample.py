@@ -1,8 +1,8 @@
-"""A few records of every category, as the model will see them (issue 17, ``data sample``).
+"""A few records of every category, as the model will see them (``data sample``).
 
-Layer: data (edge: streams the splits through ``recordio.iter_records`` and
-loads the pinned tokenizer from the local folder or hub cache; returns data,
-prints nothing).
+Layer: judging rooms - data (edge: streams the splits through ``recordio.iter_records``
+and loads the pinned tokenizer from the local folder or hub cache; returns data, prints
+nothing).
 
 Choosing (``choose``) is seeded and independent of everything but the seed,
 the split's name and the record's number: each record is ranked by a keyed
@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -205,12 +205,15 @@ def load_tokenizer(loaded: Any, *, allow_outside: bool = False) -> Tokenizer:
     return Tokenizer(tok, where, None, bool(getattr(tok, "chat_template", None)))
 
 
-def render(pick: Pick, tok: Any, seq_len: int, loss_on: str) -> dict[str, Any]:
-    """The record as preflight formats it: text, tokens, loss, truncation."""
+def render(
+    pick: Pick, tok: Any, seq_len: int, loss_on: str, fmt: Callable[..., Any] | None = None
+) -> dict[str, Any]:
+    """The record as ``fmt`` formats it (preflight's ``default_format`` if none): text,
+    tokens, loss, truncation."""
     from ftmanifest.preflight.checks import render as token_view
     from ftmanifest.preflight.recipe import IGNORE, default_format
 
-    ex = default_format(pick.value, tok, seq_len, loss_on)
+    ex = (fmt or default_format)(pick.value, tok, seq_len, loss_on)
     view = token_view(ex, tok)
     ids = ex.input_ids
     cut = min(ex.prompt_len, len(ids))

@@ -1,17 +1,17 @@
-"""What ``data sample`` shows, as data (issue 17; out of the command, issue 26 item 3).
+"""What ``data sample`` shows, as data (out of the command).
 
-Layer: data (edge: streams the chosen splits and loads the pinned tokenizer
-through ``ftmanifest.data.sample``; returns data, prints nothing).
-``sample_payload`` chooses the records of the splits named (an unknown split
-or an image folder named is refused), formats each as preflight does and says
-where the seed, ``seq_len`` and the tokenizer came from; ``refuse_output``
-keeps the HTML page off the manifest, a data file and every pinned folder.
+Layer: judging rooms - data (edge: streams the chosen splits and loads the pinned
+tokenizer through ``ftmanifest.data.sample``; returns data, prints nothing).
+``sample_payload`` chooses the records of the splits named (an unknown split or an image
+folder named is refused), formats each as preflight does and says where the seed,
+``seq_len`` and the tokenizer came from; ``refuse_output`` keeps the HTML page off the
+manifest, a data file and every pinned folder.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 from ftmanifest.data import sample as s
 from ftmanifest.data.leakage import ROLE_ORDER
 from ftmanifest.data.splits import refuse_into_pinned, splits_of
+from ftmanifest.data.trl_sft import sft_format
 from ftmanifest.errors import FtManifestError, UsageError
 
 
@@ -52,6 +53,32 @@ def _selected(loaded: Any, names: Sequence[str]) -> Any:
     return SimpleNamespace(path=loaded.path, manifest=manifest)
 
 
+NOT_THE_TRAINERS = "computed by ftmanifest's preprocessing (not the trainer's batches)"
+FROM_RUN = "run the guard and use --from-run RUN to see the trainer's own batches"
+WAYS = {
+    "preflight": "preflight's default recipe; a training script's own preprocessing or "
+    "collator, or TRL's SFTTrainer, may feed other tokens (training.objective.kind: sft "
+    "shows TRL's)",
+    "trl-sft": "as TRL's SFTTrainer prepares it (training.objective.kind: sft), checked token "
+    "for token against trl 1.x",
+}
+
+
+def preparation(manifest: Any) -> tuple[str | None, Callable[..., Any] | None, str]:
+    """How ``data sample`` formats a record for ``manifest``'s trainer: (way, format, what it
+    says); way ``None``: ftmanifest does not reproduce that trainer's preprocessing."""
+    objective = manifest.training.objective
+    kind = objective.kind if objective is not None else None
+    if kind in (None, "trainer"):
+        return "preflight", None, f"{NOT_THE_TRAINERS}: {WAYS['preflight']}"
+    if kind == "sft":
+        return "trl-sft", sft_format, f"{NOT_THE_TRAINERS}: {WAYS['trl-sft']}"
+    return None, None, (
+        f"cannot show {kind.upper()}'s batches itself (training.objective.kind: {kind}): "
+        f"ftmanifest does not reproduce TRL's {kind} preprocessing token for token; {FROM_RUN}"
+    )
+
+
 def sample_payload(
     loaded: Any,
     *,
@@ -69,9 +96,13 @@ def sample_payload(
     seed, seed_from = (seed, "--seed") if seed is not None else s.default_seed(m)
     label, target = m.data_checks.label, m.data_checks.target
     chosen = s.choose(chosen_splits, per_category, seed, label)
+    way, fmt, how = preparation(m)
     tok = s.load_tokenizer(loaded, allow_outside=allow_outside)
+    if way is None:
+        tok = s.Tokenizer(None, tok.folder, how, tok.chat_template)
     seq_len = m.training.seq_len or s.DEFAULT_SEQ_LEN
-    loss_on = m.training.loss_on or "all"
+    # TRL's SFTTrainer puts the loss on the completion unless told otherwise
+    loss_on = m.training.loss_on or ("completion" if way == "trl-sft" else "all")
     ok = True
     out_splits = []
     for sp in chosen:
@@ -88,7 +119,7 @@ def sample_payload(
                     ex["shard"] = p.shard
                 if tok.tokenizer is not None:
                     try:
-                        ex["rendered"] = s.render(p, tok.tokenizer, seq_len, loss_on)
+                        ex["rendered"] = s.render(p, tok.tokenizer, seq_len, loss_on, fmt)
                     except FtManifestError as exc:
                         ex["error"], ok = exc.message, False
                     except Exception as exc:  # a chat template that raises is a finding here
@@ -104,6 +135,7 @@ def sample_payload(
         "seed": seed,
         "seed_from": seed_from,
         "rendered": tok.tokenizer is not None,
+        "computed_by": {"by": "ftmanifest", "way": way, "says": how},
         "tokenizer": {
             "folder": tok.folder,
             "chat_template": tok.chat_template,

@@ -1,11 +1,11 @@
 """A split that is a folder of shards: its files, in one order, read as one split.
 
-Layer: data (edge: lists the folder).  A data entry may be a folder of record
-files (``part-00000.jsonl`` ...), as trainers load them (``data_files`` a folder
-or a glob).  ``shard_names`` lists every file below it, sorted by their
-'/'-separated relative names, so every reader and every rank numbers the
-split's records the same way: record numbers run on across the shards, line
-numbers are each shard's own, and a record is named by its shard and line.
+Layer: judging rooms - data (edge: lists the folder).  A data entry may be a folder of
+record files (``part-00000.jsonl`` ...), as trainers load them (``data_files`` a folder
+or a glob).  ``shard_names`` lists every file below it, sorted by their '/'-separated
+relative names, so every reader and every rank numbers the split's records the same way:
+record numbers run on across the shards, line numbers are each shard's own, and a record
+is named by its shard and line.
 
 Every file below the folder (but ``.git``, which its tree digest skips too) is a
 shard, read in the entry's ``format`` or, where

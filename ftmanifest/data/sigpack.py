@@ -1,10 +1,10 @@
-"""Record signatures as bytes of one fixed layout, for ``data check --distributed`` (issue 18).
+"""Record signatures as bytes of one fixed layout, for ``data check --distributed``.
 
-Layer: data (pure: bytes in, checked values out; numpy and rensa imported
-inside functions).  What a rank hands the others at each gather of
-``parallel.RankSigner`` is parsed here, never unpickled, and every field is
-checked; a payload that does not fit raises ``wire.Malformed`` and the
-caller refuses naming the rank.  One payload, little-endian:
+Layer: judging rooms - data (pure: bytes in, checked values out; numpy and rensa
+imported inside functions).  What a rank hands the others at each gather of
+``parallel.RankSigner`` is parsed here, never unpickled, and every field is checked; a
+payload that does not fit raises ``wire.Malformed`` and the caller refuses naming the
+rank.  One payload, little-endian:
 
   header   7 bytes ``FTMSIG`` + version 2 (120 MinHash values), 1 byte kind
   ROUND    u8 ended (0/1), u32 chunks; then ``chunks`` x (u64 chunk index,

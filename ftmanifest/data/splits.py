@@ -1,11 +1,11 @@
 """The manifest's data entries as splits to check: role, resolved path, format, sealed.
 
-Layer: data (edge: resolves paths against the manifest's folder, refusing one
-that leaves it unless ``allow_outside``, as every reader of pinned paths does).
-``splits_of`` gives the text splits (a file, or a folder of shards read as one
+Layer: judging rooms - data (edge: resolves paths against the manifest's folder,
+refusing one that leaves it unless ``allow_outside``, as every reader of pinned paths
+does).  ``splits_of`` gives the text splits (a file, or a folder of shards read as one
 split: ``data.shards``; the leakage check and the statistics read them);
-``image_splits_of`` the ``format: images`` folders (``data.images`` reads them);
-any other format is refused.
+``image_splits_of`` the ``format: images`` folders (``data.images`` reads them); any
+other format is refused.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Per-split statistics of text records: categories, lengths, records over ``seq_len``.
 
-Layer: data (edge: streams each split once through ``recordio.iter_records``;
-the verdicts are ``categories.category_findings`` and ``length_findings``,
-pure).  Issue 17.
+Layer: judging rooms - data (edge: streams each split once through
+``recordio.iter_records``; the verdicts are ``categories.category_findings`` and
+``length_findings``, pure).
 
 Memory is bounded whatever the split's size: no text is kept, only counts
 per category (at most ``MAX_CATEGORIES`` distinct ones; the rest are counted

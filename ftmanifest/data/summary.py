@@ -1,6 +1,6 @@
 """Everything ``data check`` reports besides leakage: statistics, images, counts and digests.
 
-Layer: data (edge: runs ``stats``, ``images`` and ``counts`` over the
+Layer: judging rooms - data (edge: runs ``stats``, ``images`` and ``counts`` over the
 manifest's splits; the verdicts are theirs and ``categories``').  Returns
 data; the CLI renders it and exits 1 when any finding is an error.
 """

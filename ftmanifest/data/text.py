@@ -1,24 +1,24 @@
 """A record's text, normalised: which fields count, and the form they are compared in.
 
-Layer: data core (pure; no I/O).  Default text fields per shape of record:
-a chat record's ``messages``; else ``prompt`` and ``completion``; else
-``instruction``, ``input`` and ``output`` (Alpaca); else ``text``; else every
-string leaf, keys in sorted order (so field order never changes a record's
-text, issue 29 item 11).  A CSV/TSV row is a ``{column: cell}`` mapping, so
-the same defaults pick its ``prompt``/``completion`` or ``text`` columns.
-``fields`` overrides the defaults with top-level key (column) names: the
-string leaves under each named key, in the order named.
+Layer: judging rooms - data core (pure; no I/O).  Default text fields per shape of
+record: a chat record's ``messages``; else ``prompt`` and ``completion``; else
+``instruction``, ``input`` and ``output`` (Alpaca); else ``text``; else every string
+leaf, keys in sorted order (so field order never changes a record's text).  A CSV/TSV
+row is a ``{column: cell}`` mapping, so the same defaults pick its
+``prompt``/``completion`` or ``text`` columns.  ``fields`` overrides the defaults with
+top-level key (column) names: the string leaves under each named key, in the order
+named.
 
 A list of chat turns (``messages``, or a conversational ``prompt`` or
 ``completion`` as TRL and ``datasets`` write them) gives the content of its
 turns.  ``task_text``, what the leakage check compares, keeps the turns that
 carry the task: every one but ``system`` and ``developer`` turns, so a copy
-with its system prompt removed or replaced compares equal (issue 29 item 10);
+with its system prompt removed or replaced compares equal;
 ``record_text`` keeps them all (they count towards a record's length).
 Content may be a string or a list of parts (``[{"type": "text", "text":
 ...}]``); text parts count, image and other parts do not.
 
-Normalisation (issue 17, issue 29): compatibility decomposition, every
+Normalisation: compatibility decomposition, every
 combining mark (category M) and every default-ignorable code point (format
 characters, variation selectors, fillers, U+034F, tags) dropped, composed
 again (NFKC) and casefolded; every run of whitespace becomes one space,

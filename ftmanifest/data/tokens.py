@@ -1,10 +1,10 @@
 """The pinned model's tokenizer, offline, and a record's length in its tokens.
 
-Layer: data (edge: hashes the tokenizer's files, loads it with transformers,
-imported inside the functions).  Issue 17.  The tokenizer is used only when
-every tokenizer file in the model's folder has the digest ``model.files``
-pins (hashed through ``hashing.hash_file``, the stat cache's shared path); a
-model whose files are not pinned yet is used as found.
+Layer: judging rooms - data (edge: hashes the tokenizer's files, loads it with
+transformers, imported inside the functions).  The tokenizer is used only when every
+tokenizer file in the model's folder has the digest ``model.files`` pins (hashed through
+``hashing.hash_file``, the stat cache's shared path); a model whose files are not pinned
+yet is used as found.
 """
 
 from __future__ import annotations

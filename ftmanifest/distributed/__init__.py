@@ -1,4 +1,4 @@
-"""Running ftmanifest's checks across the ranks of a ``torchrun`` job (issue 18).
+"""Running ftmanifest's checks across the ranks of a ``torchrun`` job.
 
 Layer: edges (joins the job's process group through
 ``torch.distributed``, imported lazily).  ``comm`` says which rank this

@@ -1,7 +1,7 @@
 """What the ranks of a job agree on before they judge, and how they leave together.
 
-Layer: distributed (over ``comm``; ``judge_arguments`` and ``judge_copies``
-are pure).  Issue 31, a multi-node job that reaches one verdict:
+Layer: edges - distributed (over ``comm``; ``judge_arguments`` and ``judge_copies``
+are pure).  A multi-node job reaches one verdict:
 
 - ``agree_arguments``: every rank's arguments that decide the verdict
   (``--accept`` and its reasons, policy flags, the manifest's digest) are

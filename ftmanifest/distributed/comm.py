@@ -1,6 +1,6 @@
 """Who this rank is, and gathering one object from every rank before a deadline.
 
-Layer: distributed (edge).  ``job_from_env`` reads the variables ``torchrun``
+Layer: edges - distributed (edge).  ``job_from_env`` reads the variables ``torchrun``
 sets (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``,
 ``GROUP_RANK``, ``MASTER_ADDR``/``MASTER_PORT``); ``joined`` joins the job's
 process group over gloo (host data: fingerprints, digests, findings, record
@@ -9,7 +9,7 @@ guard, NCCL on GPUs), makes a gloo group beside it.  Every collective carries
 the deadline: a rank that never joins or stops answering makes the others
 raise ``RankTimeoutError`` (exit 1, a refusal), never wait for ever.
 
-Nothing that crosses between ranks is pickled (issue 18): ``Comm`` gathers
+Nothing that crosses between ranks is pickled: ``Comm`` gathers
 bytes (sizes first, then padded uint8 tensors, each answer capped at
 ``MAX_ANSWER``), parsed as JSON or a caller's fixed binary layout, and the
 callers validate every field; an answer that does not fit is a refusal

@@ -1,6 +1,6 @@
 """One rank's fingerprint: what it observed, what it read, what its verify found.
 
-Layer: distributed (pure over ``verify``'s report; no torch).  Every rank of a
+Layer: edges - distributed (pure over ``verify``'s report; no torch).  Every rank of a
 torchrun job builds one (``of_report``, or ``of_error`` when its verify could
 not run) and sends it to the others as plain JSON-able data, so a rank running
 another ftmanifest version can still be read and named.  ``flatten`` turns the

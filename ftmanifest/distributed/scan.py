@@ -1,6 +1,6 @@
 """``scan --distributed``: the job's files scanned once, split over its ranks.
 
-Layer: distributed (over ``scan`` and ``shard``).  Every rank walks the
+Layer: edges - distributed (over ``scan`` and ``shard``).  Every rank walks the
 paths itself (what cannot be walked is its own finding), keys each file as
 ``shard.file_key`` does and gathers the keys; ``shard.assign`` gives each
 distinct file to one rank that sees it (balanced by size), which scans it
@@ -14,7 +14,7 @@ and was readable (as ``scan.engine`` counts them).  A finding is tied to its
 file by its path; one whose path names no file of the share (none known
 today) is handed to every rank rather than lost.
 
-Keys and findings cross as JSON, never as pickles (issue 18): every field
+Keys and findings cross as JSON, never as pickles: every field
 is checked on receipt (``shard.keys_from_wire``, ``wire.finding_from_wire``)
 and an answer that does not fit is a refusal naming the rank.
 """

@@ -1,6 +1,6 @@
 """Hashing a job's files once, split over its ranks, with every rank getting every digest.
 
-Layer: distributed (over ``hashing`` and ``comm``; ``assign`` is pure).
+Layer: edges - distributed (over ``hashing`` and ``comm``; ``assign`` is pure).
 
 The unit of work is the file: a SHA-256 is one sequential chain over the
 bytes, so one file's digest cannot be computed from byte ranges hashed on
@@ -24,7 +24,7 @@ several ranks (the largest file is the floor of the job's time).
 3. each rank hashes its share with ``hashing.hash_files`` and its own stat
    cache, then the digests (or errors, as their fields) are gathered as JSON.
 
-Nothing crosses as a pickle (issue 18): digests are rebuilt from checked
+Nothing crosses as a pickle: digests are rebuilt from checked
 fields and errors only as allow-listed classes (``wire``); an answer that
 does not fit (a wrong type, length or count) is a refusal naming the rank
 that sent it, on every rank.

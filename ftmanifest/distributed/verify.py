@@ -1,6 +1,6 @@
 """``verify --distributed``: every rank verifies itself, every rank reaches one verdict.
 
-Layer: distributed (orchestration over ``verify``, ``comm`` and ``shard``;
+Layer: edges - distributed (orchestration over ``verify``, ``comm`` and ``shard``;
 ``judge`` is pure).  ``verify_job`` gathers first the manifest's digest
 (ranks holding different manifests are refused before anything is hashed),
 then hashes the manifest's files once over the job (``shard``), then gathers

@@ -1,6 +1,6 @@
 """The tiny example as a training project: data, model, lock file and manifest.
 
-Layer: examples (demo and test support; not imported by the tool's commands).
+Layer: commands - examples (demo and test support; not imported by the tool's commands).
 ``build_example`` writes a folder that ``ftmanifest lock`` can pin: the data
 set and model from ``ftmanifest.examples.tiny``, a pip-style lock of the
 packages installed here, and an unlocked manifest.

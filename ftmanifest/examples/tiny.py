@@ -1,6 +1,6 @@
 """The tiny, real, offline example: routing data, a tokenizer and a model.
 
-Layer: examples (demo and test support; not imported by the tool's commands).
+Layer: commands - examples (demo and test support; not imported by the tool's commands).
 A chat-format JSONL data set of support documents routed to five departments,
 a word-level tokenizer trained with ``tokenizers``, and a 2-layer Llama or
 GPT-2 built from a config and saved with safetensors.  torch, transformers and

@@ -1,6 +1,6 @@
 """A real ``transformers.Trainer`` on the tiny example, on the CPU.
 
-Layer: examples (demo and test support; not imported by the tool's commands).
+Layer: commands - examples (demo and test support; not imported by the tool's commands).
 transformers is imported inside the function only.
 """
 

@@ -1,6 +1,6 @@
 """What the trainer really fed the model: its first micro-batches, and the start's digests.
 
-Layer: edge (integrations).  torch is imported inside the functions; the
+Layer: edges - edge (integrations).  torch is imported inside the functions; the
 Trainer guard (``integrations.transformers``) calls ``start_digest`` at
 ``on_train_begin`` and installs a ``BatchRecorder`` when it lets training start.
 

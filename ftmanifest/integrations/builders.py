@@ -1,6 +1,6 @@
 """Type it once: TrainingArguments, TRL configs and peft's LoraConfig from the manifest.
 
-Layer: edge (integrations; transformers, trl and peft imported inside the
+Layer: edges - edge (integrations; transformers, trl and peft imported inside the
 functions).  The builders read the same table the Trainer guard compares
 (``ftmanifest.integrations.recipe.FIELDS``), so what they build passes the
 guard; a keyword that would replace a pinned value with another is refused

@@ -1,8 +1,8 @@
 """Load a pinned data entry through ``datasets``, and trace a Trainer's dataset to pinned entries.
 
-Layer: edge (integrations): hashes, copies and loads files.  ``datasets`` and
-pyarrow are imported inside the functions only.  Issue 25, "the data, as the
-Trainer reads it".
+Layer: edges - edge (integrations): hashes, copies and loads files.  ``datasets`` and
+pyarrow are imported inside the functions only.  What is judged is the data as the
+Trainer reads it.
 
 Why: ``datasets`` keys a local file's Arrow cache by its path and mtime
 (``data_files.py`` ``_get_single_origin_metadata``: ``mtime`` is the origin

@@ -1,6 +1,6 @@
 """The model as it will compute: its loaded config against the pinned ``config.json``.
 
-Layer: edge (integrations; transformers imported inside the functions).  The
+Layer: edges - edge (integrations; transformers imported inside the functions).  The
 pinned weights with another ``rms_norm_eps``, activation, rope, attention
 kernel or dtype are another computation.  ``judge_config`` compares the
 loaded model's config with the one transformers builds from the pinned

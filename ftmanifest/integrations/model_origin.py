@@ -1,8 +1,8 @@
 """Trace the model a Trainer was handed back to the snapshot its manifest pins.
 
-Layer: drift (judging), with the few disk reads it needs.  ``verify`` checks the
+Layer: edges - drift (judging), with the few disk reads it needs.  ``verify`` checks the
 files the manifest pins; this module checks that the *loaded model* came from
-them (issue 8, item 4): with the hub cache's ``refs/main`` moved,
+them: with the hub cache's ``refs/main`` moved,
 ``from_pretrained(repo)`` loads another commit while every pinned file still
 verifies.  No torch or transformers import: the Trainer guard reads
 ``config._name_or_path`` (and ``config._commit_hash`` where transformers still

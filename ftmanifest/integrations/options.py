@@ -1,6 +1,6 @@
 """Trainer options that change training: pinned and compared, or refused.
 
-Layer: edge (integrations), judging plain data (the arguments' ``to_dict``).
+Layer: edges - edge (integrations), judging plain data (the arguments' ``to_dict``).
 ``TrainingArguments`` and TRL's configs have well over a hundred fields, and
 a new release adds more.  Each field is one of three things here:
 

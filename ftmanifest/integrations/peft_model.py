@@ -1,6 +1,6 @@
 """The model as it will compute: its peft adapter, resolved, against the manifest's method.
 
-Layer: integrations (edge: torch, transformers and peft imported inside the
+Layer: edges - integrations (edge: torch, transformers and peft imported inside the
 functions only).  The Trainer guard calls ``judge_peft_model`` before the first
 optimizer step, so a run that would train another method than the signed one
 is refused before it trains, not at its first save.

@@ -1,6 +1,6 @@
 """Load exactly the snapshot a manifest pins, and check a loaded model's weights against it.
 
-Layer: edge (integrations).  ``load_pinned`` is the safe way in for training
+Layer: edges - edge (integrations).  ``load_pinned`` is the safe way in for training
 code: the revision is read from the manifest, never typed twice, and the model
 is loaded from the pinned snapshot's folder, offline.  ``compare_weights`` is
 the Trainer guard's spot check that the weights in memory are the pinned

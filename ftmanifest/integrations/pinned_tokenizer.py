@@ -1,6 +1,6 @@
 """The tokenizer handed to the Trainer, against the one the pinned snapshot's files build.
 
-Layer: edge (integrations; transformers imported inside the functions).  The
+Layer: edges - edge (integrations; transformers imported inside the functions).  The
 pinned ``tokenizer.json``, ``tokenizer_config.json`` and chat template verify
 byte for byte, and a script can still assign ``tokenizer.chat_template`` or
 ``tokenizer.pad_token = tokenizer.eos_token`` after loading: another prompt

@@ -1,6 +1,6 @@
 """pre-commit entry points (see .pre-commit-hooks.yaml and hooks/).
 
-Layer: edge.  pre-commit passes every staged YAML, JSON and TOML file; the hook
+Layer: edges - edge.  pre-commit passes every staged YAML, JSON and TOML file; the hook
 lints those that are manifests (``manifest.recognise``: the top-level
 ``ftmanifest:`` key, a ``*.ftm.*`` name, a broken file in ``manifests/``) and
 passes over the rest (``.pre-commit-config.yaml``, CI workflows, a model's

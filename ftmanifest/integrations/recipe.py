@@ -1,6 +1,6 @@
-"""The recipe a Trainer really runs, against the manifest (issue 25).
+"""The recipe a Trainer really runs, against the manifest.
 
-Layer: edge (integrations), judging plain data.  ``effective_arguments``
+Layer: edges - edge (integrations), judging plain data.  ``effective_arguments``
 turns a ``TrainingArguments`` (or a TRL config) into JSON-able data with its
 digest, for the run record; ``judge_arguments`` compares that data with the
 manifest, one drift row per difference: seeds, micro batch, gradient

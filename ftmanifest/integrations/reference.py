@@ -1,6 +1,6 @@
 """A preference trainer's reference model, traced to the pinned base like the policy.
 
-Layer: edge (integrations): reads the live Trainer; torch and peft imported
+Layer: edges - edge (integrations): reads the live Trainer; torch and peft imported
 inside the functions only.
 
 DPO (and KTO, GRPO with a KL term) score every pair against a reference

@@ -1,6 +1,6 @@
 """What the Trainer built, before its first step: optimizer, determinism, steps, first batch.
 
-Layer: edge (integrations; torch and transformers imported inside the
+Layer: edges - edge (integrations; torch and transformers imported inside the
 functions).  The arguments can say one thing and the objects another: an
 optimizer handed to ``Trainer(optimizers=...)``, determinism switched off
 after ``seed_everything``, a collator that puts loss on the prompt.  These

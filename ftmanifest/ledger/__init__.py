@@ -1,5 +1,5 @@
 """The experiment ledger: every attempt, its outcome and reason, its budget,
-and every use of the sealed test split (issue 15).
+and every use of the sealed test split.
 
 Layer: judging rooms (after scan, before adapter and verify).  ``store`` is
 the edge (one folder of hash-linked record files);

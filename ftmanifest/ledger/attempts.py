@@ -1,12 +1,11 @@
 """What the ledger says happened: attempts, their outcome, budget and sealed uses.
 
-Layer: pure core (ledger entries in, views out).  An *attempt* is every record
-sharing one ``attempt`` id: ``planned``, then ``started`` and one end
-(``completed``, ``failed``, ``not-started``) written by ``ftmanifest run`` or
-the Trainer guard, or ``refused`` when verify said no; a person may mark it
-``abandoned`` or ``invalid`` with a reason at any time, and that mark is its
-outcome.  Nothing is ever dropped: an attempt that started and never ended
-stays listed as ``unfinished``.
+Layer: judging rooms - pure core (ledger entries in, views out).  An *attempt* is every
+record sharing one ``attempt`` id: ``planned``, then ``started`` and one end
+(``completed``, ``failed``, ``not-started``) written by ``ftmanifest run`` or the
+Trainer guard, or ``refused`` when verify said no; a person may mark it ``abandoned`` or
+``invalid`` with a reason at any time, and that mark is its outcome.  Nothing is ever
+dropped: an attempt that started and never ended stays listed as ``unfinished``.
 """
 
 from __future__ import annotations

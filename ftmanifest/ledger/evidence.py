@@ -6,7 +6,7 @@ signed or ``$FTMANIFEST_LEDGER_KEY`` is set.  Then a record counts - for
 verify's preflight check, the history audit and the report show, ``ledger
 list`` - only when its signature verifies against the trust file; every other
 record is *untrusted*, listed with the reason, and evidence for nothing
-(issue 28: one forged, unsigned preflight record silenced "preflight
+(one forged, unsigned preflight record silenced "preflight
 missing").  A ledger that does not sign is read as before: its hash links are
 all there is.
 

@@ -1,7 +1,7 @@
-"""Where a variant's parent is: beside it, else in the ledger (issue 15).
+"""Where a variant's parent is: beside it, else in the ledger.
 
-Layer: edge (reads the variant's folder and the ledger folder), shared by
-``verify`` and ``lint`` so both judge a variant against the same parent.
+Layer: judging rooms - edge (reads the variant's folder and the ledger folder), shared
+by ``verify`` and ``lint`` so both judge a variant against the same parent.
 
 1. The manifests in the variant's own folder (``.yaml``, ``.yml``, ``.json``,
    ``.toml``; not ``*.sig.json``, not the variant itself, at most

@@ -1,15 +1,14 @@
 """The sealed test split: every use recorded before it happens, counted per family.
 
-Layer: edge (reads the manifest's data, appends to the ledger).  The method:
-the final test split is held back, because using it again and again to choose
-settings destroys its value.  So a data entry with ``sealed: true`` is
-evaluated only through ``ftmanifest unseal M --split NAME --reason TEXT``,
-which checks the split is the pinned data, records one *use* in the ledger and
-gives the path for that one evaluation; ``ftmanifest score`` on a sealed split
-consumes one recorded, not yet scored use of this experiment on exactly that
-data, and refuses without one.  Uses are counted over the experiment's family
-(every experiment sharing its root ancestor), and from the second one on
-every use, ``verify``, ``audit`` and the report warn.
+Layer: judging rooms - edge (reads the manifest's data, appends to the ledger).  The
+method: the final test split is held back, because using it again and again to choose
+settings destroys its value.  So a data entry with ``sealed: true`` is evaluated only
+through ``ftmanifest unseal M --split NAME --reason TEXT``, which checks the split is
+the pinned data, records one *use* in the ledger and gives the path for that one
+evaluation; ``ftmanifest score`` on a sealed split consumes one recorded, not yet scored
+use of this experiment on exactly that data, and refuses without one.  Uses are counted
+over the experiment's family (every experiment sharing its root ancestor), and from the
+second one on every use, ``verify``, ``audit`` and the report warn.
 
 What this cannot stop: someone reading the file directly.  It makes every
 honest use visible and every score of the split traceable to a recorded use.

@@ -1,12 +1,11 @@
 """The ledger on disk: one file per record, hash-linked, append-only.
 
-Layer: edge (reads and writes one folder).  A record is a JSON object; its id
-is ``sha256:`` of its canonical JSON (RFC 8785), and it names the ledger's
-heads when it was written (``prev``: the records no other record links to
-yet) and its depth (``seq``: one more than the deepest of those).  Its file
-is ``<at>-<first 20 hex of its id>.json`` holding ``{"record": ...,
-"signature": ...}``, written once (temp file, fsync, hard link: never
-replaced), so
+Layer: judging rooms - edge (reads and writes one folder).  A record is a JSON object;
+its id is ``sha256:`` of its canonical JSON (RFC 8785), and it names the ledger's heads
+when it was written (``prev``: the records no other record links to yet) and its depth
+(``seq``: one more than the deepest of those).  Its file is ``<at>-<first 20 hex of its
+id>.json`` holding ``{"record": ..., "signature": ...}``, written once (temp file,
+fsync, hard link: never replaced), so
 
 - an edited record no longer hashes to its name, a removed one leaves a link
   to nothing, a moved or renamed one names another digest or time;
@@ -19,8 +18,8 @@ replaced), so
 
 A record's time is the writer's clock, kept at or after the heads it links
 to, except a head dated in the future (beyond ``FUTURE_SKEW``): one machine
-whose clock runs ahead must not stamp every later record with its time
-(issue 28); ``check`` names such a record instead.
+whose clock runs ahead must not stamp every later record with its time;
+``check`` names such a record instead.
 
 What hash links cannot show is the removal of the newest records (nothing
 links to them yet) or a rewrite of a whole chain.  Signed records (the

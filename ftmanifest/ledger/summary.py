@@ -1,14 +1,13 @@
 """One experiment as the ledger tells it, for ``verify``, ``audit`` and the report.
 
-Layer: pure core (entries and the manifest in, a summary and warnings out);
-``for_manifest`` is the one edge helper that reads the ledger folder.
-The summary holds the experiment's attempts counted by outcome (abandoned and
-invalid ones included), every attempt that spent more than
-``experiment.budget``, and, per sealed split, how many times the experiment's
-family used it.  A second use of a sealed split, a budget overrun and an
-unreadable or tampered ledger are warnings: they happened already, so they
-are flagged where a reviewer reads, not hidden.  In a ledger that signs, the
-summary and the preflight check read only records signed by a trusted key
+Layer: judging rooms - pure core (entries and the manifest in, a summary and warnings
+out); ``for_manifest`` is the one edge helper that reads the ledger folder.  The summary
+holds the experiment's attempts counted by outcome (abandoned and invalid ones
+included), every attempt that spent more than ``experiment.budget``, and, per sealed
+split, how many times the experiment's family used it.  A second use of a sealed split,
+a budget overrun and an unreadable or tampered ledger are warnings: they happened
+already, so they are flagged where a reviewer reads, not hidden.  In a ledger that
+signs, the summary and the preflight check read only records signed by a trusted key
 (``evidence``); each other record is a warning naming it and why.
 """
 

@@ -1,8 +1,8 @@
 """Canonical JSON (RFC 8785, JCS) and the manifest digest.
 
-Layer: manifest (pure).  The canonical form is what gets hashed and signed, so
-comments, key order and formatting of the file on disk never change it; any
-value does.
+Layer: pure core - manifest (pure).  The canonical form is what gets hashed and signed,
+so comments, key order and formatting of the file on disk never change it; any value
+does.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ``data``, ``evaluation``, ``export`` and ``security`` sections.
 
-Layer: manifest (pure).  Requirements digest items 2 (baseline first, sealed
+Layer: pure core - manifest (pure).  Requirements digest items 2 (baseline first, sealed
 test split), 3 (versioned data), 9 (deliverable) and 10 (confidentiality).
 """
 

@@ -1,9 +1,9 @@
 """Edit a manifest's text in place: set values at field locations, keep everything else.
 
-Layer: manifest (text in, text out; no I/O).  YAML is edited through ruamel.yaml's
-round-trip tree, so comments, key order and quoting survive; JSON is rewritten with
-two-space indentation.  ``lock`` is the first user; any command that writes a
-manifest field goes through here.
+Layer: pure core - manifest (text in, text out; no I/O).  YAML is edited through
+ruamel.yaml's round-trip tree, so comments, key order and quoting survive; JSON is
+rewritten with two-space indentation.  ``lock`` is the first user; any command that
+writes a manifest field goes through here.
 """
 
 from __future__ import annotations

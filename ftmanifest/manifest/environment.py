@@ -1,6 +1,6 @@
 """The ``model`` and ``environment`` sections: what is trained, where.
 
-Layer: manifest (pure).  Requirements digest items 6 (backend on record) and
+Layer: pure core - manifest (pure).  Requirements digest items 6 (backend on record) and
 8 (only the intended checkpoint revision).
 """
 

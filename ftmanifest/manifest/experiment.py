@@ -1,9 +1,9 @@
 """The ``experiment`` section: id, lineage, hypothesis, budget and guards.
 
-Layer: manifest (pure).  Requirements digest items 1 (hypothesis first) and 7
-(variants).  What an experiment *is* lives here; what *happened* to it (started,
-finished, abandoned or invalid, with a reason) lives in its run records
-(``ftmanifest runs``), so recording it never breaks the manifest's signature.
+Layer: pure core - manifest (pure).  Requirements digest items 1 (hypothesis first) and
+7 (variants).  What an experiment *is* lives here; what *happened* to it (started,
+finished, abandoned or invalid, with a reason) lives in its run records (``ftmanifest
+runs``), so recording it never breaks the manifest's signature.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The values a manifest's text still marks ``# FILL:``, by field location.
 
-Layer: manifest (text in, data out; no I/O).  ``init`` writes a ``# FILL:``
+Layer: pure core - manifest (text in, data out; no I/O).  ``init`` writes a ``# FILL:``
 comment on the line of every value a person must decide; ``lock`` and
 ``manifest.edit`` drop it from a value they write; ``lint`` refuses a mark
 that is left (FTM003).  Only YAML carries comments a person reads this way:

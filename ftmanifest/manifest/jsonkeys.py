@@ -1,6 +1,6 @@
 """JSON objects whose keys are unique: the one ``object_pairs_hook`` to parse with.
 
-Layer: manifest (pure; no runtime ``typing``, it is on the lint path).  The
+Layer: pure core - manifest (pure; no runtime ``typing``, it is on the lint path).  The
 standard ``json`` module keeps the last of two equal keys; a reader that
 trusts the first would see another document, so every parser here refuses
 them.  Each caller says which exception names the duplicate.

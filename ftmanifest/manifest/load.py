@@ -1,6 +1,6 @@
 """Read a manifest file (YAML, JSON or TOML) into plain data with positions.
 
-Layer: manifest (reads one file, judges nothing beyond syntax).  The result
+Layer: pure core - manifest (reads one file, judges nothing beyond syntax).  The result
 keeps the line and column of every key so that later checks can name the
 exact place of a problem.  YAML is composed to nodes (libyaml through
 ruamel.yaml.clib when present, YAML 1.2 resolution) and constructed here, so

@@ -1,6 +1,6 @@
 """The whole manifest: the single source of truth for the schema.
 
-Layer: manifest (pure).
+Layer: pure core - manifest (pure).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Fields that left the manifest, each refused with where it went.
 
-Layer: manifest (pure).  ``experiment.status`` and ``experiment.status_reason``
-said what happened to an experiment inside the signed file, so recording that
-a run was abandoned broke its signature.  What happened now lives in the run
-records beside the manifest (``ftmanifest runs M --mark abandoned --reason ...``);
-a manifest that still carries these fields gets one finding per field that
-says so, instead of a bare "unknown key".
+Layer: pure core - manifest (pure).  ``experiment.status`` and
+``experiment.status_reason`` said what happened to an experiment inside the signed file,
+so recording that a run was abandoned broke its signature.  What happened now lives in
+the run records beside the manifest (``ftmanifest runs M --mark abandoned --reason
+...``); a manifest that still carries these fields gets one finding per field that says
+so, instead of a bare "unknown key".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Patterns shared by the schema types and the checks that run without pydantic.
 
-Layer: manifest (pure; imports only ``re``, so ``lint`` on the pre-commit path
-can use it without building models).
+Layer: pure core - manifest (pure; imports only ``re``, so ``lint`` on the pre-commit
+path can use it without building models).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 COMMIT_PATTERN = r"^[0-9a-f]{40}$"
 COMMIT_RE = re.compile(COMMIT_PATTERN)
 # What pip reads from a requirements line and a shell from a command line
-# (issue 28): a PEP 508 distribution name, a value on one line (none of the
+#: a PEP 508 distribution name, a value on one line (none of the
 # characters str.splitlines() breaks at, which pip splits its files with), and
 # a hub repo id of the form huggingface_hub accepts.
 PACKAGE_NAME_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$"

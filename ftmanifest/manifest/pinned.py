@@ -1,9 +1,9 @@
 """The files a manifest pins besides its model and data: one walk for all readers.
 
-Layer: manifest (pure; reads the model, never the disk).  The lock file, each
-data entry's cleaning and transform scripts, and the baseline's results and
-config, in that order.  ``observe`` hashes them, ``drift`` compares the hashes
-with the pinned digests, and a run keeps them out of its own outputs.
+Layer: pure core - manifest (pure; reads the model, never the disk).  The lock file,
+each data entry's cleaning and transform scripts, and the baseline's results and config,
+in that order.  ``observe`` hashes them, ``drift`` compares the hashes with the pinned
+digests, and a run keeps them out of its own outputs.
 """
 
 from __future__ import annotations

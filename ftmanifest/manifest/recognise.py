@@ -1,6 +1,6 @@
 """Whether a file is a manifest, by its name or by its content.
 
-Layer: manifest (reads one file's bytes, judges nothing but this).  The
+Layer: pure core - manifest (reads one file's bytes, judges nothing but this).  The
 pre-commit hook is handed every staged YAML, JSON and TOML file: a project's
 ``.pre-commit-config.yaml``, CI workflows, a model's ``config.json``, a
 ``pyproject.toml``.  A manifest is recognised by what makes it one, the

@@ -1,6 +1,6 @@
 """Retention periods and backup keep rules: ``security.retention``.
 
-Layer: manifest (pure).  A duration is restic's combined form (``30d``,
+Layer: pure core - manifest (pure).  A duration is restic's combined form (``30d``,
 ``1y6m``, ``1y2m3d4h``); it stays a string in the model so the canonical form
 of a manifest (what is signed) is the text its author wrote.  ``parse_duration``
 and ``subtract`` give it meaning.  ``BackupRetention`` holds the keep rules

@@ -1,6 +1,6 @@
 """The JSON Schema, generated from the pydantic model.
 
-Layer: manifest.  ``generate()`` builds it from the model (slow: imports and
+Layer: pure core - manifest.  ``generate()`` builds it from the model (slow: imports and
 builds every pydantic model); ``packaged()`` reads the copy shipped inside the
 package (fast: what ``lint`` uses).  ``make schema`` writes both the packaged
 copy and ``schema/ftmanifest.schema.json`` (and the field reference in

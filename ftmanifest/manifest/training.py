@@ -1,7 +1,7 @@
 """The ``seeds``, ``method``, ``training`` and ``distributed`` sections.
 
-Layer: manifest (pure).  Requirements digest items 4 (trained parameters) and
-5 (one full step, sized).
+Layer: pure core - manifest (pure).  Requirements digest items 4 (trained parameters)
+and 5 (one full step, sized).
 """
 
 from __future__ import annotations

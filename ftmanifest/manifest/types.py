@@ -1,6 +1,6 @@
 """Named constrained types and the strict base model.
 
-Layer: manifest (pure).
+Layer: pure core - manifest (pure).
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """What the JSON Schema cannot say: names and paths that must be unique.
 
-Layer: manifest (pure).  Runs on the schema-valid plain data of a
+Layer: pure core - manifest (pure).  Runs on the schema-valid plain data of a
 ``Document`` (no pydantic, so the pre-commit hook stays fast) and returns one
 located ``Finding`` per repeat, naming both places.  ``load_document``
 refuses a manifest with any of them, so lint, lock, verify and the Trainer
 guard all see one verdict.
 
-Why it matters (issue 8): results once keyed by ``data[].name`` let a second
+Why it matters: results once keyed by ``data[].name`` let a second
 entry with the same name overwrite the first, so the first file was never
 hashed.  Nothing downstream keys by a user-chosen name any more, but two
 entries that other sections cannot tell apart are still a mistake.

@@ -1,6 +1,6 @@
 """Check plain manifest data against the JSON Schema, with located problems.
 
-Layer: manifest (pure).  The schema is generated from the pydantic model, so
+Layer: pure core - manifest (pure).  The schema is generated from the pydantic model, so
 the model stays the single source of truth; this small validator exists
 because ``lint`` must answer in well under 100 ms and building the pydantic
 models alone costs more than that.  A test runs valid and invalid manifests

@@ -1,7 +1,7 @@
 """The preflight checks, each one named row: passed or failed, with its figures.
 
-Layer: edge (torch, transformers and peft, imported inside).  The method's
-checklist before a long run, on the manifest's own model, data and recipe:
+Layer: judging rooms - edge (torch, transformers and peft, imported inside).  The
+method's checklist before a long run, on the manifest's own model, data and recipe:
 
     stack     framework, accelerator and method fit each other and the manifest
     disk      only the pinned revision is cached; free disk covers checkpoints
@@ -330,7 +330,7 @@ def step(s: State) -> Row:
 
     r = s.recipe
     # padded to seq_len: the step is measured at the shape the manifest sizes (and
-    # the estimate computes), not at the longest example's (issue 30)
+    # the estimate computes), not at the longest example's
     model, optimizer, batches = _model_and_batches(s, pad_to=r.seq_len)
     with PeakMemory(s.device) as peak:
         loss = train_step(model, optimizer, batches, r.loss_normalization, r.precision)

@@ -1,8 +1,8 @@
 """Memory of one training step, from the model's config alone (no weights loaded).
 
-Layer: pure core (``estimate`` and ``levers`` take an ``Architecture`` and a
-``Setup`` and return dataclasses; ``setup_from_manifest`` reads a loaded
-manifest; ``shapes.read_architecture`` is the only I/O, at the edge).
+Layer: judging rooms - pure core (``estimate`` and ``levers`` take an ``Architecture``
+and a ``Setup`` and return dataclasses; ``setup_from_manifest`` reads a loaded manifest;
+``shapes.read_architecture`` is the only I/O, at the edge).
 
 Parts, per process, in bytes (``b`` micro-batch, ``s`` sequence length, ``h``
 hidden size, ``kv`` key/value width ``num_key_value_heads * head_dim``, ``i``
@@ -48,7 +48,7 @@ activations are alive (gradient accumulation, or the optimizer's states from
 the previous step): the sum of the parts.  The CUDA context, kernels'
 workspaces and the Python runtime are not in it.
 
-**Which allocator** (``Setup.allocator``, from ``host_allocator``; issue 30):
+**Which allocator** (``Setup.allocator``, from ``host_allocator``):
 ``exact`` counts live tensors only (what ``torch.cuda.max_memory_allocated``
 reports, ``device``, or a host with ``MALLOC_MMAP_THRESHOLD_`` fixed).  Under
 glibc's default malloc (``glibc-dynamic``) the mmap threshold rises to the

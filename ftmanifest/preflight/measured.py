@@ -5,7 +5,7 @@ Layer: judging rooms (preflight; pure: a step row's figures and an
 the environment).  Preflight pads its step to ``seq_len`` and records the
 shape it ran (``measured_shape``) and the allocator it ran under; the
 estimate for exactly that shape and allocator is what the measurement is set
-beside (issue 30: a step padded to the longest example, 36 tokens, was
+beside (a step padded to the longest example, 36 tokens, was
 compared with the estimate for 512, an error of +165% to +284% that said
 nothing about the estimate).
 """

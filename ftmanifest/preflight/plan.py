@@ -1,9 +1,9 @@
 """A rental plan in the method's phases, from measured throughput.
 
-Layer: pure core (``make_plan`` takes figures, returns the plan); ``inputs``
-is the edge that reads them: the sustained tokens/s of the newest passing
-preflight of this recipe (or ``--tokens-per-second``), and the token counts
-of the training and evaluation splits as formatted with the pinned tokenizer.
+Layer: judging rooms - pure core (``make_plan`` takes figures, returns the plan);
+``inputs`` is the edge that reads them: the sustained tokens/s of the newest passing
+preflight of this recipe (or ``--tokens-per-second``), and the token counts of the
+training and evaluation splits as formatted with the pinned tokenizer.
 
 Phases, in hours:
 

@@ -1,12 +1,12 @@
 """What preflight trains: the manifest's model, data and recipe as torch objects.
 
-Layer: edge (loads the model, reads the data; torch, transformers and peft are
-imported inside the functions).  ``default_recipe`` builds everything from the
-manifest: the pinned model (``model.path`` or the pinned hub snapshot), its
-tokenizer, the training split's records formatted as the model will see
-them, the method (full fine-tuning with ``frozen_modules``, or LoRA with
-peft), the optimizer (``training.optimizer``), and the step sizing
-(``seq_len``, ``micro_batch``, ``grad_accum``, ``loss_normalization``).
+Layer: judging rooms - edge (loads the model, reads the data; torch, transformers and
+peft are imported inside the functions).  ``default_recipe`` builds everything from the
+manifest: the pinned model (``model.path`` or the pinned hub snapshot), its tokenizer,
+the training split's records formatted as the model will see them, the method (full
+fine-tuning with ``frozen_modules``, or LoRA with peft), the optimizer
+(``training.optimizer``), and the step sizing (``seq_len``, ``micro_batch``,
+``grad_accum``, ``loss_normalization``).
 
 A team whose training code formats examples, builds the model or the
 optimizer its own way hands preflight *that* code: ``--recipe FILE.py:FUNC``

@@ -1,16 +1,15 @@
 """The first steps run twice, each in a fresh process, and compared.
 
-Layer: edge (torch, imported inside the functions; the comparison itself is
-pure).  ``first_steps`` builds the model with the recipe's own
-``build_model`` (the default applies the manifest's seeds once the base is
-loaded, as ``load_pinned`` does, so a LoRA draws its initial weights from
-them), runs ``STEPS`` optimizer steps on the first examples, and returns
-each step's loss, a digest of the trainable weights after them and the
-operations torch named as non-deterministic on the way.  ``repeat_child``
-runs it in a new process whose random generators were first set from the
-operating system (``scramble``): only what the manifest's seeds govern can
-come out the same twice.  ``compare`` says where two runs part: on the CPU
-bitwise, on CUDA within ``CUDA_TOLERANCE``.
+Layer: judging rooms - edge (torch, imported inside the functions; the comparison itself
+is pure).  ``first_steps`` builds the model with the recipe's own ``build_model`` (the
+default applies the manifest's seeds once the base is loaded, as ``load_pinned`` does,
+so a LoRA draws its initial weights from them), runs ``STEPS`` optimizer steps on the
+first examples, and returns each step's loss, a digest of the trainable weights after
+them and the operations torch named as non-deterministic on the way.  ``repeat_child``
+runs it in a new process whose random generators were first set from the operating
+system (``scramble``): only what the manifest's seeds govern can come out the same
+twice.  ``compare`` says where two runs part: on the CPU bitwise, on CUDA within
+``CUDA_TOLERANCE``.
 
 Non-deterministic kernels: unless the manifest's ``seeds.deterministic``
 already switched torch's deterministic mode on, the steps run under

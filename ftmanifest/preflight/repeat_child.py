@@ -1,11 +1,11 @@
 """A fresh process of the determinism check: the first steps from scrambled generators.
 
-Layer: edge.  ``python -m ftmanifest.preflight.repeat_child MANIFEST RECIPE
-DEVICE STEPS``: sets every random generator from the operating system
-(``repeat.scramble``), builds the recipe (``RECIPE`` is ``manifest`` or the
-``--recipe`` spec) and runs its first ``STEPS`` steps (``repeat.first_steps``:
-the recipe's own model building applies the manifest's seeds, or does not),
-then prints the run as one JSON line.
+Layer: judging rooms - edge.  ``python -m ftmanifest.preflight.repeat_child MANIFEST
+RECIPE DEVICE STEPS``: sets every random generator from the operating system
+(``repeat.scramble``), builds the recipe (``RECIPE`` is ``manifest`` or the ``--recipe``
+spec) and runs its first ``STEPS`` steps (``repeat.first_steps``: the recipe's own model
+building applies the manifest's seeds, or does not), then prints the run as one JSON
+line.
 """
 
 from __future__ import annotations

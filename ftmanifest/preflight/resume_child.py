@@ -1,12 +1,11 @@
 """The new process of the resume check: load the checkpoint, resume, generate.
 
-Layer: edge.  ``python -m ftmanifest.preflight.resume_child MANIFEST CHECKPOINT
-RECIPE DEVICE``: builds the same recipe (``RECIPE`` is ``manifest`` or the
-``--recipe`` spec), loads the checkpoint with the recipe's ``load``,
-generates from the first example's prompt, then runs two steps on the same
-batches with the manifest's seeds, and prints one JSON line: the generated
-tokens, both losses, the trainable parameters' digest and how many optimizer
-state tensors were restored.
+Layer: judging rooms - edge.  ``python -m ftmanifest.preflight.resume_child MANIFEST
+CHECKPOINT RECIPE DEVICE``: builds the same recipe (``RECIPE`` is ``manifest`` or the
+``--recipe`` spec), loads the checkpoint with the recipe's ``load``, generates from the
+first example's prompt, then runs two steps on the same batches with the manifest's
+seeds, and prints one JSON line: the generated tokens, both losses, the trainable
+parameters' digest and how many optimizer state tensors were restored.
 """
 
 from __future__ import annotations

@@ -1,13 +1,12 @@
 """Run the preflight checks and record the result.
 
-Layer: edge.  ``run_preflight`` builds the recipe (``recipe``), seeds every
-library from the manifest before each check (so each is reproducible alone),
-runs the named checks in order, and returns the rows.  A check that raises is
-a failed row with the error, never a pass.  ``record`` is what the ledger
-keeps: the manifest digest, the recipe's digest (the manifest without what
-does not change the training: ids, descriptions, guards, export, security),
-the environment fingerprint and platform, and the rows; signed when the
-ledger signs (``$FTMANIFEST_LEDGER_KEY``).
+Layer: judging rooms - edge.  ``run_preflight`` builds the recipe (``recipe``), seeds
+every library from the manifest before each check (so each is reproducible alone), runs
+the named checks in order, and returns the rows.  A check that raises is a failed row
+with the error, never a pass.  ``record`` is what the ledger keeps: the manifest digest,
+the recipe's digest (the manifest without what does not change the training: ids,
+descriptions, guards, export, security), the environment fingerprint and platform, and
+the rows; signed when the ledger signs (``$FTMANIFEST_LEDGER_KEY``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A causal LM's tensors and sizes from its ``config.json``, without its weights.
 
-Layer: pure core (``architecture`` takes a config dict and optional
+Layer: judging rooms - pure core (``architecture`` takes a config dict and optional
 safetensors shapes; ``read_architecture`` is the edge that reads them).
 Used by ``estimate``.  Two families are known from the config alone, with
 transformers' own names and shapes (``nn.Linear`` weights are ``[out, in]``,

@@ -1,6 +1,6 @@
 """One training step as the manifest sizes it, and the memory it took.
 
-Layer: edge (torch).  ``micro_batches`` cuts the formatted examples into
+Layer: judging rooms - edge (torch).  ``micro_batches`` cuts the formatted examples into
 ``grad_accum`` micro-batches of ``micro_batch`` sequences (padded to the
 longest, or to ``pad_to``: the step check pads to ``seq_len`` so it measures
 the shape the manifest sizes; padding carries no loss); ``train_step`` runs forward and backward

@@ -1,8 +1,8 @@
 """Run one external tool for a probe: no shell, a short timeout, never raise.
 
-Layer: probe (edge).  A missing tool, a tool that hangs, or one that fails is
-an observation ("no NVIDIA driver seen"), not an error, so every outcome comes
-back as a :class:`CommandResult`.
+Layer: probes and runtime - probe (edge).  A missing tool, a tool that hangs, or one
+that fails is an observation ("no NVIDIA driver seen"), not an error, so every outcome
+comes back as a :class:`CommandResult`.
 """
 
 from __future__ import annotations

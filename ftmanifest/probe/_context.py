@@ -1,7 +1,7 @@
 """What every probe is given: the folder of the training code, the environment,
 and the installed distributions (read once, shared).
 
-Layer: probe (edge).
+Layer: probes and runtime - probe (edge).
 """
 
 from __future__ import annotations

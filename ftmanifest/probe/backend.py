@@ -1,6 +1,6 @@
 """Which accelerator stack this machine would train on, decided from the probes.
 
-Layer: probe (pure).  Table-tested: every input is a plain value.
+Layer: probes and runtime - probe (pure).  Table-tested: every input is a plain value.
 
   cuda  torch built with CUDA and an NVIDIA driver seen
   rocm  torch built with HIP and an AMD driver seen

@@ -1,8 +1,8 @@
 """Accelerator records shared by the NVIDIA and AMD probes, and their grouping.
 
-Layer: probe (pure).  A manifest lists each kind of device once with a count
-(``Device(name, compute_capability, memory_mib, count)``), so eight identical
-H100s are one row with count 8.
+Layer: probes and runtime - probe (pure).  A manifest lists each kind of device once
+with a count (``Device(name, compute_capability, memory_mib, count)``), so eight
+identical H100s are one row with count 8.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Probe: environment variables that change training results.
 
-Layer: probe (edge) over a pure filter.  A fixed allowlist plus prefix rules
-pick the variables; anything whose name looks like a credential (HF_TOKEN,
-*_KEY, *_SECRET, *PASSWORD*...) or whose value looks like a token is never
-recorded, even under an allowed prefix.  Locations (*_HOME, *_DIR, *_PATH)
-are left out too: where a cache lives does not change results, and recording
-it would report drift on every other machine.
+Layer: probes and runtime - probe (edge) over a pure filter.  A fixed allowlist plus
+prefix rules pick the variables; anything whose name looks like a credential (HF_TOKEN,
+*_KEY, *_SECRET, *PASSWORD*...) or whose value looks like a token is never recorded,
+even under an allowed prefix.  Locations (*_HOME, *_DIR, *_PATH) are left out too: where
+a cache lives does not change results, and recording it would report drift on every
+other machine.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Map an observation to the manifest's ``environment`` section (a plain dict).
 
-Layer: probe (pure).  ``ftmanifest lock`` writes what this returns; the dict
-validates as ``ftmanifest.manifest.environment.Environment``.
+Layer: probes and runtime - probe (pure).  ``ftmanifest lock`` writes what this returns;
+the dict validates as ``ftmanifest.manifest.environment.Environment``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Probe: did only the manifest's own files change between the pinned commit and HEAD?
 
-Layer: probe (edge).  Issue 8: ``lock`` pins the training code's HEAD, and
+Layer: probes and runtime - probe (edge).  ``lock`` pins the training code's HEAD, and
 committing the locked manifest moves HEAD, so an exact-commit check refuses
 forever after the natural "lock, then commit the manifest" workflow.  This
 probe answers the looser question a caller may accept instead: HEAD descends

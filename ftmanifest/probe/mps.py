@@ -1,7 +1,7 @@
 """Probe: Apple Silicon (Metal / MPS) and MLX.
 
-Layer: probe (edge) over pure decisions.  MPS exists only on macOS on arm64;
-its "runtime" on record is the macOS version, since Metal ships with the OS.
+Layer: probes and runtime - probe (edge) over pure decisions.  MPS exists only on macOS
+on arm64; its "runtime" on record is the macOS version, since Metal ships with the OS.
 The decision is a pure function so its macOS branches run in tests on Linux.
 """
 

@@ -1,8 +1,8 @@
 """Probe: NVIDIA driver and GPUs, from nvidia-smi (NVML or /proc as fallbacks).
 
-Layer: probe (edge).  The parsers are pure functions over the tools' text and
-are tested on recorded outputs (tests/fixtures/probe/).  No nvidia-smi, no
-NVML and no /proc/driver/nvidia means "no NVIDIA driver seen".
+Layer: probes and runtime - probe (edge).  The parsers are pure functions over the
+tools' text and are tested on recorded outputs (tests/fixtures/probe/).  No nvidia-smi,
+no NVML and no /proc/driver/nvidia means "no NVIDIA driver seen".
 """
 
 from __future__ import annotations

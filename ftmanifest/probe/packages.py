@@ -1,7 +1,8 @@
 """Probe: installed distributions, read from their metadata, never imported.
 
-Layer: probe (edge).  Names are normalised as PEP 503 says (lowercase, each
-run of '-', '_' and '.' becomes one '-'); versions are kept exactly as found.
+Layer: probes and runtime - probe (edge).  Names are normalised as PEP 503 says
+(lowercase, each run of '-', '_' and '.' becomes one '-'); versions are kept exactly as
+found.
 
 Tests only: with ``FTMANIFEST_TESTING=1``, ``FTMANIFEST_TEST_PACKAGE_VERSIONS=
 name=version,...`` makes one process look as if it had other versions (a

@@ -1,11 +1,11 @@
 """Probe: AMD driver and GPUs, from amd-smi or rocm-smi (JSON output).
 
-Layer: probe (edge).  Parsers are pure and tested on recorded outputs.
-amd-smi is asked first (it replaces rocm-smi from ROCm 6 on); rocm-smi is the
-fallback; /sys/module/amdgpu and /dev/kfd tell a driver is there when neither
-tool is installed.  The two tools name the same board differently
-('AMD Instinct MI300X' vs 'AMD Instinct MI300X OAM') and report slightly
-different memory sizes, so the observation records which tool answered.
+Layer: probes and runtime - probe (edge).  Parsers are pure and tested on recorded
+outputs.  amd-smi is asked first (it replaces rocm-smi from ROCm 6 on); rocm-smi is the
+fallback; /sys/module/amdgpu and /dev/kfd tell a driver is there when neither tool is
+installed.  The two tools name the same board differently ('AMD Instinct MI300X' vs 'AMD
+Instinct MI300X OAM') and report slightly different memory sizes, so the observation
+records which tool answered.
 """
 
 from __future__ import annotations

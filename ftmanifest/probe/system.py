@@ -1,6 +1,7 @@
 """Probe: the Python interpreter, the operating system and the CPU.
 
-Layer: probe (edge).  The parser of /proc/cpuinfo is pure and tested alone.
+Layer: probes and runtime - probe (edge).  The parser of /proc/cpuinfo is pure and
+tested alone.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """Probe: how the installed torch was built, read WITHOUT importing torch.
 
-Layer: probe (edge).  torch ships ``torch/version.py`` with plain assignments
-(__version__, cuda, hip, git_version, debug); it is located through
-importlib's finder (which does not run the package) and read with ``ast``.
-cuDNN and NCCL come as their own wheels (nvidia-cudnn-cu12, nvidia-nccl-cu12)
-on pip installs, so their versions are read from the distribution list.
+Layer: probes and runtime - probe (edge).  torch ships ``torch/version.py`` with plain
+assignments (__version__, cuda, hip, git_version, debug); it is located through
+importlib's finder (which does not run the package) and read with ``ast``.  cuDNN and
+NCCL come as their own wheels (nvidia-cudnn-cu12, nvidia-nccl-cu12) on pip installs, so
+their versions are read from the distribution list.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Line-based records: JSONL, text and CSV/TSV, streamed line by line.
 
-Layer: edge (reads an open file).  Lines are read with a bound
+Layer: file access - edge (reads an open file).  Lines are read with a bound
 (``Limits.record_bytes``) so one endless line cannot fill memory, and the
 bytes read so far are checked against ``Limits.total_bytes``.  What a record
 is follows ``ftmanifest.counts`` exactly: for jsonl and text, a line ending

@@ -1,7 +1,7 @@
 """What the record reader yields and how it refuses: ``Record``, ``Limits``, errors.
 
-Layer: edge support (pure; no I/O here).  A record's text fields are its string
-leaves with their key path, walked without recursion so a deeply nested value
+Layer: file access - edge support (pure; no I/O here).  A record's text fields are its
+string leaves with their key path, walked without recursion so a deeply nested value
 cannot overflow the stack.
 """
 

@@ -1,6 +1,6 @@
 """Whole-file records: a JSON document, a Parquet table.
 
-Layer: edge (reads an open file; pyarrow is imported only here, inside a
+Layer: file access - edge (reads an open file; pyarrow is imported only here, inside a
 function).  A JSON file is parsed at once (bounded by ``Limits.document_bytes``):
 a top-level list is one record per element, anything else one record.  A
 Parquet file is read in batches of ``BATCH`` rows, each row a dict, its

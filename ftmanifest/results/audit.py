@@ -1,6 +1,6 @@
-"""``audit``: the handoff gate over a run folder and its signed manifest (issue 13).
+"""``audit``: the handoff gate over a run folder and its signed manifest.
 
-Layer: results/orchestration.  ``gather`` does the I/O once (verify, the
+Layer: judging rooms - results/orchestration.  ``gather`` does the I/O once (verify, the
 adapter check, hashing the deliverable, the scan, modes and ``--fix-perms``)
 into an ``AuditSubject``; the checks of ``AUDIT_CHECKS`` (a ``checks.registry``)
 turn it into ``Finding`` rows; ``AuditReport`` carries both.  Never raises on

@@ -1,15 +1,15 @@
 """Permissions of a run's artifacts against ``security.max_modes``, and tightening them.
 
-Layer: edge (reads and, with ``fix=True``, changes file modes).  ``max_modes`` gives
-the most permissive mode of a *file* per artifact class (data, checkpoints,
-logs, keys); a folder of that class may also have the search (x) bit wherever
-the file mode has the read bit, and its owner always has rwx (a folder its
+Layer: judging rooms - edge (reads and, with ``fix=True``, changes file modes).
+``max_modes`` gives the most permissive mode of a *file* per artifact class (data,
+checkpoints, logs, keys); a folder of that class may also have the search (x) bit
+wherever the file mode has the read bit, and its owner always has rwx (a folder its
 owner cannot enter cannot be cleaned up).  Any bit beyond that is a problem:
 group/world-readable or writable files and folders.
 
 A symlink is never changed itself.  One that stays inside the folder being
 judged is skipped (its target is judged where it lives); one that leads
-outside is judged where it points (issue 29: ``keys`` linked to a folder of
+outside is judged where it points (``keys`` linked to a folder of
 world-readable keys used to pass), and never changed there: with ``fix`` it
 is an unfixed row naming the link.  ``tighten`` only
 clears bits (``mode & allowed``), never loosens, and changes a file through a
@@ -159,7 +159,7 @@ def judge(
     under two roots is judged once, by the first.  ``shared`` names the
     roots that are a cache other runs and users share (the Hugging Face hub
     cache holding a public base): their problems are reported, never
-    changed, and say how to hold the files privately instead (issue 30).
+    changed, and say how to hold the files privately instead.
     """
     loose: list[PermProblem] = []
     unfixed: list[PermProblem] = []

@@ -1,6 +1,6 @@
 """Rights before handoff: licences, accepted terms, retention and backup recipients.
 
-Layer: pure core (reads the manifest model only).  Rules:
+Layer: judging rooms - pure core (reads the manifest model only).  Rules:
 
   audit.model-license         ``model.license`` is missing
   audit.terms-not-accepted    ``model.terms_accepted`` is false

@@ -1,6 +1,6 @@
 """``audit``'s check of the splits the guards are measured on, from their records.
 
-Layer: results (edge: reads the splits' records with ``recordio``).  A
+Layer: judging rooms - results (edge: reads the splits' records with ``recordio``).  A
 comparison is only as good as the split it was scored on, and the results
 files say what the split held when they were written.  So audit reads every
 eval or test split again (their digests are verify's, the ``drift`` check)

@@ -1,11 +1,10 @@
 """Paired bootstrap of per-category metric differences between two runs.
 
-Layer: results (pure core).  Both runs' verdicts on the same example ids are
-resampled together (the same ids, with replacement, in each round), the
-per-category metric is computed for baseline and candidate on that resample,
-and the percentile interval of candidate - baseline is reported.  Seeded
-``random.Random`` rather than numpy, so the interval is the same whether or
-not numpy is installed.
+Layer: judging rooms - results (pure core).  Both runs' verdicts on the same example ids
+are resampled together (the same ids, with replacement, in each round), the per-category
+metric is computed for baseline and candidate on that resample, and the percentile
+interval of candidate - baseline is reported.  Seeded ``random.Random`` rather than
+numpy, so the interval is the same whether or not numpy is installed.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""Inline SVG charts for the handoff report (issue 13).
+"""Inline SVG charts for the handoff report.
 
-Layer: edge (rendering).  Pure functions from comparison rows to SVG markup:
-no I/O, no scripts, no fonts or images fetched, a fixed ``viewBox`` and
-coordinates rounded to one decimal so the same rows give the same bytes.
-The SVG is built as an element tree, never by pasting strings, so a
-category name such as ``<script>`` is serialised as text; every string is
-also passed through ``safe_text.escape`` so control and BiDi characters show.
+Layer: judging rooms - edge (rendering).  Pure functions from comparison rows to SVG
+markup: no I/O, no scripts, no fonts or images fetched, a fixed ``viewBox`` and
+coordinates rounded to one decimal so the same rows give the same bytes.  The SVG is
+built as an element tree, never by pasting strings, so a category name such as
+``<script>`` is serialised as text; every string is also passed through
+``safe_text.escape`` so control and BiDi characters show.
 
 ``category_chart`` draws, per category, a baseline bar and a candidate bar,
 the tolerance (``baseline - max_drop``) as a dashed line across the pair,

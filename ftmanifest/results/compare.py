@@ -1,10 +1,10 @@
 """Comparing a candidate's results with a baseline's, guard by guard.
 
-Layer: results (pure core: plain results dicts in, a ``Comparison`` out).
-Two results files are comparable only when they share the split's data
-digest, the evaluation procedure and the task (the manifest's); else every
-guard is moot and the comparison refuses (``guard.not-comparable``).  Every
-guard of ``experiment.guards`` is then evaluated on the candidate:
+Layer: judging rooms - results (pure core: plain results dicts in, a ``Comparison``
+out).  Two results files are comparable only when they share the split's data digest,
+the evaluation procedure and the task (the manifest's); else every guard is moot and the
+comparison refuses (``guard.not-comparable``).  Every guard of ``experiment.guards`` is
+then evaluated on the candidate:
 
 * ``per_category``: for each category (the guard's list, or every category
   of either run), a drop ``baseline - candidate`` over ``max_drop`` refuses

@@ -1,9 +1,9 @@
 """The comparison record ``compare --out`` writes and ``audit`` re-judges.
 
-Layer: edge (reads and writes files).  A comparison is only as good as the
-results it was made from, so the record names both results files with their
-digests and the manifest's digest; ``audit`` re-reads the results, checks the
-digests and runs the comparison again instead of trusting a verdict in a file:
+Layer: judging rooms - edge (reads and writes files).  A comparison is only as good as
+the results it was made from, so the record names both results files with their digests
+and the manifest's digest; ``audit`` re-reads the results, checks the digests and runs
+the comparison again instead of trusting a verdict in a file:
 
     {"format": "ftmanifest-comparison", "version": 1,
      "manifest": {"digest"}, "baseline": {"path", "digest"},

@@ -1,10 +1,10 @@
 """``export``: read a manifest, its lock file and an audit, and build the ML-BOM.
 
-Layer: edge (reads files; ``mlbom`` builds, ``cli/export`` prints or writes).
-A manifest that does not lint is refused: a bill of materials of unpinned
-things names nothing.  A lock file the manifest names must be here with the
-digest the manifest pins; an audit must be of this manifest.  Each refusal
-names the file, the field, what was expected and what was found.
+Layer: judging rooms - edge (reads files; ``mlbom`` builds, ``cli/export`` prints or
+writes).  A manifest that does not lint is refused: a bill of materials of unpinned
+things names nothing.  A lock file the manifest names must be here with the digest the
+manifest pins; an audit must be of this manifest.  Each refusal names the file, the
+field, what was expected and what was found.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Evaluating each guard of a manifest on a candidate's results.
 
-Layer: results (pure core).  The rows and the ``Comparison`` they fill, and
-one evaluator per guard kind; ``ftmanifest.results.compare`` checks that the
-two runs are comparable first and documents every rule.
+Layer: judging rooms - results (pure core).  The rows and the ``Comparison`` they fill,
+and one evaluator per guard kind; ``ftmanifest.results.compare`` checks that the two
+runs are comparable first and documents every rule.
 """
 
 from __future__ import annotations

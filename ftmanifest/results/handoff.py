@@ -1,9 +1,9 @@
 """An audit's data in the shape the handoff report renders.
 
-Layer: pure core (dicts in, dict out).  ``audit`` (``AuditReport.to_dict()``)
-and ``report`` (``ftmanifest.results.report``, documented input shape) were
-written to their own shapes; this is the one place that maps one onto the
-other, so neither needs to know the other's internals.
+Layer: judging rooms - pure core (dicts in, dict out).  ``audit``
+(``AuditReport.to_dict()``) and ``report`` (``ftmanifest.results.report``, documented
+input shape) were written to their own shapes; this is the one place that maps one onto
+the other, so neither needs to know the other's internals.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Text made safe for the Markdown a hand-off is read in: escapes and no machine paths.
 
-Layer: pure core.  The handoff Markdown (``report``) and the model card
+Layer: judging rooms - pure core.  The handoff Markdown (``report``) and the model card
 (``modelcard``) both render untrusted values through these, so one escape
 rule and one path rule hold for every readable file a hand-off carries.
 """

@@ -1,7 +1,7 @@
 """A manifest as a CycloneDX 1.6 ML-BOM (JSON), built from plain dicts.
 
-Layer: pure core (manifest model, lock text and report data in, a dict out);
-``results.export`` reads the files and ``cli/export`` prints or writes.
+Layer: judging rooms - pure core (manifest model, lock text and report data in, a dict
+out); ``results.export`` reads the files and ``cli/export`` prints or writes.
 
 What goes in: the fine-tuned model (``metadata.component``, type
 ``machine-learning-model``) with its ``modelCard`` (approach, task, data sets,

@@ -1,14 +1,13 @@
 """The hand-off as a Hugging Face model card: ``README.md`` with YAML front matter.
 
-Layer: pure core (report data in, text out); ``report.write_report`` writes it
-beside the handoff files.
-The front matter holds what the Hub's model-card metadata defines
-(``base_model``, ``base_model_relation``, ``library_name``, ``license``,
-``pipeline_tag``, ``tags``) and, under the ``ftmanifest`` key the Hub ignores,
-what it has no field for: the base model's pinned revision and tree digest, the
+Layer: judging rooms - pure core (report data in, text out); ``report.write_report``
+writes it beside the handoff files.  The front matter holds what the Hub's model-card
+metadata defines (``base_model``, ``base_model_relation``, ``library_name``,
+``license``, ``pipeline_tag``, ``tags``) and, under the ``ftmanifest`` key the Hub
+ignores, what it has no field for: the base model's pinned revision and tree digest, the
 manifest digest, the binding, the data sets with their digests and licences.
-``datasets`` is left out: the Hub reads it as Hub data set ids, and a manifest's
-data are local files (they are described in the body instead).
+``datasets`` is left out: the Hub reads it as Hub data set ids, and a manifest's data
+are local files (they are described in the body instead).
 
 A card is published, so it is built from ``portable`` data (no path of this
 machine), and every string in it is scanned with ftmanifest's own secret and

@@ -1,6 +1,6 @@
 """Reading a predictions file: one JSON object per line (JSONL).
 
-Layer: edge (reads one file).  The format, per line::
+Layer: judging rooms - edge (reads one file).  The format, per line::
 
     {"id": "doc-17", "reference": "billing", "prediction": "returns"}
     {"id": 4, "reference": {"total": "12.50"}, "prediction": "{\\"total\\": \\"12.50\\"}",

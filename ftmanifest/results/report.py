@@ -1,6 +1,6 @@
 """The handoff report: JSON, Markdown, one self-contained HTML page and a model card.
 
-Layer: edge (a file writer).  ``audit`` and ``ftmanifest report`` hand
+Layer: judging rooms - edge (a file writer).  ``audit`` and ``ftmanifest report`` hand
 ``write_report`` the audit's data; it writes ``handoff.json``,
 ``handoff.md``, ``handoff.html`` and the Hugging Face model card ``README.md``
 (``modelcard``) into ``out_dir``, each atomically.

@@ -1,6 +1,6 @@
 """The results file: metrics bound to everything that produced them.
 
-Layer: results (edge: hashes inputs, reads and writes results files).
+Layer: judging rooms - results (edge: hashes inputs, reads and writes results files).
 ``build_results`` scores one split's predictions and records, beside the
 metrics, the manifest digest, the split's pinned and observed data digest
 (refusing when they differ), the predictions' digest, the evaluation

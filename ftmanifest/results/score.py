@@ -1,7 +1,7 @@
 """Metrics from predictions: classification and extraction, deterministic.
 
-Layer: results (pure core; no I/O).  ``score`` takes the parsed predictions
-and returns the ``metrics`` and ``examples`` parts of a results file
+Layer: judging rooms - results (pure core; no I/O).  ``score`` takes the parsed
+predictions and returns the ``metrics`` and ``examples`` parts of a results file
 (``ftmanifest.results.resultsfile`` adds what they were computed from).
 
 Classification.  Categories are the union of reference and predicted labels,

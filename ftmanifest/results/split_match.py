@@ -1,11 +1,10 @@
 """Predictions against the split they score: each record once, with its own reference.
 
-Layer: results (edge: reads the pinned split's records with ``recordio``).
-``score`` trusted a predictions file's ``id`` and ``reference``, so rewriting
-the reference to the wrong answer, or dropping the wrong examples, raised the
-metrics (issue 29, item 8).  Now every prediction must name a record of the
-split and carry that record's expected output, and every record must be
-predicted:
+Layer: judging rooms - results (edge: reads the pinned split's records with
+``recordio``).  ``score`` trusted a predictions file's ``id`` and ``reference``, so
+rewriting the reference to the wrong answer, or dropping the wrong examples, raised the
+metrics.  Now every prediction must name a record of the split and carry that record's
+expected output, and every record must be predicted:
 
 * a split record's id is its ``id`` value (a string or an integer) when it
   has one, else its record number (1-based, ``recordio``'s ``number``);

@@ -1,6 +1,6 @@
 """Baseline files: one accepted finding of one file each, with the reason it is accepted.
 
-Layer: core filtering; ``write`` goes through the one atomic writer
+Layer: judging rooms - core filtering; ``write`` goes through the one atomic writer
 (``ftmanifest.fsutil``) and ``apply`` reads the digests of the files its
 findings name (``ftmanifest.hashing``, stat-cached).  Format (JSON)::
 

@@ -1,6 +1,6 @@
 """Walk paths, sniff formats, dispatch to scanners, run them on both cores.
 
-Layer: edge (reads files).  Text is streamed in bounded chunks cut at
+Layer: judging rooms - edge (reads files).  Text is streamed in bounded chunks cut at
 newlines; big files are split into byte ranges scanned by a process pool
 (forked after the matcher is compiled, so workers share it) and their line
 numbers are stitched back together.  Chunks and ranges overlap by

@@ -1,11 +1,10 @@
 """Which scan findings fail a check: one decision, used by scan, verify and audit.
 
-Layer: judging room (scan).  ``fails`` is the rule: an ``info`` row never
-fails; a file that could not be scanned (``not-scanned``) fails unless the
-caller allows it (``scan --allow-not-scanned``; verify and audit never do);
-every other finding fails.  ``judge`` is what ``ftmanifest scan`` does with a
-result: the baseline applied, a baseline or redacted copies written when asked,
-and whether the scan refuses.
+Layer: judging rooms - judging room (scan).  ``fails`` is the rule: an ``info`` row
+never fails; a file that could not be scanned (``not-scanned``) fails unless the caller
+allows it (``scan --allow-not-scanned``; verify and audit never do); every other finding
+fails.  ``judge`` is what ``ftmanifest scan`` does with a result: the baseline applied,
+a baseline or redacted copies written when asked, and whether the scan refuses.
 """
 
 from __future__ import annotations

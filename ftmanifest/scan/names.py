@@ -1,10 +1,10 @@
 """File and folder names are text too: a token pasted into a log's name ships with it.
 
-Layer: scanner core (strings in, findings out; the walk already listed the
-disk).  Each name below a scanned folder is scanned once, by the same rules
-as file contents; a hit is reported at that file or folder, ``line`` empty
-and ``extra["in"] == "name"``.  The folder the user named is not judged by
-its own name, nor are the folders above it.
+Layer: judging rooms - scanner core (strings in, findings out; the walk already listed
+the disk).  Each name below a scanned folder is scanned once, by the same rules as file
+contents; a hit is reported at that file or folder, ``line`` empty and ``extra["in"] ==
+"name"``.  The folder the user named is not judged by its own name, nor are the folders
+above it.
 
 A name glues words with ``-``, ``_`` and ``.`` where text has spaces, and the
 rules want a boundary before a token (``push-ghp_...`` is not a token in a

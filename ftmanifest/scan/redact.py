@@ -1,9 +1,9 @@
 """Fingerprints, redacted excerpts, and ``--redact-to`` copies of text datasets.
 
-Layer: core helpers plus one edge writer (``write_redacted``).  A fingerprint
-is a keyed hash of rule id and value (never the value, never its position), so
-a baseline survives edits that move the secret; an excerpt keeps at most the
-first four characters and the length.
+Layer: judging rooms - core helpers plus one edge writer (``write_redacted``).  A
+fingerprint is a keyed hash of rule id and value (never the value, never its position),
+so a baseline survives edits that move the secret; an excerpt keeps at most the first
+four characters and the length.
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """Small files read once: format, digest and findings from the bytes of one read.
 
-Layer: edge of the scanner (reads files).  A folder of a million one-line shards
-cost three opens and five stats a file (the sniff, the scan, the cache's hash and
-its stat checks; issue 31).  ``read_small`` opens each file once (``O_NONBLOCK``:
-a FIFO swapped in cannot hang it; a descriptor ``held`` kept for verify is read
-instead), checks with ``fstat`` that it is a regular file of at most ``SMALL``
-bytes, reads it whole and takes ``fstat`` again; a file that changed while it was
-read is not judged here.  The format is told from those bytes (``sniff.format_of``)
-and a text file is scanned from them (``readers.scan_text_open``), so its findings,
-its digest and its stat key all describe the same bytes.  Everything else (large,
-not text, unopenable, changed while read) is left to the engine's usual path,
-which judges it as it always did, unreadable rows included.
+Layer: judging rooms - edge of the scanner (reads files).  A folder of a million
+one-line shards cost three opens and five stats a file (the sniff, the scan, the cache's
+hash and its stat checks).  ``read_small`` opens each file once (``O_NONBLOCK``: a FIFO
+swapped in cannot hang it; a descriptor ``held`` kept for verify is read instead),
+checks with ``fstat`` that it is a regular file of at most ``SMALL`` bytes, reads it
+whole and takes ``fstat`` again; a file that changed while it was read is not judged
+here.  The format is told from those bytes (``sniff.format_of``) and a text file is
+scanned from them (``readers.scan_text_open``), so its findings, its digest and its stat
+key all describe the same bytes.  Everything else (large, not text, unopenable, changed
+while read) is left to the engine's usual path, which judges it as it always did,
+unreadable rows included.
 
 On Linux with two CPUs or more, a long list is read by forked workers (after the
 matcher is compiled, so they share it) in chunks, in order; inside a pool's own

@@ -1,8 +1,8 @@
 """The one ``not-scanned`` finding (what could not be read or judged), and ``malformed``.
 
-Layer: scanner core (pure).  Always severity error, never silently clean
-(issue 9).  A whole file that was not scanned says why in its message; a part
-of an artifact (a pickle past a cap, an archive member) names the member.
+Layer: judging rooms - scanner core (pure).  Always severity error, never silently
+clean.  A whole file that was not scanned says why in its message; a part of an artifact
+(a pickle past a cap, an archive member) names the member.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Which files a scan reads: walk folders, and say what could not be walked.
 
-Layer: edge of the scanner (lists the disk).  ``walk(paths)`` returns the
-regular files to scan and one ``not-scanned`` finding (severity error) for
+Layer: judging rooms - edge of the scanner (lists the disk).  ``walk(paths)`` returns
+the regular files to scan and one ``not-scanned`` finding (severity error) for
 everything else it met, so nothing is skipped silently:
 
 - an unreadable folder, a broken symlink, a symlink loop;

@@ -13,8 +13,8 @@ Layer: signing (edge: asks git, stats folders).  In order:
    request could add ``sub/.ftmanifest/allowed_signers`` and sign with its own
    key, so there is one trust file per repository, one path to protect.
 
-Backups are judged by the project, never by the storage being checked
-(issue 28): ``choose_backup_trust_file`` takes the same ``--trust`` and
+Backups are judged by the project, never by the storage being checked:
+``choose_backup_trust_file`` takes the same ``--trust`` and
 ``$FTMANIFEST_TRUST_FILE``, else searches from the current folder (the
 project that runs the command), not from the backups folder, and refuses a
 trust file whose real path lies inside the backups folder whoever named it:

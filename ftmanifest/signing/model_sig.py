@@ -17,6 +17,7 @@ Sigstore) is refused as not checkable offline here.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import tempfile
@@ -234,6 +235,11 @@ def cannot_write_reason(key: PrivateKey, key_path: Path) -> str | None:
             f"{SIGNATURE_NAME} not written: OpenSSF model-signing signs with elliptic-curve "
             "keys only, and this key is Ed25519 (make one with `ftmanifest keygen -f PATH "
             "--type ecdsa-p256` to hand off a model.sig too)"
+        )
+    if importlib.util.find_spec("model_signing") is None:
+        return (
+            f"{SIGNATURE_NAME} not written: the optional package model-signing is not "
+            "installed (pip install 'ftmanifest[interop]'); the binding itself is complete"
         )
     head = read_untrusted(key_path, limit=KEY_MAX_BYTES, what="private key", hint="")[:64]
     if not head.lstrip().startswith(b"-----BEGIN") or b"OPENSSH" in head:

@@ -1,14 +1,13 @@
 """The command's own interpreter, observed as it will start, and judged as verify judges.
 
-Layer: verify (edge: starts the command's interpreter once).  ``run`` verified
-the manifest in its own process; the training command may start another
-Python (another venv, another ``PATH``, ``PYTHONPATH``, ``env A=1``).  This
-starts *that* interpreter, with the command's options, environment and folder,
-on a stdlib-only probe that reports its Python version, prefixes, the
-distributions ``importlib.metadata`` finds there (the versions ``import``
-would load) and, for ``python -m NAME``, where NAME's top-level package is
-found.  The same drift checks verify runs (Python, packages, pinned variables)
-then judge it, so the rows read the same.
+Layer: judging rooms - verify (edge: starts the command's interpreter once).  ``run``
+verified the manifest in its own process; the training command may start another Python
+(another venv, another ``PATH``, ``PYTHONPATH``, ``env A=1``).  This starts *that*
+interpreter, with the command's options, environment and folder, on a stdlib-only probe
+that reports its Python version, prefixes, the distributions ``importlib.metadata``
+finds there (the versions ``import`` would load) and, for ``python -m NAME``, where
+NAME's top-level package is found.  The same drift checks verify runs (Python, packages,
+pinned variables) then judge it, so the rows read the same.
 
 The probe runs with the command's start-up: whatever the interpreter runs at
 start (``.pth`` lines, ``sitecustomize``) runs for the probe too, as it would

@@ -1,6 +1,6 @@
-"""Is the script ``run`` starts part of the pinned training code? (issue 30)
+"""Is the script ``run`` starts part of the pinned training code?
 
-Layer: verify (edge: asks git for the repository root, resolves paths).
+Layer: judging rooms - verify (edge: asks git for the repository root, resolves paths).
 ``environment.code.commit`` pins the repository holding the manifest (or
 ``--code DIR``); a script outside it is code no commit covers, so ``run``
 refuses it.  The script is the first word of the command that names a file

@@ -1,8 +1,8 @@
 """Manifest versus observations: one ``Finding`` (kind ``drift``) per difference.
 
-Layer: pure core.  Takes the validated manifest and ``observe.Observed`` data
-and returns rows with the field, expected and observed values, a severity and
-the fix; it never reads the disk or decides exit codes.
+Layer: judging rooms - pure core.  Takes the validated manifest and ``observe.Observed``
+data and returns rows with the field, expected and observed values, a severity and the
+fix; it never reads the disk or decides exit codes.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The environment observed here, as the manifest's own ``Environment`` model.
 
-Layer: pure core (over ``observe.Observed``).  A colleague's recorded
+Layer: judging rooms - pure core (over ``observe.Observed``).  A colleague's recorded
 environment (a run record, a ledger entry, another rank of a torchrun job) is
 compared with this machine's through the same drift checks ``verify`` runs, so
 the rows read the same.  The model serialises to JSON and has a stable

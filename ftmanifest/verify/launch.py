@@ -1,15 +1,14 @@
 """Which Python interpreter a command will run, with which options and target.
 
-Layer: verify (edge: looks up PATH and reads a ``#!`` line).  ``run`` judges
-the interpreter the training command will really use, not its own: the
-command's first word is found on the *command's* ``PATH``; a Python
-interpreter is taken with the options before its target (``-I``, ``-E``,
-``-S``, ``-X ...`` change what starts up); any other program is attributed
-through its ``#!`` line when that names a Python interpreter (a console script
-such as ``torchrun`` or ``accelerate``), and ``env NAME=VALUE... CMD`` through
-the command it starts.  Anything else (a shell string, a shell script, a
-binary, ``env -i``) cannot be attributed: what it will start is decided only
-when it runs, so only the guard inside that process can judge it.
+Layer: judging rooms - verify (edge: looks up PATH and reads a ``#!`` line).  ``run``
+judges the interpreter the training command will really use, not its own: the command's
+first word is found on the *command's* ``PATH``; a Python interpreter is taken with the
+options before its target (``-I``, ``-E``, ``-S``, ``-X ...`` change what starts up);
+any other program is attributed through its ``#!`` line when that names a Python
+interpreter (a console script such as ``torchrun`` or ``accelerate``), and ``env
+NAME=VALUE... CMD`` through the command it starts.  Anything else (a shell string, a
+shell script, a binary, ``env -i``) cannot be attributed: what it will start is decided
+only when it runs, so only the guard inside that process can judge it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``lock``: fill in or refresh a manifest's pins from what is here, keeping comments.
 
-Layer: edge (observes, then rewrites the file atomically).  The text is
+Layer: judging rooms - edge (observes, then rewrites the file atomically).  The text is
 edited by ``manifest.edit`` (comments, key order and quoting survive in YAML;
 JSON is rewritten with two-space indentation).  A branch name in
 ``model.revision`` is resolved through the hub cache's refs and pinned as
@@ -288,7 +288,7 @@ def lock_manifest(
 
 
 def _readable_back(result: LockResult, ups: list[Update]) -> None:
-    """Refuse to write what ``load`` would refuse to read (issue 31: at 10,000 model
+    """Refuse to write what ``load`` would refuse to read (at 10,000 model
     files lock wrote a 1.36 MB manifest that it and verify then refused as too large)."""
     from ftmanifest.errors import ManifestError
     from ftmanifest.manifest.load import MAX_BYTES, detect_format, parse_text

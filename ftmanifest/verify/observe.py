@@ -1,7 +1,7 @@
 """What is here, for one manifest: environment, model files, data, pinned files, disk.
 
-Layer: edge (probes, hashes, reads the disk).  Produces plain ``Observed``
-data that ``drift.compare`` judges and ``lock`` writes back; nothing here
+Layer: judging rooms - edge (probes, hashes, reads the disk).  Produces plain
+``Observed`` data that ``drift.compare`` judges and ``lock`` writes back; nothing here
 decides whether something is wrong.
 """
 

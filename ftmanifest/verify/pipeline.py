@@ -1,9 +1,8 @@
 """``verify``: the manifest against this machine, its model, data and signature.
 
-Layer: drift/verify (orchestration).  Loads the manifest, observes, compares
-(pure ``drift.compare``), checks the signature, applies deliberate
-acceptances, and returns a ``VerifyReport``; the CLI prints it and chooses
-the exit code.
+Layer: judging rooms - drift/verify (orchestration).  Loads the manifest, observes,
+compares (pure ``drift.compare``), checks the signature, applies deliberate acceptances,
+and returns a ``VerifyReport``; the CLI prints it and chooses the exit code.
 """
 
 from __future__ import annotations
@@ -210,7 +209,7 @@ def _verify(
     findings = compare(loaded.manifest, seen)
     model_drift = any(f.loc and f.loc[0] == "model" for f in findings)
     if not model_drift and getattr(loaded.manifest.method, "kind", None) == "lora":
-        # the LoRA method against the pinned base's headers (issue 12): targets exist,
+        # the LoRA method against the pinned base's headers: targets exist,
         # trainable_params is what the shapes imply; judged only on the pinned weights
         from ftmanifest.adapter.base import manifest_method_findings
 
@@ -263,7 +262,7 @@ def _verify(
 
 def hub_main_warning(manifest: Any, seen: Any) -> str | None:
     """A warning when the hub cache's ``refs/main`` is not the pinned commit: a script
-    that loads the model by repo id gets other weights than those verified (issue 30)."""
+    that loads the model by repo id gets other weights than those verified."""
     from ftmanifest.hfcache import COMMIT_RE, branch_commit
 
     model = seen.model
@@ -314,7 +313,7 @@ def variant_check(
     loaded: Any, manifest_path: Path, *, ledger: Path | str | None = None
 ) -> list[Finding]:
     """A variant against its parent, found by id beside it or else in the ledger
-    (issue 15; ``ftmanifest.ledger.parents``).  A parent found nowhere is an
+    (``ftmanifest.ledger.parents``).  A parent found nowhere is an
     error here: what verify passes must be judged."""
     from ftmanifest.ledger.parents import judge_variant
 

@@ -1,16 +1,16 @@
 """``reproduce``: what it takes to rerun a colleague's signed manifest on this machine.
 
-Layer: drift/verify (orchestration).  Checks the signature and trust first
-(a refusal propagates before anything is written), runs ``verify`` without
-the signature and scan, sorts its rows into groups, writes exact package
-pins beside the manifest and lists the commands that close the gaps.
-Returns a ``ReproducePlan``; the CLI prints it and chooses the exit code.
+Layer: judging rooms - drift/verify (orchestration).  Checks the signature and trust
+first (a refusal propagates before anything is written), runs ``verify`` without the
+signature and scan, sorts its rows into groups, writes exact package pins beside the
+manifest and lists the commands that close the gaps.  Returns a ``ReproducePlan``; the
+CLI prints it and chooses the exit code.
 
 pip reads any requirements line starting with ``-`` as an option and splits
 lines where ``str.splitlines`` does; the commands are pasted into a shell.
 So every package is a PEP 508 name with a PEP 440 version or specifier (a
 refusal names the field otherwise) and every word of a command is quoted
-with ``shlex.quote``, whoever signed the manifest (issue 28).
+with ``shlex.quote``, whoever signed the manifest.
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ def _sha256(path: Path) -> str | None:
 def default_requirements_path(manifest_path: Path, digest: str) -> Path:
     """Outside the work tree: ftmanifest's cache, named by the manifest's stem and
     digest.  Beside the manifest it was an uncommitted file that made the
-    colleague's next ``verify`` refuse the code as dirty (issue 30)."""
+    colleague's next ``verify`` refuse the code as dirty."""
     from ftmanifest.statcache import cache_dir
 
     short = digest.split(":", 1)[-1][:12]
@@ -381,5 +381,5 @@ def build_plan(
 
 
 def _shell(*words: str) -> str:
-    """A command line to paste into a shell: every word quoted (issue 28)."""
+    """A command line to paste into a shell: every word quoted."""
     return shlex.join(words)

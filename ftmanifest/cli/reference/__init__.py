@@ -1,6 +1,6 @@
 """The reference pages under ``docs/reference/``, generated from the code.
 
-Layer: edge, above every room; not a subcommand, and nothing else imports it.
+Layer: commands - edge, above every room; not a subcommand, and nothing else imports it.
 It renders, as Markdown, the command line's parsers (``commands``), the
 manifest fields from the JSON Schema the pydantic model generates, the lint
 rules, the exit and reason codes of the error classes (``codes``), the

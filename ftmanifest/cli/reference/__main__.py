@@ -1,4 +1,7 @@
-"""``python -m ftmanifest.cli.reference``: rewrite docs/reference/ (``make docs``)."""
+"""``python -m ftmanifest.cli.reference``: rewrite docs/reference/ (``make docs``).
+
+Layer: commands - the reference generator's entry point; nothing imports it.
+"""
 
 import sys
 

@@ -1,5 +1,7 @@
 """The public API page: every name ``ftmanifest.__all__`` exports, from its source.
 
+Layer: commands - edge (reads the package's source; renders Markdown).
+
 Read with ``ast``, never imported, so the page is generated without torch or
 transformers (the training entry points import them when first used): a name
 re-exported by a package ``__init__`` is followed to the module defining it.

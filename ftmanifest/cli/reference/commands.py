@@ -1,6 +1,6 @@
 """The command line's reference pages, from its argparse parsers.
 
-Layer: edge (reads ``ftmanifest.cli.build_parser``; renders Markdown).  One
+Layer: commands - edge (reads ``ftmanifest.cli.build_parser``; renders Markdown).  One
 page per command, its subcommands as sections, and an index.  The usage line
 is built here from the parser's arguments rather than by argparse's formatter,
 so the page does not depend on the terminal's width or the Python version;

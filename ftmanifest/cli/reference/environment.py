@@ -2,7 +2,7 @@
 behind: environment variables, files and folders, and the formats it promises
 to keep reading.
 
-Layer: edge (part of the generated reference).  The tables below are the
+Layer: commands - edge (part of the generated reference).  The tables below are the
 source of the pages ``environment.md``, ``files.md`` and ``compatibility.md``;
 ``tests/docs_test.py`` fails when a variable named ``FTMANIFEST_*`` in the
 package is missing from ``ENVIRONMENT`` (or listed there but read nowhere), and

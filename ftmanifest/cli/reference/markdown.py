@@ -1,6 +1,6 @@
 """Markdown pieces shared by the generated reference pages.
 
-Layer: edge (rendering only; no imports from the rest of the package).
+Layer: commands - edge (rendering only; no imports from the rest of the package).
 """
 
 from __future__ import annotations

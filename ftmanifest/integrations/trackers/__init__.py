@@ -6,7 +6,7 @@ the time the guard's ``on_train_begin`` runs (the Trainer calls its reporting
 callbacks before the user's).  ``link_trackers`` tags that run with
 ``ftmanifest.digest``, ``ftmanifest.experiment`` and ``ftmanifest.attempt`` and
 returns what the attempt records about it (kind, run id, where it lives), so
-a tracker run and a ledger attempt each name the other (issue 30).
+a tracker run and a ledger attempt each name the other.
 
 One module per tracker, registered in ``TRACKERS``.  Each takes its client
 from ``sys.modules`` (the Trainer's callback imported it), so nothing here

@@ -1,13 +1,13 @@
 """Scan one binary artifact: pickles, numpy files, compressed streams, archives.
 
-Layer: edge of the scanner (opens files, streams them) over the pure walkers in
-``pickles``/``npy``/``safetensors``; ``compressed`` inflates and
-``torch_archive`` opens zip and tar containers.  Nothing is ever unpickled.
-Called by the scan engine with the format ``sniff.detect_format`` found; every
-defect, cap or unreadable part becomes a finding - this function does not
-raise on bad input.  A stream is judged by what its loader would do: a file
-that cannot be judged is ``not-scanned`` with severity error, never clean.
-Memory stays bounded by a few ``CHUNK``s whatever the size of the input.
+Layer: judging rooms - edge of the scanner (opens files, streams them) over the pure
+walkers in ``pickles``/``npy``/``safetensors``; ``compressed`` inflates and
+``torch_archive`` opens zip and tar containers.  Nothing is ever unpickled.  Called by
+the scan engine with the format ``sniff.detect_format`` found; every defect, cap or
+unreadable part becomes a finding - this function does not raise on bad input.  A stream
+is judged by what its loader would do: a file that cannot be judged is ``not-scanned``
+with severity error, never clean.  Memory stays bounded by a few ``CHUNK``s whatever the
+size of the input.
 """
 
 from __future__ import annotations

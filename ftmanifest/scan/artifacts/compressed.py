@@ -1,16 +1,15 @@
 """Inflate compressed artifacts as a bounded stream: gzip, bz2, xz, lzma, zlib, joblib.
 
-Layer: edge helper of the scanner (wraps a byte stream; the pure walkers read
-what comes out).  ``joblib.load`` and ``pickle.load(gzip.open(...))`` unpickle
-what these containers inflate to, so the scanner must see the same bytes.
-Magic numbers follow ``joblib/compressor.py`` (``_ZLIB_PREFIX`` ``\\x78``,
-``_GZIP_PREFIX``, ``_BZ2_PREFIX`` ``BZ``, ``_XZ_PREFIX``, ``_LZMA_PREFIX``
-``\\x5d\\x00``, ``_LZ4_PREFIX``) and ``numpy_pickle_compat`` (the pre-0.9.3
-``ZF`` container: ``ZF``, a hex length padded to 19 bytes, then a zlib stream).
-Nothing is inflated whole: reads return at most what was asked, and the total
-is capped; at the cap the stream ends and ``capped`` says so, so the caller
-reports the file as not scanned instead of clean.  Concatenated gzip/bz2/xz
-members are followed, as ``gzip.open`` and joblib do.
+Layer: judging rooms - edge helper of the scanner (wraps a byte stream; the pure walkers
+read what comes out).  ``joblib.load`` and ``pickle.load(gzip.open(...))`` unpickle what
+these containers inflate to, so the scanner must see the same bytes.  Magic numbers
+follow ``joblib/compressor.py`` (``_ZLIB_PREFIX`` ``\\x78``, ``_GZIP_PREFIX``,
+``_BZ2_PREFIX`` ``BZ``, ``_XZ_PREFIX``, ``_LZMA_PREFIX`` ``\\x5d\\x00``,
+``_LZ4_PREFIX``) and ``numpy_pickle_compat`` (the pre-0.9.3 ``ZF`` container: ``ZF``, a
+hex length padded to 19 bytes, then a zlib stream).  Nothing is inflated whole: reads
+return at most what was asked, and the total is capped; at the cap the stream ends and
+``capped`` says so, so the caller reports the file as not scanned instead of clean.
+Concatenated gzip/bz2/xz members are followed, as ``gzip.open`` and joblib do.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """GGUF models: the header, every metadata value and the tensor table, by the GGUF spec.
 
-Layer: edge of the scanner (reads one file).  A GGUF file is ``GGUF``, a
+Layer: judging rooms - edge of the scanner (reads one file).  A GGUF file is ``GGUF``, a
 version (1 to 3), the tensor and key-value counts (32-bit in version 1,
 64-bit after), the key-value pairs (typed: numbers, bools, strings and arrays
 of them), the tensor infos (name, up to four dimensions, a ggml type, an

@@ -1,10 +1,10 @@
 """The child that reads one HDF5 file's metadata for ``hdf5_model`` (run by path).
 
-Layer: a process of its own; imports the standard library, numpy and h5py
-only.  Arguments: the descriptor to read (with ``pread``, so the parent's
-offset is untouched), an address-space limit, a string budget.  The parent
-sets ``HDF5_PLUGIN_PATH`` to a path that holds no plugin, so no filter's
-native code is loaded.  Output: one JSON object on stdout.
+Layer: judging rooms - a process of its own; imports the standard library, numpy and
+h5py only.  Arguments: the descriptor to read (with ``pread``, so the parent's offset is
+untouched), an address-space limit, a string budget.  The parent sets
+``HDF5_PLUGIN_PATH`` to a path that holds no plugin, so no filter's native code is
+loaded.  Output: one JSON object on stdout.
 """
 
 from __future__ import annotations

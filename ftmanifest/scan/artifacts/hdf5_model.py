@@ -1,10 +1,10 @@
 """HDF5 files (Keras ``.h5`` models and weights): read by h5py in a child process.
 
-Layer: edge of the scanner (runs one child per file).  libhdf5 is C code that
-has crashed on hostile files more than once, so it never runs in the scanning
-process: a child with a memory limit and a time limit reads the file's
-*metadata* through the descriptor the scan holds (never by name again), and
-hands back JSON.  Payloads of numeric datasets are never read.  Judged:
+Layer: judging rooms - edge of the scanner (runs one child per file).  libhdf5 is C code
+that has crashed on hostile files more than once, so it never runs in the scanning
+process: a child with a memory limit and a time limit reads the file's *metadata*
+through the descriptor the scan holds (never by name again), and hands back JSON.
+Payloads of numeric datasets are never read.  Judged:
 
 - the root's ``model_config`` and ``training_config`` (what ``load_model``
   rebuilds) go to the Keras config judge: a Lambda layer's marshalled bytecode

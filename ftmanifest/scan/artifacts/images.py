@@ -1,13 +1,13 @@
 """Images are data: their pixels are judged by nothing, their metadata is text.
 
-Layer: edge of the scanner (reads one file).  An image holds no code, but its
-metadata is free text that cameras, editors and scrapers fill: PNG text
-chunks (``tEXt``, ``zTXt``, ``iTXt``, ``eXIf``), JPEG ``APPn`` segments (EXIF,
-XMP, ICC) and comments, GIF comment and application extensions, WebP ``EXIF``
-and ``XMP`` chunks.  Those go to the text scanner (compressed ones inflated,
-capped); the pixels are skipped.  BMP has no metadata.  TIFF's tags are not
-read here: a TIFF is an ``info`` row saying so.  An image whose structure
-breaks before its metadata ends is an error (``image.malformed``), never clean.
+Layer: judging rooms - edge of the scanner (reads one file).  An image holds no code,
+but its metadata is free text that cameras, editors and scrapers fill: PNG text chunks
+(``tEXt``, ``zTXt``, ``iTXt``, ``eXIf``), JPEG ``APPn`` segments (EXIF, XMP, ICC) and
+comments, GIF comment and application extensions, WebP ``EXIF`` and ``XMP`` chunks.
+Those go to the text scanner (compressed ones inflated, capped); the pixels are skipped.
+BMP has no metadata.  TIFF's tags are not read here: a TIFF is an ``info`` row saying
+so.  An image whose structure breaks before its metadata ends is an error
+(``image.malformed``), never clean.
 """
 
 from __future__ import annotations

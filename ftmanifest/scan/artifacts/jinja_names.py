@@ -1,9 +1,9 @@
 """Routes to a dunder attribute in a Jinja template that no constant name shows.
 
-Layer: pure core scanner rules (a parsed template in, reasons out); jinja2 is
-imported by the caller (``gguf_model.judge_template``).  A renderer outside a
-sandbox reaches ``__globals__`` (and so ``os``) not only through ``x.__init__``
-but through:
+Layer: judging rooms - pure core scanner rules (a parsed template in, reasons out);
+jinja2 is imported by the caller (``gguf_model.judge_template``).  A renderer outside a
+sandbox reaches ``__globals__`` (and so ``os``) not only through ``x.__init__`` but
+through:
 
 - a format string: ``'{0.__init__.__globals__[os].environ[X]}'.format(x)``
   (``str.format``/``format_map`` read attributes and items named in a field);

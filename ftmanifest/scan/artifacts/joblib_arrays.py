@@ -1,15 +1,15 @@
 """joblib's array wrappers: how many bytes ``joblib.load`` reads after one is built.
 
-Layer: pure core scanner rules (symbolic values in, sizes out).  ``joblib.dump``
-pickles each numpy array as a ``joblib.numpy_pickle.NumpyArrayWrapper`` whose
-BUILD state holds ``shape``, ``dtype`` (a ``numpy.dtype`` call and its BUILD
+Layer: judging rooms - pure core scanner rules (symbolic values in, sizes out).
+``joblib.dump`` pickles each numpy array as a ``joblib.numpy_pickle.NumpyArrayWrapper``
+whose BUILD state holds ``shape``, ``dtype`` (a ``numpy.dtype`` call and its BUILD
 state), ``order``, ``allow_mmap`` and, since joblib 1.2,
 ``numpy_array_alignment_bytes``; right after that BUILD it writes the array
-(``NumpyArrayWrapper.write_array``): a pickle of its own when the dtype holds
-objects, else one byte giving a padding length, that many ``0xff`` bytes, and
-the raw items.  ``joblib.load`` (``NumpyArrayWrapper.read_array``) reads them
-back from the file and then goes on unpickling, so the walker must read past
-the same bytes to see what the rest of the pickle imports.
+(``NumpyArrayWrapper.write_array``): a pickle of its own when the dtype holds objects,
+else one byte giving a padding length, that many ``0xff`` bytes, and the raw items.
+``joblib.load`` (``NumpyArrayWrapper.read_array``) reads them back from the file and
+then goes on unpickling, so the walker must read past the same bytes to see what the
+rest of the pickle imports.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Keras ``.keras`` archives: the model's ``config.json`` says what loading it runs.
 
-Layer: pure core scanner rules (JSON in, findings out).  A ``.keras`` file is a
-zip of ``metadata.json``, ``config.json`` and ``model.weights.h5`` (arrays
+Layer: judging rooms - pure core scanner rules (JSON in, findings out).  A ``.keras``
+file is a zip of ``metadata.json``, ``config.json`` and ``model.weights.h5`` (arrays
 only).  Loading rebuilds every object the config names:
 
 - a ``Lambda`` layer carries its function as marshalled Python bytecode

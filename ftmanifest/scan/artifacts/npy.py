@@ -1,14 +1,14 @@
 """Read an ``.npy`` header and decide, by numpy's own rules, whether objects follow.
 
-Layer: pure core scanner (reads a header from a stream, imports nothing heavy).
-``numpy.lib.format`` reads the magic, a version of 1.0, 2.0 or 3.0, a 2- or
-4-byte header length, then a header that is a Python dict literal
-(``ast.literal_eval``) with exactly the keys ``descr``, ``fortran_order`` and
-``shape``; ``descr_to_dtype`` turns ``descr`` into a dtype.  When that dtype
-``hasobject`` the array's data is a pickle, which ``numpy.load(allow_pickle=
-True)`` unpickles.  ``holds_objects`` mirrors that decision without numpy: a
-descr it cannot classify as plain is ``UnknownDescr`` (the caller reports it
-as not scanned), so a spelling numpy reads as an object can never pass as clean.
+Layer: judging rooms - pure core scanner (reads a header from a stream, imports nothing
+heavy).  ``numpy.lib.format`` reads the magic, a version of 1.0, 2.0 or 3.0, a 2- or
+4-byte header length, then a header that is a Python dict literal (``ast.literal_eval``)
+with exactly the keys ``descr``, ``fortran_order`` and ``shape``; ``descr_to_dtype``
+turns ``descr`` into a dtype.  When that dtype ``hasobject`` the array's data is a
+pickle, which ``numpy.load(allow_pickle= True)`` unpickles.  ``holds_objects`` mirrors
+that decision without numpy: a descr it cannot classify as plain is ``UnknownDescr``
+(the caller reports it as not scanned), so a spelling numpy reads as an object can never
+pass as clean.
 """
 
 from __future__ import annotations

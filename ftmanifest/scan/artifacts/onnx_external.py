@@ -1,11 +1,11 @@
 """An ONNX model's external data file, judged as that model's tensor bytes.
 
-Layer: edge of the scanner (reads a folder's ONNX models).  A model saved with
-``save_as_external_data`` (every model over 2 GB) keeps its tensors in a
-second file, raw numbers with no header, that no content judge recognises.
-Such a file is judged here when an ONNX model *in the same folder* names it in
-a tensor's ``external_data`` ``location``: the loader reads only the ranges the
-model names (``offset``, ``length``) and never interprets the bytes as code.
+Layer: judging rooms - edge of the scanner (reads a folder's ONNX models).  A model
+saved with ``save_as_external_data`` (every model over 2 GB) keeps its tensors in a
+second file, raw numbers with no header, that no content judge recognises.  Such a file
+is judged here when an ONNX model *in the same folder* names it in a tensor's
+``external_data`` ``location``: the loader reads only the ranges the model names
+(``offset``, ``length``) and never interprets the bytes as code.
 
 - named by a model that is clean and every range fits the file: clean;
 - named by a model that is not clean (unreadable, a location outside the

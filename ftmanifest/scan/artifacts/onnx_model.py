@@ -1,9 +1,9 @@
 """ONNX models: read as protobuf by the field numbers of ``onnx.proto``, never as text.
 
-Layer: edge of the scanner (reads one file).  An ONNX file is a ``ModelProto``.
-The walk follows every place a tensor or a graph can sit (the graph's
-initializers and sparse initializers, node attributes and their subgraphs,
-training graphs, local functions) and judges:
+Layer: judging rooms - edge of the scanner (reads one file).  An ONNX file is a
+``ModelProto``.  The walk follows every place a tensor or a graph can sit (the graph's
+initializers and sparse initializers, node attributes and their subgraphs, training
+graphs, local functions) and judges:
 
 - **external data** (``TensorProto.external_data``, ``location``): the loader
   reads that file relative to the model's folder, so an absolute path, one

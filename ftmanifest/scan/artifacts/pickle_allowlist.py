@@ -1,13 +1,12 @@
 """The default-deny import allowlist for pickles, and the verdict on a walk.
 
-Layer: pure core scanner rules.  Every ``module.name`` a pickle imports must be
-on this list, which holds exactly what ``torch.save`` of tensors, state dicts,
-optimizer and LR-scheduler state, RNG state (``rng_state.pth``) and
-transformers' ``TrainingArguments`` (``training_args.bin``) need.  The list was
-discovered by building those real artifacts (see
-``tests/scan/trainer_checkpoint_test.py``); the torch entries also match the
-globals torch's own ``weights_only`` unpickler accepts.  Names are exact - no
-module prefixes - so ``torch.load`` or ``numpy.load`` can never slip through.
+Layer: judging rooms - pure core scanner rules.  Every ``module.name`` a pickle imports
+must be on this list, which holds exactly what ``torch.save`` of tensors, state dicts,
+optimizer and LR-scheduler state, RNG state (``rng_state.pth``) and transformers'
+``TrainingArguments`` (``training_args.bin``) need.  The list was discovered by building
+those real artifacts (see ``tests/scan/trainer_checkpoint_test.py``); the torch entries
+also match the globals torch's own ``weights_only`` unpickler accepts.  Names are exact
+- no module prefixes - so ``torch.load`` or ``numpy.load`` can never slip through.
 
 ``STDLIB_DATA`` adds standard-library names that build plain data and run
 nothing when called with data (``builtins.len``, ``collections.deque``,

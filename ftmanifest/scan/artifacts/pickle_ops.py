@@ -1,12 +1,12 @@
 """Pickle opcode tables and the symbolic values the walker builds.
 
-Layer: pure core scanner (data only).  The walker in ``pickles`` never builds
-real objects: constants stay strings/bytes/numbers/``None``, containers are
-``_Seq``/``_Dict``/tuples, calls become ``_Obj``, imports ``Import``, and
-everything else is ``OPAQUE``.  ``is_flat_tensor_mapping`` tells from those
-values whether a pickle holds only ``name -> tensor`` weights; ``refusal`` tells
-whether CPython's unpickler would raise on an opcode applied to constants (so
-the loader stops there, before anything after it runs).
+Layer: judging rooms - pure core scanner (data only).  The walker in ``pickles`` never
+builds real objects: constants stay strings/bytes/numbers/``None``, containers are
+``_Seq``/``_Dict``/tuples, calls become ``_Obj``, imports ``Import``, and everything
+else is ``OPAQUE``.  ``is_flat_tensor_mapping`` tells from those values whether a pickle
+holds only ``name -> tensor`` weights; ``refusal`` tells whether CPython's unpickler
+would raise on an opcode applied to constants (so the loader stops there, before
+anything after it runs).
 """
 
 from __future__ import annotations

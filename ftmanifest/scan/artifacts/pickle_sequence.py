@@ -1,11 +1,11 @@
 """Pickles in a row: what a loader that reads on after STOP would meet.
 
-Layer: pure core scanner (reads a byte stream, returns data).  ``pickle.load``
-stops at STOP, but a legacy ``torch.load`` reads five pickles in a row and any
-loader may call ``load`` again; so the bytes after STOP are walked too - as
-another pickle when CPython's unpickler would act on them, else reported as
-trailing data.  ``sniff_pickle`` is the same judgement on a file's first bytes:
-a pickle is whatever the real unpickler accepts, never what looks printable.
+Layer: judging rooms - pure core scanner (reads a byte stream, returns data).
+``pickle.load`` stops at STOP, but a legacy ``torch.load`` reads five pickles in a row
+and any loader may call ``load`` again; so the bytes after STOP are walked too - as
+another pickle when CPython's unpickler would act on them, else reported as trailing
+data.  ``sniff_pickle`` is the same judgement on a file's first bytes: a pickle is
+whatever the real unpickler accepts, never what looks printable.
 """
 
 from __future__ import annotations

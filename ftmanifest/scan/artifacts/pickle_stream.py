@@ -1,6 +1,6 @@
 """Reading a pickle's bytes for the walker: bounded reads and streamed constants.
 
-Layer: pure core scanner.  Every read is checked against the byte cap;
+Layer: judging rooms - pure core scanner.  Every read is checked against the byte cap;
 constants over ``CHUNK`` are never held whole but decoded incrementally and
 handed to the string sink chunk by chunk (a secret in a huge string is still
 seen); malformed input stops the walk with a ``Problem``, never an exception.

@@ -1,14 +1,14 @@
 """Walk a pickle's opcodes without executing anything.
 
-Layer: pure core scanner.  It reads a byte stream and returns data; nothing in
-the stream is ever imported, called or unpickled.  A small symbolic stack
+Layer: judging rooms - pure core scanner.  It reads a byte stream and returns data;
+nothing in the stream is ever imported, called or unpickled.  A small symbolic stack
 machine follows the opcodes of protocols 0-5 far enough to resolve every import
-(``GLOBAL``, ``INST``, ``STACK_GLOBAL`` - also through the memo - and the
-``EXT*`` registry codes), to hand every string constant to a callback, and to
-tell whether the pickled object is a flat ``name -> tensor`` mapping (weights
-that safetensors could hold).  Memory stays bounded: big constants are streamed
-in chunks (``pickle_stream``), and both the bytes walked and the opcodes
-counted are capped.  Opcode tables and symbolic values live in ``pickle_ops``.
+(``GLOBAL``, ``INST``, ``STACK_GLOBAL`` - also through the memo - and the ``EXT*``
+registry codes), to hand every string constant to a callback, and to tell whether the
+pickled object is a flat ``name -> tensor`` mapping (weights that safetensors could
+hold).  Memory stays bounded: big constants are streamed in chunks (``pickle_stream``),
+and both the bytes walked and the opcodes counted are capped.  Opcode tables and
+symbolic values live in ``pickle_ops``.
 
 Alongside, the walk follows CPython's unpickler closely enough to say where it
 would raise (``WalkResult.rejected``) and whether it would first import or call

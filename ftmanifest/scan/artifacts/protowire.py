@@ -1,6 +1,6 @@
 """Protobuf's wire format, read from a seekable stream with every length checked.
 
-Layer: pure core scanner (bytes in, fields out).  Shared by the ONNX and
+Layer: judging rooms - pure core scanner (bytes in, fields out).  Shared by the ONNX and
 TensorFlow judges, which know their messages' field numbers; a varint over ten
 bytes, a deprecated group, or a length that runs past its message is
 ``Malformed``.

@@ -1,18 +1,18 @@
 """Check a safetensors file's header without loading any tensor.
 
-Layer: pure core scanner.  Reads the 8-byte length and the JSON header only,
-with the same rules the safetensors library enforces (length bounded by the
-file and a cap, strict UTF-8 JSON object, no duplicate keys, known dtypes,
-byte sizes matching shapes, offsets covering the data section contiguously),
-and hands every string of the header to the text scanner: ``__metadata__``
-keys and values, tensor names, and any extra field of a tensor entry.  Every
-defect is a ``malformed`` finding; nothing here raises on bad input.
+Layer: judging rooms - pure core scanner.  Reads the 8-byte length and the JSON header
+only, with the same rules the safetensors library enforces (length bounded by the file
+and a cap, strict UTF-8 JSON object, no duplicate keys, known dtypes, byte sizes
+matching shapes, offsets covering the data section contiguously), and hands every string
+of the header to the text scanner: ``__metadata__`` keys and values, tensor names, and
+any extra field of a tensor entry.  Every defect is a ``malformed`` finding; nothing
+here raises on bad input.
 
 Every check is linear in the header's size (itself capped at ``MAX_HEADER``):
 shape sizes are bounded to 64 bits before any arithmetic and the element count
 is folded left with an overflow check at each step, as the library does, so a
 shape of 300,000 huge dimensions is rejected after two multiplications
-(``math.prod`` over it took seconds per 10,000 dimensions, issue 9).
+(``math.prod`` over it took seconds per 10,000 dimensions).
 """
 
 from __future__ import annotations

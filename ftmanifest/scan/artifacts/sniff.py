@@ -1,17 +1,16 @@
 """Tell a file's format from its bytes, never from its name.
 
-Layer: edge helper of the scanner (reads the first bytes of a file, and a zip's
-directory).  A pickle named ``.safetensors`` is a pickle; a torch archive named
-``.bin`` is a torch archive.  Formats: ``safetensors``, ``pickle``,
-``torch-zip`` (a zip holding ``*/data.pkl`` or any other ``*.pkl`` member),
-``torch-legacy`` (the pre-1.6 ``torch.save`` stream: a magic-number pickle then
-more pickles), ``npy``, ``npz``, ``zip``, ``gzip``, ``parquet``, ``text``,
-``binary``, ``empty``.
+Layer: judging rooms - edge helper of the scanner (reads the first bytes of a file, and
+a zip's directory).  A pickle named ``.safetensors`` is a pickle; a torch archive named
+``.bin`` is a torch archive.  Formats: ``safetensors``, ``pickle``, ``torch-zip`` (a zip
+holding ``*/data.pkl`` or any other ``*.pkl`` member), ``torch-legacy`` (the pre-1.6
+``torch.save`` stream: a magic-number pickle then more pickles), ``npy``, ``npz``,
+``zip``, ``gzip``, ``parquet``, ``text``, ``binary``, ``empty``.
 
 Pickles have no magic: a file is a pickle when CPython's unpickler would act
 on it - import or call something, or reach STOP - or still accepts its first
 ``SNIFF_BYTES`` (``pickle_sequence.sniff_pickle``).  Text and binary are only
-what the unpickler refuses before doing anything (issue 9, item 1).
+what the unpickler refuses before doing anything.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """SQLite databases (experiment trackers' ``runs.db``, optuna and mlflow stores).
 
-Layer: edge of the scanner (reads one file).  Opened read-only and immutable
-(``mode=ro&immutable=1``: no journal is replayed, nothing is written), with
-``trusted_schema`` off so a hostile schema cannot make a read call functions,
-and ``cell_size_check`` on.  Every row of every ordinary table is read; text
-and blob values go to the text scanner.  Views and triggers are not run.  A
-file SQLite refuses, or a table it cannot read (a virtual table whose module
-is not here), is an error finding naming it, never clean.
+Layer: judging rooms - edge of the scanner (reads one file).  Opened read-only and
+immutable (``mode=ro&immutable=1``: no journal is replayed, nothing is written), with
+``trusted_schema`` off so a hostile schema cannot make a read call functions, and
+``cell_size_check`` on.  Every row of every ordinary table is read; text and blob values
+go to the text scanner.  Views and triggers are not run.  A file SQLite refuses, or a
+table it cannot read (a virtual table whose module is not here), is an error finding
+naming it, never clean.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """TensorFlow graphs (``saved_model.pb``, frozen ``.pb``): the operators a load would run.
 
-Layer: edge of the scanner (reads one file).  Read as protobuf by the field
-numbers of TensorFlow's ``saved_model.proto``, ``meta_graph.proto``,
-``graph.proto``, ``function.proto`` and ``node_def.proto``: a ``SavedModel``
-holds ``meta_graphs`` (2), each a ``graph_def`` (2); a ``GraphDef`` holds
-``node`` (1) and a function ``library`` (2) whose functions (1) hold
-``node_def`` (3).  Every node's ``op`` (2) is judged:
+Layer: judging rooms - edge of the scanner (reads one file).  Read as protobuf by the
+field numbers of TensorFlow's ``saved_model.proto``, ``meta_graph.proto``,
+``graph.proto``, ``function.proto`` and ``node_def.proto``: a ``SavedModel`` holds
+``meta_graphs`` (2), each a ``graph_def`` (2); a ``GraphDef`` holds ``node`` (1) and a
+function ``library`` (2) whose functions (1) hold ``node_def`` (3).  Every node's ``op``
+(2) is judged:
 
 - ``PyFunc``, ``PyFuncStateless`` and ``EagerPyFunc`` call Python registered
   in the process that runs the graph: an error (``tf.python-op``);

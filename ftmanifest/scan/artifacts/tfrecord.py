@@ -1,13 +1,13 @@
 """TFRecord files (TensorBoard's ``events.out.tfevents.*``, ``.tfrecord`` data sets).
 
-Layer: edge of the scanner (reads one file).  A TFRecord file is a run of
-records, each ``length`` (u64 little-endian), a masked CRC32-C of the length
-(u32), ``length`` bytes of payload and a masked CRC32-C of the payload (u32).
-Payloads are protobuf (an ``Event`` with summaries and text plugins, a
-``tf.train.Example``): their bytes go to the text scanner, so a token logged
-as a text summary or stored in a feature is found.  Framing that does not add
-up to the end of the file is ``tfrecord.unreadable`` (an error), never clean.
-CRCs are not recomputed: the judgment is of the bytes a reader would hand on.
+Layer: judging rooms - edge of the scanner (reads one file).  A TFRecord file is a run
+of records, each ``length`` (u64 little-endian), a masked CRC32-C of the length (u32),
+``length`` bytes of payload and a masked CRC32-C of the payload (u32).  Payloads are
+protobuf (an ``Event`` with summaries and text plugins, a ``tf.train.Example``): their
+bytes go to the text scanner, so a token logged as a text summary or stored in a feature
+is found.  Framing that does not add up to the end of the file is
+``tfrecord.unreadable`` (an error), never clean.  CRCs are not recomputed: the judgment
+is of the bytes a reader would hand on.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Open zip archives (torch checkpoints, npz) and legacy torch tars for the scanner.
 
-Layer: edge of the scanner, under ``binary``.  ``torch.load`` reads
+Layer: judging rooms - edge of the scanner, under ``binary``.  ``torch.load`` reads
 ``<top>/data.pkl`` by name and ``numpy.load`` unpickles any npz member that
 starts with the npy magic (``npz['x']`` opens ``x.npy`` or ``x``), so every
 member is judged: named pickles and npy members as such, any other member by

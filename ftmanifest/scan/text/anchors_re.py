@@ -1,6 +1,6 @@
 """Anchor finders for the pure-``re`` engine (no Hyperscan on this platform).
 
-Layer: pure core.  Python's ``re`` skips quickly to a pattern's first
+Layer: judging rooms - pure core.  Python's ``re`` skips quickly to a pattern's first
 character only when the pattern *starts* with a literal or a character class;
 an anchor written as ``(?=(?<![L])P)`` (every position, left condition first)
 makes it test every byte.  So each anchor is rewritten into an equivalent form

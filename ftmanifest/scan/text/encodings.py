@@ -1,16 +1,15 @@
 """UTF-16 and UTF-32 text: tell the encoding, align ranges, decode while streaming.
 
-Layer: edge helper of the text readers (reads bytes from an open file).  A
-file starting with a byte-order mark is UTF-16 or UTF-32 (LE or BE; the
-UTF-32-LE mark ``FF FE 00 00`` is checked before UTF-16-LE's ``FF FE``, and
-believed only when the head decodes as UTF-32: UTF-16-LE text that starts
-with U+0000 has the same four bytes).
-Without a mark, a head whose every other byte is NUL (>= 90 % of the code
-units ASCII, in 2-byte units) is guessed as UTF-16 of that byte order: that
-is what Windows tools write for mostly-English text, and decoding it is
-better than calling it binary.  Anything else with NULs stays binary (a
-``not-scanned`` finding at the engine): UTF-32 without a mark or UTF-16 of
-mostly non-Latin text cannot be told from binary data by its bytes alone.
+Layer: judging rooms - edge helper of the text readers (reads bytes from an open file).
+A file starting with a byte-order mark is UTF-16 or UTF-32 (LE or BE; the UTF-32-LE mark
+``FF FE 00 00`` is checked before UTF-16-LE's ``FF FE``, and believed only when the head
+decodes as UTF-32: UTF-16-LE text that starts with U+0000 has the same four bytes).
+Without a mark, a head whose every other byte is NUL (>= 90 % of the code units ASCII,
+in 2-byte units) is guessed as UTF-16 of that byte order: that is what Windows tools
+write for mostly-English text, and decoding it is better than calling it binary.
+Anything else with NULs stays binary (a ``not-scanned`` finding at the engine): UTF-32
+without a mark or UTF-16 of mostly non-Latin text cannot be told from binary data by its
+bytes alone.
 
 Ranges are cut only after a newline code unit at an offset aligned to the
 code-unit size, so each range decodes on its own (a surrogate pair never

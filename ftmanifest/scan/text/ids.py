@@ -1,15 +1,14 @@
 """Passport and national-ID rules: found only behind a keyword, checksummed where one exists.
 
-Layer: pure core (scan rules).  A bare ``12345678Z`` or ``111222333`` is any
-identifier; after ``DNI``, ``BSN``, ``passport no.`` it is a person's document
-number (issue 9).  Each rule's regex starts at its keyword (``passport``,
-``Reisepass``, ``passeport``, ``pasaporte``, ``Personalausweis``, ``DNI``/``NIE``,
-``BSN``, ``NINO``/``NIN``, ``national id``), allows a label (``no.``, ``number``,
-``n°``...) and a separator, then takes the value; the validator checks the
-keyword starts a word and the value's checksum: the Spanish DNI/NIE control
-letter, the Dutch BSN 11-proof, the German ID-card 7-3-1 check digit (when
-printed), the UK NINO prefix rules.  Placeholders (``123456789``, ``000000000``,
-``XXXXXXXXX``) are dropped.
+Layer: judging rooms - pure core (scan rules).  A bare ``12345678Z`` or ``111222333`` is
+any identifier; after ``DNI``, ``BSN``, ``passport no.`` it is a person's document
+number.  Each rule's regex starts at its keyword (``passport``, ``Reisepass``,
+``passeport``, ``pasaporte``, ``Personalausweis``, ``DNI``/``NIE``, ``BSN``,
+``NINO``/``NIN``, ``national id``), allows a label (``no.``, ``number``, ``n°``...) and
+a separator, then takes the value; the validator checks the keyword starts a word and
+the value's checksum: the Spanish DNI/NIE control letter, the Dutch BSN 11-proof, the
+German ID-card 7-3-1 check digit (when printed), the UK NINO prefix rules.  Placeholders
+(``123456789``, ``000000000``, ``XXXXXXXXX``) are dropped.
 """
 
 from __future__ import annotations

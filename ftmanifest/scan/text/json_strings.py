@@ -1,16 +1,15 @@
 """JSON string escapes: scan the decoded values of escaped strings, report raw positions.
 
-Layer: pure core.  In JSON and JSONL, ``"\\u0067hp_..."`` is ``ghp_...``, a URL
-may be written ``https:\\/\\/...``, a PEM block arrives as one line with ``\\n``
-escapes and a token can follow a ``\\n`` with no space; the raw bytes hide all
-of these from the matcher.  ``scan_json_strings`` finds the string literals of
-a buffer that contain a backslash (only those: a buffer without one costs one
-``find``), decodes each with a tolerant decoder (bad escapes are kept as they
-are, a lone surrogate is encoded as is), scans the decoded values in one
-buffer, and maps each match back to the exact raw bytes it came from, so a
-finding's span, line and column point into the file as written (``span``
-covers the escapes; redacting it keeps the JSON valid).  The caller scans the
-raw bytes too and drops a decoded finding that repeats a raw one.
+Layer: judging rooms - pure core.  In JSON and JSONL, ``"\\u0067hp_..."`` is
+``ghp_...``, a URL may be written ``https:\\/\\/...``, a PEM block arrives as one line
+with ``\\n`` escapes and a token can follow a ``\\n`` with no space; the raw bytes hide
+all of these from the matcher.  ``scan_json_strings`` finds the string literals of a
+buffer that contain a backslash (only those: a buffer without one costs one ``find``),
+decodes each with a tolerant decoder (bad escapes are kept as they are, a lone surrogate
+is encoded as is), scans the decoded values in one buffer, and maps each match back to
+the exact raw bytes it came from, so a finding's span, line and column point into the
+file as written (``span`` covers the escapes; redacting it keeps the JSON valid).  The
+caller scans the raw bytes too and drops a decoded finding that repeats a raw one.
 
 Finding a string's start: in JSON a backslash only occurs inside a string, and
 a quote inside a string is escaped, so the nearest quote before a string's

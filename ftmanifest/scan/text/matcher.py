@@ -1,13 +1,12 @@
 """The multi-pattern candidate engine: locate rule keywords and anchors, confirm.
 
-Layer: pure core.  Candidates come from literal keywords and short anchor
-regexes, located by Hyperscan when it is importable and by ``bytes.find`` /
-``re`` otherwise; both engines produce candidate sets from which the same
-matches are confirmed by the same Python regex and validator, so findings are
-identical whichever engine ran.  Python work is per candidate, never per line:
-anchors are written to exclude the common non-findings (private IPv4 ranges)
-so that they cost nothing, and a token run reached by several candidates is
-confirmed once.
+Layer: judging rooms - pure core.  Candidates come from literal keywords and short
+anchor regexes, located by Hyperscan when it is importable and by ``bytes.find`` /
+``re`` otherwise; both engines produce candidate sets from which the same matches are
+confirmed by the same Python regex and validator, so findings are identical whichever
+engine ran.  Python work is per candidate, never per line: anchors are written to
+exclude the common non-findings (private IPv4 ranges) so that they cost nothing, and a
+token run reached by several candidates is confirmed once.
 """
 
 from __future__ import annotations

@@ -1,20 +1,18 @@
 """Parquet: every text-bearing value, nested or not, plus names and metadata.
 
-Layer: edge (reads files; pyarrow is imported only here, inside functions).
-Row groups are read in batches of ``BATCH`` rows; each column is flattened
-with pyarrow's own kernels down to string or binary leaves, each leaf carrying
-the row every value came from: structs through ``StructArray.flatten`` (parent
-nulls applied), lists, large lists, fixed-size lists and maps through
-``list_flatten`` / ``list_parent_indices``, dictionaries through
-``dictionary_decode``, views and fixed-size binary by a cast to the large
-types.  A leaf's values are joined one per line (newlines inside become
-spaces) by ``binary_join`` and scanned as one buffer, so the matcher runs
-once per leaf and batch.  Chat data (``list<struct<role, content>>``) thus
-reports ``messages[].content`` and the row.  Column names and the schema's
-and fields' key-value metadata are scanned too.  A column of a type with no
-text leaf (numbers, dates) has nothing to scan; one that cannot be read or
-flattened (unions, unknown extension types, a decode error) is a
-``not-scanned`` finding naming the column.
+Layer: judging rooms - edge (reads files; pyarrow is imported only here, inside
+functions).  Row groups are read in batches of ``BATCH`` rows; each column is flattened
+with pyarrow's own kernels down to string or binary leaves, each leaf carrying the row
+every value came from: structs through ``StructArray.flatten`` (parent nulls applied),
+lists, large lists, fixed-size lists and maps through ``list_flatten`` /
+``list_parent_indices``, dictionaries through ``dictionary_decode``, views and
+fixed-size binary by a cast to the large types.  A leaf's values are joined one per line
+(newlines inside become spaces) by ``binary_join`` and scanned as one buffer, so the
+matcher runs once per leaf and batch.  Chat data (``list<struct<role, content>>``) thus
+reports ``messages[].content`` and the row.  Column names and the schema's and fields'
+key-value metadata are scanned too.  A column of a type with no text leaf (numbers,
+dates) has nothing to scan; one that cannot be read or flattened (unions, unknown
+extension types, a decode error) is a ``not-scanned`` finding naming the column.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Payment-card and IBAN rules and their validators: issuer ranges, Luhn, mod-97.
 
-Layer: pure core (scan rules).  Patterns only propose candidates; the
+Layer: judging rooms - pure core (scan rules).  Patterns only propose candidates; the
 validators keep false positives low.  A card number is Luhn-valid and inside an
 issuer range of the major brands (ISO/IEC 7812 IINs with each brand's lengths,
 Maestro and Mir included); printed in groups of four (the last group shorter),

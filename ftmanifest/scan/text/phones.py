@@ -1,15 +1,14 @@
 """Phone-number rules: international (``+44 20 ...``) and national formats.
 
-Layer: pure core (scan rules).  Cheap anchors propose digit-ish candidates in
-the shapes people print (``(505) 658-5596``, ``020 7946 0958``, ``030/1234567``,
-``06 12 34 56 78``); shape checks drop dates, versions, times and digit groups
-that belong to a longer number; Google's libphonenumber metadata (the
-``phonenumbers`` package, imported on first use) has the last word:
-``parse`` + ``is_valid_number``.  A national number is tried against each
-region of :func:`regions` (issue 9): ``DEFAULT_REGIONS``, or the
-``FTMANIFEST_PHONE_REGIONS`` environment variable (``US,GB``), or
-:func:`set_regions`.  An unformatted national number needs a phone keyword
-just before it; international numbers are checked whatever the regions.
+Layer: judging rooms - pure core (scan rules).  Cheap anchors propose digit-ish
+candidates in the shapes people print (``(505) 658-5596``, ``020 7946 0958``,
+``030/1234567``, ``06 12 34 56 78``); shape checks drop dates, versions, times and digit
+groups that belong to a longer number; Google's libphonenumber metadata (the
+``phonenumbers`` package, imported on first use) has the last word: ``parse`` +
+``is_valid_number``.  A national number is tried against each region of :func:`regions`:
+``DEFAULT_REGIONS``, or the ``FTMANIFEST_PHONE_REGIONS`` environment variable
+(``US,GB``), or :func:`set_regions`.  An unformatted national number needs a phone
+keyword just before it; international numbers are checked whatever the regions.
 """
 
 from __future__ import annotations

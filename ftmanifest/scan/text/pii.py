@@ -1,11 +1,11 @@
 """Personal-data rules and their validators: Luhn, IBAN mod-97, SSN, public IPs.
 
-Layer: pure core (scan rules).  Patterns only propose candidates; the
+Layer: judging rooms - pure core (scan rules).  Patterns only propose candidates; the
 validators keep false positives low (checksums, issuer ranges, reserved
 number ranges, private/documentation address ranges, version-like strings).
 A card number in a printed grouping (4-4-4-4, 4-6-5, 4-6-4, 4-4-4-4-3) is a
 finding on its own, a bare digit run needs a card word just before it, and a
-published test number is a warning of its own rule (issue 9).  Phone rules
+published test number is a warning of its own rule.  Phone rules
 live in ``phones``, keyword-anchored document numbers in ``ids``.
 """
 

@@ -1,6 +1,6 @@
 """Text readers: plain-text byte ranges and gzip streams (Parquet: ``scan.parquet``).
 
-Layer: edge (reads files).  Text is streamed in bounded chunks cut at
+Layer: judging rooms - edge (reads files).  Text is streamed in bounded chunks cut at
 newlines (with an overlap when a single line is longer than a chunk) and
 handed whole to ``scan_buffer``; JSONL findings carry the record's line,
 CSV/TSV findings the row and cell column, Parquet findings row and column.
@@ -134,7 +134,7 @@ def _scan_stream(
         line = buf.rfind(b"\n", 0, back) + 1
         nxt = cut if last else (line if cut - line <= 4 * OVERLAP else back)
         part = buf[:cut]
-        # JSON (issue 9): whitespace and quote escapes are blanked in place, so one
+        # JSON: whitespace and quote escapes are blanked in place, so one
         # scan sees the words as written; strings with \uXXXX or \/ are decoded too.
         seen, changing = json_strings.neutralize(part) if json else (part, [])
         found = scan_buffer(

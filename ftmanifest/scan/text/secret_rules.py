@@ -1,10 +1,10 @@
 """The secret rule table: one small record per provider format.
 
-Layer: pure core (scan rules).  A rule is found through literal *keywords*
-(matched ASCII-case-insensitively; the multi-pattern engine only locates them)
-and confirmed by a linear-time regex run in a small window around each keyword
-hit, then by a validator.  Every rule carries true- and false-positive
-examples; ``tests/scan/secrets_rules_test.py`` runs all of them.
+Layer: judging rooms - pure core (scan rules).  A rule is found through literal
+*keywords* (matched ASCII-case-insensitively; the multi-pattern engine only locates
+them) and confirmed by a linear-time regex run in a small window around each keyword
+hit, then by a validator.  Every rule carries true- and false-positive examples;
+``tests/scan/secrets_rules_test.py`` runs all of them.
 """
 
 from __future__ import annotations
@@ -124,10 +124,10 @@ SECRET_RULES: tuple[Rule, ...] = (
         "secret.gitlab-pat",
         "secret",
         "GitLab personal access token",
-        r"glpat-[A-Za-z0-9_\-]{20,50}",
+        r"glpat-[A-Za-z0-9_\-]{20,300}(?:\.[0-9a-z]{9})?",  # routable: a dot and 9 more
         ("glpat-",),
         validator=v.provider_token,
-        fwd=60,
+        fwd=320,
         true_positives=("GITLAB_TOKEN=glpat-y0I9lO7F3vlfFrGYJ3Gx",),
         false_positives=("glpat-xxxxxxxxxxxxxxxxxxxx", "glpat-<your-token-here>"),
     ),
@@ -136,11 +136,11 @@ SECRET_RULES: tuple[Rule, ...] = (
         "secret",
         "GitLab token (deploy, runner, trigger, feed, OAuth, CI job, agent, SCIM, mail)",
         r"(?:(?:gloas|gldt|glrt|glptt|glft|glsoat|glimt|glcbt|glffct|glagent|glwt)-"
-        r"[A-Za-z0-9_\-]{20,64}|GR1348941[A-Za-z0-9_\-]{20,40})",
+        r"[A-Za-z0-9_\-]{20,300}(?:\.[0-9a-z]{9})?|GR1348941[A-Za-z0-9_\-]{20,40})",
         ("gloas-", "gldt-", "glrt-", "glptt-", "glft-", "glsoat-", "glimt-", "glcbt-")
         + ("glffct-", "glagent-", "glwt-", "gr1348941"),
         validator=v.provider_token,
-        fwd=80,
+        fwd=330,
         true_positives=(
             "CI_DEPLOY_TOKEN=gldt-7Hq2vK9xLm4RtZ8wPb3N",
             "runner token glrt-t3_Wq8JzK2nV7xLm4RtZ9pB",

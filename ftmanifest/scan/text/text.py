@@ -1,9 +1,9 @@
 """Scan one buffer or string for secrets and personal data.
 
-Layer: pure core.  ``scan_buffer`` turns the matcher's confirmed hits into
-``Finding`` records (line and column are computed only for hits; buffers are
-chunks of a file, not lines); ``scan_text`` is the entry point for strings
-found inside pickles and safetensors metadata.
+Layer: judging rooms - pure core.  ``scan_buffer`` turns the matcher's confirmed hits
+into ``Finding`` records (line and column are computed only for hits; buffers are chunks
+of a file, not lines); ``scan_text`` is the entry point for strings found inside pickles
+and safetensors metadata.
 """
 
 from __future__ import annotations
