@@ -677,12 +677,14 @@ class FtManifestCallback(TrainerCallback):
                 self._key(),
                 use_cache=self.options["use_cache"],
                 allow_outside=self.options["allow_outside"],
+                key_path=self._key_path(),
             )
             entry = {
                 "path": str(folder),
                 "bound": True,
                 "base_tensor_digest": result.binding.base_tensor_digest,
                 "envelope": str(result.envelope_path),
+                "model_sig": str(result.model_sig) if result.model_sig else None,
             }
         self.bindings.append(entry)
         self._record_late_binding(entry)
@@ -713,13 +715,18 @@ class FtManifestCallback(TrainerCallback):
         return self.manifest.parent / export.path
 
     def _key(self) -> Any:
+        from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-        if isinstance(self.bind_key, Ed25519PrivateKey):
+        if isinstance(self.bind_key, (Ed25519PrivateKey, EllipticCurvePrivateKey)):
             return self.bind_key
         from ftmanifest.signing.keys import load_private_key
 
         return load_private_key(Path(self.bind_key))
+
+    def _key_path(self) -> Path | None:
+        """The key file ``bind_key`` names (model.sig is made from the file), or None."""
+        return Path(self.bind_key) if isinstance(self.bind_key, (str, Path)) else None
 
     def _record(
         self, report: VerifyReport, args: TrainingArguments, state: TrainerState, started: str

@@ -1,6 +1,6 @@
 """An adapter bound after ``train()`` returns (``trainer.save_model`` calls no
 callback, so the script calls ``guard.bind(folder)``) is recorded in the run
-record and in the ledger attempt, as the checkpoints the guard saw are (issue 30)."""
+record and in the ledger attempt, as the checkpoints the guard saw are."""
 
 from __future__ import annotations
 
@@ -85,3 +85,43 @@ def test_an_unbound_adapter_after_save_model_is_recorded_as_unbound(
     (unbound,) = _attempt(manifest, record["attempt"]).adapter_bindings
     assert unbound["path"] == str(final) and unbound["bound"] is False
     assert "bind_key" in unbound["reason"]
+
+
+def test_the_guard_binds_with_an_ecdsa_key_file_and_writes_model_sig(
+    project: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """An ECDSA P-256 key file given as bind_key signs the binding, and the adapter
+    also gets model.sig, which model-signing's own verifier accepts."""
+    pytest.importorskip("model_signing")
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from model_signing import verifying
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    key_path = tmp_path / "publisher.pem"
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    key_path.chmod(0o600)
+    public_pem = tmp_path / "publisher.pub.pem"
+    public_pem.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    root, manifest = project
+    trainer, guard = _trained(root, manifest, bind_key=str(key_path))
+    final = root / "out" / "final"
+    trainer.save_model(str(final))
+    entry = guard.bind(final)
+    assert entry["bound"] is True and (final / "ftmanifest-binding.sig.json").is_file()
+    assert entry["model_sig"] == str(final / "model.sig")
+    config = verifying.Config().use_elliptic_key_verifier(public_key=public_pem)
+    config.verify(final, final / "model.sig")  # raises when it does not hold
+    (final / "adapter_config.json").write_text("{}")
+    with pytest.raises(ValueError):
+        config.verify(final, final / "model.sig")

@@ -3,7 +3,9 @@
 Layer: edge (reads ``ftmanifest.errors``, the CLI's own exit code and every
 module that defines an error class with a ``reason``).  The modules are found
 by reading the package's source, not by a list kept here, so an error class
-added or moved anywhere appears on the page; importing them pulls no torch.
+added or moved anywhere appears on the page.  A module that imports an optional
+framework at its top (the Trainer guard imports transformers) is read from its
+source instead of imported, so generating the pages pulls no torch.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import ast
 import importlib
 from pathlib import Path
+from typing import NamedTuple
 
 from ftmanifest.cli.reference.markdown import GENERATED, escape
 
@@ -48,11 +51,36 @@ def exit_codes() -> list[tuple[int, str, str]]:
     return sorted((code, name, MEANINGS[name]) for name, code in found.items())
 
 
-def _error_modules() -> list[str]:
-    """Modules of the package whose classes set a ``reason`` code."""
+HEAVY = frozenset({"torch", "transformers", "peft", "trl", "datasets", "accelerate"})
+
+
+def _imports_heavy(tree: ast.Module) -> bool:
+    """The module imports an optional framework at its top level."""
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            tops = {alias.name.partition(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            tops = {node.module.partition(".")[0]}
+        else:
+            continue
+        if tops & HEAVY:
+            return True
+    return False
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts).removesuffix(".__init__")
+
+
+def _error_modules(heavy: bool = False) -> list[str]:
+    """Modules of the package whose classes set a ``reason`` code: those safe to
+    import, or (``heavy``) those that import an optional framework at their top."""
     names = []
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text("utf-8"))
+        if _imports_heavy(tree) != heavy:
+            continue
         if any(
             isinstance(stmt, ast.Assign)
             and any(isinstance(t, ast.Name) and t.id == "reason" for t in stmt.targets)
@@ -60,9 +88,59 @@ def _error_modules() -> list[str]:
             if isinstance(node, ast.ClassDef)
             for stmt in node.body
         ):
-            parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-            names.append(".".join(parts).removesuffix(".__init__"))
+            names.append(_module_name(path))
     return names
+
+
+class Row(NamedTuple):
+    """One reason code as the page shows it."""
+
+    reason: str
+    exit_code: object
+    where: str
+    doc: str
+
+
+def _source_rows(module: str, known: dict[str, type]) -> list[Row]:
+    """The reason rows of a module read from its source (it imports a framework):
+    each class that sets ``reason``, its exit code taken from its own ``exit_code``
+    or its base's (a class of the same module, or an error class already known)."""
+    path = PACKAGE.parent.joinpath(*module.split(".")).with_suffix(".py")
+    classes = {
+        n.name: n for n in ast.parse(path.read_text("utf-8")).body if isinstance(n, ast.ClassDef)
+    }
+
+    def attr(node: ast.ClassDef, name: str) -> object:
+        for stmt in node.body:
+            if isinstance(stmt, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == name for t in stmt.targets
+            ):
+                return ast.literal_eval(stmt.value) if name == "reason" else stmt.value
+        return None
+
+    def exit_code(node: ast.ClassDef) -> object:
+        own = attr(node, "exit_code")
+        if isinstance(own, ast.Constant):
+            return own.value
+        if isinstance(own, ast.Name) and own.id.startswith("EXIT_"):
+            from ftmanifest import errors
+
+            return getattr(errors, own.id, "")
+        for base in node.bases:
+            if isinstance(base, ast.Name) and base.id in classes:
+                return exit_code(classes[base.id])
+            if isinstance(base, ast.Name) and base.id in known:
+                return getattr(known[base.id], "exit_code", "")
+        return ""
+
+    rows = []
+    for name, node in classes.items():
+        reason = attr(node, "reason")
+        if isinstance(reason, str) and reason:
+            doc = (ast.get_docstring(node, clean=True) or "").replace("``", "`")
+            first = " ".join(doc.split("\n\n")[0].split())
+            rows.append(Row(reason, exit_code(node), f"`{module}.{name}`", first))
+    return rows
 
 
 def error_classes() -> list[type]:
@@ -120,14 +198,30 @@ def exit_codes_page() -> str:
     return "\n".join([*lines, ""])
 
 
+def reason_rows() -> list[Row]:
+    """Every reason code of the package: imported classes, then those read from source."""
+    classes = error_classes()
+    rows = [
+        Row(
+            cls.__dict__["reason"],
+            getattr(cls, "exit_code", ""),
+            f"`{cls.__module__}.{cls.__qualname__}`",
+            _doc(cls),
+        )
+        for cls in classes
+        if cls.__dict__.get("reason")
+    ]
+    known = {cls.__name__: cls for cls in classes}
+    for module in _error_modules(heavy=True):
+        rows += _source_rows(module, known)
+    return rows
+
+
 def reasons_page() -> str:
-    rows = []
-    for cls in error_classes():
-        reason = cls.__dict__.get("reason")
-        if reason:
-            where = f"`{cls.__module__}.{cls.__qualname__}`"
-            doc = escape(_doc(cls), table=True)
-            rows.append(f"| `{reason}` | {getattr(cls, 'exit_code', '')} | {where} | {doc} |")
+    rows = [
+        f"| `{r.reason}` | {r.exit_code} | {r.where} | {escape(r.doc, table=True)} |"
+        for r in reason_rows()
+    ]
     lines = [
         GENERATED,
         "",
