@@ -101,6 +101,8 @@ RECORD_FORMAT = runrecord.RECORD_FORMAT
 class DriftRefusedError(DriftError):
     """Training refused before its first step: the manifest drifted (``.report`` has the rows)."""
 
+    reason = "training-refused-drift"
+
     def __init__(self, report: VerifyReport) -> None:
         super().__init__(report)
         self.message = "training refused before the first step: " + self.message
@@ -114,6 +116,8 @@ class DriftRefusedError(DriftError):
 
 class EvalRefusedError(DriftError):
     """An evaluation refused before its first batch: its dataset is not the pinned eval data."""
+
+    reason = "evaluation-refused"
 
     def __init__(self, report: VerifyReport) -> None:
         super().__init__(report)
@@ -129,6 +133,8 @@ class StepRefusedError(DriftError):
     """Training stopped before an optimizer step: it would apply another learning rate
     than the pinned schedule's (``.step``: the optimizer step, counted from 1)."""
 
+    reason = "step-refused"
+
     def __init__(self, report: VerifyReport, step: int) -> None:
         super().__init__(report)
         self.step = step
@@ -142,6 +148,8 @@ class StepRefusedError(DriftError):
 
 class RanksRefusedError(DriftRefusedError):
     """A DDP/FSDP run refused on every rank: the rows name the rank(s) (``extra["rank"]``)."""
+
+    reason = "ranks-refused"
 
     def __init__(self, report: VerifyReport) -> None:
         super().__init__(report)
