@@ -1,4 +1,4 @@
-"""The public API (issue 26): the package root names what users call, lazily."""
+"""The public API: the package root names what users call, lazily."""
 
 from __future__ import annotations
 

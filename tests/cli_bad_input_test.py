@@ -302,7 +302,7 @@ OTHER_ROWS = [
         for name in SCAN_INPUTS
     ),
     *(
-        # none of these holds a backup: nothing verified is never OK (issue 28, item 12)
+        # none of these holds a backup: nothing verified is never OK
         Row(f"backup-check-{name}", lambda p, n=name: ["backup", "check", str(p[n])], codes=(1, 2))
         for name in SCAN_INPUTS
     ),  # fmt: skip

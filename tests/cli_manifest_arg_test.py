@@ -1,4 +1,4 @@
-"""One way to name the manifest (issue 30): ``cmd M`` everywhere, ``--manifest M`` too.
+"""One way to name the manifest: ``cmd M`` everywhere, ``--manifest M`` too.
 
 ``compare M`` but ``score --manifest M`` made users guess; every command whose
 subject is a manifest now takes both, and refuses two different ones.

@@ -139,7 +139,7 @@ def test_lint_does_not_build_pydantic_models() -> None:
     assert "MODEL False" in out.stdout, out.stdout + out.stderr
 
 
-# --- issue 10: the command line ------------------------------------------------
+# --- the command line ------------------------------------------------
 
 
 def test_no_option_is_abbreviated_in_any_parser() -> None:

@@ -1,4 +1,4 @@
-"""A thin CLI (issue 26, item 3): the library never sees argparse.
+"""A thin CLI: the library never sees argparse.
 
 Each command module parses, calls the library and renders; the library takes
 plain values, so no function outside ``ftmanifest/cli`` is annotated with an

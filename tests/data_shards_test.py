@@ -1,4 +1,4 @@
-"""A changed shard in a folder of data is named, not only its folder (issue 31).
+"""A changed shard in a folder of data is named, not only its folder.
 
 A data folder is pinned by one tree digest.  Its file list, kept in the user
 cache under that digest (the folder cache's state, ``ftmanifest.foldercache``,

@@ -1,5 +1,5 @@
 """The documentation stays true: generated pages current, links resolving, and
-the README's commands real (issue 26).
+the README's commands real.
 
 The reference under docs/reference/ is rendered in memory from the code and
 compared with the committed pages, as the schema test does for the JSON Schema;

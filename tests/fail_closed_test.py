@@ -1,4 +1,4 @@
-"""Issue 8: paths on which verify once said OK although what would train differs.
+"""Paths on which verify once said OK although what would train differs.
 
 Each test reproduces one false OK; it failed before the fix it names.
 """

@@ -1,4 +1,4 @@
-"""The traps of a first run (issue 30, "a first run without traps"), each one a
+"""The traps of a first run, each one a
 test that failed before its fix: the trust file is not training code, dirty
 files are named, the code that trains is pinned, a hub cache whose
 ``refs/main`` moved is warned about, reproduce's requirements stay out of the

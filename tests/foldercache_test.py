@@ -1,4 +1,4 @@
-"""The folder cache (issue 31): a re-hash of an unchanged folder takes its files from
+"""The folder cache: a re-hash of an unchanged folder takes its files from
 one compact state, and never a digest that the bytes on disk do not have.
 
 Each attack changes what a reader would load, then checks the cached hash against

@@ -1,4 +1,4 @@
-"""Golden files for the JSON each command prints, so a change of shape is a visible diff (issue 11).
+"""Golden files for the JSON each command prints, so a change of shape is a visible diff.
 
 Every subcommand with JSON output (``lint``, ``scan``, ``digest``, ``sign``,
 ``signers``, ``verify``, ``run``; ``schema`` prints JSON always) runs

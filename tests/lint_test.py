@@ -156,7 +156,7 @@ def test_lint_document_passes_a_pinned_manifest() -> None:
     assert lint_document(load_document(CLF)) == []
 
 
-# --- FTM050: LoRA targets as peft reads them (issue 25) ------------------------
+# --- FTM050: LoRA targets as peft reads them ------------------------
 
 
 @pytest.mark.parametrize(

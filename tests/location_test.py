@@ -1,4 +1,4 @@
-"""One location type from loading to findings to edits (issue 11).
+"""One location type from loading to findings to edits.
 
 Every drift row carries its manifest location as a tuple; the loader can place
 it in the file; text is never parsed back into a location (a key may contain a

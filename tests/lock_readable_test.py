@@ -1,4 +1,4 @@
-"""What ``lock`` writes loads again (issue 31): at 10,000 model files lock wrote a
+"""What ``lock`` writes loads again: at 10,000 model files lock wrote a
 1.36 MB manifest that both ``verify`` and ``lock`` then refused as "too large for a
 manifest".  The manifest limit now admits such a folder, and lock checks what it
 would write against the loader's own limits before writing: past them it refuses,

@@ -1,5 +1,5 @@
 """A colleague's recorded environment against this machine, through verify's drift rows
-(issue 11: the typed environment)."""
+(the typed environment)."""
 
 from __future__ import annotations
 

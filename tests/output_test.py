@@ -1,6 +1,6 @@
-"""Text output never lets an untrusted string forge a line (issue 10), the
+"""Text output never lets an untrusted string forge a line, the
 verify table fits the terminal, wraps between words instead of cutting and
-names the file, and a pipe gets every row on one line (issue 26)."""
+names the file, and a pipe gets every row on one line."""
 
 from __future__ import annotations
 
@@ -277,7 +277,7 @@ def test_table_of_short_words_fits_the_width_and_cuts_nothing_but_digests(
 )
 def test_no_width_splits_a_word(items: list[Finding], width: int) -> None:
     """A field name, a path or a digest too long for its column overflows it
-    instead of being cut in two (issue 26): every word of every cell is a word
+    instead of being cut in two: every word of every cell is a word
     of the output; a digest may only be shortened in the middle."""
     out = findings_table(items, width=width)
     words = set(out.split())
@@ -334,7 +334,7 @@ def test_a_drift_error_renders_its_table_as_lines() -> None:
     assert "\x1b" not in text and lines[-1].startswith("  fix: fix them")
 
 
-# --- output a machine reads (issue 26) ----------------------------------------
+# --- output a machine reads ----------------------------------------
 
 LONG_FIELD = "environment.env_vars.CUBLAS_WORKSPACE_CONFIG"
 

@@ -1,4 +1,4 @@
-"""A first hash that reads as it walks (issue 31): ``walk_tree(read=Ahead(...))``.
+"""A first hash that reads as it walks: ``walk_tree(read=Ahead(...))``.
 
 Forked workers walk a share of the folders each and read the small regular files
 on the way.  Every test compares the result with the plain walk and hash, which

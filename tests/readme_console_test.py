@@ -1,4 +1,4 @@
-"""The README's five-minute path prints what the commands print today (issue 30).
+"""The README's five-minute path prints what the commands print today.
 
 Its ``sh`` set-up block runs in a scratch folder, then every ``console`` block of
 the section, command by command, in the folder the set-up ends in: each

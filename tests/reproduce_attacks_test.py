@@ -1,4 +1,4 @@
-"""``reproduce`` fed a hostile manifest (issue 28, item 15).
+"""``reproduce`` fed a hostile manifest.
 
 The requirements file is read by pip, which takes any line starting with ``-``
 as an option (``--extra-index-url``, ``-e git+...``) and splits lines wherever

@@ -1,5 +1,5 @@
 """``ftmanifest run M -- CMD`` end to end: the real entry point in a fresh
-interpreter, a clean locked manifest, real commands and real signals (issue 8).
+interpreter, a clean locked manifest, real commands and real signals.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""What happened to an experiment lives in its run records, not its signed manifest
-(issue 11): ``experiment.status`` is refused with where it went, and ``ftmanifest
+"""What happened to an experiment lives in its run records, not its signed manifest:
+``experiment.status`` is refused with where it went, and ``ftmanifest
 runs --mark`` records an abandoned attempt without touching the signature."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The sealed test split and the budget, as the ledger records them (issue 15).
+"""The sealed test split and the budget, as the ledger records them.
 
 A sealed split is scored only through a use ``unseal`` recorded; a second use
 by the experiment's family is recorded and warned about in ``unseal``,

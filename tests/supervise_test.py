@@ -1,4 +1,4 @@
-"""supervise: real commands, real signals, and no process left behind (issue 8).
+"""supervise: real commands, real signals, and no process left behind.
 
 The helpers here (a training-like child with a grandchild, starting a
 supervisor, waiting for it) are also used by ``run_cli_test``.

@@ -1,5 +1,5 @@
 """``trust add``, ``keygen --trust``, ``sign`` without ``--key`` and ``lock`` after
-signing (issue 30, "a first run without traps"): the first run of a new user
+signing: the first run of a new user
 in a real git repository, through the CLI entry point."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The tutorial shows what ``make demo`` prints today (issue 30).
+"""The tutorial shows what ``make demo`` prints today.
 
 The tutorial walks through manifests/demo.sh step by step.  This test runs the
 demo in a copy of the project, then finds every command of every ``console``

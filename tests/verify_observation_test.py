@@ -1,4 +1,4 @@
-"""One observation per verify (issue 26): git is asked for the repository root once.
+"""One observation per verify: git is asked for the repository root once.
 
 A signed, trusted project verified through the CLI: the trust file lookup,
 the code probe and the ledger's location each need the work tree root, and

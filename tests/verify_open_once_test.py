@@ -1,4 +1,4 @@
-"""Each file ``verify`` reads is opened once, and what it judges is what it hashed (issue 26).
+"""Each file ``verify`` reads is opened once, and what it judges is what it hashed.
 
 ``verify --no-cache`` hashes every pinned file, then the scanner sniffs,
 reads and judges the same files (text in forked workers for a big shard,

@@ -1,8 +1,7 @@
 """Attacks on ``check-adapter`` and ``load_bound``: each tries to get an OK for
-an adapter or base that is not what would be loaded (issue 12, "attack your
-own work").  Every one must end in a refusal (exit 1) or unusable input
-(exit 2), with a finding that names the file, the field, expected, observed
-and a fix -- never exit 0.
+an adapter or base that is not what would be loaded.  Every one must end in a refusal (exit 1)
+or unusable input (exit 2), with a finding that names the file, the field,
+expected, observed and a fix -- never exit 0.
 """
 
 from __future__ import annotations

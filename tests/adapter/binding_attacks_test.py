@@ -1,5 +1,5 @@
-"""Attacks where the base (or adapter) that computes is not the one that was bound
-(issue 29, items 1-5).  Each first proves, with a real transformers/peft load, that
+"""Attacks where the base (or adapter) that computes is not the one that was bound.
+Each first proves, with a real transformers/peft load, that
 the attack changes the logits, then that ``check-adapter``/``bind``/``load_bound``
 refuse it with a finding naming the file, the field, expected, observed and a fix.
 """

@@ -1,4 +1,4 @@
-"""bind and check-adapter on real tiny models with real peft adapters (issue 12)."""
+"""bind and check-adapter on real tiny models with real peft adapters."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""bind and check-adapter for what LoRA is not (issue 25): other PEFT methods declared
+"""bind and check-adapter for what LoRA is not: other PEFT methods declared
 under ``method.kind: peft`` are bound by their config, another method than the
 manifest's is one plain sentence (never LoRA rows), and LoRA settings that change the
 computation (layer_replication, an OLoRA init) are refused unless the manifest states them."""

@@ -1,4 +1,4 @@
-"""One resolver of peft's target rules (issue 25): checked against real peft on tiny
+"""One resolver of peft's target rules: checked against real peft on tiny
 models, from the live model and from the base's headers, and used alike by bind and
 check-adapter, so ``all-linear``, a regex and their explicit expansion agree."""
 

@@ -1,4 +1,4 @@
-"""The Trainer guard binds every adapter checkpoint it saves (issue 12): a real peft
+"""The Trainer guard binds every adapter checkpoint it saves: a real peft
 LoRA model trained by a real ``transformers.Trainer`` for two steps, a checkpoint at
 each, every checkpoint bound and accepted by check-adapter; without a key nothing is
 signed and the run record says so."""

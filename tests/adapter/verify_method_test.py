@@ -1,4 +1,4 @@
-"""verify judges the manifest's LoRA method against the pinned base's headers (issue 12):
+"""verify judges the manifest's LoRA method against the pinned base's headers:
 a target module the base lacks, a wrong trainable_params and an unreadable base are rows."""
 
 from __future__ import annotations

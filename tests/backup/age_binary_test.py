@@ -1,4 +1,4 @@
-"""The reference ``age`` binary as the cipher, pyrage as the fallback (issue 28, "Speed").
+"""The reference ``age`` binary as the cipher, pyrage as the fallback.
 
 Both implement age v1, so each one's archives must open with the other:
 an archive the binary encrypted is decrypted by pyrage's bytes API (an

@@ -620,7 +620,7 @@ def test_check_without_key_catches_a_missing_key_file(keys, tmp_path, capsys):
 
 def test_check_reports_an_archive_without_metadata_as_an_error(keys, tmp_path, capsys):
     """Its metadata deleted, or a backup interrupted before its last write: it
-    can be neither verified nor restored, so it is not an OK (issue 28, 12)."""
+    can be neither verified nor restored, so it is not an OK."""
     created = _made(keys, tmp_path)
     shutil.copyfile(created.archive, tmp_path / "backups" / "run-20200101T000000Z-0123456789ab.age")
     code, report = _check(keys, tmp_path / "backups", capsys)

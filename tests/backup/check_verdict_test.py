@@ -1,4 +1,4 @@
-"""``backup check --read-data`` and ``restore`` reach one verdict by one code (issue 28, 11, 12).
+"""``backup check --read-data`` and ``restore`` reach one verdict by one code.
 
 The index is judged by ``index.parse_entries`` for both: a name over 255
 bytes, or a file that is also a folder, is refused by both; a deep tree (one

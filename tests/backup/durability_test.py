@@ -1,4 +1,4 @@
-"""The archive reaches the disk before the metadata that vouches for it (issue 28, item 10).
+"""The archive reaches the disk before the metadata that vouches for it.
 
 ``os.fsync`` is wrapped to record which file each call syncs (the descriptor
 read back through /proc/self/fd): the archive's bytes, then the folder that

@@ -1,4 +1,4 @@
-"""Exit codes and reasons as the guide's table says (issue 28, "Messages and docs").
+"""Exit codes and reasons as the guide's table says.
 
 A file that changes between the walk and its read is ``source-changed`` (exit 1),
 like one that changes while it is read; tampered or truncated metadata is

@@ -1,4 +1,4 @@
-"""``prune`` under attack (issue 28, items 3-6): nothing deleted that must be kept.
+"""``prune`` under attack: nothing deleted that must be kept.
 
 An attacker (or an accident) who can write the backups folder flips a byte of
 a passphrase backup's key file, makes two backups in one second, dates a

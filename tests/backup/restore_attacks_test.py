@@ -1,4 +1,4 @@
-"""Restore writes only inside DEST, only what it made (issue 28, items 8 and 9).
+"""Restore writes only inside DEST, only what it made.
 
 A DEST that holds the backups folder (or lies inside it) is refused before
 anything is moved: ``--force`` would otherwise delete the backup being

@@ -284,7 +284,7 @@ def test_weekly_uses_iso_weeks_across_the_new_year() -> None:
 
 
 def test_keep_within_is_measured_from_now_and_the_future_takes_no_part() -> None:
-    # issue 28, item 5: one backup dated two years ahead must not push the rest out
+    # one backup dated two years ahead must not push the rest out
     items = _items("2026-11-01T00:00", "2026-11-20T00:00", "2028-11-20T00:00")
     now = datetime(2026, 11, 30, tzinfo=UTC)
     d = {x.item.backup_id: x for x in select(items, lambda kind: KeepPolicy(keep_within="15d"),

@@ -1,4 +1,4 @@
-"""``backup create`` and ``backup check`` are subcommands (issue 26, item 3): a folder
+"""``backup create`` and ``backup check`` are subcommands: a folder
 named ``check`` is backed up like any other, and the old ``backup PATHS...`` still
 creates, with a note on stderr."""
 

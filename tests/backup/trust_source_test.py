@@ -1,4 +1,4 @@
-"""Trust for a backup comes from the project, never from the storage (issue 28, items 1, 2, 7).
+"""Trust for a backup comes from the project, never from the storage.
 
 The attacker can write the backups folder and knows the public recipient, but
 not the project's signing key: they make a backup with their own key and plant

@@ -1,4 +1,4 @@
-"""``data check``: data entries' records and digests against the manifest, as verify (issue 17)."""
+"""``data check``: data entries' records and digests against the manifest, as verify."""
 
 from __future__ import annotations
 

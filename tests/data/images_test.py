@@ -1,4 +1,4 @@
-"""``data check`` over image classification folders: stats, bad files, duplicates (issue 17)."""
+"""``data check`` over image classification folders: stats, bad files, duplicates."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``data check`` against leakage a reviewer would call obvious (issue 29, items 10-14).
+"""``data check`` against leakage a reviewer would call obvious.
 
 Each attack is a disguised copy of a sealed test record planted in train; each must
 be found.  Hard negatives (unrelated records, records built from one template with

@@ -1,4 +1,4 @@
-"""``ftmanifest data check``: planted exact and near duplicates between splits (issue 17)."""
+"""``ftmanifest data check``: planted exact and near duplicates between splits."""
 
 from __future__ import annotations
 

@@ -200,7 +200,7 @@ def test_distributed_a_rank_whose_copy_differs_is_refused_before_any_record_is_r
     tmp_path: Path,
 ) -> None:
     """Rank 1's copy has one line more: every rank refuses (exit 1) naming rank 1, and
-    no rank reads a record of it (issue 31: rank 0 judged only its own copy)."""
+    no rank reads a record of it (rank 0 judged only its own copy)."""
     from tests.distributed.launch import verify_job
 
     _project(tmp_path / "p0")
@@ -253,7 +253,7 @@ def test_distributed_ranks_started_with_other_fields_are_refused_before_reading(
     tmp_path: Path,
 ) -> None:
     """Rank 1 is told to compare another field: every rank refuses (exit 1) naming rank 1
-    and the argument, before any record is read (issue 31)."""
+    and the argument, before any record is read."""
     from tests.distributed.launch import verify_job
 
     _project(tmp_path / "p0")

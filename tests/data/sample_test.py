@@ -1,5 +1,5 @@
 """``ftmanifest data sample``: seeded records of every category, rendered with a real
-tokenizer (trained with ``tokenizers``) and its chat template (issue 17)."""
+tokenizer (trained with ``tokenizers``) and its chat template."""
 
 from __future__ import annotations
 
@@ -128,7 +128,9 @@ def test_the_chat_template_of_the_pinned_tokenizer_is_applied(
     assert ex["target"] == {"field": "messages[1] (assistant)", "text": f"answer {cat} {n}"}
     code, out, _ = sample(capsys, str(m), "--per-category", "2", "--split", "train")
     assert code == 0
-    assert out.startswith("rendered as preflight formats it:")
+    first, second = out.splitlines()[:2]
+    assert first.startswith("computed by ftmanifest's preprocessing (not the trainer's batches): preflight's default recipe")
+    assert second.startswith("rendered with tokenizer ")
     assert f'input:    "<|user|> question train {n} about {cat} <|end|> <|assistant|>"' in out
     assert f"| [answer] [{cat}] [{n}] [<|end|>]" in out
 
@@ -251,7 +253,9 @@ def test_without_the_tokenizer_it_says_so_and_shows_raw_fields(
     m = project(tmp_path, None)  # no model folder here
     code, out, _ = sample(capsys, str(m), "--per-category", "1", "--split", "train")
     assert code == 0
-    assert out.startswith("NOT RENDERED: the pinned tokenizer is not available offline")
+    assert out.splitlines()[1].startswith(
+        "NOT RENDERED: the pinned tokenizer is not available offline"
+    )
     assert "<|user|>" not in out and "tokens:" not in out
     assert 'messages[0] user: "question train' in out
     payload = as_json(capsys, str(m), "--per-category", "1")
@@ -272,12 +276,13 @@ def test_a_tokenizer_that_differs_from_its_pin_is_not_used(
     m.write_text(m.read_text().replace("model: {path: model}", "model: {path: model, files: ["
         + ", ".join(f"{{path: {n}, digest: '{d}'}}" for n, d in pins.items()) + "]}"))  # fmt: skip
     code, out, _ = sample(capsys, str(m), "--per-category", "1", "--split", "eval")
-    assert code == 0 and out.startswith("rendered as preflight formats it")
+    assert code == 0 and out.splitlines()[1].startswith("rendered with tokenizer")
     with (folder / "tokenizer.json").open("a") as fh:
         fh.write(" ")
     code, out, _ = sample(capsys, str(m), "--per-category", "1", "--split", "eval")
     assert code == 0
-    assert out.startswith("NOT RENDERED") and "tokenizer.json differs from its pin" in out
+    assert out.splitlines()[1].startswith("NOT RENDERED")
+    assert "tokenizer.json differs from its pin" in out
 
 
 def test_html_is_self_contained_and_escapes_a_script_in_a_record(

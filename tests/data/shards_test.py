@@ -1,4 +1,4 @@
-"""``data check`` over a folder of shards (issue 31): one split read shard by shard,
+"""``data check`` over a folder of shards: one split read shard by shard,
 its records numbered on across the shards, each finding naming its shard and line.
 
 Until this, a data entry that is a folder was refused ("is a folder"), so the check a

@@ -1,4 +1,4 @@
-"""``data check``: categories per split, too few examples, lengths and seq_len (issue 17)."""
+"""``data check``: categories per split, too few examples, lengths and seq_len."""
 
 from __future__ import annotations
 

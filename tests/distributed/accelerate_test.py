@@ -1,4 +1,4 @@
-"""The recipe guard under ``accelerate launch`` with two CPU processes (issue 25).
+"""The recipe guard under ``accelerate launch`` with two CPU processes.
 
 accelerate starts the ranks (its multi-process launcher over torch's elastic
 agent, gloo on the CPU); each rank builds a real Trainer on the tiny example.

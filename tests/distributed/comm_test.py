@@ -138,7 +138,7 @@ def test_a_rank_that_joins_then_hangs_is_a_timeout_refusal(tmp_path: Path) -> No
     job = torchrun(tmp_path, GATHER, env={"FTM_TIMEOUT": "3", "FTM_HANG_1": "300"}, timeout=90)
     zero = _gathered(tmp_path, 0)
     assert zero.get("exit_code") == 1, job.log
-    # the rank that went silent is named, with its host (issue 31)
+    # the rank that went silent is named, with its host
     host = socket.gethostname()
     assert f"rank 1 ({host}) did not answer while gathering test objects within 3 s" in str(
         zero["error"]

@@ -1,4 +1,4 @@
-"""Test support: a real two-node ``torchrun`` job on one machine (issue 31).
+"""Test support: a real two-node ``torchrun`` job on one machine.
 
 Two agents, ``torchrun --nnodes 2 --nproc-per-node 2`` each, meet at a loopback
 c10d rendezvous.  Each agent runs in its own UTS and mount namespace

@@ -1,8 +1,8 @@
-"""Two nodes, one verdict (issue 31): real ``torchrun --nnodes 2`` agents on one machine.
+"""Two nodes, one verdict: real ``torchrun --nnodes 2`` agents on one machine.
 
 Each agent runs in its own UTS and mount namespace (``tests.distributed.nodes``):
 node-b can be given other arguments, or its own copy of a folder at the path both
-nodes read.  Each case fails on the code before issue 31: node-b's extra
+nodes read.  Each case failed before the ranks agreed on one verdict: node-b's extra
 ``--accept`` passed node-b while node-a refused; ``lock`` kept node-a's digests;
 ``data check`` judged only rank 0's copy; ``scan`` printed "nothing found" for a
 token only node-b's copy holds; torchrun's agent SIGTERMed a node's slower ranks.

@@ -1,4 +1,4 @@
-"""Nothing a rank sends is unpickled (issue 18): hostile and malformed answers, on threads.
+"""Nothing a rank sends is unpickled: hostile and malformed answers, on threads.
 
 Each step that gathers (hashing, scanning, exit codes, record signatures, the
 verdict) meets a peer that sends a crafted pickle whose unpickling would

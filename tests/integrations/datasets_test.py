@@ -1,4 +1,4 @@
-"""The data a Trainer reads is traced to pinned entries; pinned entries load by digest (issue 25).
+"""The data a Trainer reads is traced to pinned entries; pinned entries load by digest.
 
 The real tiny example project, locked; real ``datasets`` 5.2 and TRL trainers
 on the CPU; nothing downloaded.  Each attack is a test: a stale Arrow cache

@@ -1,4 +1,4 @@
-"""Tracing a loaded model's origin to the pinned snapshot, without torch (issue 8, item 4).
+"""Tracing a loaded model's origin to the pinned snapshot, without torch.
 
 The hub cache is conftest's ``hub`` fixture, laid out on disk as huggingface_hub
 does it: ``org/tiny`` with snapshots v1 and v2, ``refs/main`` -> v2.

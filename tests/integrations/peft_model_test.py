@@ -1,4 +1,4 @@
-"""The model as it will compute, judged before step 1 (issue 25): real peft models on
+"""The model as it will compute, judged before step 1: real peft models on
 the tiny bases, built exactly as a training script builds them, against the manifest's
 ``method``.  A LoRA r=8 under a manifest of r=4 was noticed only when the first
 checkpoint was bound; a LoRA under ``method: full`` never."""

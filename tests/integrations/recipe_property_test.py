@@ -1,4 +1,4 @@
-"""Properties of the recipe guard (issue 25): a random single change to the
+"""Properties of the recipe guard: a random single change to the
 ``TrainingArguments`` a manifest pins, or to the loaded model's config, is always
 refused; what the builders make from any manifest always passes.
 

@@ -1,4 +1,4 @@
-"""Tracker links (issue 30): a real Trainer reporting to a real MLflow (SQLite store)
+"""Tracker links: a real Trainer reporting to a real MLflow (SQLite store)
 or to W&B in offline mode; the guard tags the tracker's run with the manifest digest,
 the experiment and the ledger attempt, and the attempt records the tracker's run id.
 

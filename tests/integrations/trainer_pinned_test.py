@@ -1,4 +1,4 @@
-"""The Trainer guard checks the model it was handed, not only the manifest (issue 8, item 4).
+"""The Trainer guard checks the model it was handed, not only the manifest.
 
 A hub cache laid out on disk as huggingface_hub does it holds two snapshots of
 ``org/tiny`` (A: the example's model, B: other weights, same tokenizer); the

@@ -1,4 +1,4 @@
-"""The guard compares the recipe the Trainer really runs with the manifest (issue 25).
+"""The guard compares the recipe the Trainer really runs with the manifest.
 
 A real ``transformers.Trainer`` on the tiny example, on the CPU.  Each test
 changes one thing the way a training script would (an argument, the

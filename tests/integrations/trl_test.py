@@ -1,4 +1,4 @@
-"""TRL's SFTTrainer and DPOTrainer under the guard (issue 25): real trainers on the CPU.
+"""TRL's SFTTrainer and DPOTrainer under the guard: real trainers on the CPU.
 
 The issue's first case: an SFTTrainer with batch 8, 5 steps, max_length 16
 and the Trainer's default seed 42 against a manifest of micro_batch 4,

@@ -1,5 +1,4 @@
-"""In a ledger that signs, only records signed by a trusted key are evidence
-(issue 28, item 14).
+"""In a ledger that signs, only records signed by a trusted key are evidence.
 
 One forged, unsigned preflight record used to silence verify's "preflight
 missing", and a forged mark to change what ``ledger list`` (and audit's

@@ -1,4 +1,4 @@
-"""``ledger list`` shows preflight records apart from attempts (issue 30): a
+"""``ledger list`` shows preflight records apart from attempts: a
 preflight is a check before a run, and counting it as an attempt with status
 "preflight" made a project that had run nothing look as if it had tried."""
 

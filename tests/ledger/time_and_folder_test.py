@@ -1,4 +1,4 @@
-"""Two ledger messages that did not match what happened (issue 28).
+"""Two ledger messages that did not match what happened.
 
 - ``ledger --manifest M`` is documented to beat ``$FTMANIFEST_LEDGER`` (an
   explicit flag beats the environment), but the variable won.

@@ -1,4 +1,4 @@
-"""Where ``ledger check`` takes its trust from (issue 28, item 13).
+"""Where ``ledger check`` takes its trust from.
 
 Whoever can append to a ledger can write the folder around it, so the trust
 file comes from the project: ``--trust``, ``$FTMANIFEST_TRUST_FILE``, else

@@ -191,7 +191,7 @@ def test_schema_problems_are_all_reported_with_lines(mutate) -> None:  # type: i
     assert text[problems["experiment.ownr"].line - 1].strip().startswith("ownr:")
 
 
-# --- issue 10: where a syntax error starts, huge integers, what is not a file -----
+# --- where a syntax error starts, huge integers, what is not a file -----
 
 
 def test_yaml_error_points_where_the_unclosed_construct_starts(tmp_path: Path) -> None:

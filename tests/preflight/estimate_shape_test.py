@@ -1,4 +1,4 @@
-"""``estimate`` compares like with like (issue 30): the measured peak of a preflight
+"""``estimate`` compares like with like: the measured peak of a preflight
 step is set beside the estimate for the shape that step ran (preflight pads its step
 to ``seq_len``, and records the shape), and the figure says which allocator it
 assumes: under glibc's default malloc a real 512 x 4 CPU step keeps far more resident

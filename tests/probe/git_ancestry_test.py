@@ -1,4 +1,4 @@
-"""Descends-with-only-allowed-changes, on real repositories made in tmp_path (issue 8)."""
+"""Descends-with-only-allowed-changes, on real repositories made in tmp_path."""
 
 from __future__ import annotations
 

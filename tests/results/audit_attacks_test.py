@@ -1,4 +1,4 @@
-"""``audit`` said OK on run folders that are not OK (issue 29, items 6 and 7).
+"""``audit`` said OK on run folders that are not OK.
 
 Each case starts from the clean, complete tiny run (``audit_run``), hides a
 made-up token, or a loose key or log, where audit used not to look, and shows

@@ -61,7 +61,7 @@ def test_symlink_to_a_file_outside_is_never_chmodded(audit_run: AuditRun, tmp_pa
     report = audit(audit_run.run, audit_run.manifest, signature=False, fix_perms=True)
     assert _mode(outside) == 0o644 and _mode(outside_dir) == 0o777
     assert report.perm_changes == []
-    # judged where they point (issue 29), never changed there: unfixed rows naming the link
+    # judged where they point, never changed there: unfixed rows naming the link
     rows = {f.path: f for f in report.findings if f.rule.startswith("audit.permissions")}
     assert set(rows) == {str(outside), str(outside_dir)}
     assert all(f.rule == "audit.permissions-unfixed" for f in rows.values())

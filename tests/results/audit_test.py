@@ -1,4 +1,4 @@
-"""``ftmanifest audit``: the handoff gate on a complete tiny run folder (issue 13)."""
+"""``ftmanifest audit``: the handoff gate on a complete tiny run folder."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Attacks on the comparison audit hands off (issue 29, items 8 and 9).
+"""Attacks on the comparison audit hands off.
 
 Each test is one way a candidate that ``compare`` would refuse against the
 pinned baseline, or that no guard judged, used to reach ``OK: ready for

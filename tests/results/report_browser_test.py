@@ -1,4 +1,4 @@
-"""The handoff page in a real headless browser: Debian's Chromium (issue 13).
+"""The handoff page in a real headless browser: Debian's Chromium.
 
 Renders the report, screenshots it and dumps its DOM, with Chromium's console
 forwarded to stderr; a console message (a script error, a resource the CSP

@@ -1,4 +1,4 @@
-"""The handoff report: JSON, Markdown and self-contained HTML (issue 13)."""
+"""The handoff report: JSON, Markdown and self-contained HTML."""
 
 from __future__ import annotations
 
@@ -359,7 +359,7 @@ def test_json_keeps_values_and_writes_fail_cleanly(tmp_path: Path) -> None:
 
 
 def test_bare_urls_and_addresses_are_code_spans_not_links() -> None:
-    # GFM links these in plain text whatever is escaped around them (issue 29)
+    # GFM links these in plain text whatever is escaped around them
     data = full_data()
     data["findings"][0]["message"] = (
         "fetch https://evil.example/x?a=1 or www.evil.example, mail ops@evil.example"

@@ -1,4 +1,4 @@
-"""Compressed pickles, torch zip/tar containers and bounded memory (issue 9, items 4 and 6).
+"""Compressed pickles, torch zip/tar containers and bounded memory.
 
 Every dangerous file is loaded here with its real loader (pickle over the
 matching decompressor, joblib.load, torch.load(weights_only=False)) to prove a

@@ -1,4 +1,4 @@
-"""Run folders' own data formats are read as the data they are (issue 29, messages).
+"""Run folders' own data formats are read as the data they are.
 
 TensorBoard event files, SQLite stores, ``.tar.gz`` logs and a zip inside a
 zip used to be "not scanned" or "over the cap, raise the cap" (no cap was

@@ -1,4 +1,4 @@
-"""Text whose encoding changes after the sniffed head (issue 29, item 6; scan's part).
+"""Text whose encoding changes after the sniffed head (scan's part).
 
 The encoding is guessed from a file's first bytes.  A token in a UTF-16 line
 after 16 KB of ASCII used to pass: the scan read the rest as UTF-8, where

@@ -1,5 +1,5 @@
-"""The scan command reaches the container judges: compressed pickles through the CLI
-(issue 9, item 4), with text inside gzip keeping its line numbers."""
+"""The scan command reaches the container judges: compressed pickles through the CLI,
+with text inside gzip keeping its line numbers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Data formats read whole (issue 9): nested Parquet, UTF-16/32 text, JSON string escapes."""
+"""Data formats read whole: nested Parquet, UTF-16/32 text, JSON string escapes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GGUF files are judged as GGUF (issue 27): every real one used to be ``pickle.disguised``.
+"""GGUF files are judged as GGUF: every real one used to be ``pickle.disguised``.
 
 Files are written with the real ``gguf`` library (llama.cpp's) and read back
 with its reader.  A chat template that reaches ``__globals__`` is proved to

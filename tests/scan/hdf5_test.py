@@ -1,4 +1,4 @@
-"""HDF5 files (Keras ``.h5``) are judged by what h5py and Keras would read (issue 27).
+"""HDF5 files (Keras ``.h5``) are judged by what h5py and Keras would read.
 
 Files are written by real h5py, models saved by real Keras 3 (torch backend)
 and loaded back: safe mode refusing a Lambda shows the bytecode is what

@@ -1,4 +1,4 @@
-"""Images are data; their metadata is text to scan (issue 27).
+"""Images are data; their metadata is text to scan.
 
 Every image data set used to fail the scan (``not scanned: unknown binary``)
 unless ``--allow-not-scanned`` waved every file through.  Images are built

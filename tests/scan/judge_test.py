@@ -1,4 +1,4 @@
-"""One decision of which findings fail (issue 26): scan, verify and audit share it."""
+"""One decision of which findings fail: scan, verify and audit share it."""
 
 from __future__ import annotations
 

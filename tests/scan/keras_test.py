@@ -1,4 +1,4 @@
-"""Keras ``.keras`` archives are judged by their config (issue 27).
+"""Keras ``.keras`` archives are judged by their config.
 
 Models are saved by real Keras 3 (torch backend) and loaded back: its safe
 mode refuses the Lambda layer, which shows the bytecode is what loading would

@@ -1,4 +1,4 @@
-"""Object dtypes in .npy/.npz are found by numpy's own descr rules (issue 9, item 2).
+"""Object dtypes in .npy/.npz are found by numpy's own descr rules.
 
 Each dangerous file is built here with a harmless payload (``Path.touch`` on a
 marker) and, where numpy will read it, loaded with ``numpy.load(allow_pickle=

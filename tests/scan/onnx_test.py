@@ -1,4 +1,4 @@
-"""ONNX models are judged as ONNX, never as text (issue 27).
+"""ONNX models are judged as ONNX, never as text.
 
 Models are built with the real ``onnx`` library and, where it matters, loaded
 with it: its loader refuses external data outside the model's folder, which

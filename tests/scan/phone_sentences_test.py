@@ -3,8 +3,8 @@
 ``benchmarks/_phones.py`` draws numbers valid for US, IN, BR, FR, GB and DE
 (``phonenumbers``) and writes each eight ways: international, national, E.164,
 dashes, dots, a bare run after a phone word, a ``(0)`` trunk after the country
-code, an extension.  Issue 27 asks for at least 80 % per region with no more
-than 1 % of log lines flagged; before it, BR was 50 % (no ``(11)`` area codes,
+code, an extension.  The target is at least 80 % per region with no more
+than 1 % of log lines flagged; before these rules, BR was 50 % (no ``(11)`` area codes,
 no BR among the default regions) and no region reached 80 %.
 """
 

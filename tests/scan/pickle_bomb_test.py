@@ -1,4 +1,4 @@
-"""Memo and DUP expansion bombs are named (issue 27).
+"""Memo and DUP expansion bombs are named.
 
 ``x = [x, x]`` forty times pickles into a few hundred bytes, and loading it is
 quick (the references are shared), but the object has 2**40 items once

@@ -1,4 +1,4 @@
-"""Pickle frames: the scan walks every way CPython's unpickler reads them (issue 27).
+"""Pickle frames: the scan walks every way CPython's unpickler reads them.
 
 A FRAME opcode announces how many bytes the next opcodes fill.  ``pickle.loads``
 ignores it.  The C unpickler over a file object *without* ``peek`` (an

@@ -1,4 +1,4 @@
-"""Random gadget pickles are always flagged; the sniffer agrees with CPython (issue 9).
+"""Random gadget pickles are always flagged; the sniffer agrees with CPython.
 
 Gadgets are assembled opcode by opcode: the import spelled with GLOBAL or
 STACK_GLOBAL, its strings from any string opcode or the memo, protocols 0-5,

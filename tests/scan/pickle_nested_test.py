@@ -1,4 +1,4 @@
-"""A pickle stored as bytes inside a pickle is judged too (issue 27).
+"""A pickle stored as bytes inside a pickle is judged too.
 
 Code that unpickles a checkpoint's field (``pickle.loads(state["payload"])``)
 runs what that field's pickle imports; the outer pickle alone imports

@@ -1,4 +1,4 @@
-"""Pickles that do not look like pickles are still judged as pickles (issue 9, items 1, 3, 5).
+"""Pickles that do not look like pickles are still judged as pickles.
 
 Each attack is proved real first: CPython's own unpickler (or ``torch.load``)
 runs its payload, which only touches a marker file in ``tmp_path``.  Then the

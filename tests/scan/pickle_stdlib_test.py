@@ -1,4 +1,4 @@
-"""Standard-library globals that only build data are not errors (issue 27).
+"""Standard-library globals that only build data are not errors.
 
 Other scanners' benign fixtures pickle ``len``, ``collections.deque``,
 ``decimal.Decimal``... and an error on each buried the real ones.  Each file

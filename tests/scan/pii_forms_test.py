@@ -1,4 +1,4 @@
-"""Personal data in the forms people write (issue 9): grouped cards, national
+"""Personal data in the forms people write: grouped cards, national
 phones, lower-case IBANs, passport and national-ID numbers behind a keyword."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_published_test_numbers_are_a_warning(engine: str, card: str) -> None:
 
 
 def test_the_issue_example() -> None:
-    """Issue 9: "Paid with 5105 1051 0510 5100." was missed; it is a PSP test number."""
+    """Regression: "Paid with 5105 1051 0510 5100." was missed; it is a PSP test number."""
     assert found("Paid with 5105 1051 0510 5100.") == [
         ("pii.card-test-number", "warning", "5105 1051 0510 5100")
     ]

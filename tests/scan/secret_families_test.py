@@ -4,7 +4,7 @@
 shape (AWS ABIA/ACCA ids and Bedrock keys, GitLab's token kinds, Hugging Face
 org tokens, Slack app, refresh and workflow tokens and webhooks, Azure AD
 client secrets, curl -u passwords, PlanetScale) in the contexts they leak in,
-with hard negatives.  Before issue 27, 171 of 420 were found.
+with hard negatives.  Before these families had rules, 171 of 420 were found.
 """
 
 from __future__ import annotations

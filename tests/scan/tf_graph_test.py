@@ -1,4 +1,4 @@
-"""TensorFlow graphs are judged by their operators (issue 27).
+"""TensorFlow graphs are judged by their operators.
 
 TensorFlow is not installed here, so the messages are written field by field
 from the protobuf definitions (``SavedModel.meta_graphs`` = 2,

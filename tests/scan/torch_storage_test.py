@@ -1,4 +1,4 @@
-"""A torch zip is judged by what ``torch.load`` reads (issue 27).
+"""A torch zip is judged by what ``torch.load`` reads.
 
 ``data.pkl`` is a pickle; the storages it names (``archive/data/<key>``) are raw
 tensor bytes that torch never unpickles, whatever their first byte spells.  A

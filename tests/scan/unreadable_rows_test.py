@@ -1,4 +1,4 @@
-"""A model file a judge cannot read says what it expected and what to do (issue 27)."""
+"""A model file a judge cannot read says what it expected and what to do."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""verify's policy scan reads a pinned hub snapshot's files, not only a local model folder
-(issue 9, item 7)."""
+"""verify's policy scan reads a pinned hub snapshot's files, not only a local model folder."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a scan cannot walk is a not-scanned error row, never silently nothing (issue 9, item 8)."""
+"""What a scan cannot walk is a not-scanned error row, never silently nothing."""
 
 from __future__ import annotations
 

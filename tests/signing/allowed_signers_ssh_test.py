@@ -1,4 +1,4 @@
-"""Issue 10, trust-file parsing: the same verdict as OpenSSH on the same file.
+"""Trust-file parsing: the same verdict as OpenSSH on the same file.
 
 A differential test: each line of a table goes into an allowed_signers file,
 then the real ``ssh-keygen -Y verify`` (namespace ``ftmanifest``, principal

@@ -1,4 +1,4 @@
-"""Issue 10, the command line: the signing commands' messages and mistakes.
+"""The command line: the signing commands' messages and mistakes.
 
 Through the real CLI entry point, with real keys, manifests and folders.
 """

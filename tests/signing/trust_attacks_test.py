@@ -1,4 +1,4 @@
-"""Issue 10, Trust: each attack on where trust comes from, end to end.
+"""Trust: each attack on where trust comes from, end to end.
 
 Real keys from ``ftmanifest keygen``, real git repositories, the real CLI.
 """

@@ -110,7 +110,7 @@ def test_malformed_lines_name_the_line(line: str) -> None:
 
 
 def test_only_the_repository_root_trust_file_counts(tmp_path: Path) -> None:
-    """A pull request cannot add a nearer sub/.ftmanifest/allowed_signers (issue 10)."""
+    """A pull request cannot add a nearer sub/.ftmanifest/allowed_signers."""
     outer = tmp_path / ".ftmanifest" / "allowed_signers"  # above the repo: never used
     outer.parent.mkdir()
     outer.write_text("")

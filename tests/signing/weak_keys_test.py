@@ -1,4 +1,4 @@
-"""Issue 10, Keys: small-order and non-canonical Ed25519 keys, malformed key ids."""
+"""Keys: small-order and non-canonical Ed25519 keys, malformed key ids."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Compare a console block of the docs with what a command prints (issue 30).
+"""Compare a console block of the docs with what a command prints.
 
 A block shows ``$ COMMAND`` lines, each followed by the output the reader should
 see.  What differs from run to run is folded on both sides before comparing
