@@ -1,4 +1,4 @@
-"""Many small files (issue 31): ``bench_hashing.py --files N`` measures lock, a cached
+"""Many small files: ``bench_hashing.py --files N`` measures lock, a cached
 verify and ``verify --no-cache`` of a data folder of N JSONL shards (nested folders of
 at most 1,000), each as a whole ``ftmanifest`` process, beside the stat-walk floor
 (``find -printf``) and ``find | xargs -P2 sha256sum``; peak RSS of each process, and
@@ -20,7 +20,7 @@ from _report import installed_env
 from ftmanifest.statcache import RACY_NS
 
 HOUR_NS = 3600 * 10**9
-TARGET_FILES = 1_000_000  # the scale issue 31 sets its ratio targets at
+TARGET_FILES = 1_000_000  # the scale the ratio targets are set at
 _RSS = """
 import resource, subprocess, sys
 done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -132,7 +132,7 @@ def files_rows(n: int, repeat: int, tmp: Path) -> list[tuple[str, str, str, str,
             True,
         ),
     ]
-    # The ratio targets are issue 31's, set for a million files; below that the
+    # The ratio targets are set for a million files; below that the
     # process's start (~0.4 s) is a large part of the run and they are not judged.
     at_scale = n >= TARGET_FILES
     judged = "" if at_scale else " at 1M"

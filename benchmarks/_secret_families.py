@@ -1,4 +1,4 @@
-"""A labelled secret corpus built from the providers' documented token formats (issue 27).
+"""A labelled secret corpus built from the providers' documented token formats.
 
 Each family draws random tokens in its provider's documented shape and plants
 them in the places ML work leaks them (an env file, a JSON config, a YAML

@@ -10,7 +10,7 @@ matrices of hidden size 4096, norms, ``--shard-mib`` shards; total
 1. the first check (``check_adapter(..., base_dir=...)``, no cache: every
    tensor byte hashed once, shards in parallel) vs ``openssl dgst -sha256``
    over the same shards, page cache warmed once for both (target: >= 0.8
-   of openssl's throughput; issue 12);
+   of openssl's throughput);
 2. the same first check on a base in one file (nothing to split between
    shards), with the page cache warm, and cold (each file evicted with
    ``posix_fadvise(DONTNEED)`` before each tool runs: the disk is read);

@@ -16,7 +16,7 @@ process tree (the check and its workers: the largest sum of their resident
 sets, sampled every 0.1 s from /proc, and never below the check's own
 ``ru_maxrss``).  Recall and precision are of the planted near duplicates, by
 training record.
-Targets (issue 17): the whole check under 10 minutes on two cores, recall
+Targets: the whole check under 10 minutes on two cores, recall
 >= 0.95 at Jaccard >= 0.9 with precision >= 0.95, memory under 4 GB.
 """
 

@@ -1,6 +1,6 @@
 """Time `ftmanifest lint` on one manifest as a whole process, against `python -c pass`.
 
-Target (issue 2): the difference is under 100 ms, so the pre-commit hook is
+Target: the difference is under 100 ms, so the pre-commit hook is
 not felt.  Prints medians over --runs runs, interleaved so both see the same
 machine load.
 """

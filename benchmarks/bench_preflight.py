@@ -5,7 +5,7 @@
 Builds the tiny example (a 2-layer model, a tokenizer trained with
 ``tokenizers``, 64 chat records) in a temporary folder, then times in one
 run, each in a fresh process: all nine preflight checks through the CLI
-(target, issue 16: under 60 s on two cores), and, as the floor, a process
+(target: under 60 s on two cores), and, as the floor, a process
 that imports torch and transformers, loads the same model and runs one
 forward/backward/AdamW step (what any check costs at least).
 """

@@ -5,7 +5,7 @@
 Generates a ~100 MB JSONL (``--quick``: ~10 MB) of chat records with UUIDs,
 sha256/sha1 digests, base64 images, code snippets, URLs and a private IPv4 per
 record, with a secret, an email and a phone number planted every 400 records
-(and, since issue 9, a grouped card number without a card word, a national-format
+(and a grouped card number without a card word, a national-format
 phone, a lower-case IBAN in groups of four and a passport number after its keyword)
 (kept in ``benchmarks/_data/``, which is git-ignored, and reused).  Scans the
 whole file with ftmanifest (secrets + PII, ``--jobs`` processes, best of
@@ -106,7 +106,7 @@ def _luhn_complete(body: str) -> str:
 
 
 def planted_pii(r: random.Random, line: int) -> str:
-    """Issue 9's forms: a grouped card without a card word, a national-format phone, a
+    """PII in the forms people write: a grouped card without a card word, a national-format phone, a
     lower-case grouped IBAN and a passport number behind its keyword."""
     card = _luhn_complete("4" + _s(r, 14, "123456789"))
     card = " ".join(card[i : i + 4] for i in range(0, 16, 4))
