@@ -17,7 +17,7 @@ $(PY):
 
 $(VENV)/.installed-demo: pyproject.toml | $(PY)
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e '.[ml]' --config-settings editable_mode=compat
+	$(PIP) install -q -e '.[ml,interop]' --config-settings editable_mode=compat
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
