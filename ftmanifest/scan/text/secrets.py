@@ -228,3 +228,30 @@ def unembedded_token(m: Match, g: int) -> bool:
     upper = any(65 <= c <= 90 for c in value)
     digit = any(48 <= c <= 57 for c in value)
     return lower and upper and digit and not is_placeholder(value) and entropy(value) >= 4.0
+
+
+def mixed_token(m: Match, g: int) -> bool:
+    """A prefixed token over one case (``API-`` + upper case and digits): it must mix
+    letters and digits, so a word in capitals is not a key."""
+    value = m.group(g)
+    has_digit = any(48 <= c <= 57 for c in value)
+    has_alpha = any(65 <= c <= 90 or 97 <= c <= 122 for c in value)
+    return has_digit and has_alpha and provider_token(m, g)
+
+
+_RUN = re.compile(rb"([^A])\1{5}")
+
+
+def padded_token(m: Match, g: int) -> bool:
+    """A token that opens with a run of ``A`` (Twitter's app bearer token): the part
+    after the run must be random, and the whole not a slice of a base64 blob."""
+    value, buf = m.group(g), m.string
+    if not token_boundary(buf, m.start(), m.end(g), b"_-+/%") or buf[m.end(g) :][:1] == b"=":
+        return False
+    rest = value.lstrip(b"A")
+    if _RUN.search(rest) or _PLACEHOLDER.search(rest):
+        return False
+    lower = any(97 <= c <= 122 for c in rest)
+    upper = any(65 <= c <= 90 for c in rest)
+    digit = any(48 <= c <= 57 for c in rest)
+    return lower and upper and digit and entropy(rest) >= 4.0
