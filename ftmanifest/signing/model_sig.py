@@ -87,8 +87,11 @@ def write_model_signature(
     from model_signing import signing as ms_signing
 
     target = folder / SIGNATURE_NAME
+    # model-signing joins ignored paths to the model folder: they are names inside
+    # it (a path with the folder in it again ignored nothing when the folder was
+    # given relative, and the envelope bind rewrites next was signed in its old form)
     hashing = ms_hashing.Config().set_ignored_paths(
-        paths=[folder / SIGNATURE_NAME, *(folder / n for n in ignore)], ignore_git_paths=True
+        paths=[SIGNATURE_NAME, *ignore], ignore_git_paths=True
     )
     # model-signing annotates the password as str but hands it to cryptography,
     # which takes bytes

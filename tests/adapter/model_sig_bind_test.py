@@ -89,3 +89,19 @@ def test_ed25519_bind_notes_that_model_sig_is_not_written(
     out = capsys.readouterr().out
     assert "note:" in out and "model.sig not written" in out and "elliptic-curve" in out
     assert not (adapter / "model.sig").exists()
+
+
+def test_binding_again_with_a_relative_path_keeps_model_sig_valid(
+    models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An adapter bound once (its envelope already there), bound again by a relative
+    path: model.sig must leave the envelope out, which bind then rewrites."""
+    project = _project(models, tmp_path)
+    key = tmp_path / "keys" / "ec"
+    assert main(["keygen", "-f", str(key), "--type", "ecdsa-p256", "--no-passphrase"]) == 0
+    _trust(project, Path(f"{key}.pub"), monkeypatch)  # also changes into the project
+    bind = ["bind", "adapter", "--manifest", "exp.json", "--key", str(key)]
+    assert main(bind) == 0
+    assert main(bind) == 0  # the envelope of the first bind is in the folder now
+    ok = _model_signing_verify(project / "adapter", Path(f"{key}.pub.pem"))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
