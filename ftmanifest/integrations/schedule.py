@@ -15,6 +15,14 @@ learning rate with ``base * factor(k)``, ``k`` the optimizer steps taken
 neither taken nor scheduled).  ``base`` is each group's starting rate, which
 ``runtime`` holds to the pinned lr before step 1, so per-group rates (LoRA+)
 are refused there, as the manifest cannot describe them.
+
+The same hook holds the rest of the step to what was judged before step 1
+(``drift.optimizer-step``): each group's ``betas``, ``eps`` and
+``weight_decay`` as they were at train begin, and which of the model's
+parameters train (``requires_grad``): a callback that changes weight decay
+or unfreezes a layer mid-run stops before the step that would apply it.
+Without a pinned schedule only these are checked.  The cost is one pass
+over the param groups and one over the model's parameter flags per step.
 """
 
 from __future__ import annotations
@@ -28,6 +36,13 @@ from ftmanifest.findings import Finding
 from ftmanifest.location import Loc
 
 RULE = "drift.lr-schedule"
+STEP_RULE = "drift.optimizer-step"
+HELD = ("betas", "eps", "weight_decay")
+STEP_HINT = (
+    "change nothing of the optimizer or of which parameters train after train begins "
+    "(no callback or code of its own writing param_groups or requires_grad), or change "
+    "the manifest and re-sign"
+)
 HINT = (
     "let the Trainer's scheduler alone set the learning rate (no callback or code of its "
     "own writing optimizer.param_groups[...]['lr']), or change training.optimizer and re-sign"
@@ -100,6 +115,14 @@ def inner_optimizer(optimizer: Any) -> Any:
     return inner
 
 
+def _value(value: Any) -> Any:
+    """A hyper-parameter as plain data (0-d tensors under capturable optimizers)."""
+    if isinstance(value, (tuple, list)):
+        return tuple(_value(v) for v in value)
+    item = getattr(value, "item", None)
+    return item() if callable(item) else value
+
+
 def _lr(group: dict[str, Any]) -> float:
     return float(group["lr"])  # a 0-d tensor under capturable/fused optimizers
 
@@ -109,16 +132,21 @@ class StepGuard:
 
     def __init__(
         self,
-        schedule: PinnedSchedule,
+        schedule: PinnedSchedule | None,
         optimizer: Any,
         start: int,
         path: str,
         refuse: Callable[[int, list[Finding]], None],
+        model: Any = None,
     ) -> None:
         self.schedule, self.path, self.refuse = schedule, path, refuse
         self.inner = inner_optimizer(optimizer)
         groups = self.inner.param_groups
         self.bases = [float(g.get("initial_lr", _lr(g))) for g in groups]
+        self.held = [{k: _value(g[k]) for k in HELD if k in g} for g in groups]
+        self.params = list(model.parameters()) if model is not None else []
+        self.trainable = [bool(p.requires_grad) for p in self.params]
+        self.names = [n for n, _ in model.named_parameters()] if model is not None else []
         self.index = start  # optimizer steps taken (the scheduler's count)
         self.checked = 0
         self.handle: Any = None
@@ -144,6 +172,9 @@ class StepGuard:
         if len(groups) != len(self.bases):
             return [_row(self.path, loc, "the optimizer's param groups changed during training",
                          f"{len(self.bases)} groups", f"{len(groups)} groups")]  # fmt: skip
+        rows = self._held(groups) + self._trainable()
+        if self.schedule is None or rows:
+            return rows
         factor = self.schedule.factor(self.index)
         wrong = []
         for i, (group, base) in enumerate(zip(groups, self.bases, strict=True)):
@@ -160,6 +191,35 @@ class StepGuard:
                      ", ".join(f"group {i}: {want:.6g}" for i, want, _ in wrong),
                      ", ".join(f"group {i}: {seen:.6g} (optimizer.param_groups[{i}]['lr'])"
                                for i, _, seen in wrong))]  # fmt: skip
+
+    def _held(self, groups: list[dict[str, Any]]) -> list[Finding]:
+        rows = []
+        for i, (group, held) in enumerate(zip(groups, self.held, strict=True)):
+            for key, want in held.items():
+                seen = _value(group.get(key))
+                if seen != want:
+                    rows.append(self._step_row(
+                        ("training", "optimizer", key),
+                        f"the optimizer's {key} changed during training, before optimizer step "
+                        f"{self.index + 1}", f"group {i}: {want} (at train begin)",
+                        f"group {i}: {seen} (optimizer.param_groups[{i}]['{key}'])"))  # fmt: skip
+        return rows
+
+    def _trainable(self) -> list[Finding]:
+        now = [bool(p.requires_grad) for p in self.params]
+        if now == self.trainable:
+            return []
+        changed = [i for i, (a, b) in enumerate(zip(self.trainable, now, strict=True)) if a != b]
+        shown = ", ".join(f"{self.names[i]} ({'trains' if now[i] else 'frozen'})"
+                          for i in changed[:5])  # fmt: skip
+        return [self._step_row(("method",), "the parameters that train changed during "
+                               f"training, before optimizer step {self.index + 1}",
+                               f"{sum(self.trainable)} trainable tensors, as at train begin",
+                               f"{len(changed)} changed: {shown}")]  # fmt: skip
+
+    def _step_row(self, loc: Loc, message: str, expected: str, observed: str) -> Finding:
+        return Finding.at(loc, kind="drift", rule=STEP_RULE, message=message, path=self.path,
+                          expected=expected, observed=observed, hint=STEP_HINT)  # fmt: skip
 
     def remove(self) -> None:
         if self.handle is not None:

@@ -293,14 +293,15 @@ class FtManifestCallback(TrainerCallback):
         report_guarded(report.manifest_digest)  # `run --guarded` waits for this word
 
     def _guard_steps(self, state: TrainerState, kw: dict[str, Any]) -> None:
-        """Hook the optimizer: each step's learning rates against the pinned schedule."""
+        """Hook the optimizer: each step's learning rates against the pinned schedule,
+        its other hyper-parameters and the trainable set against train begin's."""
         from ftmanifest.integrations.schedule import StepGuard
 
         if self._steps is not None:
             self._steps.remove()  # a second train() on the same Trainer
         self._steps = None
         optimizer, schedule = kw.get("optimizer"), self._schedule
-        if schedule is None or optimizer is None:
+        if optimizer is None:
             return
         last = getattr(getattr(kw.get("lr_scheduler"), "scheduler", None)
                        or kw.get("lr_scheduler"), "last_epoch", None)  # fmt: skip
@@ -310,7 +311,7 @@ class FtManifestCallback(TrainerCallback):
             start = last
         self._steps = StepGuard(
             schedule, optimizer, start, str(self.manifest),
-            lambda index, rows: self._refuse_step(state, index, rows),
+            lambda index, rows: self._refuse_step(state, index, rows), model=kw.get("model"),
         )  # fmt: skip
         self.recipe.setdefault("lr_schedule", {})["hooked"] = self._steps.hooked
 
