@@ -513,11 +513,6 @@ class FtManifestCallback(TrainerCallback):
             "lr_schedule": self._schedule_record,
             "tokenizer": self._tokenizer_record,
         }
-        if check.unpinned:
-            report.warnings.append(
-                "Trainer options that change training and that the manifest does not pin: "
-                + ", ".join(f"{k}={v!r}" for k, v in sorted(check.unpinned.items()))
-            )
         return rows
 
     def _pin_schedule(self, manifest: Any, shown: str, total: int) -> list[Finding]:
