@@ -56,6 +56,7 @@ SAMPLE_EXAMPLES = """\
 examples:
   ftmanifest data sample exp.yaml --per-category 2
   ftmanifest data sample exp.yaml --split eval --per-category 1 --html sample.html
+  ftmanifest data sample exp.yaml --from-run out/ftmanifest-run.json
 """
 
 
@@ -64,8 +65,16 @@ def add_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                            description=SAMPLE_DESCRIPTION,
                            epilog=SAMPLE_EPILOG + "\n" + SAMPLE_EXAMPLES)  # fmt: skip
     add_manifest_argument(q)
-    q.add_argument("--per-category", type=int, required=True, metavar="N",
-                   help="records shown per category and split")  # fmt: skip
+    q.add_argument(
+        "--per-category",
+        type=int,
+        metavar="N",
+        help="records shown per category and split (required without --from-run)",
+    )
+    q.add_argument("--from-run", metavar="RUN",
+                   help="show the examples as the trainer itself fed them: the batches the "
+                   "Trainer guard recorded in RUN (a run record file, ftmanifest-run.json, or "
+                   "an attempt id the ledger knows)")  # fmt: skip
     q.add_argument("--split", action="append", default=[], metavar="NAME",
                    help="only this data entry (repeatable; default: every train, eval, "
                    "baseline-eval and test split)")  # fmt: skip
@@ -85,6 +94,16 @@ def run(args: argparse.Namespace) -> int:
     from ftmanifest.data.sample_payload import refuse_output, sample_payload
     from ftmanifest.manifest import load_manifest
 
+    if args.from_run is not None:
+        return _from_run(args)
+    if args.per_category is None:
+        raise UsageError(
+            "--per-category N is required (or --from-run RUN)",
+            field="--per-category",
+            expected="--per-category N, or --from-run RUN for the trainer's own batches",
+            observed="neither",
+            hint="e.g. --per-category 3",
+        )
     if not 1 <= args.per_category <= MAX_PER_CATEGORY or (args.seed is not None and args.seed < 0):
         raise UsageError(
             f"--per-category must be 1 to {MAX_PER_CATEGORY} and --seed >= 0",
@@ -112,6 +131,43 @@ def run(args: argparse.Namespace) -> int:
     return 0 if payload["ok"] else 1
 
 
+def _from_run(args: argparse.Namespace) -> int:
+    from ftmanifest.data.sample_run import from_run
+
+    payload = from_run(Path(args.manifest), args.from_run)
+    if args.format == "json":
+        from ftmanifest.output import to_json
+
+        sys.stdout.write(to_json(payload))
+    else:
+        sys.stdout.write(run_text(payload))
+    return 0
+
+
+def run_text(payload: dict[str, Any]) -> str:
+    """The recorded rows: token and loss counts, the redacted text with [[the loss]] marked."""
+    lines = [f"from the trainer's own batches ({escape(payload['from_run'])}): "
+             f"{escape(str(payload['arguments']))}, {escape(str(payload['kind']))}"]  # fmt: skip
+    for b in payload["micro_batches"]:
+        shapes = ", ".join(f"{k} {v.get('shape')}" for k, v in b["tensors"].items())
+        lines += ["", f"== micro-batch {b['index']}: {escape(shapes)} =="]
+        if b["why_not"]:
+            lines.append(f"  {escape(b['why_not'])}")
+        for ex in b["examples"]:
+            pair = f" ({ex['pair']})" if ex["pair"] else ""
+            loss = "?" if ex["loss_tokens"] is None else ex["loss_tokens"]
+            head = f"  row {ex['row']}{pair}: {ex['tokens']} tokens, loss on {loss}"
+            if ex["redacted"]:
+                head += f", {ex['redacted']} span(s) redacted"
+            if ex["cut"] or ex["text_cut"]:
+                head += " (shown cut)"
+            lines.append(head)
+            shown = ex["marked"] if ex["marked"] is not None else ex["text"]
+            lines.append(f"    {_q(shown) if shown is not None else '(no text recorded)'}")
+    lines += ["", "[[...]]: the tokens that carry loss (the recorded loss mask)"]
+    return "\n".join(lines) + "\n"
+
+
 def _q(value: str) -> str:
     return '"' + escape(value) + '"'
 
@@ -124,8 +180,11 @@ def _category(cat: str | None) -> str:
 
 def _header(payload: dict[str, Any]) -> list[str]:
     tok = payload["tokenizer"]
-    lines = []
-    if not payload["rendered"]:
+    way = payload["computed_by"]
+    lines = [escape(way["says"])]
+    if way["way"] is None:
+        lines.append("NOT RENDERED: the records' raw fields follow, NOT what the model sees")
+    elif not payload["rendered"]:
         lines.append(
             "NOT RENDERED: the pinned tokenizer is not available offline ("
             f"{escape(str(tok['reason']))}); the records' raw fields follow, NOT what the "
@@ -136,7 +195,7 @@ def _header(payload: dict[str, Any]) -> list[str]:
             "its chat template" if tok["chat_template"] else "no chat template (prompt+completion)"
         )
         lines.append(
-            f"rendered as preflight formats it: tokenizer {escape(str(tok['folder']))} with "
+            f"rendered with tokenizer {escape(str(tok['folder']))} and "
             f"{how}, cut at seq_len {payload['seq_len']} ({payload['seq_len_from']}), loss on "
             f"{escape(payload['loss_on'])}"
         )

@@ -73,9 +73,13 @@ def preparation(manifest: Any) -> tuple[str | None, Callable[..., Any] | None, s
         return "preflight", None, f"{NOT_THE_TRAINERS}: {WAYS['preflight']}"
     if kind == "sft":
         return "trl-sft", sft_format, f"{NOT_THE_TRAINERS}: {WAYS['trl-sft']}"
-    return None, None, (
-        f"cannot show {kind.upper()}'s batches itself (training.objective.kind: {kind}): "
-        f"ftmanifest does not reproduce TRL's {kind} preprocessing token for token; {FROM_RUN}"
+    return (
+        None,
+        None,
+        (
+            f"cannot show {kind.upper()}'s batches itself (training.objective.kind: {kind}): "
+            f"ftmanifest does not reproduce TRL's {kind} preprocessing token for token; {FROM_RUN}"
+        ),
     )
 
 

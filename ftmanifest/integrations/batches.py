@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterable, Mapping
+from itertools import groupby
 from typing import Any
 
 from ftmanifest.scan.redact import redact_bytes
@@ -204,11 +205,28 @@ class BatchRecorder:
         text, hidden, found = redact_tokens(self.tokenizer, window)
         ex["text"], ex["redacted"] = text[:MAX_TEXT], found
         ex["text_cut"] = len(text) > MAX_TEXT or len(kept) > len(window)
+        if loss is not None:
+            marks = [loss[i] for i in kept[: len(window)]]
+            ex["marked"] = marked_text(self.tokenizer, window, marks, hidden)
         for k in hidden:
             position = kept[k]
             if position < MAX_TOKENS:
                 ex["input_ids"][position] = None  # withheld: the ids would spell the secret
         return ex
+
+
+LOSS_OPEN, LOSS_CLOSE = "[[", "]]"  # around the tokens that carry loss, in ``marked``
+
+
+def marked_text(tokenizer: Any, ids: list[int], loss: list[bool], hidden: set[int]) -> str | None:
+    """The decoded text with ``[[...]]`` around each run of tokens that carry loss and
+    ``[REDACTED]`` for the withheld ones; ``None`` if the scan rules still find something."""
+    parts: list[str] = []
+    for (carries, withheld), run in groupby(range(len(ids)), lambda k: (loss[k], k in hidden)):
+        shown = "[REDACTED]" if withheld else _decode(tokenizer, [ids[k] for k in run])
+        parts.append(f"{LOSS_OPEN}{shown}{LOSS_CLOSE}" if carries else shown)
+    text = "".join(parts).replace(LOSS_CLOSE + LOSS_OPEN, "")[:MAX_TEXT]
+    return None if _hits(text) else text
 
 
 def _bits(values: Iterable[Any]) -> str:

@@ -129,7 +129,10 @@ def test_the_chat_template_of_the_pinned_tokenizer_is_applied(
     code, out, _ = sample(capsys, str(m), "--per-category", "2", "--split", "train")
     assert code == 0
     first, second = out.splitlines()[:2]
-    assert first.startswith("computed by ftmanifest's preprocessing (not the trainer's batches): preflight's default recipe")
+    assert first.startswith(
+        "computed by ftmanifest's preprocessing (not the trainer's batches): "
+        "preflight's default recipe"
+    )
     assert second.startswith("rendered with tokenizer ")
     assert f'input:    "<|user|> question train {n} about {cat} <|end|> <|assistant|>"' in out
     assert f"| [answer] [{cat}] [{n}] [<|end|>]" in out

@@ -105,7 +105,7 @@ def assert_recorded_as_fed(record: dict[str, Any], seen: list[dict[str, torch.Te
 
 
 def test_a_collated_batch_is_recorded_as_fed_and_a_key_in_it_is_redacted(
-    keyed: Path, tmp_path: Path
+    keyed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from ftmanifest.integrations.builders import training_arguments
 
@@ -146,6 +146,23 @@ def test_a_collated_batch_is_recorded_as_fed_and_a_key_in_it_is_redacted(
                      if p.is_file())  # fmt: skip
     assert KEY not in written and KEY not in ledger
     assert KEY[4:] not in written  # not even the key without its prefix
+
+    # data sample shows those rows, the key still redacted, in text and as JSON
+    capsys.readouterr()  # what the Trainer printed
+    shown = []
+    for extra in ([], ["--format", "json"]):
+        assert (
+            main(["data", "sample", str(keyed), "--from-run", str(out / RUN_RECORD), *extra]) == 0
+        )
+        shown.append(capsys.readouterr().out)
+    assert shown[0].startswith(f"from the trainer's own batches (run record {out / RUN_RECORD})")
+    assert "[REDACTED" in shown[0] and "[[" in shown[0]
+    assert all(KEY[4:] not in text for text in shown)
+    # what data sample computes itself is preflight's formatting, not this script's: it says so
+    assert main(["data", "sample", str(keyed), "--per-category", "1", "--split", "train"]) == 0
+    assert capsys.readouterr().out.startswith(
+        "computed by ftmanifest's preprocessing (not the trainer's batches)"
+    )
 
 
 def _lora_run(manifest: Path, out: Path, init_seed: int) -> dict[str, Any]:
