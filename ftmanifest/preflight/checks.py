@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.preflight.recipe import IGNORE, Example, Recipe
+from ftmanifest.preflight.steps import pad_id
 
 
 @dataclass
@@ -67,14 +68,6 @@ class State:
 
 
 Check = Callable[[State], Row]
-
-
-def _pad_id(tokenizer: Any) -> int:
-    for attr in ("pad_token_id", "eos_token_id", "unk_token_id"):
-        value = getattr(tokenizer, attr, None)
-        if value is not None:
-            return int(value)
-    return 0
 
 
 # -- stack --------------------------------------------------------------------
@@ -319,7 +312,7 @@ def _model_and_batches(
     model = r.build_model(r).to(s.device)
     optimizer = r.make_optimizer(model, r)
     examples = s.examples if count is None else s.examples[:count]
-    pad = _pad_id(r.tokenizer)
+    pad = pad_id(r.tokenizer)
     batches = micro_batches(examples, r.micro_batch, r.grad_accum, pad, s.device, pad_to=pad_to)
     return model, optimizer, batches
 
@@ -463,7 +456,7 @@ def greedy(model: Any, tokenizer: Any, example: Example, device: Any, new: int =
         ids = torch.tensor([prompt], device=device)
         out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
                              max_new_tokens=new, do_sample=False,
-                             pad_token_id=_pad_id(tokenizer))  # fmt: skip
+                             pad_token_id=pad_id(tokenizer))  # fmt: skip
     return [int(t) for t in out[0][len(prompt) :]]
 
 

@@ -33,8 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ftmanifest.errors import RefusedError
-from ftmanifest.preflight.checks import _pad_id
-from ftmanifest.preflight.steps import micro_batches, train_step
+from ftmanifest.preflight.steps import micro_batches, pad_id, train_step
 
 STEPS = 3  # LoRA's A matrices move only once B is non-zero: two steps, and one more
 # Relative tolerance of each loss and of each trainable tensor's norm and fixed
@@ -104,7 +103,7 @@ def first_steps(recipe: Any, device: Any, steps: int = STEPS) -> Run:
     optimizer = recipe.make_optimizer(model, recipe)
     examples = recipe.examples(limit=recipe.micro_batch * recipe.grad_accum)
     batches = micro_batches(examples, recipe.micro_batch, recipe.grad_accum,
-                            _pad_id(recipe.tokenizer), device)  # fmt: skip
+                            pad_id(recipe.tokenizer), device)  # fmt: skip
     was_on = torch.are_deterministic_algorithms_enabled()
     was_warn = torch.is_deterministic_algorithms_warn_only_enabled()
     if not was_on:

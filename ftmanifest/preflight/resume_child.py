@@ -20,9 +20,9 @@ def main(argv: list[str]) -> int:
     from transformers.utils import logging as hf_logging
 
     from ftmanifest.manifest import load_manifest
-    from ftmanifest.preflight.checks import _pad_id, greedy, trainable_digest
+    from ftmanifest.preflight.checks import greedy, trainable_digest
     from ftmanifest.preflight.recipe import apply_hook, default_recipe
-    from ftmanifest.preflight.steps import micro_batches, train_step
+    from ftmanifest.preflight.steps import micro_batches, pad_id, train_step
     from ftmanifest.seeding import seed_everything
 
     hf_logging.disable_progress_bar()
@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
     model = model.to(device)
     generated = greedy(model, recipe.tokenizer, examples[0], device)
     batches = micro_batches(examples, recipe.micro_batch, recipe.grad_accum,
-                            _pad_id(recipe.tokenizer), device)  # fmt: skip
+                            pad_id(recipe.tokenizer), device)  # fmt: skip
     seed_everything(loaded)
     losses = [
         train_step(model, optimizer, batches, recipe.loss_normalization, recipe.precision)

@@ -23,6 +23,15 @@ from typing import Any
 from ftmanifest.preflight.recipe import IGNORE, Example
 
 
+def pad_id(tokenizer: Any) -> int:
+    """The id batches are padded with: the tokenizer's pad token, else EOS, else UNK, else 0."""
+    for attr in ("pad_token_id", "eos_token_id", "unk_token_id"):
+        value = getattr(tokenizer, attr, None)
+        if value is not None:
+            return int(value)
+    return 0
+
+
 def micro_batches(
     examples: Sequence[Example],
     micro_batch: int,
