@@ -14,7 +14,7 @@ from ftmanifest.manifest import load_manifest
 from ftmanifest.verify.drift import DRIFT_CHECKS, compare
 from ftmanifest.verify.observe import Observed
 from tests.conftest import CLF
-from tests.drift_test import _observed
+from tests.verify.drift_test import _observed
 
 
 def test_every_drift_check_reads_only_what_observe_provides() -> None:

@@ -20,7 +20,7 @@ import pytest
 from ftmanifest.cli import main
 from ftmanifest.probe.git import one_observation, repository_root
 from tests.conftest import git
-from tests.reproduce_test import _trusted
+from tests.verify.reproduce_test import _trusted
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from ftmanifest.verify import apply_acceptances, verify_manifest
 from ftmanifest.verify.drift import compare, exact_pin, same_version
 from ftmanifest.verify.observe import observe_data
 from tests.conftest import CLF, ENV, git, run_cli, within
-from tests.drift_test import _observed
+from tests.verify.drift_test import _observed
 
 
 def _fields(path: Path, **kw: Any) -> dict[str, str | None]:
