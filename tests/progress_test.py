@@ -27,7 +27,7 @@ from ftmanifest import progress
 from ftmanifest.cli import COMMANDS, NESTED, build_parser, split_passthrough
 from ftmanifest.output import note
 from ftmanifest.progress import DELAY, Progress, progress_delay, quieted, render_line
-from tests.cli_help_test import _commands, examples
+from tests.cli.cli_help_test import _commands, examples
 
 
 class FakeTTY(io.StringIO):

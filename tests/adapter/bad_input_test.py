@@ -1,6 +1,6 @@
 """bind and check-adapter against every bad input of the CLI's bad-input table.
 
-The same manifests as ``tests/cli_bad_input_test.py`` (its ``bad`` fixture and
+The same manifests as ``tests/cli/cli_bad_input_test.py`` (its ``bad`` fixture and
 ``MANIFEST_INPUTS``), and bad adapter folders: a user mistake is exit 1 or 2
 with a message, never exit 3 or a traceback.  In-process, one fixture for all
 rows, so the table costs seconds.
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ftmanifest.cli import main
-from tests.cli_bad_input_test import MANIFEST_INPUTS, bad  # noqa: F401 (a fixture)
+from tests.cli.cli_bad_input_test import MANIFEST_INPUTS, bad  # noqa: F401 (a fixture)
 from tests.conftest import within
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "ftmanifest"
+PACKAGE = Path(__file__).resolve().parents[2] / "ftmanifest"
 CLI = PACKAGE / "cli"
 
 
