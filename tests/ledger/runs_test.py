@@ -18,7 +18,7 @@ from ftmanifest.signing.sign import sign_manifest
 from ftmanifest.signing.verify import verify_manifest_signature
 from tests.signing.signing_helpers import repo, trust_line
 
-EXAMPLE = Path(__file__).parent.parent / "manifests" / "docroute-lora-r16.yaml"
+EXAMPLE = Path(__file__).parents[2] / "manifests" / "docroute-lora-r16.yaml"
 
 
 def _with_status(tmp_path: Path) -> Path:
