@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from tests.preflight_test import LORA, _example
+from tests.preflight.preflight_test import LORA, _example
 
 pytest.importorskip("peft")
 
