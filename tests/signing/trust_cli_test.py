@@ -15,7 +15,7 @@ import pytest
 from ftmanifest import cli
 from ftmanifest.signing.trust import load_trust
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "manifests" / "docroute-lora-r16.yaml"
 
 
