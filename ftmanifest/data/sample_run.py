@@ -1,13 +1,13 @@
 """``data sample --from-run``: the examples as the trainer itself fed them, from a run record.
 
-Layer: data (reads a run record file or the manifest's ledger; returns data,
-prints nothing).  The Trainer guard keeps the first micro-batches the model
-was fed (``integrations.batches``): ids, loss mask, attention mask and the
-decoded text with secrets and personal data redacted.  ``from_run`` reads
-them back, from a run record file (``ftmanifest-run.json``) or from the
-attempt the ledger knows by that id (an attempt id or prefix, a record id
-prefix, an experiment id: as ``ledger show`` finds it).  Only what the
-record holds is shown, so no secret the recorder redacted can come back.
+Layer: judging rooms - data (reads a run record file or the manifest's ledger; returns
+data, prints nothing).  The Trainer guard keeps the first micro-batches the model was
+fed (``integrations.batches``): ids, loss mask, attention mask and the decoded text with
+secrets and personal data redacted.  ``from_run`` reads them back, from a run record
+file (``ftmanifest-run.json``) or from the attempt the ledger knows by that id (an
+attempt id or prefix, a record id prefix, an experiment id: as ``ledger show`` finds
+it).  Only what the record holds is shown, so no secret the recorder redacted can come
+back.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """A record as TRL's ``SFTTrainer`` prepares it, token for token (``data sample``).
 
-Layer: data (pure given a tokenizer: no trl import, nothing read or printed).
-``training.objective.kind: sft`` says the run trains with TRL's
-``SFTTrainer``; its preparation is not preflight's (``preflight.recipe``), so
-``data sample`` shows this one.  It follows ``SFTTrainer._prepare_dataset``
-of trl 1.x with the configuration ``sft_config`` builds from the manifest
-(no packing, ``completion_only_loss`` from ``loss_on``, no
-``assistant_only_loss``, truncation keeping the start at ``seq_len``):
+Layer: judging rooms - data (pure given a tokenizer: no trl import, nothing read or
+printed).  ``training.objective.kind: sft`` says the run trains with TRL's
+``SFTTrainer``; its preparation is not preflight's (``preflight.recipe``), so ``data
+sample`` shows this one.  It follows ``SFTTrainer._prepare_dataset`` of trl 1.x with the
+configuration ``sft_config`` builds from the manifest (no packing,
+``completion_only_loss`` from ``loss_on``, no ``assistant_only_loss``, truncation
+keeping the start at ``seq_len``):
 
 - ``prompt``/``completion`` strings: the EOS token's text is appended to the
   completion unless it ends with it, then ``prompt`` and ``prompt +

@@ -1,6 +1,6 @@
 """The learning rate every optimizer step applies, against the pinned schedule.
 
-Layer: edge (integrations; torch and transformers imported inside the
+Layer: edges - edge (integrations; torch and transformers imported inside the
 functions).  The arguments and the scheduler can be the manifest's before
 step 1 and the learning rate another at step 5: a callback, a
 ``compute_loss`` of its own or a scheduler handed to the Trainer can write

@@ -1,6 +1,6 @@
 """The Hugging Face ``Trainer`` guard: verify at ``on_train_begin``, refuse on drift.
 
-Layer: edge (integrations).  Importing this module imports transformers (the
+Layer: edges - edge (integrations).  Importing this module imports transformers (the
 callback subclasses ``transformers.TrainerCallback``); nothing else in
 ftmanifest imports it.
 

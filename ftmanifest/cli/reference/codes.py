@@ -1,6 +1,6 @@
 """The exit codes and the stable reason codes, as reference pages.
 
-Layer: edge (reads ``ftmanifest.errors``, the CLI's own exit code and every
+Layer: commands - edge (reads ``ftmanifest.errors``, the CLI's own exit code and every
 module that defines an error class with a ``reason``).  The modules are found
 by reading the package's source, not by a list kept here, so an error class
 added or moved anywhere appears on the page.  A module that imports an optional

@@ -1,6 +1,6 @@
 """Secret rules for the providers whose tokens carry a shape of their own.
 
-Layer: pure core (scan rules).  Each rule is written from the provider's
+Layer: judging rooms - pure core (scan rules).  Each rule is written from the provider's
 documentation of its token format (prefix, alphabet, length, separators); a
 token with a literal prefix needs no variable name around it.  Where the prefix
 is short or common (``SG.``, ``pat.``, ``EAAA``), a Hyperscan gate asks for the
