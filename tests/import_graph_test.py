@@ -73,7 +73,7 @@ def test_the_cycle_finder_finds_one() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 
-# --- rooms: the package level (issue 26) -------------------------------------------
+# --- rooms: the package level -------------------------------------------
 #
 # A room is a sub-package or a top-level module (``ftmanifest.ledger``,
 # ``ftmanifest.lint``).  Rooms are totally ordered, low to high, in layers; a room
@@ -134,20 +134,58 @@ def test_every_room_has_a_layer() -> None:
     assert present == named, (sorted(present - named), sorted(named - present))
 
 
-def test_every_room_states_its_layer_in_its_docstring() -> None:
-    wrong = []
-    for layer, rooms in LAYERS:
-        for room in rooms:
-            path = PACKAGE / room / "__init__.py"
-            path = path if path.exists() else PACKAGE / f"{room}.py"
-            doc = ast.get_docstring(ast.parse(path.read_text("utf-8"))) or ""
-            line = next((ln for ln in doc.splitlines() if ln.startswith("Layer:")), "")
-            if not line.startswith(f"Layer: {layer}"):
-                wrong.append(f"{path.relative_to(PACKAGE.parent)}: {line or '(no Layer: line)'}")
-    assert not wrong, "a room's Layer: line starts with its layer:\n" + "\n".join(wrong)
-
-
 def test_the_package_docstring_lists_the_layers_in_order() -> None:
     doc = ast.get_docstring(ast.parse((PACKAGE / "__init__.py").read_text("utf-8"))) or ""
     at = [doc.find(f"{n}. {layer} - ") for n, (layer, _rooms) in enumerate(LAYERS, start=1)]
     assert -1 not in at and at == sorted(at), at
+
+
+def _layer_problem(doc: str, layer: str) -> str | None:
+    """Why a module docstring's ``Layer:`` line does not name ``layer`` first, or None."""
+    line = next((ln for ln in doc.splitlines() if ln.startswith("Layer:")), "")
+    if not line:
+        return "(no Layer: line)"
+    return None if line.startswith(f"Layer: {layer}") else line
+
+
+def test_every_module_states_its_rooms_layer() -> None:
+    layer_of = {room: layer for layer, rooms in LAYERS for room in rooms}
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        room = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+        if room in ("__init__", "templates"):  # the facade; package data
+            continue
+        doc = ast.get_docstring(ast.parse(path.read_text("utf-8"))) or ""
+        if problem := _layer_problem(doc, layer_of[room]):
+            wrong.append(f"{path.relative_to(PACKAGE.parent)} ({layer_of[room]}): {problem}")
+    assert not wrong, "each Layer: line starts with its room's layer:\n" + "\n".join(wrong)
+
+
+def test_the_layer_check_refuses_another_layer_or_none() -> None:
+    assert _layer_problem("X.\n\nLayer: judging rooms - edge (reads).", "judging rooms") is None
+    assert _layer_problem("X.\n\nLayer: edge (reads).", "judging rooms") == "Layer: edge (reads)."
+    assert _layer_problem("X.\n\nLayer: pure core.", "judging rooms") == "Layer: pure core."
+    assert _layer_problem("X, with no layer.", "judging rooms") == "(no Layer: line)"
+
+
+def _listed_rooms(doc: str) -> dict[str, set[str]]:
+    """The rooms each numbered ``N. layer - room, room: why`` item of ``doc`` names."""
+    listed: dict[str, set[str]] = {}
+    for n, (layer, _rooms) in enumerate(LAYERS, start=1):
+        at = doc.find(f"{n}. {layer} - ")
+        if at != -1:
+            names = doc[at + len(f"{n}. {layer} - ") :].split(":", 1)[0]
+            listed[layer] = {name.strip() for name in names.split(",")}
+    return listed
+
+
+def test_the_package_docstring_lists_every_room_in_its_layer() -> None:
+    doc = ast.get_docstring(ast.parse((PACKAGE / "__init__.py").read_text("utf-8"))) or ""
+    assert _listed_rooms(doc) == {layer: set(rooms) for layer, rooms in LAYERS}
+
+
+def test_the_room_listing_check_sees_a_missing_room() -> None:
+    doc = ast.get_docstring(ast.parse((PACKAGE / "__init__.py").read_text("utf-8"))) or ""
+    dropped = doc.replace("foldercache, ", "")
+    assert dropped != doc
+    assert _listed_rooms(dropped)["file access"] == set(LAYERS[1][1]) - {"foldercache"}
