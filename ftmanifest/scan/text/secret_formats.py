@@ -1,7 +1,7 @@
 """Secret rules by the providers' documented token formats, and by a provider's
 word next to a value of its shape.
 
-Layer: pure core (scan rules).  Two kinds of rule live here:
+Layer: judging rooms - pure core (scan rules).  Two kinds of rule live here:
 
 - **prefixed tokens** (``dop_v1_…``, ``NRAK-…``, ``FLWSECK-…``, ``HRKU-AA…``,
   ``lin_api_…``, ``sntrys_…``): the prefix is the keyword, the documented

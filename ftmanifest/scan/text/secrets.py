@@ -1,8 +1,8 @@
 """Validators that turn a secret-shaped match into a finding or silence it.
 
-Layer: pure core (scan rules).  Each function takes the matched value and the
+Layer: judging rooms - pure core (scan rules).  Each function takes the matched value and the
 buffer it came from and answers "is this a real secret?".  They encode the hard
-negatives of issue 5: placeholders, environment references, digests, UUIDs,
+negatives a secret scanner meets in ML data: placeholders, environment references, digests, UUIDs,
 base64 image data and low-entropy strings stay quiet.
 """
 
