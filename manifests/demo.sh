@@ -209,6 +209,8 @@ step "11b2. the guard compares the recipe the Trainer runs: a script's own seed 
 expect 1 python "$OUT/tiny/train_tiny.py" "$OUT/tiny/manifest.yaml" \
   --own-args seed=42,per_device_train_batch_size=8
 expect 0 python "$OUT/tiny/train_tiny.py" "$OUT/tiny/manifest.yaml"
+# what the model was fed: the guard recorded the Trainer's first batches in the run record
+expect 0 ftmanifest data sample "$OUT/tiny/manifest.yaml" --from-run "$OUT/tiny/out/ftmanifest-run.json"
 
 step "11c. run supervises the command: shell exit codes, signals passed on, every run recorded; a command whose Python run cannot tell is refused unless its guard reports"
 expect 127 ftmanifest run "$OUT/tiny/manifest.yaml" -- no-such-command
@@ -276,7 +278,31 @@ expect 0 ftmanifest check-adapter "$OUT/tiny/out/adapter" --manifest "$OUT/tiny/
 python -c "from pathlib import Path; from ftmanifest.examples.tiny import build_model; build_model(Path('$OUT/other-base'), seed=1)"
 expect 1 ftmanifest check-adapter "$OUT/tiny/out/adapter" --base "$OUT/other-base"
 
-step "15. score, compare against the guards, audit the run and write the handoff report"
+step "14b. hand-offs the ecosystem verifies: an ECDSA P-256 key's bind also writes model.sig, which OpenSSF model_signing verifies and refuses once a byte changes; lock verifies a publisher's model.sig against the trust file"
+expect 0 ftmanifest keygen -f "$OUT/keys/bob" --type ecdsa-p256 --no-passphrase --comment bob@example.org
+rm -rf "$OUT/handoff-adapter" && cp -r "$OUT/tiny/out/adapter" "$OUT/handoff-adapter"
+expect 0 ftmanifest bind "$OUT/handoff-adapter" --manifest "$OUT/tiny/lora.yaml" --key "$OUT/keys/bob"
+expect 0 model_signing verify key "$OUT/handoff-adapter" --signature "$OUT/handoff-adapter/model.sig" \
+  --public_key "$OUT/keys/bob.pub.pem"
+python - "$OUT/handoff-adapter/adapter_model.safetensors" <<'PY'
+import sys
+data = bytearray(open(sys.argv[1], "rb").read())
+data[-1] ^= 0x01  # one bit of the last weight
+open(sys.argv[1], "wb").write(bytes(data))
+PY
+expect 1 model_signing verify key "$OUT/handoff-adapter" --signature "$OUT/handoff-adapter/model.sig" \
+  --public_key "$OUT/keys/bob.pub.pem"
+# a base model its publisher signed with model-signing: lock refuses the signature until
+# the publisher's key is trusted, then verifies it and records the signer
+rm -rf "$OUT/pub" && cp -r "$OUT/tiny" "$OUT/pub"
+expect 0 model_signing sign key "$OUT/pub/model" --private_key "$OUT/keys/bob" \
+  --signature "$OUT/pub/model/model.sig"
+expect 1 ftmanifest lock "$OUT/pub/manifest.yaml"
+cd "$OUT/pub" && expect 0 ftmanifest trust add ../keys/bob.pub.pem --principal bob@example.org
+cd - > /dev/null
+expect 0 ftmanifest lock "$OUT/pub/manifest.yaml"
+
+step "15. score, compare against the guards, audit the run and write the handoff report, model card and ML-BOM"
 # Predictions of the untrained base (the baseline) and of the adapter on the eval split
 # (made up here: the tiny model is not evaluated), one line per example.
 python - "$OUT/tiny" <<'PY'
@@ -305,6 +331,12 @@ expect 1 ftmanifest compare "$OUT/tiny/lora.yaml" --baseline "$OUT/tiny/out/base
 expect 1 ftmanifest audit "$OUT/tiny/out" --manifest "$OUT/tiny/lora.yaml"
 expect 0 ftmanifest audit "$OUT/tiny/out" --manifest "$OUT/tiny/lora.yaml" --fix-perms \
   --limits "demo: predictions are made up; the tiny model is not evaluated"
+# the handoff folder holds a Hugging Face model card (README.md); a CycloneDX 1.6 ML-BOM
+# of the same manifest and audit; an audit of another manifest is refused
+expect 0 ftmanifest export "$OUT/tiny/lora.yaml" --format cyclonedx \
+  --audit "$OUT/tiny/out/handoff/handoff.json" --out "$OUT/tiny/out/handoff/bom.cdx.json"
+expect 1 ftmanifest export "$OUT/tiny/manifest.yaml" --format cyclonedx \
+  --audit "$OUT/tiny/out/handoff/handoff.json"
 
 step "16. encrypted backups: back up the run to the team's keys, check it without a key, restore it; a flipped byte is refused; prune by a retention policy"
 TRUST="$OUT/tiny/.ftmanifest/allowed_signers"
