@@ -471,7 +471,7 @@ class FtManifestCallback(TrainerCallback):
 
     def _judge_recipe(self, model: Any, state: TrainerState, report: VerifyReport) -> list[Finding]:
         """Rows for what the Trainer will really run: arguments, objects, first batch, config."""
-        from ftmanifest.integrations import recipe, runtime
+        from ftmanifest.integrations import recipe, runtime, start_state
         from ftmanifest.manifest import load_manifest
 
         if self._begin is None or report.loaded is None:
@@ -494,6 +494,8 @@ class FtManifestCallback(TrainerCallback):
 
             rows += judge_peft_model(model, manifest, shown, resumed=state.global_step > 0)
             rows += self._judge_config(model, load_manifest(self.manifest).manifest, shown)
+        rows += start_state.judge_start(model, manifest, shown, resumed=state.global_step > 0,
+                                        dataloader=kw.get("train_dataloader"))  # fmt: skip
         rows += self._judge_tokenizer(kw.get("processing_class") or kw.get("tokenizer"), shown)
         rows += self._pin_schedule(manifest, shown, int(state.max_steps or 0))
         traced = self._trace_data(kw.get("train_dataloader"), report)
