@@ -216,7 +216,7 @@ def check_folder(
                 folder,
                 expected=f"at least one <id>{META_SUFFIX} with its <id>{ARCHIVE_SUFFIX}",
                 observed="no metadata file",
-                hint="check the folder the backups were written to (backup create --to)",
+                hint="check the folder the backups were written to (backup create --out)",
             )
         )
     return checked, stray

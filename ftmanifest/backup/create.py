@@ -384,7 +384,7 @@ def _encrypt_failed(exc: AgeChildError) -> EncryptFailedError:
         expected="recipients age encrypts to: age1... X25519 or ssh-ed25519 public keys",
         observed=f"{exc.kind}: {exc.message}",
         hint="check the -r/-R keys (age-keygen -y KEYFILE prints a key's recipient), "
-        "or encrypt with --passphrase-env VAR",
+        "or encrypt with --archive-passphrase-env VAR",
     )
 
 
@@ -401,7 +401,7 @@ def _check_space(to: Path, size: int) -> None:
             path=str(to),
             expected=f"at least {size} bytes free (the files' size)",
             observed=f"{free} bytes free",
-            hint="free space or write the backup to another file system (--to)",
+            hint="free space or write the backup to another file system (--out)",
         )
 
 

@@ -73,10 +73,10 @@ def refuse_overlap(dest: Path, archive: Path) -> None:
             "the destination holds the backups folder or lies inside it; restoring "
             "there would replace or mix with the backup being restored",
             path=str(dest),
-            field="--to",
+            field="--out",
             expected=f"a folder outside {folder}, and not one that holds it",
             observed=f"DEST is {real}; the backup is in {folder}",
-            hint="pick a --to folder beside the backups folder, not above or inside it",
+            hint="pick a --out folder beside the backups folder, not above or inside it",
         )
 
 
@@ -93,7 +93,7 @@ def refuse_moved(parent: int, dest: Path) -> None:
             "the folder DEST is in was moved or replaced while restoring; "
             "nothing was restored and nothing was written outside the folder first opened",
             path=str(dest),
-            field="--to",
+            field="--out",
             expected=f"{dest.parent} to stay the folder restore opened "
             f"(device {held.st_dev}, inode {held.st_ino})",
             observed=seen,

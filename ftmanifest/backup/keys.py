@@ -262,7 +262,7 @@ def _unlock_age_identity(data: bytes, path: Path, passphrase: Callable[[], str] 
         raise IdentityFileError(
             "the identity file is encrypted with a passphrase and none was given",
             path=str(path),
-            hint="pass --passphrase-env VAR, or run in a terminal to be asked",
+            hint="pass --archive-passphrase-env VAR, or run in a terminal to be asked",
         )
     try:
         return bytes(pyrage.passphrase.decrypt(data, passphrase()))
@@ -272,7 +272,7 @@ def _unlock_age_identity(data: bytes, path: Path, passphrase: Callable[[], str] 
         raise WrongPassphraseError(
             "wrong passphrase: the encrypted identity file does not open with it",
             path=str(path),
-            hint="check the value of the --passphrase-env variable",
+            hint="check the value of the --archive-passphrase-env variable",
         ) from None
 
 
@@ -351,9 +351,11 @@ def passphrase_source(env_var: str | None, *, new: bool) -> Callable[[], str]:
         def from_variable() -> str:
             value = from_env(env_var).decode("utf-8")
             if new:
-                _check_new_passphrase(value, "--passphrase-env", f"set {env_var} to")
+                _check_new_passphrase(value, "--archive-passphrase-env", f"set {env_var} to")
             if not value:
-                raise UsageError("the passphrase variable is empty", field="--passphrase-env")
+                raise UsageError(
+                    "the passphrase variable is empty", field="--archive-passphrase-env"
+                )
             return value
 
         return from_variable
@@ -362,7 +364,7 @@ def passphrase_source(env_var: str | None, *, new: bool) -> Callable[[], str]:
         _require_tty("a backup passphrase is needed")
         first = getpass.getpass("Backup passphrase: ")
         if new:
-            _check_new_passphrase(first, "--passphrase", "type")
+            _check_new_passphrase(first, "--archive-passphrase", "type")
         if new and first != getpass.getpass("Same passphrase again: "):
             raise UsageError("the two passphrases differ", hint="run the command again")
         if not first:

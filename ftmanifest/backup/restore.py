@@ -424,7 +424,7 @@ def restore(
                 path=str(dest),
                 expected="a path that does not exist yet",
                 observed="it exists",
-                hint="pick a new --to folder, or pass --force to replace it",
+                hint="pick a new --out folder, or pass --force to replace it",
             )
         check_space(parent, dest, meta.bytes)
         remove_stale_staging(parent, dest.name)

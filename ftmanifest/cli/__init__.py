@@ -24,7 +24,14 @@ import sys
 from collections.abc import Sequence
 
 from ftmanifest import __version__
-from ftmanifest.cli._args import Parser, add_quiet_everywhere, require_manifest, shown_extras
+from ftmanifest.cli._args import (
+    Parser,
+    add_old_options,
+    add_quiet_everywhere,
+    deprecated_note,
+    require_manifest,
+    shown_extras,
+)
 from ftmanifest.errors import EXIT_BUG, EXIT_INTERRUPTED, FtManifestError, ResourceError
 from ftmanifest.extras import missing_extra
 from ftmanifest.progress import quieted
@@ -77,6 +84,30 @@ OLD_SPELLINGS: dict[str, tuple[str, frozenset[str]]] = {
     "backup": ("create", frozenset({"create", "check", "-h", "--help", "-q", "--quiet"})),
 }
 
+# Old option names still taken for one release, with a note naming the new one:
+# command -> {old: new}.  A name keeps one meaning and one kind in every command.
+OLD_OPTIONS: dict[str, dict[str, str]] = {
+    "keygen": {"--trust": "--add-trust"},  # --trust is an allowed signers file elsewhere
+    "backup create": {
+        "--to": "--out",
+        "--passphrase-env": "--archive-passphrase-env",  # elsewhere the signing key's
+        "--passphrase": "--archive-passphrase",
+    },
+    "backup check": {
+        "--passphrase-env": "--archive-passphrase-env",
+        "--passphrase": "--archive-passphrase",
+    },
+    "restore": {
+        "--to": "--out",
+        "--passphrase-env": "--archive-passphrase-env",
+        "--passphrase": "--archive-passphrase",
+    },
+    "schema": {"--write": "--out"},
+    "preflight": {"--html": "--out"},
+    "audit": {"--report": "--out"},
+    "data check": {"--threshold": "--near-threshold"},  # elsewhere a count of signers
+}
+
 # Only `run` takes `--` as the start of the command it runs; for every other
 # command `--` means what argparse means: the end of the options.
 PASSTHROUGH_COMMANDS = frozenset({"run"})
@@ -123,6 +154,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         mod = importlib.import_module(f"ftmanifest.cli.{module}")
         mod.add_parser(sub)
     add_quiet_everywhere(parser)  # after every command, so that none can miss it
+    add_old_options(parser, OLD_OPTIONS)
     return parser
 
 
@@ -142,10 +174,7 @@ def old_spelling(argv: list[str]) -> list[str]:
     default, known = OLD_SPELLINGS[argv[at]]
     if at + 1 >= len(argv) or argv[at + 1] in known:
         return argv
-    sys.stderr.write(
-        f"ftmanifest: note: `ftmanifest {argv[at]} PATHS...` is deprecated; "
-        f"write `ftmanifest {argv[at]} {default} PATHS...`\n"
-    )
+    deprecated_note(f"{argv[at]} PATHS...", f"{argv[at]} {default} PATHS...")
     return [*argv[: at + 1], default, *argv[at + 1 :]]
 
 

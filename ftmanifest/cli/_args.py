@@ -10,6 +10,7 @@ never another command module).
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -189,13 +190,69 @@ def _add_quiet(parser: argparse.ArgumentParser, default: Any, text: str) -> None
     parser.add_argument("-q", "--quiet", action="store_true", default=default, help=text)
 
 
+def deprecated_note(old: str, new: str) -> None:
+    """The one note for a spelling still taken for a release: ``old`` and ``new``
+    are command lines after ``ftmanifest``."""
+    sys.stderr.write(
+        f"ftmanifest: note: `ftmanifest {old}` is deprecated; write `ftmanifest {new}`\n"
+    )
+
+
+class _OldSpelling(argparse.Action):
+    """An option's old name: parsed as the new one (same value, same destination),
+    with one note on stderr however often it is given; hidden from ``--help``."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, target: argparse.Action,
+                 command: str, replaced_by: str, **kwargs: Any) -> None:  # fmt: skip
+        # what reads the value on the command line is the new option's
+        same: dict[str, Any] = {k: getattr(target, k) for k in ("nargs", "const", "type",
+                                                                "choices", "metavar")}  # fmt: skip
+        super().__init__(option_strings, dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS,
+                         **same)  # fmt: skip
+        self.target, self.command, self.replaced_by = target, command, replaced_by
+        self.noted = False
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if not self.noted:
+            self.noted = True
+            old = self.option_strings[0]
+            deprecated_note(f"{self.command} {old}", f"{self.command} {self.replaced_by}")
+        self.target(parser, namespace, values, self.replaced_by)
+
+
+def add_old_options(parser: argparse.ArgumentParser, table: dict[str, dict[str, str]]) -> None:
+    """For each command path in ``table`` (``"backup create"``) that ``parser`` holds, its
+    old option names as hidden aliases of the new ones (``{old: new}``)."""
+    todo: list[tuple[str, argparse.ArgumentParser]] = [("", parser)]
+    seen: set[int] = set()
+    while todo:
+        path, at = todo.pop()
+        if id(at) in seen:  # an alias names the same parser
+            continue
+        seen.add(id(at))
+        for old, new in table.get(path, {}).items():
+            target = at._option_string_actions[new]
+            at.add_argument(old, action=_OldSpelling, dest=target.dest, target=target,
+                            command=path, replaced_by=new)  # fmt: skip
+        for action in at._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in dict(action.choices).items():
+                    todo.append((f"{path} {name}".strip(), sub))
+
+
 def add_format_argument(parser: argparse.ArgumentParser, *, sarif: bool = False) -> None:
     choices = ["text", "json", "sarif"] if sarif else ["text", "json"]
     parser.add_argument("--format", choices=choices, default="text", help="output format")
 
 
 def add_distributed_arguments(parser: argparse.ArgumentParser, what: str) -> None:
-    """``--distributed`` (``what`` the ranks do) and ``--rank-timeout`` (issue 18)."""
+    """``--distributed`` (``what`` the ranks do) and ``--rank-timeout``."""
     parser.add_argument("--distributed", action="store_true", help=f"under torchrun: {what}")
     parser.add_argument(
         "--rank-timeout",

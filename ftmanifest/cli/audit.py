@@ -1,6 +1,6 @@
-"""``ftmanifest audit RUN_DIR --manifest M``: the handoff gate (issue 13).
+"""``ftmanifest audit RUN_DIR --manifest M``: the handoff gate.
 
-Layer: edge.  Exit 0 ready for handoff, 1 any error row (signature, drift,
+Layer: commands - edge.  Exit 0 ready for handoff, 1 any error row (signature, drift,
 deliverable, scan, undeclared personal data, permissions, rights, comparison),
 2 an unusable manifest, run folder or usage.
 """
@@ -65,10 +65,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="allow data/model paths outside the manifest's folder",
     )
     p.add_argument(
-        "--report",
+        "-o",
+        "--out",
         type=Path,
         metavar="DIR",
-        help="where the handoff report goes (handoff.json, .md, .html; default RUN_DIR/handoff)",
+        help="folder to write the handoff report into (handoff.json, .md, .html; default "
+        "RUN_DIR/handoff)",
     )
     p.add_argument(
         "--limits", metavar="TEXT", help="the observed limits to state in the report (free text)"
@@ -97,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     code = EXIT_OK if report.ok else EXIT_REFUSED
     body = report.to_dict()
     data = report_data(body, load_manifest(args.manifest).manifest, args.limits)
-    paths = write_report(data, args.report or args.run_dir / "handoff", mode=0o600)
+    paths = write_report(data, args.out or args.run_dir / "handoff", mode=0o600)
     if args.format == "json":
         sys.stdout.write(to_json({**body, "report": data, "report_files": paths.to_dict()}))
         return code

@@ -1,7 +1,7 @@
-"""``ftmanifest backup create PATHS... --to DIR`` (and ``backup check DIR``, in
+"""``ftmanifest backup create PATHS... --out DIR`` (and ``backup check DIR``, in
 ``backup_check``).
 
-Layer: edge (parsing and printing; who may decrypt is
+Layer: commands - edge (parsing and printing; who may decrypt is
 ``ftmanifest.backup.recipients``, the work ``ftmanifest.backup.create``).
 Exit 0 written, 1 refused (a file changed while read, a link or device among
 the paths), 2 unusable input.  The old spelling ``backup PATHS...`` still
@@ -20,7 +20,7 @@ from ftmanifest.errors import EXIT_OK, UsageError
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
-Encrypted, signed backups (age).  backup create PATH... --to DIR: files ->
+Encrypted, signed backups (age).  backup create PATH... --out DIR: files ->
 tar -> age, encrypted to the recipients (-r, -R, else the signed manifest's)
 or a passphrase, with an index and metadata signed by --key.  backup check
 DIR: verify every backup in DIR.
@@ -28,7 +28,7 @@ DIR: verify every backup in DIR.
 
 EXAMPLES = """\
 examples:
-  ftmanifest backup create out/ --to backups/ --kind run --manifest exp.yaml --key keys/alice
+  ftmanifest backup create out/ --out backups/ --kind run --manifest exp.yaml --key keys/alice
   ftmanifest backup check backups/ --read-data -i keys/alice
 """
 
@@ -42,9 +42,9 @@ passphrase, with an index and metadata signed by --key.  Exit 0 written,
 
 CREATE_EXAMPLES = """\
 examples:
-  ftmanifest backup create out/ --to backups/ --kind run --manifest exp.yaml --key keys/alice
-  ftmanifest backup create data/ --to backups/ --kind data --key keys/alice -R team.pub --tag v1
-  ftmanifest backup create check --to backups/ --key keys/alice -R team.pub
+  ftmanifest backup create out/ --out backups/ --kind run --manifest exp.yaml --key keys/alice
+  ftmanifest backup create data/ --out backups/ --kind data --key keys/alice -R team.pub --tag v1
+  ftmanifest backup create check --out backups/ --key keys/alice -R team.pub
 """
 
 
@@ -75,7 +75,7 @@ def _add_create(actions: argparse._SubParsersAction) -> None:
     p.add_argument(
         "paths", nargs="+", type=Path, metavar="PATH", help="files and folders to back up"
     )
-    p.add_argument("--to", type=Path, metavar="DIR", help="folder the backup is written into")
+    p.add_argument("-o", "--out", type=Path, metavar="DIR", help="folder to write the backup into")
     p.add_argument(
         "-r",
         "--recipient",
@@ -94,12 +94,14 @@ def _add_create(actions: argparse._SubParsersAction) -> None:
         help="file of public keys (age recipients, .pub, allowed_signers)",
     )
     p.add_argument(
-        "--passphrase-env",
+        "--archive-passphrase-env",
         metavar="VAR",
         help="encrypt with the passphrase in environment variable VAR (scrypt)",
     )
     p.add_argument(
-        "--passphrase", action="store_true", help="encrypt with a passphrase asked on the terminal"
+        "--archive-passphrase",
+        action="store_true",
+        help="encrypt with a passphrase asked on the terminal",
     )
     p.add_argument(
         "--kind",
@@ -145,11 +147,11 @@ def run(args: argparse.Namespace) -> int:
     from ftmanifest.signing.keys import load_private_key
     from ftmanifest.signing.passphrase import for_unlock
 
-    if args.to is None:
+    if args.out is None:
         raise UsageError(
-            "--to DIR is required",
-            field="--to",
-            hint="ftmanifest backup create PATHS... --to DIR --key K -r RECIPIENT",
+            "--out DIR is required",
+            field="--out",
+            hint="ftmanifest backup create PATHS... --out DIR --key K -r RECIPIENT",
         )
     if args.key is None:
         raise UsageError(
@@ -158,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
             hint="make one with `ftmanifest keygen -f PATH`",
         )
     loaded = load_manifest(args.manifest) if args.manifest else None
-    use_passphrase = bool(args.passphrase or args.passphrase_env)
+    use_passphrase = bool(args.archive_passphrase or args.archive_passphrase_env)
     recipients, skipped = recipients_for(
         args.recipient,
         args.recipients_file,
@@ -171,24 +173,24 @@ def run(args: argparse.Namespace) -> int:
     if use_passphrase and recipients:
         raise UsageError(
             "a passphrase and recipients do not go together",
-            field="--passphrase-env",
+            field="--archive-passphrase-env",
             hint="encrypt to recipients (-r) or with a passphrase, not both",
         )
     if not use_passphrase and not recipients:
         raise UsageError(
             "no recipient to encrypt to",
             field="-r",
-            expected="-r KEY, -R FILE, --passphrase-env VAR, or security.backup_recipients "
+            expected="-r KEY, -R FILE, --archive-passphrase-env VAR, or security.backup_recipients "
             "in --manifest",
             hint="age-keygen -o key.txt makes a key; its age1... line is the recipient",
         )
     key_path = Path(args.key).expanduser()
     key = load_private_key(key_path, for_unlock(args.key_passphrase_env, str(key_path)))
-    secret = passphrase_source(args.passphrase_env, new=True)() if use_passphrase else None
+    secret = passphrase_source(args.archive_passphrase_env, new=True)() if use_passphrase else None
     with Progress(label="backup") as progress:
         created = create_backup(
             args.paths,
-            args.to,
+            args.out,
             key=key,
             recipients=recipients,
             passphrase=secret,

@@ -1,6 +1,6 @@
 """``ftmanifest backup check DIR``: verify every backup in a folder.
 
-Layer: edge (parsing and printing; the work is ``ftmanifest.backup.check``,
+Layer: commands - edge (parsing and printing; the work is ``ftmanifest.backup.check``,
 what opens a backup ``ftmanifest.backup.recipients``).  Registered under
 ``backup`` by ``cli.NESTED``.  Exit 0 every backup verified (warnings
 allowed), 1 a backup refused, 2 unusable input.
@@ -28,7 +28,7 @@ EXAMPLES = """\
 examples:
   ftmanifest backup check backups/
   ftmanifest backup check backups/ --read-data -i keys/alice
-  ftmanifest backup check backups/ --read-data --passphrase-env BACKUP_PW
+  ftmanifest backup check backups/ --read-data --archive-passphrase-env BACKUP_PW
 """
 
 
@@ -46,12 +46,12 @@ def add_parser(actions: argparse._SubParsersAction) -> None:
         help="decrypt and verify every file (nothing is written)",
     )
     p.add_argument(
-        "--passphrase-env",
+        "--archive-passphrase-env",
         metavar="VAR",
         help="--read-data of passphrase backups: the passphrase is in environment variable VAR",
     )
     p.add_argument(
-        "--passphrase",
+        "--archive-passphrase",
         action="store_true",
         help="--read-data of passphrase backups: ask for the passphrase on the terminal",
     )
@@ -72,12 +72,16 @@ def run(args: argparse.Namespace) -> int:
             hint="ftmanifest backup check DIR [--read-data -i IDENTITY]",
         )
     folder = args.folder[0]
-    if (args.identity or args.passphrase_env or args.passphrase) and not args.read_data:
+    if (
+        args.identity or args.archive_passphrase_env or args.archive_passphrase
+    ) and not args.read_data:
         raise UsageError("-i and passphrases are for --read-data", field="-i")
     identities = None
     if args.read_data:
         pick = identities_for(
-            args.identity, passphrase_env=args.passphrase_env, ask_passphrase=args.passphrase
+            args.identity,
+            passphrase_env=args.archive_passphrase_env,
+            ask_passphrase=args.archive_passphrase,
         )
 
         def identities(meta: Any) -> list[Any]:

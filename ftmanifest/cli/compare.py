@@ -1,6 +1,6 @@
 """``ftmanifest compare M --baseline B --candidate C``: every guard, judged.
 
-Layer: edge.  Loads the manifest and both results files (``ftmanifest
+Layer: commands - edge.  Loads the manifest and both results files (``ftmanifest
 score``), runs ``ftmanifest.results.compare.compare`` and prints the guards'
 verdicts, the per-category deltas with their bootstrap intervals and the
 examples that changed verdict.  Exit 1 when any guard refuses or the runs are
@@ -51,6 +51,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     p.add_argument(
+        "-o",
         "--out",
         type=Path,
         metavar="FILE",

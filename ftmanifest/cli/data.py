@@ -1,6 +1,6 @@
-"""``ftmanifest data check M``: duplicates between the manifest's splits (issue 17).
+"""``ftmanifest data check M``: duplicates between the manifest's splits.
 
-Layer: edge (parsing and printing; the check is ``ftmanifest.data.check``).
+Layer: commands - edge (parsing and printing; the check is ``ftmanifest.data.check``).
 Prints exact and near duplicate counts per split pair (train vs eval, train
 vs test, eval vs test, within train) and the worst examples side by side;
 ``--write-clean OUT`` writes the training file without the records that
@@ -83,7 +83,7 @@ input.
 CHECK_EXAMPLES = """\
 examples:
   ftmanifest data check exp.yaml
-  ftmanifest data check exp.yaml --threshold 0.9 --field prompt --examples 3
+  ftmanifest data check exp.yaml --near-threshold 0.9 --field prompt --examples 3
   ftmanifest data check exp.yaml --write-clean data/train-clean.jsonl
 """
 
@@ -103,7 +103,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                            description=CHECK_DESCRIPTION,
                            epilog=CHECK_EPILOG + "\n" + CHECK_EXAMPLES)  # fmt: skip
     add_manifest_argument(q)
-    q.add_argument("--threshold", type=float, default=None, metavar="J",
+    q.add_argument("--near-threshold", type=float, default=None, metavar="J",
                    help="Jaccard similarity of 3-word shingles from which two records are "
                    "near duplicates (default: data_checks.near_threshold, 0.8)")  # fmt: skip
     q.add_argument("--field", action="append", default=[], metavar="NAME",
@@ -135,13 +135,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.threshold is not None and not 0 < args.threshold <= 1 or args.examples < 0:
+    near = args.near_threshold
+    if near is not None and not 0 < near <= 1 or args.examples < 0:
         raise UsageError(
-            "--threshold must be in (0, 1] and --examples >= 0",
-            field="--threshold",
+            "--near-threshold must be in (0, 1] and --examples >= 0",
+            field="--near-threshold",
             expected="0 < J <= 1",
-            observed=str(args.threshold),
-            hint="e.g. --threshold 0.8",
+            observed=str(near),
+            hint="e.g. --near-threshold 0.8",
         )
     if args.jobs is not None and args.jobs < 0:
         raise UsageError(
@@ -164,7 +165,7 @@ def _check(args: argparse.Namespace, signer: Any = None) -> int:
     from ftmanifest.data.check import check_data
 
     with Progress(label="data check", unit="records") as bar:
-        result = check_data(args.manifest, threshold=args.threshold, fields=args.field,
+        result = check_data(args.manifest, threshold=args.near_threshold, fields=args.field,
                             examples=args.examples, jobs=args.jobs,
                             write_clean_to=args.write_clean, allow_outside=args.allow_outside,
                             signer=signer, progress=bar if signer is None else None)  # fmt: skip

@@ -1,6 +1,6 @@
 """``ftmanifest export M --format cyclonedx``: the manifest as a CycloneDX ML-BOM.
 
-Layer: edge.  ``results.export`` reads and builds; this prints the BOM or
+Layer: commands - edge.  ``results.export`` reads and builds; this prints the BOM or
 writes it atomically to ``--out``.
 """
 
@@ -40,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("manifest", metavar="MANIFEST", help="the manifest to export")
     p.add_argument(
-        "--format", choices=FORMATS, required=True, help="what to write: cyclonedx (1.6 JSON)"
+        "--format", choices=FORMATS, required=True, help="output format: cyclonedx (1.6 JSON)"
     )
     p.add_argument(
         "--audit",
@@ -49,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="the JSON `ftmanifest audit` wrote for this manifest (adds results and files)",
     )
     p.add_argument(
-        "--out", type=Path, metavar="FILE", help="write here (atomically) instead of stdout"
+        "-o", "--out", type=Path, metavar="FILE", help="write here (atomically) instead of stdout"
     )
     p.set_defaults(func=run)
 

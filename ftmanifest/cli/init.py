@@ -1,6 +1,6 @@
 """``ftmanifest init PATH [--from SOURCE...]``: write a commented manifest to fill in.
 
-Layer: edge.  The template is schema-valid but deliberately incomplete, so
+Layer: commands - edge.  The template is schema-valid but deliberately incomplete, so
 ``ftmanifest lint`` rejects it (exit 1) until every FILL is done.  With
 ``--from``, ``ftmanifest.authoring`` derives what the sources state (each
 value commented with its file and key) and leaves the judgement as FILLs.
@@ -78,7 +78,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--format",
         choices=("text", "json"),
         default="text",
-        help="json: print what was derived (field, value, source) and the FILLs",
+        help="output format; json: what was derived (field, value, source) and the FILLs",
     )
     p.set_defaults(func=run)
 

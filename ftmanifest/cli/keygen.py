@@ -1,8 +1,8 @@
 """``ftmanifest keygen``: write a signing key pair (Ed25519, or ECDSA P-256).
 
-Layer: edge.  The private key is created 0600; the public key line and the
+Layer: commands - edge.  The private key is created 0600; the public key line and the
 matching allowed-signers line are printed so the key can be trusted, or with
-``--trust`` added to the repository's trust file (``signing.trust_add``).
+``--add-trust`` added to the repository's trust file (``signing.trust_add``).
 """
 
 from __future__ import annotations
@@ -24,18 +24,18 @@ reads), the public key is written as an OpenSSH line at PATH.pub and as PEM
 at PATH.pub.pem (what `model_signing verify key --public_key` reads); `bind`
 with such a key also writes the adapter's model.sig.  The
 public key line and the matching allowed_signers line are printed: add that
-line to .ftmanifest/allowed_signers to trust the key, or pass --trust to add
+line to .ftmanifest/allowed_signers to trust the key, or pass --add-trust to add
 it to the repository's trust file for the principal given by --comment (as
 `ftmanifest trust add PATH.pub --principal EMAIL` does).  `ftmanifest sign`
 uses the default PATH when --key is not given.  Exit 0 written, 1 the trust
 file's folder is writable by others, 2 unusable input (the key file exists,
-a passphrase cannot be read, --trust without --comment).  --format json
+a passphrase cannot be read, --add-trust without --comment).  --format json
 prints the paths, fingerprint and allowed_signers line as one object.
 """
 
 EXAMPLES = """\
 examples:
-  ftmanifest keygen --comment alice@example.org --trust
+  ftmanifest keygen --comment alice@example.org --add-trust
   ftmanifest keygen -f keys/alice --comment alice@example.org
   ftmanifest keygen -f keys/ci --no-passphrase --comment ci@example.org --format json
   ftmanifest keygen -f keys/release --type ecdsa-p256 --comment release@example.org
@@ -66,7 +66,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--comment", default="", help="comment stored in PATH.pub (e.g. your email)")
     p.add_argument(
-        "--trust",
+        "--add-trust",
         action="store_true",
         help="add the public key to the repository's .ftmanifest/allowed_signers "
         "for the principal given by --comment",
@@ -93,15 +93,15 @@ def run(args: argparse.Namespace) -> int:
     )
 
     path = Path(args.path).expanduser()
-    if args.trust and not args.comment:
+    if args.add_trust and not args.comment:
         raise UsageError(
-            "--trust needs the principal to trust the key for",
+            "--add-trust needs the principal to trust the key for",
             field="--comment",
             expected="the signer's e-mail address",
             observed="no --comment",
-            hint="ftmanifest keygen --comment alice@example.org --trust",
+            hint="ftmanifest keygen --comment alice@example.org --add-trust",
         )
-    if args.trust:  # refuse a bad principal before a key is written
+    if args.add_trust:  # refuse a bad principal before a key is written
         check_principal(args.comment)
     passphrase = for_new_key(args.passphrase_env, args.no_passphrase)
     fp = generate_key_pair(path, comment=args.comment, passphrase=passphrase, kind=args.key_type)
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     principal = args.comment or "PRINCIPAL"
     signers_line = f'{principal} namespaces="ftmanifest" {key_line}'
     added = None
-    if args.trust:
+    if args.add_trust:
         trust, stop = repository_trust_file(Path.cwd())
         added = add_trusted_key(trust, pub, args.comment, stop)
     if args.format == "json":

@@ -270,7 +270,8 @@ def _list(store: Any, args: argparse.Namespace) -> int:
                           "different_start": starts.get(a.id, [])} for a in items],
             "preflights": [_preflight_dict(a) for a in checks],
             "counts": tally,
-            "problems": [p.__dict__ for p in contents.problems],
+            "findings": [p.finding().to_dict() for p in contents.problems],
+            "problems": [p.__dict__ for p in contents.problems],  # before "findings"
             "untrusted": [u.to_dict() for u in found.untrusted],
         })  # fmt: skip
         return 0
@@ -433,7 +434,8 @@ def _check(store: Any, args: argparse.Namespace) -> int:
         _json({
             "ledger": str(store.root), "ok": not problems, "records": len(contents.entries),
             "signed": signed, "signatures_checked": checked, "trust": trust.to_dict(),
-            "heads": heads, "problems": [p.__dict__ for p in problems],
+            "heads": heads, "findings": [p.finding().to_dict() for p in problems],
+            "problems": [p.__dict__ for p in problems],  # before "findings"; kept for a release
         })  # fmt: skip
         return 1 if problems else 0
     if problems:

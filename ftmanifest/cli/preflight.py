@@ -1,9 +1,9 @@
 """``ftmanifest preflight M``: the method's checks on one full step, before renting GPUs.
 
-Layer: edge.  Runs the named checks of ``ftmanifest.preflight.checks`` on the
+Layer: commands - edge.  Runs the named checks of ``ftmanifest.preflight.checks`` on the
 manifest's model, data and recipe (``--recipe FILE.py:FUNC`` for the training
 code's own), prints one row per check with its figures, renders a few
-formatted examples token by token (``--html OUT`` writes them as a page), and
+formatted examples token by token (``--out FILE`` writes them as a page), and
 records the result in the ledger (``--no-record`` does not).
 
 Exit codes: 0 every check passed, 1 a check failed, 2 unusable input.
@@ -27,7 +27,7 @@ Run the method's checks on one full training step of the manifest's model,
 data and recipe before renting GPUs (stack, disk, tokens, step, update,
 overfit, resume, determinism: the first steps twice in fresh processes,
 throughput): one row per check with its figures, a few examples formatted
-token by token (--html writes them as a page), and the result recorded in
+token by token (--out writes them as a page), and the result recorded in
 the ledger (unless --no-record).  Exit 0 every check passed, 1 a check
 failed, 2 unusable input.
 """
@@ -36,7 +36,7 @@ EXAMPLES = """\
 examples:
   ftmanifest preflight exp.yaml
   ftmanifest preflight exp.yaml --only step --device cuda
-  ftmanifest preflight exp.yaml --recipe train.py:recipe --html tokens.html
+  ftmanifest preflight exp.yaml --recipe train.py:recipe --out tokens.html
 """
 
 
@@ -71,7 +71,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--no-repeat", action="store_true",
                    help="determinism: run the first steps in one fresh process, not two, and "
                    "compare nothing (when loading the model twice costs too much)")  # fmt: skip
-    p.add_argument("--html", type=Path, metavar="OUT", help="write the rendered examples here")
+    p.add_argument("-o", "--out", type=Path, metavar="FILE",
+                   help="write the rendered examples here, as one HTML page")  # fmt: skip
     p.add_argument("--allow-outside", action="store_true",
                    help="allow data/model paths outside the manifest's folder")  # fmt: skip
     p.add_argument("--ledger", type=Path, metavar="DIR", help="the ledger folder")
@@ -113,8 +114,8 @@ def run(args: argparse.Namespace) -> int:
     if live(sys.stderr):
         sys.stderr.write("\r\x1b[K")
     where = None if args.no_record else _record(loaded, result, args)
-    if args.html is not None:
-        _write_html(args.html, result)
+    if args.out is not None:
+        _write_html(args.out, result)
     if args.format == "json":
         sys.stdout.write(to_json({"ok": result.ok, "recipe": result.recipe_source,
                                   "seconds": result.seconds, "record": where,

@@ -1,6 +1,6 @@
 """``ftmanifest prune DIR [--manifest M | --keep-* ...] [--apply]``.
 
-Layer: edge (parsing and printing; the policy and the work are
+Layer: commands - edge (parsing and printing; the policy and the work are
 ``ftmanifest.backup.prune``).
 The policy is the signed manifest's ``security.retention.backups`` (its
 experiment's backups only) or the ``--keep-*`` options (every backup of DIR,
@@ -50,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--manifest",
         type=Path,
         metavar="MANIFEST",
-        help="use its security.retention.backups (signature checked)",
+        help="the manifest whose security.retention.backups applies (signature checked)",
     )
     for name in _KEEPS:
         p.add_argument(
@@ -65,7 +65,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="DURATION",
         help="keep every backup made within DURATION before now (e.g. 30d, 1y6m)",
     )
-    p.add_argument("--apply", action="store_true", help="delete (default: only show the plan)")
+    act = p.add_mutually_exclusive_group()
+    act.add_argument("--apply", action="store_true", help="delete (default: only show the plan)")
+    act.add_argument("--dry-run", action="store_true",
+                     help="show the plan, delete nothing (the default, said out loud)")  # fmt: skip
     p.add_argument("--trust", type=Path, metavar="PATH", help=BACKUP_TRUST_HELP)
     add_format_argument(p)
     p.set_defaults(func=run)
@@ -109,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
                     ],
                     "deleted": result.deleted,
                     "not_covered": [m.backup_id for m in result.outside],
-                    "problems": [f.to_dict() for f in result.problems],
+                    "findings": [f.to_dict() for f in result.problems],
+                    "problems": [f.to_dict() for f in result.problems],  # before "findings"
                 }
             )
         )

@@ -38,6 +38,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("audit", metavar="AUDIT.json", help="the JSON that `ftmanifest audit` wrote")
     p.add_argument(
+        "-o",
         "--out",
         metavar="DIR",
         required=True,

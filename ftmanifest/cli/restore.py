@@ -1,8 +1,9 @@
-"""``ftmanifest restore BACKUP -i IDENTITY --to DEST``.
+"""``ftmanifest restore BACKUP -i IDENTITY --out DEST``.
 
-Layer: edge (parsing and printing; the work is ``ftmanifest.backup.restore``).
-BACKUP is the ``<id>.age`` archive or its ``<id>.meta.json``.  Exit 0
-restored, 1 refused (nothing is written to DEST), 2 unusable input.
+Layer: commands - edge (parsing and printing; the work is
+``ftmanifest.backup.restore``).  BACKUP is the ``<id>.age`` archive or its
+``<id>.meta.json``.  Exit 0 restored, 1 refused (nothing is written to DEST), 2 unusable
+input.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ftmanifest.cli._args import add_format_argument, add_opening_arguments
-from ftmanifest.errors import EXIT_OK, InputNotFoundError
+from ftmanifest.errors import EXIT_OK, InputNotFoundError, UsageError
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -25,8 +26,8 @@ Exit 0 restored, 1 refused, 2 unusable input.
 
 EXAMPLES = """\
 examples:
-  ftmanifest restore backups/run-20250301T120000Z-3f9a1c2b7d4e.age -i keys/alice --to restored/
-  ftmanifest restore backups/data-20250301T120000Z-9b8c7d6e5f4a.age --passphrase --to restored/
+  ftmanifest restore backups/run-20250301T120000Z-3f9a1c2b7d4e.age -i keys/alice --out restored/
+  ftmanifest restore backups/data-20250301T120000Z-9b8c7d6e5f4a.age --archive-passphrase -o new/
 """
 
 
@@ -39,19 +40,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("backup", type=Path, metavar="BACKUP", help="<id>.age or <id>.meta.json")
     p.add_argument(
-        "--to",
+        "-o",
+        "--out",
         type=Path,
-        required=True,
         metavar="DEST",
-        help="folder to create (never overwritten without --force)",
+        help="folder to write the files into, created (never overwritten without --force); "
+        "required",
     )
     p.add_argument(
-        "--passphrase-env",
+        "--archive-passphrase-env",
         metavar="VAR",
         help="passphrase backups: the passphrase is in environment variable VAR",
     )
     p.add_argument(
-        "--passphrase",
+        "--archive-passphrase",
         action="store_true",
         help="passphrase backups: ask for the passphrase on the terminal",
     )
@@ -66,6 +68,12 @@ def run(args: argparse.Namespace) -> int:
     from ftmanifest.backup.recipients import identities_for
     from ftmanifest.backup.restore import restore
 
+    if args.out is None:  # required, and checked here so that the old --to counts too
+        raise UsageError(
+            "--out DEST is required",
+            field="--out",
+            hint="ftmanifest restore BACKUP -i IDENTITY --out DEST",
+        )
     if not os.path.lexists(args.backup):
         raise InputNotFoundError(
             "backup not found",
@@ -76,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
     trust = trust_for(meta_path, args.trust)
     meta, signers = read_meta(meta_path, trust=trust)
     opening = identities_for(
-        args.identity, passphrase_env=args.passphrase_env, ask_passphrase=args.passphrase
+        args.identity,
+        passphrase_env=args.archive_passphrase_env,
+        ask_passphrase=args.archive_passphrase,
     )
     identities = opening(meta, meta_path.parent)
     from ftmanifest.progress import Progress
@@ -86,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
             meta_path.parent / meta.archive_name,
             meta,
             identities,
-            args.to,
+            args.out,
             trust=trust,
             force=args.force,
             progress=progress,

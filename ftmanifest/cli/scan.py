@@ -1,6 +1,6 @@
 """``ftmanifest scan PATH...``: secrets, personal data and unsafe pickles.
 
-Layer: edge (parsing and printing).  Results are cached by file digest
+Layer: commands - edge (parsing and printing).  Results are cached by file digest
 (``--no-cache`` scans everything again).  Exit codes: 0 clean, 1 findings outside
 the baseline (a ``not-scanned`` file counts unless ``--allow-not-scanned``),
 2 unusable input or usage.  ``--distributed`` (under torchrun): the ranks
@@ -58,7 +58,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or folders to scan")
     add_format_argument(p, sarif=True)
     p.add_argument("--baseline", type=Path, metavar="FILE",
-                   help="accepted findings, each bound to one file's content (JSON); "
+                   help="baseline of accepted findings, each bound to one file's content (JSON); "
                    "matches are suppressed")  # fmt: skip
     p.add_argument("--write-baseline", type=Path, metavar="FILE",
                    help="write every current finding as accepted and exit 0")  # fmt: skip

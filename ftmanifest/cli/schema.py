@@ -1,6 +1,6 @@
 """``ftmanifest schema``: print (or write) the JSON Schema generated from the model.
 
-Layer: edge.
+Layer: commands - edge.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ftmanifest.output import note
 
 DESCRIPTION = """\
 Print the manifest's JSON Schema, generated from the data model (the one
-source of truth for every field), or write it to each --write PATH.
+source of truth for every field), or write it to each --out PATH.
 --markdown prints the field reference table instead.  Exit 0 printed or
 written, 2 a path that cannot be written.
 """
@@ -21,7 +21,7 @@ written, 2 a path that cannot be written.
 EXAMPLES = """\
 examples:
   ftmanifest schema
-  ftmanifest schema --write schema/manifest.schema.json
+  ftmanifest schema --out schema/manifest.schema.json
   ftmanifest schema --markdown
 """
 
@@ -39,7 +39,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="print the field reference table (as in docs/reference/manifest.md) instead",
     )
     p.add_argument(
-        "--write",
+        "-o",
+        "--out",
         type=Path,
         action="append",
         default=[],
@@ -54,9 +55,9 @@ def run(args: argparse.Namespace) -> int:
     from ftmanifest.manifest.schema import generate, markdown_reference, render
 
     text = markdown_reference(generate()) if args.markdown else render(generate())
-    if not args.write:
+    if not args.out:
         sys.stdout.write(text)
-    for path in args.write:
+    for path in args.out:
         atomic_write_text(path, text)
         note(f"wrote {path}")
     return 0

@@ -1,6 +1,6 @@
 """``ftmanifest score``: a results file from one split's predictions.
 
-Layer: edge.  Reads the manifest and the predictions (JSONL: ``id``,
+Layer: commands - edge.  Reads the manifest and the predictions (JSONL: ``id``,
 ``reference``, ``prediction``, optional ``category``; see
 ``ftmanifest.results.predictions``), refuses when the split's data is not the
 pinned data, and writes the results file atomically.
@@ -59,6 +59,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "recorded as none when nothing is there)",
     )
     p.add_argument(
+        "-o",
         "--out",
         metavar="R",
         help="results file to write (default: beside the predictions, <name>.results.json)",

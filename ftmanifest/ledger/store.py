@@ -39,6 +39,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.findings import Finding
 from ftmanifest.manifest.canonical import canonical_json, sha256_digest
 
 FORMAT = 1
@@ -63,6 +64,11 @@ class Problem:
     expected: str | None = None
     observed: str | None = None
     hint: str | None = None
+
+    def finding(self) -> Finding:
+        """The same as the record every command's JSON lists under ``findings``."""
+        return Finding(kind="ledger", rule=self.rule, message=self.message, path=self.file,
+                       expected=self.expected, observed=self.observed, hint=self.hint)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,8 @@ def summarize(
     return {
         "ledger": ledger,
         "records": len(entries) + len(untrusted),
+        "findings": [p.finding().to_dict() for p in problems],
+        # the same as one line each, as before "findings"; kept for a release
         "problems": [p.rule + ": " + p.message + f" ({p.file})" for p in problems],
         "untrusted": [u.to_dict() for u in untrusted],
         "attempts": len(mine),

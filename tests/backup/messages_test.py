@@ -81,7 +81,7 @@ def test_a_blank_or_short_passphrase_is_refused(keys: Keys, tmp_path, capsys, mo
             str(keys.signing_path), "--passphrase-env", "BACKUP_PW"]  # fmt: skip
     assert main([*argv, "--format", "json"]) == 2
     error = json.loads(capsys.readouterr().out)["error"]
-    assert error["field"] == "--passphrase-env"
+    assert error["field"] == "--archive-passphrase-env"
     assert "8" in error["expected"] and error["observed"] and error["hint"]
     assert passphrase.strip() == "" or passphrase not in error["observed"]
     assert not (tmp_path / "backups").exists()

@@ -63,9 +63,9 @@ def test_a_destination_overlapping_the_backups_is_refused(keys, tmp_path, capsys
     assert code == 1, doc
     error = doc["error"]
     assert error["reason"] == "destination-overlaps-backup"
-    assert error["field"] == "--to"
+    assert error["field"] == "--out"
     assert str(backups) in error["observed"] and "outside" in error["expected"]
-    assert "--to" in error["hint"]
+    assert "--out" in error["hint"]
     assert tree_of(tmp_path / "store") == before
     assert one.archive.is_file() and two.archive.is_file()
     with pytest.raises(DestinationOverlapError):
@@ -116,7 +116,7 @@ def test_a_parent_swapped_for_a_symlink_redirects_nothing(keys, tmp_path, monkey
     assert len(calls) == 6, "every file was read"
     err = caught.value
     assert err.reason == "destination-moved" and err.exit_code == 1
-    assert err.path == str(parent / "dest") and err.field == "--to"
+    assert err.path == str(parent / "dest") and err.field == "--out"
     assert err.expected and err.observed and err.hint
     # the attacker's folder holds only what the attacker put there: restore wrote
     # nothing in it, made no DEST there, and left no decrypted staging anywhere

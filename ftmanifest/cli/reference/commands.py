@@ -172,7 +172,7 @@ def _anchor(title: str) -> str:
 
 
 def cli_pages() -> dict[Path, str]:
-    from ftmanifest.cli import build_parser
+    from ftmanifest.cli import OLD_OPTIONS, build_parser
 
     parser = build_parser()
     subs = _subcommands(parser)
@@ -192,5 +192,23 @@ def cli_pages() -> dict[Path, str]:
     index += [""]
     if parser.epilog:
         index += ["```text", *parser.epilog.rstrip().splitlines(), "```", ""]
+    index += _old_options(OLD_OPTIONS)
     pages[CLI / "index.md"] = "\n".join(index)
     return pages
+
+
+def _old_options(table: dict[str, dict[str, str]]) -> list[str]:
+    """The old option names still taken for one release (``cli.OLD_OPTIONS``)."""
+    lines = [
+        "## Old spellings",
+        "",
+        "Taken for one release more, each with a note on stderr naming the new spelling "
+        "(never on stdout, so `--format json` output stays whole). A name means one thing "
+        "in every command.",
+        "",
+        "| command | old | new |",
+        "|---|---|---|",
+    ]
+    for command, renames in table.items():
+        lines += [f"| `{command}` | `{old}` | `{new}` |" for old, new in renames.items()]
+    return [*lines, ""]
