@@ -39,8 +39,8 @@ bench: $(VENV)/.installed-test
 	@failed=0; for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || failed=1; done; exit $$failed
 
 schema: $(VENV)/.installed-demo
-	$(PY) -m ftmanifest schema --write schema/ftmanifest.schema.json \
-		--write ftmanifest/manifest/ftmanifest.schema.json
+	$(PY) -m ftmanifest schema --out schema/ftmanifest.schema.json \
+		--out ftmanifest/manifest/ftmanifest.schema.json
 	$(PY) -m ftmanifest.cli.reference manifest.md
 
 # the generated reference under docs/reference/ (CLI, manifest fields, lint rules,

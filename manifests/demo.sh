@@ -341,11 +341,11 @@ expect 1 ftmanifest export "$OUT/tiny/manifest.yaml" --format cyclonedx \
 step "16. encrypted backups: back up the run to the team's keys, check it without a key, restore it; a flipped byte is refused; prune by a retention policy"
 TRUST="$OUT/tiny/.ftmanifest/allowed_signers"
 # recipients: every ssh-ed25519 key of the team's allowed_signers file (age encrypts to ssh keys)
-expect 0 ftmanifest backup create "$OUT/tiny/out" --to "$OUT/backups" --kind run \
+expect 0 ftmanifest backup create "$OUT/tiny/out" --out "$OUT/backups" --kind run \
   --manifest "$OUT/tiny/lora.yaml" --key "$OUT/keys/alice" -R "$TRUST" --tag demo
 expect 0 ftmanifest backup check "$OUT/backups" --trust "$TRUST"
 expect 0 ftmanifest backup check "$OUT/backups" --trust "$TRUST" --read-data -i "$OUT/keys/alice"
-expect 0 ftmanifest restore "$OUT"/backups/run-*.age -i "$OUT/keys/alice" --to "$OUT/restored" \
+expect 0 ftmanifest restore "$OUT"/backups/run-*.age -i "$OUT/keys/alice" --out "$OUT/restored" \
   --trust "$TRUST"
 diff -r "$OUT/tiny/out" "$OUT/restored/out" && echo "   restored files are identical to the run's"
 mkdir -p "$OUT/backups-flipped" && cp "$OUT"/backups/run-* "$OUT/backups-flipped/"
@@ -360,12 +360,12 @@ print("   flipped one bit at offset 1000 of", sys.argv[1].rsplit("/", 1)[-1])
 PY
 expect 1 ftmanifest backup check "$OUT/backups-flipped" --trust "$TRUST"
 expect 1 ftmanifest restore "$OUT"/backups-flipped/run-*.age -i "$OUT/keys/alice" \
-  --to "$OUT/restored-flipped" --trust "$TRUST"
+  --out "$OUT/restored-flipped" --trust "$TRUST"
 [ ! -e "$OUT/restored-flipped" ] && echo "   nothing was restored from the flipped backup"
 # retention: the manifest declares no backup policy, so prune refuses to guess one;
 # --keep-last 1 keeps the newest backup of each (experiment, kind) group
 sleep 1
-expect 0 ftmanifest backup create "$OUT/tiny/out" --to "$OUT/backups" --kind run \
+expect 0 ftmanifest backup create "$OUT/tiny/out" --out "$OUT/backups" --kind run \
   --manifest "$OUT/tiny/lora.yaml" --key "$OUT/keys/alice" -R "$TRUST"
 expect 1 ftmanifest prune "$OUT/backups" --manifest "$OUT/tiny/lora.yaml" --trust "$TRUST"
 expect 0 ftmanifest prune "$OUT/backups" --keep-last 1 --trust "$TRUST"
@@ -453,7 +453,7 @@ expect 0 "${SCORE_TEST[@]}"
 expect 0 ftmanifest verify "$OUT/tiny/lora.yaml" "${ACCEPT[@]}"
 
 step "19. preflight: the method's checks on one full step of the tiny model; a recipe that loses its target to truncation is refused; the memory estimate beside the measured peak; a rental plan from the measured throughput"
-expect 0 ftmanifest preflight "$OUT/tiny/manifest.yaml" --html "$OUT/tokens.html"
+expect 0 ftmanifest preflight "$OUT/tiny/manifest.yaml" --out "$OUT/tokens.html"
 sed 's/^  seq_len: 32$/  seq_len: 8/' "$OUT/tiny/manifest.yaml" > "$OUT/tiny/short.yaml"
 expect 1 ftmanifest preflight "$OUT/tiny/short.yaml" --only tokens --no-record --per-category 0
 rm "$OUT/tiny/short.yaml"
@@ -481,7 +481,7 @@ expect 0 ftmanifest lock "$OUT/leaky/manifest.yaml"
 
 step "21. data sample: one example of each category of the eval split, rendered as the model sees them (the pinned tokenizer, the cut at seq_len, the tokens that carry the loss)"
 expect 0 ftmanifest data sample "$OUT/leaky/manifest.yaml" --split eval --per-category 1 \
-  --html "$OUT/sample.html"
+  --out "$OUT/sample.html"
 
 step "22. torchrun: lock, verify, scan and data check over the ranks of a 2-process job; one rank with a different environment variable stops the whole job, naming the rank"
 # torchrun's launcher prints its own Python traceback when a rank exits non-zero (a
@@ -530,7 +530,7 @@ cat <<'TXT'
 start your own experiment:
   ftmanifest init exp.yaml --from args.json adapter_config.json MODEL_DIR data/   # derive what you have
   ftmanifest lint exp.yaml                       # fill every FILL it names
-  ftmanifest keygen --comment you@example.org --trust
+  ftmanifest keygen --comment you@example.org --add-trust
   ftmanifest lock exp.yaml && ftmanifest sign exp.yaml && ftmanifest verify exp.yaml
 TXT
 exit "$FAILED"

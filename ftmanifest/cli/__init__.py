@@ -106,6 +106,7 @@ OLD_OPTIONS: dict[str, dict[str, str]] = {
     "preflight": {"--html": "--out"},
     "audit": {"--report": "--out"},
     "data check": {"--threshold": "--near-threshold"},  # elsewhere a count of signers
+    "data sample": {"--html": "--out"},
 }
 
 # Only `run` takes `--` as the start of the command it runs; for every other

@@ -7,7 +7,7 @@ of every train/eval/test/baseline-eval split (``--split`` to pick), each as
 preflight formats it with the pinned tokenizer: the text the model reads,
 its tokens with the ones that carry loss marked, the cut at
 ``training.seq_len``, and the expected target beside it.  Without the
-tokenizer the first line says so and the raw fields are shown.  ``--html
+tokenizer the first line says so and the raw fields are shown.  ``--out
 OUT`` writes the same as one self-contained page; ``--format json`` prints
 it as data.
 
@@ -49,13 +49,13 @@ A look at the examples: N seeded records of every category of every train,
 eval, baseline-eval and test split (--split to pick), each as preflight
 formats it with the pinned tokenizer: the text the model reads, its tokens
 with the ones that carry loss marked, the cut at training.seq_len, and the
-expected target beside it.  --html OUT writes the same as one page.
+expected target beside it.  --out OUT writes the same as one page.
 """
 
 SAMPLE_EXAMPLES = """\
 examples:
   ftmanifest data sample exp.yaml --per-category 2
-  ftmanifest data sample exp.yaml --split eval --per-category 1 --html sample.html
+  ftmanifest data sample exp.yaml --split eval --per-category 1 --out sample.html
   ftmanifest data sample exp.yaml --from-run out/ftmanifest-run.json
 """
 
@@ -81,7 +81,7 @@ def add_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     q.add_argument("--seed", type=int, metavar="S",
                    help="choose with this seed (default: the manifest's seeds.data_order, "
                    "else seeds.python, seeds.torch, seeds.numpy, else 0)")  # fmt: skip
-    q.add_argument("--html", type=Path, metavar="OUT",
+    q.add_argument("-o", "--out", type=Path, metavar="OUT",
                    help="also write the sample as one self-contained HTML page")  # fmt: skip
     q.add_argument("--allow-outside", action="store_true",
                    help="allow data/model paths outside the manifest's "
@@ -115,19 +115,19 @@ def run(args: argparse.Namespace) -> int:
     loaded = load_manifest(args.manifest)
     payload = sample_payload(loaded, per_category=args.per_category, splits=args.split,
                              seed=args.seed, allow_outside=args.allow_outside)  # fmt: skip
-    if args.html is not None:
+    if args.out is not None:
         from ftmanifest.fsutil import atomic_write_text
 
-        refuse_output(args.html, loaded, payload, "--html")
-        atomic_write_text(args.html, page(payload))
+        refuse_output(args.out, loaded, payload, "--out")
+        atomic_write_text(args.out, page(payload))
     if args.format == "json":
         from ftmanifest.output import to_json
 
         sys.stdout.write(to_json(payload))
     else:
         sys.stdout.write(text(payload))
-        if args.html is not None:
-            sys.stdout.write(f"written: {escape(str(args.html))}\n")
+        if args.out is not None:
+            sys.stdout.write(f"written: {escape(str(args.out))}\n")
     return 0 if payload["ok"] else 1
 
 

@@ -168,6 +168,7 @@ MANIFEST_COMMANDS: dict[str, Callable[[Path, dict[str, Path]], list[str]]] = {
     "ledger": lambda m, p: ["ledger", "plan", str(m), "--ledger", str(p["dir"] / "ledger")],
     "preflight": lambda m, p: ["preflight", str(m), "--no-record", "--only", "stack"],
     "plan": lambda m, p: ["plan", str(m), "--days", "3", "--tokens-per-second", "100"],
+    "export": lambda m, p: ["export", str(m), "--format", "cyclonedx"],
     "unseal": lambda m, p: [
         "unseal",
         str(m),

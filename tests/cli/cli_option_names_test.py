@@ -56,8 +56,7 @@ MEANINGS: dict[str, tuple[str, str]] = {
 
 # Spellings of "write the output here" that are not --out.
 NOT_OUT = {"--to", "--write", "--html", "--output", "--report", "--dest"}
-# data sample's --html lives in a module another change owns: renamed there.
-PENDING = {("data sample", "--html")}
+PENDING: set[tuple[str, str]] = set()  # (command, option) renamed by a change in flight
 
 
 def commands(

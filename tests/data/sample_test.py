@@ -299,7 +299,7 @@ def test_html_is_self_contained_and_escapes_a_script_in_a_record(
     recs = [hostile] + [chat(i, CATS[i % 3]) for i in range(1, 9)]
     m = project(tmp_path, tmp_path / "tok", train=recs)
     page = tmp_path / "sample.html"
-    code, out, _ = sample(capsys, str(m), "--per-category", "9", "--html", str(page))
+    code, out, _ = sample(capsys, str(m), "--per-category", "9", "--out", str(page))
     assert code == 0 and f"written: {page}" in out
     html = page.read_text("utf-8")
     assert "<script" not in html.lower() and "&lt;script&gt;" in html
@@ -340,10 +340,10 @@ def test_html_never_overwrites_an_input(
     m = project(tmp_path, tok_dir)
     before = (tmp_path / "train.jsonl").read_bytes()
     for target in (m, tmp_path / "train.jsonl", tmp_path / "notes.txt"):
-        code, _, err = sample(capsys, str(m), "--per-category", "1", "--html", str(target))
+        code, _, err = sample(capsys, str(m), "--per-category", "1", "--out", str(target))
         assert code == 2 and "overwrite an input" in err
     assert (tmp_path / "train.jsonl").read_bytes() == before
-    code, _, err = sample(capsys, str(m), "--per-category", "1", "--html",
+    code, _, err = sample(capsys, str(m), "--per-category", "1", "--out",
                           str(tmp_path / "model" / "sample.html"))  # fmt: skip
     assert code == 2 and "model's folder" in err
     assert not (tmp_path / "model" / "sample.html").exists()
@@ -359,7 +359,7 @@ def test_html_never_adds_a_file_to_a_pinned_data_folder(
     text = m.read_text().replace("training:", "  - {name: raw, role: other, path: raw}\ntraining:")
     m.write_text(text)
     target = tmp_path / "raw" / "part" / "sample.html"
-    code, _, err = sample(capsys, str(m), "--per-category", "1", "--html", str(target))
+    code, _, err = sample(capsys, str(m), "--per-category", "1", "--out", str(target))
     assert code == 2 and "pinned" in err and "raw" in err
     assert not target.exists()
 
