@@ -261,6 +261,7 @@ class FtManifestCallback(TrainerCallback):
         self._schedule_record: dict[str, Any] = {}
         self._tokenizer_record: dict[str, Any] = {}
         self._batches: Any = None  # its BatchRecorder (integrations.batches), during training
+        self._labels: Any = None  # its LabelGuard (integrations.labels), during training
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -290,6 +291,7 @@ class FtManifestCallback(TrainerCallback):
         self._control = control
         self._guard_steps(state, kw)
         self._record_batches(args, kw)
+        self._guard_labels(state, kw)
         report_guarded(report.manifest_digest)  # `run --guarded` waits for this word
 
     def _guard_steps(self, state: TrainerState, kw: dict[str, Any]) -> None:
@@ -322,6 +324,18 @@ class FtManifestCallback(TrainerCallback):
         tokenizer = kw.get("processing_class") or kw.get("tokenizer")
         assert self.record is not None
         self._batches = batches.BatchRecorder(kw.get("model"), args, tokenizer, self.record)
+
+    def _guard_labels(self, state: TrainerState, kw: dict[str, Any]) -> None:
+        """Each training batch's loss positions against ``loss_on`` (``integrations.labels``)."""
+        from ftmanifest.integrations import labels
+
+        if self._labels is not None:
+            self._labels.remove()  # a second train() on the same Trainer
+        loaded, record = self.report.loaded if self.report else None, self.record or {}
+        self._labels = labels.install(
+            kw.get("model"), loaded.manifest if loaded else None, str(self.manifest),
+            lambda rows: self._refuse_step(state, state.global_step, rows), record,
+        )  # fmt: skip
 
     def _refuse_step(self, state: TrainerState, index: int, rows: list[Finding]) -> None:
         rows, accepted, _unused = apply_acceptances(rows, self.options["accept"])
@@ -634,6 +648,8 @@ class FtManifestCallback(TrainerCallback):
     ) -> None:
         if self._batches is not None:
             self._batches.remove()
+        if self._labels is not None:
+            self._labels.remove()
         if self._steps is not None:
             self.recipe.setdefault("lr_schedule", {})["steps_checked"] = self._steps.checked
             self._steps.remove()
