@@ -113,3 +113,44 @@ def test_the_default_collator_trains(example: Path, tmp_path: Path) -> None:  # 
     trainer = tiny_trainer(example.parent, tmp_path / "out", [_guard(example)])
     trainer.train()
     assert trainer.state.global_step == 3
+
+
+@pytest.mark.parametrize("init", ["pissa", "false"])
+def test_inits_that_start_b_elsewhere_are_not_judged(
+    example: Path,  # noqa: F811
+    tmp_path: Path,
+    init: str,
+) -> None:
+    from ftmanifest.integrations.start_state import judge_start
+    from ftmanifest.manifest import load_manifest
+
+    manifest = _lora_manifest(example)
+    model = _warm(manifest, tmp_path / "earlier")
+    loaded = load_manifest(manifest).manifest
+    (row,) = judge_start(model, loaded, "exp.yaml", resumed=False)  # control: init true
+    assert row.rule == "drift.warm-start"
+    text = manifest.read_text("utf-8").replace("alpha: 8\n", f"alpha: 8\n  init: {init}\n")
+    manifest.write_text(text, "utf-8")
+    assert judge_start(model, load_manifest(manifest).manifest, "exp.yaml", resumed=False) == []
+    assert judge_start(model, loaded, "exp.yaml", resumed=True) == []
+
+
+def test_a_flattening_collator_passes_where_packing_is_pinned(
+    example: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    from ftmanifest.integrations.start_state import judge_start
+    from ftmanifest.manifest import load_manifest
+
+    trainer = tiny_trainer(example.parent, tmp_path / "out", [])
+    trainer.data_collator = DataCollatorWithFlattening()
+    loader = trainer.get_train_dataloader()
+    (row,) = judge_start(None, load_manifest(example).manifest, "exp.yaml", resumed=False,
+                         dataloader=loader)  # fmt: skip
+    assert row.field == "training.packing.enabled"  # control: not pinned
+    packed = "training:\n  packing: {enabled: true}\n"
+    text = example.read_text("utf-8").replace("training:\n", packed)
+    example.write_text(text, "utf-8")
+    pinned = load_manifest(example).manifest
+    assert pinned.training.packing.enabled
+    assert judge_start(None, pinned, "exp.yaml", resumed=False, dataloader=loader) == []
