@@ -1,6 +1,6 @@
 """``ftmanifest report AUDIT.json --out DIR``: the handoff report from a saved audit.
 
-Layer: edge.  Renders ``handoff.json``, ``handoff.md`` and a self-contained
+Layer: commands - edge.  Renders ``handoff.json``, ``handoff.md`` and a self-contained
 ``handoff.html`` and the model card ``README.md`` with
 ``ftmanifest.results.report``; prints where they are and opens nothing.
 """

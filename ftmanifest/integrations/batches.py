@@ -89,7 +89,36 @@ def batch_digest(tensors: Mapping[str, Any]) -> str:
     return _digest(tensors.items())[0]
 
 
-class BatchRecorder:
+class TrainingForwardHook:
+    """A forward pre-hook on the model a Trainer trains that sees training batches
+    only: a forward in training mode with gradients on (a reference model's and an
+    evaluation's forwards run without).  Subclasses define ``_seen``."""
+
+    handle: Any = None
+
+    def _attach(self, model: Any) -> bool:
+        """Hook ``model``; False when the Trainer handed no model that can be hooked."""
+        if model is None or not hasattr(model, "register_forward_pre_hook"):
+            return False
+        self.handle = model.register_forward_pre_hook(self._seen, with_kwargs=True)
+        return True
+
+    def remove(self) -> None:
+        if self.handle is not None:
+            self.handle.remove()
+            self.handle = None
+
+    @staticmethod
+    def training_forward(module: Any) -> bool:
+        import torch
+
+        return bool(module.training) and torch.is_grad_enabled()
+
+    def _seen(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+class BatchRecorder(TrainingForwardHook):
     """A forward pre-hook that writes the first micro-batches into ``record``."""
 
     def __init__(self, model: Any, args: Any, tokenizer: Any, record: dict[str, Any]) -> None:
@@ -97,7 +126,6 @@ class BatchRecorder:
         self.tokenizer = tokenizer
         self.pairs = type(args).__name__ == "DPOConfig"
         self.batches: list[dict[str, Any]] = []
-        self.handle: Any = None
         record["first_batch_digest"] = None
         record["batches"] = {
             "recorded_by": "a forward pre-hook on the model the Trainer trains",
@@ -112,20 +140,13 @@ class BatchRecorder:
             },  # fmt: skip
             "why_not": "no training forward pass ran",
         }
-        if model is None or not hasattr(model, "register_forward_pre_hook"):
+        if not self._attach(model):
             record["batches"]["why_not"] = "the Trainer handed the guard no model"
-            return
-        self.handle = model.register_forward_pre_hook(self._seen, with_kwargs=True)
-
-    def remove(self) -> None:
-        if self.handle is not None:
-            self.handle.remove()
-            self.handle = None
 
     def _seen(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         import torch
 
-        if not module.training or not torch.is_grad_enabled():
+        if not self.training_forward(module):
             return None  # a reference model's or an evaluation's forward, not a training batch
         tensors = {k: v for k, v in kwargs.items() if torch.is_tensor(v) and k not in NOT_BATCH}
         if args and torch.is_tensor(args[0]):

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ftmanifest.findings import Finding
+from ftmanifest.integrations.batches import TrainingForwardHook
 
 RULE = "drift.loss-mask"
 IGNORE = -100
@@ -35,7 +36,7 @@ HINT = (
 )
 
 
-class LabelGuard:
+class LabelGuard(TrainingForwardHook):
     """A forward pre-hook on ``model`` that judges each training batch's labels.
 
     ``refuse(rows)`` is called with the row for the first batch that puts loss on the
@@ -52,21 +53,13 @@ class LabelGuard:
         self.loss_on, self.path, self.refuse = loss_on, path, refuse
         self.state: dict[str, Any] = {"loss_on": loss_on, "judged": 0, "not_judged": 0}
         record["loss_mask"] = self.state
-        self.handle: Any = None
-        if model is not None and hasattr(model, "register_forward_pre_hook"):
-            self.handle = model.register_forward_pre_hook(self._seen, with_kwargs=True)
-        else:
+        if not self._attach(model):
             self.state["why_not"] = "the Trainer handed the guard no model"
-
-    def remove(self) -> None:
-        if self.handle is not None:
-            self.handle.remove()
-            self.handle = None
 
     def _seen(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         import torch
 
-        if not module.training or not torch.is_grad_enabled():
+        if not self.training_forward(module):
             return None  # an evaluation's or a reference model's forward
         ids = kwargs.get("input_ids", args[0] if args and torch.is_tensor(args[0]) else None)
         labels = kwargs.get("labels")
