@@ -61,10 +61,12 @@ def error_text(exc: FtManifestError, *, width: int | None = None) -> str:
     An invalid manifest is its problems, one compiler-style line each; other
     errors with findings (drift stopping a Trainer) show them as a table.
     """
-    from ftmanifest.errors import ManifestInvalidError
+    from ftmanifest.errors import CommandNotRunnableError, ManifestInvalidError
 
     if isinstance(exc, ManifestInvalidError) and exc.findings:
         return "\n".join(line_text(p) for p in exc.findings)
+    if isinstance(exc, CommandNotRunnableError):
+        return escape(exc.message)  # one line, as a shell says it (the JSON has the reason)
     head = escape(exc.location())
     text = f"{head}: {escape(exc.message)}" if head else escape(exc.message)
     details = [

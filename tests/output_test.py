@@ -139,11 +139,11 @@ def test_error_render_is_safe(
     observed: str | None,
     hint: str | None,
 ) -> None:
-    facts = (observed is not None) + bool(hint)
+    facts = (observed is not None) + bool(hint) + 1  # + 1: the reason code, always named
     errors = (
         (InputError(message, path=path, line=line, field=field, expected=expected,
                     observed=observed, hint=hint), facts + bool(field) + (expected is not None)),
-        (UnknownKeyError(message, path=path, observed=observed, hint=hint), facts + 1),
+        (UnknownKeyError(message, path=path, observed=observed, hint=hint), facts),
     )  # fmt: skip
     for error, n_details in errors:
         text = error_text(error)
@@ -331,7 +331,8 @@ def test_a_drift_error_renders_its_table_as_lines() -> None:
     lines = text.splitlines()
     assert lines[0].startswith("exp\\nforged.yaml: 1 difference(s)")
     assert any(line.startswith("data[0].digest") for line in lines)
-    assert "\x1b" not in text and lines[-1].startswith("  fix: fix them")
+    assert "\x1b" not in text and lines[-2].startswith("  fix: fix them")
+    assert lines[-1] == "  reason: drift"  # every error names its stable code
 
 
 # --- output a machine reads ----------------------------------------
