@@ -39,13 +39,25 @@ class PublisherSignature(Strict):
         description="The model-signing bundle in the model folder (model.sig); its digest "
         "is pinned among model.files, so a replaced signature is drift."
     )
-    method: Literal["key"] = Field(
-        description="model-signing's signing method; lock verifies the key method."
+    method: Literal["key", "certificate"] = Field(
+        description="model-signing's signing method; lock verifies the key and certificate methods."
     )
     signer: NonEmpty = Field(
-        description="The trust file's principal(s) for the key that signed, comma-separated."
+        description="The trust file's principal(s) for the key (certificate method: the CA) "
+        "that vouched, comma-separated."
     )
-    key: NonEmpty = Field(description="That key's OpenSSH SHA256 fingerprint.")
+    key: NonEmpty = Field(
+        description="That key's OpenSSH SHA256 fingerprint (certificate method: the CA's key)."
+    )
+    certificate: NonEmpty | None = Field(
+        default=None,
+        description="Certificate method: the signing certificate's subject and subject "
+        "alternative names.",
+    )
+    authority: NonEmpty | None = Field(
+        default=None,
+        description="Certificate method: the trusted CA certificate's sha256 fingerprint.",
+    )
 
 
 class ModelSource(Strict):

@@ -10,8 +10,13 @@ bundle's key must be an ECDSA key of the trust file (matched by the
 the ``ftmanifest`` namespace.  Hashing settings are model-signing's, taken
 from the signed ``serialization`` block, so a bundle made by
 ``model_signing sign key`` with any of its options is checked as it was made.
-Only the key method is judged: a bundle of another method (certificate,
-Sigstore) is refused as not checkable offline here.
+A certificate-signed bundle (``model_signing sign certificate``) is checked
+by model-signing's own certificate verifier with one trusted X.509 CA at a
+time (``x509_ca``: a ``cert-authority`` line of the trust file and its
+certificate), never with the CA certificates the bundle carries nor the
+system's roots; the chain check is OpenSSL's, at the signing certificate's
+not-before time, as model-signing does it.  A Sigstore bundle is refused as
+not checkable offline here.
 """
 
 from __future__ import annotations
@@ -26,13 +31,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
+from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ftmanifest.errors import RefusedError
 from ftmanifest.extras import require
 from ftmanifest.signing._files import ENVELOPE_MAX_BYTES, KEY_MAX_BYTES
 from ftmanifest.signing.keys import ECDSA_KEY_TYPE, PrivateKey, public_key_pem
-from ftmanifest.signing.trust import STATUS_OK, TrustedKey, TrustStore
+from ftmanifest.signing.trust import STATUS_OK, X509_CA_NAMESPACE, TrustedKey, TrustStore
+from ftmanifest.signing.x509_ca import (
+    TrustedAuthority,
+    bundle_certificates,
+    issued_by,
+    load_authority,
+    signer_identity,
+)
 from ftmanifest.untrusted import read_untrusted
 
 SIGNATURE_NAME = "model.sig"
@@ -69,7 +82,14 @@ class ModelSigner:
 
     principals: tuple[str, ...]
     fingerprint: str
+    """The trusted key's OpenSSH fingerprint (for a certificate: the CA's key)."""
     trust_line: int
+    method: str = "key"
+    """model-signing's method: ``key`` or ``certificate``."""
+    certificate: str = ""
+    """For ``certificate``: the signing certificate's subject and SANs."""
+    authority: str = ""
+    """For ``certificate``: the trusted CA certificate's ``sha256:`` fingerprint."""
 
 
 def write_model_signature(
@@ -150,16 +170,16 @@ def _candidates(
     path: Path, doc: dict[str, Any], trust: TrustStore, now: datetime
 ) -> list[TrustedKey]:
     material = doc["verificationMaterial"]
-    if "publicKey" not in material:
+    if "publicKey" not in material and "x509CertificateChain" not in material:
         method = next((k for k in material if k != "tlogEntries"), "none")
         raise ModelSignatureUntrustedError(
-            f"{SIGNATURE_NAME} is signed by the {method} method; lock checks key-signed "
-            "bundles only (a certificate or Sigstore signature is not checked offline here)",
+            f"{SIGNATURE_NAME} is signed by the {method} method; lock checks key- and "
+            "certificate-signed bundles only (a Sigstore signature is not checked offline here)",
             path=str(path),
             field="verificationMaterial",
-            expected="publicKey (model_signing sign key)",
+            expected="publicKey or x509CertificateChain (model_signing sign key|certificate)",
             observed=method,
-            hint="ask the publisher for a key-signed model.sig and their PEM public key, "
+            hint="ask the publisher for a key- or certificate-signed model.sig, "
             "or check this one with `model_signing verify` and remove it before lock",
         )
     hint = material["publicKey"].get("hint") if isinstance(material["publicKey"], dict) else None
@@ -181,6 +201,8 @@ def _candidates(
 def verify_model_signature(folder: Path, trust: TrustStore, now: datetime) -> ModelSigner:
     """Verify ``folder/model.sig`` with model-signing against the trusted keys."""
     path, doc = _bundle(folder)
+    if "x509CertificateChain" in doc["verificationMaterial"]:
+        return _verify_certificate_bundle(folder, path, doc, trust, now)
     keys = _candidates(path, doc, trust, now)
     require("model_signing", FEATURE)
     from model_signing import verifying as ms_verifying
@@ -196,8 +218,81 @@ def verify_model_signature(folder: Path, trust: TrustStore, now: datetime) -> Mo
                 failure = _why(exc)
                 continue
             return ModelSigner(key.principals, key.fingerprint, key.line)
+    raise _mismatch(folder, path, failure)
+
+
+def _authorities(
+    path: Path, chain: list[x509.Certificate], trust: TrustStore, now: datetime
+) -> list[TrustedAuthority]:
+    """The trusted CAs, valid now, that may anchor the bundle's chain."""
+    usable = [a for a in trust.authorities if a.status(now, X509_CA_NAMESPACE) == STATUS_OK]
+    chosen = [c for c in (load_authority(a, trust.path) for a in usable) if issued_by(c, chain)]
+    if not chosen:
+        raise ModelSignatureUntrustedError(
+            f"{SIGNATURE_NAME} is signed by a certificate no CA of the trust file issued",
+            path=str(path),
+            field="verificationMaterial.x509CertificateChain",
+            expected=f"a chain to a CA certificate trusted in {trust.path}",
+            observed=f"signer {signer_identity(chain[0])}, issued by "
+            f"{chain[-1].issuer.rfc4514_string()[:120]}; "
+            f"{len(usable)} trusted CA(s), none issued it",
+            hint="if you trust this publisher's CA, add its certificate: "
+            "ftmanifest trust add CA.pem --principal NAME",
+        )
+    return chosen
+
+
+def _verify_certificate_bundle(
+    folder: Path, path: Path, doc: dict[str, Any], trust: TrustStore, now: datetime
+) -> ModelSigner:
+    """model-signing's certificate verifier with each trusted CA that may anchor the chain."""
+    try:
+        chain = bundle_certificates(doc["verificationMaterial"])
+    except ValueError as exc:
+        raise _malformed(path, f"x509CertificateChain: {exc}") from None
+    authorities = _authorities(path, chain, trust, now)
+    require("model_signing", FEATURE)
+    from model_signing import verifying as ms_verifying
+
+    untrusted, failure = "", ""
+    with tempfile.TemporaryDirectory(prefix="ftmanifest-ca-") as scratch:
+        for ca in authorities:
+            pem = Path(scratch) / f"ca{ca.entry.line}.pem"
+            pem.write_bytes(ca.pem())
+            config = ms_verifying.Config().use_certificate_verifier(certificate_chain=[pem])
+            try:
+                config.verify(folder, path)
+            except Exception as exc:  # model-signing raises ValueError, OpenSSL errors, others
+                why = _why(exc)
+                if type(exc).__name__ == "X509StoreContextError" or "cannot be used for" in why:
+                    untrusted = why
+                else:
+                    failure = why
+                continue
+            return ModelSigner(
+                ca.entry.principals,
+                ca.entry.fingerprint,
+                ca.entry.line,
+                method="certificate",
+                certificate=signer_identity(chain[0]),
+                authority=ca.sha256,
+            )
+    if failure:
+        raise _mismatch(folder, path, failure)
+    raise ModelSignatureUntrustedError(
+        f"{SIGNATURE_NAME}'s certificate chain does not lead to a trusted CA: {untrusted}",
+        path=str(path),
+        field="verificationMaterial.x509CertificateChain",
+        expected=f"a code-signing certificate issued by a CA trusted in {trust.path}",
+        observed=f"signer {signer_identity(chain[0])}: {untrusted}"[:300],
+        hint="do not trust this model; if the publisher's CA changed, add the new CA "
+        "certificate: ftmanifest trust add CA.pem --principal NAME",
+    )
+
+
+def _mismatch(folder: Path, path: Path, failure: str) -> ModelSignatureMismatchError:
     changed = failure.startswith("Signature mismatch")
-    raise ModelSignatureMismatchError(
+    return ModelSignatureMismatchError(
         f"{SIGNATURE_NAME} does not vouch for the files of {folder}: {failure}",
         path=str(path),
         field=SIGNATURE_NAME,

@@ -11,7 +11,10 @@ patterns know only ``*``, ``?`` and ``!``.  Deviations, all toward refusing: a
 malformed line anywhere makes the whole file malformed (ssh stops at it only
 when it reaches it); a line without a ``namespaces`` option does not count
 for ftmanifest (ssh would allow every namespace); certificate authorities and
-keys other than Ed25519 and ECDSA P-256 are skipped with a warning;
+keys other than Ed25519 and ECDSA P-256 are skipped with a warning, except a
+``cert-authority`` line for the namespace ``x509-ca@ftmanifest`` alone: the
+key of an X.509 CA trusted for certificate-signed ``model.sig`` (``x509_ca``),
+kept apart in ``TrustStore.authorities``, never a manifest signer;
 small-order Ed25519 keys and off-curve ECDSA points are refused.
 Which file is used, and why, is ``locate``'s business.
 """
@@ -43,6 +46,7 @@ from ftmanifest.untrusted import read_untrusted
 __all__ = ["DEFAULT_TRUST", "find_trust_file", "load_trust", "parse_trust"]
 
 NAMESPACE = "ftmanifest"
+X509_CA_NAMESPACE = "x509-ca@ftmanifest"
 
 STATUS_OK = "valid"
 STATUS_WRONG_NAMESPACE = "wrong-namespace"
@@ -63,6 +67,8 @@ class TrustedKey:
     line: int
     keytype: str = "ssh-ed25519"
     """``ssh-ed25519`` or ``ecdsa-sha2-nistp256``."""
+    cert_authority: bool = False
+    """A ``cert-authority`` line (kept only for ``x509-ca@ftmanifest``)."""
 
     def public_key(self) -> PublicKey:
         return public_key_from_blob(self.blob)
@@ -70,8 +76,8 @@ class TrustedKey:
     def matches_principal(self, name: str) -> bool:
         return match_list(name, self.principals)
 
-    def status(self, now: datetime) -> str:
-        if self.namespaces is None or not match_list(NAMESPACE, self.namespaces):
+    def status(self, now: datetime, namespace: str = NAMESPACE) -> str:
+        if self.namespaces is None or not match_list(namespace, self.namespaces):
             return STATUS_WRONG_NAMESPACE
         seconds = now.timestamp() if now.tzinfo is not None else now.astimezone().timestamp()
         if self.valid_after is not None and seconds < self.valid_after:
@@ -86,6 +92,8 @@ class TrustStore:
     path: Path
     keys: tuple[TrustedKey, ...]
     warnings: tuple[str, ...] = field(default=())
+    authorities: tuple[TrustedKey, ...] = field(default=())
+    """``cert-authority`` lines for ``x509-ca@ftmanifest``: X.509 CA keys."""
 
     def by_fingerprint(self, fp: str) -> tuple[TrustedKey, ...]:
         return tuple(k for k in self.keys if k.fingerprint == fp)
@@ -93,7 +101,7 @@ class TrustStore:
 
 def _parse_line(text: str, lineno: int, warnings: list[str], path: Path) -> TrustedKey | None:
     parsed = parse_allowed_line(text)
-    if parsed.cert_authority:
+    if parsed.cert_authority and parsed.namespaces != (X509_CA_NAMESPACE,):
         warnings.append(f"{path}:{lineno}: cert-authority lines are not supported; skipped")
         return None
     if parsed.keytype not in SIGNING_KEY_TYPES:
@@ -114,11 +122,13 @@ def _parse_line(text: str, lineno: int, warnings: list[str], path: Path) -> Trus
         valid_before=parsed.valid_before,
         line=lineno,
         keytype=parsed.keytype,
+        cert_authority=parsed.cert_authority,
     )
 
 
 def parse_trust(text: str, path: Path) -> TrustStore:
     keys: list[TrustedKey] = []
+    authorities: list[TrustedKey] = []
     warnings: list[str] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip(" \t\r\n")
@@ -139,9 +149,13 @@ def parse_trust(text: str, path: Path) -> TrustStore:
                 observed=line[:120],
                 hint="fix or delete the line (see `man ssh-keygen`, ALLOWED SIGNERS)",
             ) from None
-        if key is not None:
+        if key is not None and key.cert_authority:
+            authorities.append(key)
+        elif key is not None:
             keys.append(key)
-    return TrustStore(path=path, keys=tuple(keys), warnings=tuple(warnings))
+    return TrustStore(
+        path=path, keys=tuple(keys), warnings=tuple(warnings), authorities=tuple(authorities)
+    )
 
 
 def load_trust(path: Path) -> TrustStore:

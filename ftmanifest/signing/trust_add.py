@@ -5,7 +5,11 @@ line written is the one ``trust`` reads back:
 ``PRINCIPAL namespaces="ftmanifest" KEYTYPE KEY [comment]``.  The public
 key is an OpenSSH line (``ssh-ed25519`` or ``ecdsa-sha2-nistp256``) or a PEM
 public key (``-----BEGIN PUBLIC KEY-----``, as model-signing publishers hand
-out); a PEM key is written as its OpenSSH line.  Refused before anything is
+out); a PEM key is written as its OpenSSH line.  A PEM X.509 CA certificate
+(``-----BEGIN CERTIFICATE-----``, basicConstraints CA:TRUE) is trusted for
+certificate-signed ``model.sig``: its key is written as a ``cert-authority``
+line for ``x509-ca@ftmanifest`` and the certificate beside the trust file
+(``x509_ca``); a leaf certificate is refused.  Refused before anything is
 written: a key that is not an Ed25519 or ECDSA P-256 public key, a
 principal ssh would read as something else, a key the file already trusts,
 an existing file that does not parse, and a trust file or folder that
@@ -21,6 +25,7 @@ import base64
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ftmanifest.errors import UsageError
 from ftmanifest.fsutil import atomic_write_bytes
@@ -45,7 +50,16 @@ from ftmanifest.signing.keys import (
 )
 from ftmanifest.signing.locate import DEFAULT_TRUST
 from ftmanifest.signing.trust import NAMESPACE, parse_trust
+from ftmanifest.signing.x509_ca import (
+    PEM_CERTIFICATE,
+    X509_CA_NAMESPACE,
+    certificate_path,
+    read_ca_certificate,
+)
 from ftmanifest.untrusted import read_untrusted
+
+if TYPE_CHECKING:
+    from cryptography import x509
 
 _KEY_FIX = "pass the .pub (or .pub.pem) file made by `ftmanifest keygen` or `ssh-keygen -t ed25519`"
 _TYPES = " or ".join(SIGNING_KEY_TYPES)
@@ -89,8 +103,9 @@ def check_principal(principal: str) -> None:
     )
 
 
-def read_public_key(path: Path) -> tuple[bytes, str]:
-    """(the ``ssh-ed25519`` key blob, its comment) of an OpenSSH public key file."""
+def read_public_key(path: Path) -> tuple[bytes, str, x509.Certificate | None]:
+    """(the key blob, its comment, the CA certificate when the file is one) of an
+    OpenSSH or PEM public key file, or of a PEM CA certificate."""
     try:
         data = read_untrusted(path, limit=KEY_MAX_BYTES, what="public key", hint=_KEY_FIX)
     except FileNotFoundError:
@@ -101,7 +116,10 @@ def read_public_key(path: Path) -> tuple[bytes, str]:
         ) from None
     text = data.decode("utf-8", errors="replace").strip()
     if text.startswith("-----BEGIN PUBLIC KEY-----"):
-        return _pem_public_key(data, path), ""
+        return _pem_public_key(data, path), "", None
+    if text.startswith(PEM_CERTIFICATE.decode()):
+        cert, blob = read_ca_certificate(data, path)
+        return blob, "", cert
     if text.startswith("-----BEGIN"):
         raise MalformedKeyError(
             "this is a private key: trust needs the public key, and the private key must "
@@ -137,7 +155,7 @@ def read_public_key(path: Path) -> tuple[bytes, str]:
             hint=f"{_KEY_FIX}; create one with `ftmanifest keygen -f PATH`",
         ) from None
     comment = words[2].strip() if len(words) > 2 else ""
-    return blob, comment if comment.isprintable() else ""
+    return blob, comment if comment.isprintable() else "", None
 
 
 def _pem_public_key(data: bytes, path: Path) -> bytes:
@@ -185,20 +203,25 @@ def _check_folders(folder: Path, stop: Path) -> None:
         item = item.parent
 
 
+def _make_folder(folder: Path, trust: Path) -> None:
+    if folder.exists():
+        return
+    try:
+        folder.mkdir(mode=0o755, parents=True)
+    except OSError as exc:
+        from ftmanifest.fsutil import write_error
+
+        raise write_error(exc, trust, "cannot create the trust file's folder") from None
+
+
 def add_trusted_key(trust: Path, public_key: Path, principal: str, stop: Path) -> Added:
     """Append ``public_key`` for ``principal`` to the trust file ``trust``;
     ``stop`` is the folder up to which the modes are checked (the repository root)."""
     check_principal(principal)
-    blob, comment = read_public_key(public_key)
+    blob, comment, certificate = read_public_key(public_key)
     fp = fingerprint_of_blob(blob)
     folder = trust.parent
-    if not folder.exists():
-        try:
-            folder.mkdir(mode=0o755, parents=True)
-        except OSError as exc:
-            from ftmanifest.fsutil import write_error
-
-            raise write_error(exc, trust, "cannot create the trust file's folder") from None
+    _make_folder(folder, trust)
     _check_folders(folder, Path(os.path.abspath(stop)))
     old = b""
     created = not trust.exists()
@@ -217,7 +240,7 @@ def add_trusted_key(trust: Path, public_key: Path, principal: str, stop: Path) -
             "trust file is not UTF-8 text", path=str(trust), hint="rewrite it as UTF-8 text"
         ) from None
     store = parse_trust(text, trust)
-    for key in store.by_fingerprint(fp):
+    for key in (*store.by_fingerprint(fp), *(a for a in store.authorities if a.fingerprint == fp)):
         raise KeyExistsError(
             "this key is already in the trust file",
             path=str(trust),
@@ -227,10 +250,20 @@ def add_trusted_key(trust: Path, public_key: Path, principal: str, stop: Path) -
             hint=f"edit line {key.line} of {trust} to change its principal or options",
         )
     b64 = base64.b64encode(blob).decode("ascii")
-    line = f'{principal} namespaces="{NAMESPACE}" {key_type_of_blob(blob)} {b64}' + (
+    options = f'namespaces="{NAMESPACE}"'
+    if certificate is not None:
+        options = f'cert-authority,namespaces="{X509_CA_NAMESPACE}"'
+        comment = "x509-ca"
+    line = f"{principal} {options} {key_type_of_blob(blob)} {b64}" + (
         f" {comment}" if comment else ""
     )
     new = text + ("\n" if text and not text.endswith("\n") else "") + line + "\n"
     parse_trust(new, trust)  # what verify will read must parse
+    if certificate is not None:
+        from cryptography.hazmat.primitives.serialization import Encoding
+
+        pem = certificate_path(trust, blob)
+        _make_folder(pem.parent, trust)
+        atomic_write_bytes(pem, certificate.public_bytes(Encoding.PEM), mode=0o644)
     atomic_write_bytes(trust, new.encode("utf-8"), mode=0o644)
     return Added(trust, line, principal, fp, created)

@@ -187,7 +187,10 @@ def _publisher(m: Manifest, seen: Observed, manifest_path: Path, notes: list[str
     signer = verify_publisher(Path(folder), manifest_path)
     who = ",".join(signer.principals)
     notes.append(f"{SIGNATURE_NAME} verified (OpenSSF model-signing): signed by {who}")
-    record = {"file": SIGNATURE_NAME, "method": "key", "signer": who, "key": signer.fingerprint}
+    record = {"file": SIGNATURE_NAME, "method": signer.method, "signer": who}
+    record["key"] = signer.fingerprint
+    if signer.method == "certificate":
+        record |= {"certificate": signer.certificate, "authority": signer.authority}
     return [(("model", "publisher_signature"), record)]
 
 
