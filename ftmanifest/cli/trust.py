@@ -24,7 +24,11 @@ ADD_DESCRIPTION = """\
 Add an Ed25519 or ECDSA P-256 public key (KEY.pub, as made by `ftmanifest
 keygen` or `ssh-keygen -t ed25519`, or a PEM public key such as a model
 publisher's PUB.pem) to the trust file for PRINCIPAL, with the options
-verify requires (namespaces="ftmanifest").  The folder is created 0755 and
+verify requires (namespaces="ftmanifest").  A PEM X.509 CA certificate
+(CA.pem, basicConstraints CA:TRUE) is trusted for certificate-signed
+model.sig instead: its key is written as a cert-authority line for
+x509-ca@ftmanifest and the certificate beside the trust file, in
+x509-ca/.  The folder is created 0755 and
 the file written whole (temp file, fsync, rename), mode 0644.  Refused: a
 malformed key or one of another kind, a private key, a principal with spaces,
 commas or quotes, a key the file already trusts, an existing trust file
@@ -38,6 +42,7 @@ examples:
   ftmanifest trust add ~/.ftmanifest/id_ed25519.pub --principal alice@example.org
   ftmanifest trust add keys/bob.pub --principal bob@example.org
   ftmanifest trust add publisher.pem --principal models@example.org
+  ftmanifest trust add publisher-ca.pem --principal models@example.org
 """
 
 
