@@ -375,14 +375,21 @@ def _resolve(store: Any, wanted: str) -> Any:
 
 
 def _show(store: Any, args: argparse.Namespace) -> int:
+    from ftmanifest.ledger.attempts import attempts
+    from ftmanifest.ledger.starts import different_starts
+
     attempt = _resolve(store, args.id)
+    # same manifest, another start (weights or first batch): not the same run
+    starts = different_starts(attempts(store.read().entries)).get(attempt.id, [])
     if args.format == "json":
-        _json({**attempt.to_dict(), "records": [
+        _json({**attempt.to_dict(), "different_start": starts, "records": [
             {"id": e.id, "file": str(e.file), "signed": e.signature is not None, **e.record}
             for e in attempt.entries]})  # fmt: skip
         return 0
     _out(f"attempt {attempt.id}  experiment {escape(str(attempt.experiment))}  "
          f"status {attempt.status}\n")  # fmt: skip
+    for note in starts:
+        _out(escape(f"  different start: {note}") + "\n")
     for e in attempt.entries:
         r = e.record
         line = f"  {e.at[:26]}  {str(r.get('status', '?')):<11} {e.short}"

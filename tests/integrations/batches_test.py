@@ -214,3 +214,8 @@ def test_two_lora_inits_of_one_manifest_are_listed_as_different_starts(
     assert main(["ledger", "list", "--manifest", str(example)]) == 0
     text = capsys.readouterr().out
     assert "different start" in text and "not the same run" in text
+    assert main(["ledger", "show", c["attempt"], "--manifest", str(example)]) == 0
+    assert "different start:" in capsys.readouterr().out
+    assert main(["ledger", "show", a["attempt"], "--manifest", str(example), "--format",
+                 "json"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["different_start"]
