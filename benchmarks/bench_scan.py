@@ -13,9 +13,9 @@ whole file with ftmanifest (secrets + PII, ``--jobs`` processes, best of
 (the slice split in ``--jobs`` parts scanned by as many processes, so both
 tools get the same cores).  Prints MB/s for both, the ratio, both tools'
 recall on the planted secrets of the slice, ftmanifest's recall on the whole
-file (secrets, emails, phones, the issue-9 forms) and its secret and PII
+file (secrets, emails, phones, the forms people write by hand) and its secret and PII
 findings on unplanted lines
-(false positives on the hard negatives).  Exits 1 when an issue-5 target is
+(false positives on the hard negatives).  Exits 1 when a target is
 missed: >= 50 MB/s, >= 100x detect-secrets, recall >= detect-secrets'.
 """
 
@@ -269,7 +269,7 @@ def main() -> int:
           f"emails {fmt_recall(recall(secret_lines, email))}, "
           f"phones {fmt_recall(recall(secret_lines, phone))}; "
           f"secret findings on unplanted lines: {fp}")  # fmt: skip
-    print("  issue-9 forms: " + ", ".join(
+    print("  hand-written forms: " + ", ".join(
         f"{name} {fmt_recall(recall(secret_lines, lines))}" for name, lines in forms.items()
     ) + f"; PII rules firing on unplanted lines: {pii_fp or 'none'}")  # fmt: skip
     one, _ = run_ftmanifest(big, 1, 1)

@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("ftmanifest", "tests", "docs", "benchmarks")
 SUFFIXES = {".py", ".md", ".txt", ".toml", ".yaml", ".yml", ".json", ".sh", ".cfg", ".ini"}
-CITATION = re.compile(r"(?<![\w.-]/[\w.-])(?<!\w)(?P<cite>issues? #?\d+)", re.IGNORECASE)
+CITATION = re.compile(r"(?<![\w.-]/[\w.-])(?<!\w)(?P<cite>issues?[ -]#?\d+)", re.IGNORECASE)
 PUBLIC = re.compile(r"[\w.-]+/[\w.-]+ issues? #?\d+", re.IGNORECASE)
 
 
@@ -43,3 +43,4 @@ def test_the_check_sees_a_citation_and_lets_a_public_one_pass() -> None:
     assert _citations(f"see {word}s #12") == [f"{word}s #12"]
     assert _citations(f"ROCm/rocm_smi_lib {word} #159, vendored") == []
     assert _citations("the tissue 3 samples, reissued 4 times") == []
+    assert _citations(f"every {word}-9 form") == [f"{word}-9"]
