@@ -110,10 +110,11 @@ _FILE_TLDS = frozenset(
 
 # A UTF-8 encoded character that may be part of an address: not U+0080-00BF (no-break
 # space, guillemets), not U+2000-2FFF (punctuation, symbols), not U+3000-303F (CJK
-# punctuation), not the full-width and half-width forms U+FEC0-FF7F.
+# punctuation), not the full-width and half-width forms U+FEC0-FF7F, not the emoji and
+# symbol plane U+1F000-1FFFF (an emoji glued to an address is prose, not its first letter).
 _U8 = (
     r"(?:[\xc3-\xdf][\x80-\xbf]|\xe3[\x81-\xbf][\x80-\xbf]|[\xe0\xe1\xe4-\xee][\x80-\xbf]{2}"
-    r"|\xef[\x80-\xba\xbe\xbf][\x80-\xbf]|[\xf0-\xf4][\x80-\xbf]{3})"
+    r"|\xef[\x80-\xba\xbe\xbf][\x80-\xbf]|\xf0[\x90-\x9e][\x80-\xbf]{2}|[\xf1-\xf4][\x80-\xbf]{3})"
 )
 _LABEL = r"(?:[A-Za-z0-9\-]|" + _U8 + "){1,63}"
 _EMAIL = (
