@@ -122,3 +122,16 @@ def test_out_of_memory_exits_4_with_its_reason(
 def test_an_error_json_always_carries_its_reason() -> None:
     assert WorkerDiedError("w").to_dict()["reason"] == "worker-died"
     assert FtManifestError("a bug").to_dict()["reason"] == "internal-error"
+
+
+def test_the_reasons_page_lists_the_package_codes_only() -> None:
+    """A class a test defines (this one) is no code of ftmanifest's: the page stays as generated."""
+    from ftmanifest.cli.reference import codes
+    from ftmanifest.errors import RefusedError
+
+    class DefinedByATest(RefusedError):
+        reason = "defined-by-a-test"
+
+    page = codes.reasons_page()
+    assert "defined-by-a-test" not in page
+    assert "`worker-died`" in page  # control: the package's own codes are listed
