@@ -21,6 +21,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ftmanifest.cli import main
 from ftmanifest.manifest import load_manifest
+from tests.verify.publisher_signature_test import project
+
+__all__ = ["project"]  # the key-method tests' project: a git repo with a two-file model
 
 pytest.importorskip("model_signing")
 MODEL_SIGNING = str(Path(sys.executable).with_name("model_signing"))
@@ -96,19 +99,6 @@ class Publisher:
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
-
-
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "p"
-    (root / "model").mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(root)], check=True, timeout=30)
-    (root / "model" / "config.json").write_text('{"model_type": "tiny"}\n')
-    (root / "model" / "model.safetensors").write_bytes(bytes(range(256)) * 4)
-    (root / "exp.yaml").write_text("ftmanifest: 1\nexperiment:\n  id: x\nmodel:\n  path: model\n")
-    monkeypatch.chdir(root)
-    monkeypatch.delenv("FTMANIFEST_TRUST_FILE", raising=False)
-    return root
 
 
 def _lock(capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
