@@ -285,3 +285,21 @@ def test_the_command_finder_sees_every_call() -> None:
 def test_the_readme_stays_short() -> None:
     lines = README.read_text("utf-8").count("\n")
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move detail into docs/"
+
+
+def test_the_reasons_page_is_the_same_after_the_heavy_modules_are_imported() -> None:
+    # the full suite imports the transformers integration before this page is built; a
+    # class found both by import and by reading its source was listed twice
+    pytest.importorskip("torch")
+    code = (
+        "from ftmanifest.cli.reference import codes\nimport importlib\n"
+        "before = codes.reasons_page()\n"
+        "for m in codes._error_modules(heavy=True):\n    importlib.import_module(m)\n"
+        "after = codes.reasons_page()\n"
+        "rows = [l for l in after.splitlines() if l.startswith('| `')]\n"
+        "print('SAME', before == after, 'DUPLICATES', len(rows) - len(set(rows)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert "SAME True DUPLICATES 0" in out.stdout, out.stdout + out.stderr
