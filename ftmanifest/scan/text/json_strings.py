@@ -27,7 +27,6 @@ from collections.abc import Iterator, Sequence
 from ftmanifest.findings import Finding
 from ftmanifest.scan.text.text import scan_buffer
 
-_BODY = re.compile(rb'[^"\\\n]*(?:\\[^\n][^"\\\n]*)*')  # a string body, escapes included
 _SIMPLE = {
     ord('"'): b'"', ord("\\"): b"\\", ord("/"): b"/", ord("b"): b"\b",
     ord("f"): b"\f", ord("n"): b"\n", ord("r"): b"\r", ord("t"): b"\t",
@@ -38,23 +37,55 @@ SEP = b"\n\0\n"  # between decoded strings: no match runs across a NUL line
 
 def escaped_strings(buf: bytes) -> Iterator[tuple[int, int]]:
     """(start, end) of the body of each string literal that contains a backslash."""
-    pos = 0
-    while (b := buf.find(b"\\", pos)) >= 0:
-        q = buf.rfind(b'"', pos, b)
-        if q < 0 or buf.find(b"\n", q, b) >= 0:  # not inside a string on this line
-            pos = b + 2
+    yield from _walk(buf)[0]
+
+
+def _walk(buf: bytes) -> tuple[list[tuple[int, int]], bool]:
+    """The bodies of the string literals with a backslash, and whether every
+    backslash of ``buf`` lies inside one of them.
+
+    A body ends at its first unescaped quote (one after an even run of
+    backslashes: escapes pair from the run's start, since the run follows the
+    opening quote or a character that no escape consumed), else at the line's
+    end, or before a lone backslash that ends the line.  The
+    bytes are searched with ``find``, so the cost is per string, not per byte.
+    """
+    spans: list[tuple[int, int]] = []
+    inside, n, pos = True, len(buf), 0
+    find, rfind = buf.find, buf.rfind
+    while (b := find(b"\\", pos)) >= 0:
+        q = rfind(b'"', pos, b)
+        if q < 0 or find(b"\n", q, b) >= 0:  # not inside a string on this line
+            inside, pos = False, b + 2
             continue
-        m = _BODY.match(buf, q + 1)
-        end = m.end() if m else q + 1
-        if end < len(buf) and buf[end] == 0x22:  # the closing quote
-            yield q + 1, end
-            pos = end + 1
-        else:  # unterminated: decode to the line's end, then go on after it
-            yield q + 1, end
-            pos = max(end, b + 2)
+        nl = find(b"\n", b)
+        nl = n if nl < 0 else nl
+        j = find(b'"', b, nl)
+        while j >= 0 and _odd_run(buf, j):  # an escaped quote
+            j = find(b'"', j + 1, nl)
+        if j >= 0:  # the closing quote
+            spans.append((q + 1, j))
+            pos = j + 1
+            continue
+        # unterminated: the body runs to the line's end, less a lone last backslash
+        end = nl - 1 if _odd_run(buf, nl) else nl
+        inside = inside and end == nl
+        spans.append((q + 1, end))
+        pos = max(end, b + 2)
+    return spans, inside
+
+
+def _odd_run(buf: bytes, at: int) -> bool:
+    """An odd number of backslashes right before ``at`` (a quote or a line end
+    after a string's first backslash: the run stops at the opening quote)."""
+    k = at
+    while buf[k - 1] == 0x5C:
+        k -= 1
+    return bool((at - k) & 1)
 
 
 _SIMPLE_ESCAPE = re.compile(rb'\\(?:(")|[\\bfnrt])')  # escapes that change no visible text
+_BLANK = re.compile(rb"\\[\\bfnrt]")  # the same, but the quote
 _CHANGING = re.compile(rb"\\[u/]")  # escapes that spell other characters: decoded
 
 
@@ -69,18 +100,27 @@ def neutralize(buf: bytes) -> tuple[bytes, list[tuple[int, int]]]:
     quote), so the raw scan sees words where they are (a token after ``\\n`` is
     no longer glued to the ``n``) at their own offsets, and only strings with
     ``\\uXXXX`` or ``\\/`` escapes, returned as spans, need decoding.
+
+    When every backslash lies inside a string body (any JSON that parses), the
+    escapes are blanked in one pass over the whole buffer: no match starts
+    outside a body, and none runs across a body's end (a body never ends inside
+    an escape), so the pass reads the same escapes as one pass per body.
     """
-    spans = list(escaped_strings(buf))
+    spans, inside = _walk(buf)
     if not spans:
         return buf, []
-    out = bytearray(buf)
-    changing = []
-    for s, e in spans:
-        seg = buf[s:e]
-        out[s:e] = _SIMPLE_ESCAPE.sub(_blank, seg)
-        if _CHANGING.search(seg):
-            changing.append((s, e))
-    return bytes(out), changing
+    if inside:
+        # escapes pair from each run of backslashes' start, so blanking the others
+        # first leaves only real ``\\"`` escapes for the replace
+        out = _BLANK.sub(b"  ", buf).replace(b'\\"', b' "')
+    else:
+        work = bytearray(buf)
+        for s, e in spans:
+            work[s:e] = _SIMPLE_ESCAPE.sub(_blank, buf[s:e])
+        out = bytes(work)
+    if _CHANGING.search(buf) is None:
+        return out, []
+    return out, [(s, e) for s, e in spans if _CHANGING.search(buf, s, e)]
 
 
 def _hex4(raw: bytes, i: int) -> int | None:
