@@ -56,8 +56,17 @@ INPUTS: dict[str, bytes | None] = {
 }
 
 
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """What `ftmanifest init template.yaml` writes (the same bytes every time: one run
+    serves every row, each of which gets its own copy)."""
+    path = tmp_path_factory.mktemp("init") / "template.yaml"
+    assert run_cli("init", str(path)).returncode == 0
+    return path.read_bytes()
+
+
 @pytest.fixture
-def bad(tmp_path: Path) -> Iterator[dict[str, Path]]:
+def bad(tmp_path: Path, template: bytes) -> Iterator[dict[str, Path]]:
     """One path per entry of ``INPUTS``, plus output targets; immutable bits undone after."""
     paths: dict[str, Path] = {}
     for name, content in INPUTS.items():
@@ -77,7 +86,7 @@ def bad(tmp_path: Path) -> Iterator[dict[str, Path]]:
     paths["proc-file"] = Path("/proc/self/status")
     paths["proc-dir"] = Path("/proc/self")
     paths["template"] = tmp_path / "template.yaml"
-    assert run_cli("init", str(paths["template"])).returncode == 0
+    paths["template"].write_bytes(template)
     # a project `lock` can pin (no git needed), then made unwritable
     project = tmp_path / "project"
     (project / "model").mkdir(parents=True)
