@@ -485,7 +485,7 @@ class FtManifestCallback(TrainerCallback):
 
     def _judge_recipe(self, model: Any, state: TrainerState, report: VerifyReport) -> list[Finding]:
         """Rows for what the Trainer will really run: arguments, objects, first batch, config."""
-        from ftmanifest.integrations import recipe, runtime, start_state
+        from ftmanifest.integrations import recipe, resume, runtime, start_state
         from ftmanifest.manifest import load_manifest
 
         if self._begin is None or report.loaded is None:
@@ -510,6 +510,10 @@ class FtManifestCallback(TrainerCallback):
             rows += self._judge_config(model, load_manifest(self.manifest).manifest, shown)
         rows += start_state.judge_start(model, manifest, shown, resumed=state.global_step > 0,
                                         dataloader=kw.get("train_dataloader"))  # fmt: skip
+        resumed, resume_record = resume.judge_resume(
+            resume.resume_folder(), int(state.global_step), report.manifest_digest, shown
+        )
+        rows += resumed
         rows += self._judge_tokenizer(kw.get("processing_class") or kw.get("tokenizer"), shown)
         rows += self._pin_schedule(manifest, shown, int(state.max_steps or 0))
         traced = self._trace_data(kw.get("train_dataloader"), report)
@@ -528,6 +532,7 @@ class FtManifestCallback(TrainerCallback):
             "peft": resolved_peft(model) if model is not None else None,
             "lr_schedule": self._schedule_record,
             "tokenizer": self._tokenizer_record,
+            "resume": resume_record,
         }
         return rows
 
@@ -642,6 +647,17 @@ class FtManifestCallback(TrainerCallback):
         if state.is_world_process_zero:
             folder = Path(args.output_dir or ".") / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
             self._bind_if_adapter(folder)
+            self._bind_checkpoint(folder, state)
+
+    def _bind_checkpoint(self, folder: Path, state: TrainerState) -> None:
+        """Bind the saved checkpoint to this manifest, so a resume can prove it is this
+        run's (``integrations.resume``)."""
+        from ftmanifest.integrations import resume
+
+        if self.report is None or self.record is None or not folder.is_dir():
+            return
+        entry = resume.bind_checkpoint(folder, self.report.manifest_digest, state.global_step)
+        self.record.setdefault("checkpoints", []).append(entry)
 
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
