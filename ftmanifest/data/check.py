@@ -22,6 +22,7 @@ from ftmanifest.data import leakage
 from ftmanifest.data.clean import CleanCopy, fingerprint, refuse_input, write_clean
 from ftmanifest.data.parallel import cores, default_jobs
 from ftmanifest.data.splits import image_splits_of, refuse_into_pinned, splits_of
+from ftmanifest.data.stats import Collector
 from ftmanifest.data.summary import DataSummary, summarise
 from ftmanifest.errors import UsageError
 from ftmanifest.manifest import load_manifest
@@ -93,9 +94,10 @@ def check_data(
     jobs = jobs or cores()
     if progress is not None:
         progress.add_total(0, items=_pinned_records(loaded, splits))
+    collector = Collector(checks.label)  # counted while the leakage check reads
     report = leakage.check_leakage(splits, threshold=threshold, examples=examples,
-                                   tolerance=checks.tolerance, jobs=jobs,
-                                   signer=signer, progress=progress)  # fmt: skip
+                                   tolerance=checks.tolerance, jobs=jobs, signer=signer,
+                                   progress=progress, collector=collector)  # fmt: skip
     report.threshold_source = source
     clean = None
     if write_clean_to is not None:
@@ -103,7 +105,8 @@ def check_data(
         clean = write_clean(train[0].path, train[0].format, drop, write_clean_to, before)
     text = splits_of(loaded, allow_outside=allow_outside, fields=fields)
     images = image_splits_of(loaded, allow_outside=allow_outside)
-    summary = summarise(loaded, text, images, allow_outside=allow_outside)
+    summary = summarise(loaded, text, images, allow_outside=allow_outside,
+                        counted=collector.stats)  # fmt: skip
     return DataCheck(report, summary, clean)
 
 

@@ -23,13 +23,16 @@ contain, is an instruction, a greeting or a template, and its containments are
 not counted.  So a copy pasted into more than ``COMMON`` records is found only
 by the exact and near searches.
 
-Each later record is parsed and normalised once more (worker processes, as
-``parallel`` signs, forked once the items' index is built so they share it, and
-before the first pass builds its own indexes, so they fork from a small process);
-the items' side (eval and test, the smaller splits) is read in this process.
-The hits go back to ``leakage``, which counts them as near duplicates.  Sharing
-the first pass's parsing and normalising would save most of this pass's time;
-that pass's workers fork before the items are known.
+When every split is JSONL or text lines (and no torchrun ranks sign), this search is
+part of the leakage check's first pass: its workers call ``examine`` on each record
+as they sign it (parsed and normalised once), with the items of the splits read
+before it (``Builder``, fed by the same pass) in ``_INDEX``, set before that split's
+workers fork.  Otherwise each later record is parsed and normalised once more here
+(``search``: worker processes forked once the items' index is built, before the first
+pass builds its own indexes), the items' side read in this process.  The hits go back
+to ``leakage``, which counts them as near duplicates.  Each piece is looked up by
+three of its inner words, one of the record's shingles: a filter only, what counts
+is ``_inside``.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ftmanifest.data.parallel import LINE_KINDS, _line_chunks, _Lines, digest, shard_path
-from ftmanifest.data.text import input_pieces, normalise, record_text
+from ftmanifest.data.text import input_pieces, normalise, record_text, shingle_list
 
 MIN_TOKENS = 8  # words an item must have to be searched for inside other records
 MIN_CHARS = 40  # and characters (normalised)
@@ -81,60 +84,86 @@ def _tokens(text: str) -> list[str]:
     return text.split(" ") if text else []
 
 
-def _pairs(words: list[str]) -> Iterator[str]:
-    """Each two neighbouring words, as one string."""
-    return map(" ".join, zip(words, words[1:], strict=False))
+Item = tuple[list[str], bytes | None]
+"""What one earlier record brings to the index: its input pieces (normalised, distinct,
+long enough to search for) and the digest of its whole input (None: too short)."""
+
+
+def item_of(value: Any, fields: Sequence[str]) -> Item:
+    """The pieces and the input digest of one record of an earlier split."""
+    raw = input_pieces(value, fields)
+    pieces = []
+    for piece in dict.fromkeys(normalise(p) for p in raw):
+        if len(piece) >= MIN_CHARS and len(_tokens(piece)) >= MIN_TOKENS:
+            pieces.append(piece)
+    whole = normalise(" ".join(raw))
+    return pieces, digest(whole) if len(_tokens(whole)) >= MIN_INPUT_TOKENS else None
+
+
+class Builder:
+    """The items of the earlier splits as they are read (``add``), indexed for the splits
+    read after them (``index``)."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, list[tuple[int, int, Item]]] = defaultdict(list)
+
+    def add(self, name: str, number: int, line: int, item: Item) -> None:
+        self.items[name].append((number, line, item))
+
+    def index(self, names: Sequence[str]) -> Index:
+        """The index of the items of ``names``, in that order."""
+        index = Index()
+        piece_ids: dict[str, int] = {}
+        held: dict[tuple[int, str], int] = defaultdict(int)  # (piece, split) -> holders
+        input_held: dict[tuple[int, str], int] = defaultdict(int)
+        for name in names:
+            for number, line, (pieces, whole) in self.items.get(name, ()):
+                if whole is not None:
+                    iid = index.inputs.setdefault(whole, len(index.input_owners))
+                    if iid == len(index.input_owners):
+                        index.input_owners.append([])
+                    input_held[(iid, name)] += 1
+                    if len(index.input_owners[iid]) <= COMMON:
+                        index.input_owners[iid].append((name, number, line))
+                for piece in pieces:
+                    pid = piece_ids.setdefault(piece, len(index.pieces))
+                    if pid == len(index.pieces):
+                        index.pieces.append(piece)
+                        index.owners.append([])
+                    held[(pid, name)] += 1
+                    if len(index.owners[pid]) <= COMMON:
+                        index.owners[pid].append((name, number, line))
+        common = {pid for (pid, _name), n in held.items() if n > COMMON}
+        common_inputs = {iid for (iid, _name), n in input_held.items() if n > COMMON}
+        index.inputs = {h: i for h, i in index.inputs.items() if i not in common_inputs}
+        # each piece is looked up by its rarest three inner words (the first and last
+        # word may be glued to what precedes or follows the piece in another record:
+        # normalising drops a space next to punctuation): a record holding the piece
+        # holds those three words as one of its shingles (``text.shingle_list``), which
+        # the signing has already cut; a word is in many records, three in few
+        frequency: dict[str, int] = defaultdict(int)
+        inner = [set(shingle_list(" ".join(_tokens(p)[1:-1]))) for p in index.pieces]
+        for triples in inner:
+            for w in triples:
+                frequency[w] += 1
+        for pid, triples in enumerate(inner):
+            if pid in common or not triples:
+                continue
+            anchor = min(triples, key=lambda w: (frequency[w], -len(w), w))
+            index.anchors.setdefault(anchor, []).append(pid)
+        index.anchor_words = frozenset(index.anchors)
+        return index
 
 
 def build_index(
     items: Sequence[tuple[str, Iterator[tuple[int, int, Any]]]], fields: Sequence[str]
 ) -> Index:
     """The index of ``items``: (split name, its (record number, line, value) in order)."""
-    index = Index()
-    piece_ids: dict[str, int] = {}
-    held: dict[tuple[int, str], int] = defaultdict(int)  # (piece, split) -> holders
-    input_held: dict[tuple[int, str], int] = defaultdict(int)
+    builder = Builder()
     for name, records in items:
         for number, line, value in records:
-            raw = input_pieces(value, fields)
-            pieces = [normalise(p) for p in raw]
-            whole = normalise(" ".join(raw))
-            if len(_tokens(whole)) >= MIN_INPUT_TOKENS:
-                iid = index.inputs.setdefault(digest(whole), len(index.input_owners))
-                if iid == len(index.input_owners):
-                    index.input_owners.append([])
-                input_held[(iid, name)] += 1
-                if len(index.input_owners[iid]) <= COMMON:
-                    index.input_owners[iid].append((name, number, line))
-            for piece in set(pieces):
-                if len(piece) < MIN_CHARS or len(_tokens(piece)) < MIN_TOKENS:
-                    continue
-                pid = piece_ids.setdefault(piece, len(index.pieces))
-                if pid == len(index.pieces):
-                    index.pieces.append(piece)
-                    index.owners.append([])
-                held[(pid, name)] += 1
-                if len(index.owners[pid]) <= COMMON:
-                    index.owners[pid].append((name, number, line))
-    common = {pid for (pid, _name), n in held.items() if n > COMMON}
-    common_inputs = {iid for (iid, _name), n in input_held.items() if n > COMMON}
-    index.inputs = {h: i for h, i in index.inputs.items() if i not in common_inputs}
-    # each piece is looked up by its rarest pair of inner words (the first and last
-    # word may be glued to what precedes or follows the piece in another record:
-    # normalising drops a space next to punctuation); one word would do, but a word is
-    # in many records, a pair in few
-    frequency: dict[str, int] = defaultdict(int)
-    inner = [set(_pairs(_tokens(p)[1:-1])) for p in index.pieces]
-    for pairs in inner:
-        for w in pairs:
-            frequency[w] += 1
-    for pid, pairs in enumerate(inner):
-        if pid in common or not pairs:
-            continue
-        anchor = min(pairs, key=lambda w: (frequency[w], -len(w), w))
-        index.anchors.setdefault(anchor, []).append(pid)
-    index.anchor_words = frozenset(index.anchors)
-    return index
+            builder.add(name, number, line, item_of(value, fields))
+    return builder.index([name for name, _records in items])
 
 
 def _inside(needle: str, text: str) -> bool:
@@ -152,24 +181,67 @@ def _inside(needle: str, text: str) -> bool:
 
 _INDEX = Index()  # set before the workers fork: they share it
 _SEEN: dict[tuple[How, int], int] = defaultdict(int)  # hits reported by this process
+_COLLECT = False  # whether ``examine`` returns each record's ``Item`` too
 
 
-def _match(value: Any, fields: Sequence[str]) -> list[tuple[How, int]]:
-    """What of ``_INDEX`` one record holds: contained pieces, an equal input."""
+def _match(
+    value: Any, fields: Sequence[str], task: tuple[str, str, list[str]] | None = None
+) -> list[tuple[How, int]]:
+    """What of ``_INDEX`` one record holds: contained pieces, an equal input.  ``task``:
+    the record's task text as read, normalised and cut into shingles, reused when its
+    whole text is the same (a record without system or developer turns)."""
     out: list[tuple[How, int]] = []
-    whole = normalise(record_text(value, fields))
-    if whole:
-        for pair in _INDEX.anchor_words.intersection(_pairs(_tokens(whole))):
-            for pid in _INDEX.anchors[pair]:
+    raw = record_text(value, fields)
+    if task is not None and raw == task[0]:
+        whole, cut = task[1], task[2]
+    else:
+        whole = normalise(raw)
+        cut = shingle_list(whole)
+    if whole and _INDEX.anchor_words:
+        for triple in _INDEX.anchor_words.intersection(cut):
+            for pid in _INDEX.anchors[triple]:
                 if _SEEN[("contained", pid)] <= COMMON and _inside(_INDEX.pieces[pid], whole):
                     out.append(("contained", pid))
-    given = normalise(" ".join(input_pieces(value, fields)))
-    iid = _INDEX.inputs.get(digest(given)) if given else None
-    if iid is not None:
-        out.append(("input", iid))
+    if _INDEX.inputs:
+        given = normalise(" ".join(input_pieces(value, fields)))
+        iid = _INDEX.inputs.get(digest(given)) if given else None
+        if iid is not None:
+            out.append(("input", iid))
     for key in out:  # past COMMON + 1 the parent knows it is boilerplate: stop sending it
         _SEEN[key] += 1
     return out
+
+
+def examine(
+    value: Any, fields: tuple[str, ...], raw: str, normalised: str, cut: list[str]
+) -> tuple[list[tuple[How, int]], Item | None] | None:
+    """The signing pass's look at one record (``parallel.Workers``' ``extra``): what of
+    ``_INDEX`` it holds and, when its split holds items (``_COLLECT``), its ``Item``;
+    None when neither has anything."""
+    found = _match(value, fields, (raw, normalised, cut)) if _INDEX.pieces or _INDEX.inputs else []
+    item = item_of(value, fields) if _COLLECT else None
+    return (found, item) if found or item is not None else None
+
+
+def prepare(index: Index | None, fields: Sequence[str], collect: bool) -> None:
+    """Set what ``examine`` looks for before the signing processes fork."""
+    global _INDEX, _FIELDS, _COLLECT
+    _INDEX, _FIELDS, _COLLECT = index or Index(), tuple(fields), collect
+    _SEEN.clear()
+
+
+def hits_of(
+    index: Index, name: str, found: dict[tuple[How, int], list[tuple[int, int]]]
+) -> list[Hit]:
+    """The hits of ``index`` in split ``name`` (``found``: each piece or input id -> its
+    hosts' (record number, line)), boilerplate (``COMMON``) left out, in report order."""
+    out = []
+    for (how, i), hosts in found.items():
+        if how == "contained" and len(hosts) > COMMON:
+            continue  # shared text, not an item
+        owners = index.owners[i] if how == "contained" else index.input_owners[i]
+        out += [Hit(how, a, (name, b, line)) for b, line in hosts for a in owners]
+    return sorted(out, key=lambda h: (h.b, h.a, h.how))
 
 
 Found = tuple[int, int, How, int]
@@ -263,13 +335,7 @@ def search(
     finally:
         _INDEX, _FIELDS = Index(), ()
         _SEEN.clear()
-    out = []
-    for (how, i), hosts in found.items():
-        if how == "contained" and len(hosts) > COMMON:
-            continue  # shared text, not an item
-        owners = index.owners[i] if how == "contained" else index.input_owners[i]
-        out += [Hit(how, a, (name, b, line)) for b, line in hosts for a in owners]
-    return sorted(out, key=lambda h: (h.b, h.a, h.how))
+    return hits_of(index, name, found)
 
 
 def _run(jobs: Iterator[Any], workers: int) -> Iterator[tuple[Any, tuple[int, list[Any]]]]:

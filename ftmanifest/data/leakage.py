@@ -28,6 +28,7 @@ search stopped there is reported as a floor.
 
 from __future__ import annotations
 
+import functools
 from array import array
 from collections import defaultdict
 from collections.abc import Sequence
@@ -38,6 +39,7 @@ from typing import Any, Literal
 from ftmanifest.data import contain
 from ftmanifest.data.parallel import NUM_PERM, Workers, selected_texts
 from ftmanifest.data.shards import Marks
+from ftmanifest.data.stats import Collector
 from ftmanifest.data.text import normalise, shingle_list
 from ftmanifest.errors import FtManifestError, InputError
 from ftmanifest.manifest.data import LeakTolerance, PairTolerance
@@ -225,13 +227,16 @@ def check_leakage(
     jobs: int = 1,
     signer: Any = None,
     progress: ProgressSink | None = None,
+    collector: Collector | None = None,
 ) -> LeakageReport:
     """Read every split once to find candidates, then the candidates' records again.
 
     ``jobs`` processes sign the records (1: this one); the report is the same for any.
     ``signer``: what yields each split's signatures in file order instead
     (``parallel.RankSigner``: the ranks of a torchrun job).  ``progress`` counts
-    the records of the first read (``parallel.Workers``)."""
+    the records of the first read (``parallel.Workers``).  ``collector``: the
+    per-split statistics (``stats.Collector``), counted by the same read when every
+    split is JSONL or text lines read here (left empty otherwise)."""
     from rensa import RMinHashLSH
 
     bands, _rows = lsh_shape(threshold)
@@ -255,13 +260,49 @@ def check_leakage(
     without: dict[str, int] = {}
     marks = {s.name: Marks() for s in splits}  # a folder's shards, by first record
     deferred: FtManifestError | None = None
-    try:
-        hits = _search_contained(splits, pairs, jobs if signer is None else 1)
-    except FtManifestError as exc:  # the first pass reads the same records: its error
-        hits, deferred = [], exc  # names them (under torchrun, on the rank that read them)
-    with Workers(jobs if signer is None else 1, progress) as workers:
-        source = workers if signer is None else signer
-        for split in order:
+    hits: list[contain.Hit] = []
+    together = signer is None and _lines_only(splits)
+    if not together:
+        try:
+            hits = _search_contained(splits, pairs, jobs if signer is None else 1)
+        except FtManifestError as exc:  # the first pass reads the same records: its error
+            deferred = exc  # names them (under torchrun, on the rank that read them)
+    items = contain.Builder()
+    holders = {a.name for a, b in pairs if a.kind != b.kind}  # splits whose items are searched
+    for split in order:
+        search = None
+        if together:  # this pass also searches the record for items and collects its own
+            sources = [s.name for s in order if s.name in partners[split.name]
+                       and s.kind != split.kind]  # fmt: skip
+            search = items.index(sources) if sources else None
+            if search is not None and not (search.anchors or search.inputs):
+                search = None
+            contain.prepare(search, split.fields, split.name in holders)
+        hosts: dict[tuple[contain.How, int], list[tuple[int, int]]] = defaultdict(list)
+
+        def sink(
+            number: int, line: int, extra: Any, name: str = split.name, hosts: Any = hosts
+        ) -> None:
+            hosted, item = extra
+            for key in hosted:
+                hosts[key].append((number, line))
+            if item is not None:
+                items.add(name, number, line, item)
+
+        look = together and (search is not None or split.name in holders)
+        count = collector if together else None
+        if count is not None:
+            count.start(split)
+        workers = Workers(
+            jobs if signer is None else 1,
+            progress,
+            contain.examine if look else None,
+            sink,
+            None if count is None else count.tally,
+            None if count is None else functools.partial(count.add, split.name),
+        )
+        with workers:
+            source = workers if signer is None else signer
             seen: dict[bytes, tuple[int, int]] = {}
             index = RMinHashLSH(threshold=threshold, num_perm=NUM_PERM, num_bands=bands)
             n = empty = 0
@@ -312,6 +353,8 @@ def check_leakage(
             exact[split.name] = seen
             if split.name in indexed:
                 lsh[split.name] = index
+        if search is not None:
+            hits += contain.hits_of(search, split.name, hosts)
     if deferred is not None:
         raise deferred
     del exact, lsh  # the indexes: not needed past here
@@ -330,6 +373,21 @@ def check_leakage(
     report.recall = recall_at(threshold)
     report.max_pairs = MAX_PAIRS
     return judge(report, splits, tolerance)
+
+
+def _lines_only(splits: Sequence[Split]) -> bool:
+    """Whether every split is JSONL or text lines read with the same text fields: then the
+    first pass also does the contained-copy search (``contain.examine``)."""
+    from ftmanifest.counts import format_of
+    from ftmanifest.data.parallel import LINE_KINDS, shard_path
+
+    if len({s.fields for s in splits}) > 1:
+        return False
+    for s in splits:
+        files = [shard_path(s.path, name) for name in s.shards] or [s.path]
+        if any(format_of(f, s.format) not in LINE_KINDS for f in files):
+            return False
+    return True
 
 
 def _search_contained(

@@ -20,8 +20,9 @@ signed again in the parent, so an unreadable record is the reader's own error,
 naming the file and line, whatever the number of workers.
 
 Workers are forked where the system can (Linux), all at once on the first
-chunk, before the parent has built any index (Python launches every ``fork``
-worker of a pool up front), so they start in milliseconds with little memory
+chunk of each split (Python launches every ``fork`` worker of a pool up front),
+with collection frozen so they share what the parent holds then (the smaller
+splits' indexes, read first), so they start in milliseconds with little memory
 and need no importable ``__main__`` (``spawn`` re-runs the caller's script,
 which breaks a script without a ``__main__`` guard); elsewhere they are
 spawned.  The workers run only this module's pure code, so a fork beside the
@@ -43,7 +44,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,18 +133,86 @@ class _Batch:
 Job = _Lines | _Texts | _Batch
 
 
+Extra = Callable[[Any, tuple[str, ...], str, str, list[str]], Any]
+"""What the signing pass also computes from one parsed JSONL record: called with its
+value, the text fields, its task text as read, normalised and cut into shingles (so the
+record is parsed and normalised once); None when it has nothing to say."""
+Tally = Callable[[list[Any], tuple[str, ...]], Any]
+"""What the signing pass also sums up over the parsed records of one chunk of lines
+(their values and the text fields), merged by the caller in file order."""
+_EXTRA: Extra | None = None  # set by ``Workers`` before its processes fork
+_TALLY: Tally | None = None
+Signed = tuple[list[tuple[int, int, bytes | None, Any]], list[tuple[int, Any]], list[Any]]
+"""A chunk's signatures, the ``Extra`` results that are not None by position, and the
+``Tally`` of each of its chunks of lines."""
+
+
 def _sign(job: Job) -> list[tuple[int, int, bytes | None, Any]]:
     """Signatures of one chunk; for ``_Lines``, numbers count from 1 within the chunk
     (a folder's records are numbered by the reader that consumes them)."""
+    return _sign_full(job)[0]
+
+
+def _sign_full(job: Job) -> Signed:
     if isinstance(job, _Batch):
-        return [sig for one in job.jobs for sig in _sign(one)]
+        sigs: list[tuple[int, int, bytes | None, Any]] = []
+        extras: list[tuple[int, Any]] = []
+        parts: list[Any] = []
+        for one in job.jobs:
+            some, more, tallied = _sign_full(one)
+            extras += [(len(sigs) + k, e) for k, e in more]
+            sigs += some
+            parts += tallied
+        return sigs, extras, parts
     if isinstance(job, _Texts):
-        sigs = _sign_texts([t for _n, _l, t in job.items])
-        return [(n, line, h, m) for (n, line, _t), (h, m) in zip(job.items, sigs, strict=True)]
+        signed = _sign_texts([t for _n, _l, t in job.items])
+        read = zip(job.items, signed, strict=True)
+        return [(n, line, h, m) for (n, line, _t), (h, m) in read], [], []
+    if _EXTRA is not None or _TALLY is not None:
+        return _sign_records(job, _EXTRA, _TALLY)
     found = _texts(job)
-    sigs = _sign_texts([t for _l, t in found])
-    pairs = zip(found, sigs, strict=True)
-    return [(n, line, h, m) for n, ((line, _t), (h, m)) in enumerate(pairs, start=1)]
+    signed = _sign_texts([t for _l, t in found])
+    pairs = zip(found, signed, strict=True)
+    return [(n, line, h, m) for n, ((line, _t), (h, m)) in enumerate(pairs, start=1)], [], []
+
+
+def _sign_records(job: _Lines, extra: Extra | None, tally: Tally | None) -> Signed:
+    """``_sign`` of lines with ``extra`` computed from each record as it is signed, and
+    ``tally`` over them all: each line is parsed and its text normalised once."""
+    from rensa import RMinHash
+
+    from ftmanifest.recordio._lines import _decode
+    from ftmanifest.recordio._types import loads
+
+    path = Path(job.path)
+    sigs: list[tuple[int, int, bytes | None, Any]] = []
+    extras: list[tuple[int, Any]] = []
+    values: list[Any] = []
+    for i, raw in enumerate(job.raws):
+        if not raw.strip():
+            continue
+        line = job.first + i
+        decoded = _decode(raw, path, line)
+        value: Any
+        if job.kind in ("jsonl", "ndjson"):
+            value = loads(decoded, path, line)
+        else:
+            decoded = decoded[:-1] if decoded.endswith("\n") else decoded
+            value = decoded[:-1] if decoded.endswith("\r") else decoded
+        values.append(value)
+        task = task_text(value, job.fields)
+        text = normalise(task)
+        cut = shingle_list(text) if text else []
+        if text:
+            m = RMinHash(num_perm=NUM_PERM, seed=SEED)
+            m.update(cut)
+            sigs.append((len(sigs) + 1, line, digest(text), m))
+        else:
+            sigs.append((len(sigs) + 1, line, None, None))
+        e = None if extra is None else extra(value, job.fields, task, text, cut)
+        if e is not None:
+            extras.append((len(sigs) - 1, e))
+    return sigs, extras, [] if tally is None else [tally(values, job.fields)]
 
 
 def _texts(job: _Lines) -> list[tuple[int, str]]:
@@ -166,9 +235,9 @@ def _texts(job: _Lines) -> list[tuple[int, str]]:
     return out
 
 
-def _sign_in_worker(job: Job) -> list[tuple[int, int, bytes | None, Any]] | None:
+def _sign_in_worker(job: Job) -> Signed | None:
     try:
-        return _sign(job)
+        return _sign_full(job)
     except Exception:  # signed again in the parent, which raises the reader's own error
         return None
 
@@ -177,20 +246,40 @@ class Workers:
     """A pool of ``jobs`` signing processes (none for 1), shared by the splits of one check.
 
     ``progress`` counts the records ``signatures`` yields, and the bytes of the lines
-    they were read from (CSV, JSON and Parquet records: no bytes)."""
+    they were read from (CSV, JSON and Parquet records: no bytes).  ``extra``, when
+    given, is computed in the workers from each record of a JSONL or text split
+    (``Extra``; module state it reads must be set before the pool starts) and each
+    result that is not None handed to ``sink`` with the record's number and line."""
 
-    def __init__(self, jobs: int, progress: ProgressSink | None = None) -> None:
+    def __init__(
+        self,
+        jobs: int,
+        progress: ProgressSink | None = None,
+        extra: Extra | None = None,
+        sink: Callable[[int, int, Any], None] | None = None,
+        tally: Tally | None = None,
+        tallied: Callable[[Any], None] | None = None,
+    ) -> None:
         self.jobs = max(1, jobs)
         self.progress = progress
+        self.extra = extra
+        self.sink = sink
+        self.tally, self.tallied = tally, tallied
         self._pool: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> Workers:
+        global _EXTRA, _TALLY
+        _EXTRA, _TALLY = self.extra, self.tally
         if self.jobs > 1:
+            import gc
             import multiprocessing
 
             methods = multiprocessing.get_all_start_methods()
             ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
             self._pool = ProcessPoolExecutor(self.jobs, mp_context=ctx)
+            # the workers fork on the first job, from what this process holds then: keep
+            # collection in them from touching (and copying) it
+            gc.freeze()
         return self
 
     def __exit__(
@@ -199,17 +288,28 @@ class Workers:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        global _EXTRA, _TALLY
+        _EXTRA = _TALLY = None
         if self._pool is not None:
+            import gc
+
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+            gc.unfreeze()
 
     def _run(self, jobs: Iterator[Job]) -> Iterator[tuple[Job, list[Any]]]:
         """Each job with its signatures, in order, with a bounded number in flight."""
+        for job, sigs, _extras, _parts in self._run_full(jobs):
+            yield job, sigs
+
+    def _run_full(
+        self, jobs: Iterator[Job]
+    ) -> Iterator[tuple[Job, list[Any], list[Any], list[Any]]]:
         if self._pool is None:
             for job in jobs:
-                yield job, _sign(job)
+                yield job, *_sign_full(job)
             return
-        pending: deque[tuple[Job, Future[list[Any] | None]]] = deque()
+        pending: deque[tuple[Job, Future[Signed | None]]] = deque()
         limit = self.jobs * IN_FLIGHT
         try:
             for job in jobs:
@@ -223,7 +323,9 @@ class Workers:
                 future.cancel()
 
     @staticmethod
-    def _result(job: Job, future: Future[list[Any] | None]) -> tuple[Job, list[Any]]:
+    def _result(
+        job: Job, future: Future[Signed | None]
+    ) -> tuple[Job, list[Any], list[Any], list[Any]]:
         from concurrent.futures.process import BrokenProcessPool
 
         try:
@@ -238,7 +340,7 @@ class Workers:
                 observed="a worker ended abruptly (killed, or out of memory)",
                 hint="run again, or with --jobs 1 to sign in one process",
             ) from None
-        return job, _sign(job) if out is None else out
+        return job, *(_sign_full(job) if out is None else out)
 
     def signatures(
         self,
@@ -254,29 +356,31 @@ class Workers:
         from ftmanifest.counts import format_of
 
         if shards:
-            number = 0
-            chunks = shard_chunks(path, fmt, tuple(fields), shards, marks)
-            for _job, sigs in self._counted(self._run(chunks)):
-                for _n, line, h, m in sigs:
-                    number += 1
-                    yield number, line, h, m
-            return
-        kind = format_of(path, fmt)
-        if kind not in LINE_KINDS:
-            for _job, sigs in self._counted(self._run(_text_chunks(path, fmt, tuple(fields)))):
-                yield from sigs
-            return
+            chunks: Iterator[Job] = shard_chunks(path, fmt, tuple(fields), shards, marks)
+        else:
+            kind = format_of(path, fmt)
+            if kind not in LINE_KINDS:
+                for _job, sigs in self._counted(self._run(_text_chunks(path, fmt, tuple(fields)))):
+                    yield from sigs
+                return
+            chunks = _line_chunks(path, kind, tuple(fields))
         number = 0
-        for _job, sigs in self._counted(self._run(_line_chunks(path, kind, tuple(fields)))):
+        for _job, sigs, extras, parts in self._counted(self._run_full(chunks)):
+            if self.tallied is not None:
+                for part in parts:
+                    self.tallied(part)
+            if extras and self.sink is not None:
+                for k, e in extras:
+                    self.sink(number + k + 1, sigs[k][1], e)
             for _n, line, h, m in sigs:
                 number += 1
                 yield number, line, h, m
 
-    def _counted(self, signed: Iterator[tuple[Job, list[Any]]]) -> Iterator[tuple[Job, list[Any]]]:
-        for job, sigs in signed:
+    def _counted(self, signed: Iterator[Any]) -> Iterator[Any]:
+        for out in signed:
             if self.progress is not None:
-                self.progress.advance(_bytes_of(job), items=len(sigs))
-            yield job, sigs
+                self.progress.advance(_bytes_of(out[0]), items=len(out[1]))
+            yield out
 
 
 def _bytes_of(job: Job) -> int:

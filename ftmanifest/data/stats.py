@@ -166,6 +166,68 @@ def collect(
     return stats
 
 
+Part = tuple[int, int, Counter[str], Histogram]
+"""What ``tally`` sums over some records: records, unlabelled, each category's count
+(in the order each first appears) and the characters' ``Histogram``."""
+
+
+def tally(values: list[Any], fields: tuple[str, ...], label: str | None = None) -> Part:
+    """``collect``'s counts (without tokens) over ``values``, in order; ``merge`` adds
+    them to a ``SplitStats`` as ``collect`` would have counted them one by one."""
+    categories: Counter[str] = Counter()
+    chars = Histogram()
+    unlabelled = 0
+    for value in values:
+        category = label_of(value, label)
+        if category is None:
+            unlabelled += 1
+        else:
+            categories[category] += 1
+        chars.add(len(record_text(value, fields)))
+    return len(values), unlabelled, categories, chars
+
+
+def merge(stats: SplitStats, part: Part) -> None:
+    """Add the next records' ``tally`` to ``stats``: the same counts, categories past
+    ``MAX_CATEGORIES`` under ``OTHER``, as ``collect`` finds over the same records (a
+    category is kept or not when it first appears, and ``part`` lists them in that
+    order)."""
+    records, unlabelled, categories, chars = part
+    stats.records += records
+    stats.unlabelled += unlabelled
+    for category, n in categories.items():
+        if category in stats.categories or len(stats.categories) < MAX_CATEGORIES:
+            stats.categories[category] += n
+        else:
+            stats.categories[OTHER] += n
+    h = stats.chars
+    for value, n in chars.buckets.items():
+        h.buckets[value] += n
+    h.count += chars.count
+    if chars.min is not None:
+        h.min = chars.min if h.min is None else min(h.min, chars.min)
+    if chars.max is not None:
+        h.max = chars.max if h.max is None else max(h.max, chars.max)
+
+
+class Collector:
+    """``collect`` (without tokens) done by the leakage check's first pass, which parses
+    every record anyway: ``tally`` runs in its workers, ``add`` here."""
+
+    def __init__(self, label: str | None = None) -> None:
+        self.label = label
+        self.stats: dict[str, SplitStats] = {}
+
+    def tally(self, values: list[Any], fields: tuple[str, ...]) -> Part:
+        return tally(values, fields, self.label)
+
+    def start(self, split: Any) -> None:
+        self.stats[split.name] = SplitStats(split.name, split.role, str(split.path))
+
+    def add(self, name: str, part: Part) -> None:
+        merge(self.stats[name], part)
+
+
 def split_records(split: Any) -> Iterator[tuple[str, Any]]:
     """(shard, record) of every record of ``split``, in order: one file's records with
     shard "", a folder's shard by shard (``split.shards``)."""

@@ -40,14 +40,22 @@ def summarise(
     *,
     allow_outside: bool = False,
     counts: bool = True,
+    counted: dict[str, SplitStats] | None = None,
 ) -> DataSummary:
     """Statistics of ``text`` and ``images`` (``leakage.Split``s of ``loaded``), and,
-    with ``counts``, every data entry's record count and digest against the manifest."""
+    with ``counts``, every data entry's record count and digest against the manifest.
+    ``counted``: the statistics a pass over the splits already counted (without
+    tokens; ``stats.Collector``), used for the splits it holds when no tokenizer is
+    there to count tokens with."""
     m = loaded.manifest
     seq_len = m.training.seq_len
     tokenizer, where = load_tokenizer(loaded, allow_outside=allow_outside) if text else (None, "")
+    counted = counted if tokenizer is None else None
     stats = [
-        collect(s, label=m.data_checks.label, tokenizer=tokenizer, seq_len=seq_len) for s in text
+        counted[s.name]
+        if counted and s.name in counted
+        else collect(s, label=m.data_checks.label, tokenizer=tokenizer, seq_len=seq_len)
+        for s in text
     ]
     image_report = check_images(images, m.data_checks.tolerance)
     cats = [Categories(s.name, s.role, s.path, s.categories, s.unlabelled) for s in stats]
