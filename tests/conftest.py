@@ -63,6 +63,17 @@ def pytest_configure(config: pytest.Config) -> None:
     statcache.RACY_NS = TEST_RACY_NS
 
 
+# Modules whose tests take minutes in one piece (the tutorial test runs the whole demo
+# unless `make demo` left a stamped log).  They run first: `pytest -n 2` hands tests
+# out in collection order, and one of them collected last leaves a worker idle while it
+# runs; first, it also lands whole on one worker (its module fixture runs once).
+RUN_FIRST = ("tutorial_console_test.py",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name not in RUN_FIRST)  # stable: same order else
+
+
 TOOL_RACY_NS = 2_000_000_000  # the window of a CLI subprocess (statcache.RACY_NS)
 
 
