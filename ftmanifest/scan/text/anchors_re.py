@@ -56,6 +56,11 @@ def split_first(pattern: bytes) -> tuple[bytes, bytes] | None:
     return tok, tok + b"{%d,%s}" % (n - 1, upper) + rest
 
 
+def max_width(pattern: bytes) -> int:
+    """The most bytes a match of ``pattern`` can span (MAXREPEAT when unbounded)."""
+    return int(sre_p.parse(pattern).getwidth()[1])
+
+
 def first_bytes(pattern: bytes) -> frozenset[int] | None:
     """The bytes a match of ``pattern`` can start with, when that is easy to tell."""
     return _first(sre_p.parse(pattern).data)

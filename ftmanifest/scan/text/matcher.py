@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from ftmanifest.scan.text import phones
-from ftmanifest.scan.text.anchors_re import compile_finder
+from ftmanifest.scan.text.anchors_re import compile_finder, max_width
 from ftmanifest.scan.text.pii import PII_RULES
 from ftmanifest.scan.text.secret_formats import FORMAT_RULES
 from ftmanifest.scan.text.secret_rules import SECRET_RULES, Rule
@@ -101,6 +101,17 @@ class Matcher:
         for i, r in enumerate(self.rules):
             if r.gate:
                 self.patterns.append(("gate", i, r.gate.encode(), r.gate_len))
+        # gated anchors: Hyperscan runs the gate instead, ``re`` tests the anchor
+        # (its left condition included) at each end the gate reports
+        self._anchor_of: dict[int, tuple[int, re.Pattern[bytes], int, int]] = {}
+        for apid, (kind, i, pat, n) in enumerate(list(self.patterns)):
+            r = self.rules[i]
+            if kind == "anchor" and r.anchor_gate:
+                lb = b"(?<![" + r.anchor_left.encode() + b"])" if r.anchor_left else b""
+                exact = re.compile(lb + b"(?:" + pat + b")\\Z")
+                width = max_width(pat)
+                self._anchor_of[len(self.patterns)] = (apid, exact, width, n)
+                self.patterns.append(("pre", i, r.anchor_gate.encode(), n))
         self._kw_of = {
             i: [(pid, p) for pid, (k, j, p, _) in enumerate(self.patterns) if k == "kw" and j == i]
             for i in self.gated
@@ -109,6 +120,7 @@ class Matcher:
             pid
             for pid, (k, i, _, _) in enumerate(self.patterns)
             if not (k == "kw" and i in self.gated)
+            and not (k == "anchor" and self.rules[i].anchor_gate)
         ]
         pats = self._anchor_patterns()
         exprs = [re.escape(pats[pid][2]) if pats[pid][0] == "kw" else pats[pid][2] for pid in used]
@@ -155,15 +167,22 @@ class Matcher:
         out: set[tuple[int, int]] = set()
         add, pats = out.add, self.patterns
         regions: list[tuple[int, int]] = []
+        ends: list[tuple[int, int]] = []
 
         def on_match(pid: int, _start: int, to: int, _flags: int, _ctx: Any) -> None:
             kind, ri, _, n = pats[pid]
             if kind == "gate":
                 regions.append((ri, to))
+            elif kind == "pre":
+                ends.append((pid, to))
             else:
                 add((pid, to - n if kind == "kw" or n else to))
 
         self._db.scan(buf, match_event_handler=on_match)
+        for pid, to in ends:
+            apid, exact, width, n = self._anchor_of[pid]
+            if exact.search(buf, max(0, to - width), to) is not None:
+                add((apid, to - n if n else to))
         # A gate reports every end of its match: merge the windows of a rule so
         # that each stretch of the buffer is searched for its keywords once.
         regions.sort()

@@ -47,6 +47,11 @@ class Rule:
     # gate match nearby are dropped unconfirmed.  It never changes the findings.
     gate: str | None = None
     gate_len: int = 0
+    # Hyperscan-only speed-up for anchors Hyperscan runs slowly (alternations of
+    # digit classes): a cheap regex that has a match ending wherever an anchor's
+    # match ends; Python tests the anchor itself at each of those ends, so the
+    # candidates are the anchors' own.  It never changes the findings.
+    anchor_gate: str = ""
     fwd: int = 256  # window after a keyword hit
     ignore_case: bool = False
     true_positives: tuple[str, ...] = ()
