@@ -21,10 +21,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 from tests.conftest import ROOT
+from tests.support import demorun
 from tests.support.console import commands, console_blocks, fold, matches
 
 pytest.importorskip("transformers")  # the demo trains a real tiny model
@@ -34,7 +36,6 @@ if shutil.which("git") is None:
 TUTORIAL = ROOT / "docs" / "tutorial.md"
 NOT_IN_THE_LOG = {"make demo"}  # the command that runs the demo itself
 _ID = re.compile(r"\b\d{8}T\d{6}Z-[0-9a-f]{12}\b")
-_SKIP = {".venv", ".git", "demo-out", ".pytest_cache", ".hypothesis", "__pycache__", ".mypy_cache"}
 
 
 def _pattern(command: str) -> re.Pattern[str]:
@@ -51,27 +52,6 @@ def _outputs(log: str) -> list[tuple[int, int, int]]:
     """(start of the ``$`` line, start of its output, end of its output) of each command."""
     starts = [m.start() for m in re.finditer(r"^(?:\$ |== )", log, re.M)] + [len(log)]
     return [(a, a, b) for a, b in zip(starts, starts[1:], strict=False) if log[a] == "$"]
-
-
-def _run_demo(tmp_path: Path) -> tuple[str, Path]:
-    copy = tmp_path / "project"
-    shutil.copytree(ROOT, copy, ignore=lambda _d, names: [n for n in names if n in _SKIP])
-    env = {k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "TMPDIR")}
-    env.update({
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(tmp_path / "home"),
-        "FTMANIFEST_CACHE_DIR": str(tmp_path / "cache"),
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "HF_HUB_OFFLINE": "1",
-        # no PYTHONPATH: run and the guard refuse a start-up variable the manifest does not pin;
-        # the installed (editable) ftmanifest is this same code
-    })  # fmt: skip
-    done = subprocess.run(
-        ["bash", "manifests/demo.sh"], cwd=copy, env=env, capture_output=True, text=True,
-        timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    return (copy / "demo-out" / "demo.log").read_text("utf-8"), copy
 
 
 def stale(tutorial: str, log: str, root: str, at: int = 0) -> list[str]:
@@ -105,20 +85,33 @@ def stale(tutorial: str, log: str, root: str, at: int = 0) -> list[str]:
     return out
 
 
+class Demo(NamedTuple):
+    log: str  # the demo's full log (demo-out/demo.log)
+    ran_in: str  # the folder it ran in (its log names paths under it in full)
+    copy: Path  # a copy of the project, with the demo's output, to run commands in
+
+
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
-    """The demo's full log and the copy of the project it ran in, once for the module."""
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    """The demo's log, once for the module: the log `make demo` left when its stamp
+    proves it came from this tree, Python and packages (tests.support.demorun), else
+    a new run in a copy of the project."""
     tmp = tmp_path_factory.mktemp("demo")
-    log, copy = _run_demo(tmp)
-    (tmp / "demo.log").write_text(log, "utf-8")
-    return log, copy
+    copy = tmp / "project"
+    demorun.copy_project(ROOT, copy)
+    log = demorun.reusable_log(ROOT)
+    if log is not None:
+        shutil.copytree(ROOT / "demo-out", copy / "demo-out", symlinks=True)
+        return Demo(log, str(ROOT), copy)
+    done = demorun.run(copy, tmp, capture=True)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return Demo((copy / "demo-out" / "demo.log").read_text("utf-8"), str(copy), copy)
 
 
-def test_every_console_block_of_the_tutorial_matches_the_demo(demo: tuple[str, Path]) -> None:
+def test_every_console_block_of_the_tutorial_matches_the_demo(demo: Demo) -> None:
     tutorial = TUTORIAL.read_text("utf-8")
     assert console_blocks(tutorial), "the tutorial shows no console block"
-    log, copy = demo
-    found = stale(tutorial, log, str(copy))
+    found = stale(tutorial, demo.log, demo.ran_in)
     assert not found, "tutorial console blocks that no longer match:\n\n" + "\n\n".join(found)
 
 
@@ -158,24 +151,23 @@ def _illustrative(name: str, block: list[str]) -> tuple[str, str] | None:
 
 
 def test_every_guide_console_block_matches_the_demo_or_the_repository(
-    demo: tuple[str, Path],
+    demo: Demo,
 ) -> None:
     """A guide's block over the demo's files is found in the demo's log, as the
     tutorial's are (each block in its own order); a block over the repository's
     own example manifests runs in the demo's copy of the project; the rest are
     named in ILLUSTRATIVE, so a new block is compared unless someone says why not."""
-    log, copy = demo
     found: list[str] = []
     for name, block in _guide_blocks():
         if _illustrative(name, block):
             continue
         text = "\n".join(["```console", *block, "```"])
         if any("demo-out/" in c for c, _ in commands(block)):
-            found += [f"{name}: {s}" for s in _stale_anywhere(text, log, str(copy))]
+            found += [f"{name}: {s}" for s in _stale_anywhere(text, demo.log, demo.ran_in)]
             continue
         for command, expected in commands(block):
             done = subprocess.run(
-                ["bash", "-c", command], cwd=copy, capture_output=True, text=True, timeout=120,
+                ["bash", "-c", command], cwd=demo.copy, capture_output=True, text=True, timeout=120,
                 env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
                      + os.environ.get("PATH", "")},
             )  # fmt: skip
