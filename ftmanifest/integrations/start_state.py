@@ -7,12 +7,13 @@ Trainer guard calls ``judge_start`` at ``on_train_begin``, before step 1.
   or ``gaussian``) starts every ``lora_B`` at zero, so the adapter adds nothing at
   step 0.  A ``lora_B`` that is not zero then was trained before: the adapter was
   loaded from an earlier run (``PeftModel.from_pretrained(..., is_trainable=True)``),
-  and this run would continue it while the manifest pins a fresh start.  The
-  manifest has no field that pins a starting adapter, so such a run is refused;
-  a resume (``train(resume_from_checkpoint=...)``: the Trainer restored a step
-  above 0) continues this experiment's own run and is not judged.  Inits that
-  start B elsewhere (``pissa``, ``olora``, ``loftq``, ``eva``, ``false``) are not
-  judged here.
+  and this run would continue it while the manifest pins a fresh start, so it is
+  refused.  A warm start the manifest pins (``method.init_adapter``) is judged
+  instead by ``init_adapter``, whatever the init.  A resume
+  (``train(resume_from_checkpoint=...)``: the Trainer restored a step above 0)
+  is judged by ``resume`` (a checkpoint this manifest's run bound), not here.  Inits
+  that start B elsewhere (``pissa``, ``olora``, ``loftq``, ``eva``, ``false``) are
+  not judged here.
 * Packing in a plain collator (``drift.unpinned-option``): a collator that packs the
   micro-batch into one row (transformers' ``DataCollatorWithFlattening``, padding-free)
   changes which tokens share a sequence; unless ``training.packing.enabled`` is
@@ -25,6 +26,7 @@ import math
 from typing import Any
 
 from ftmanifest.findings import Finding
+from ftmanifest.integrations.init_adapter import judge_init_adapter
 from ftmanifest.integrations.options import RULE as UNPINNED
 
 WARM_RULE = "drift.warm-start"
@@ -57,6 +59,8 @@ def _lora_b(model: Any) -> list[tuple[str, float]]:
 
 def _warm_start(model: Any, manifest: Any, path: str) -> list[Finding]:
     method = getattr(manifest, "method", None)
+    if method is not None and method.kind == "lora" and method.init_adapter is not None:
+        return judge_init_adapter(model, method.init_adapter, path)
     if method is None or method.kind != "lora" or method.init not in ZERO_B_INITS:
         return []
     matrices = _lora_b(model)
@@ -82,7 +86,8 @@ def _warm_start(model: Any, manifest: Any, path: str) -> list[Finding]:
             hint=(
                 "train from a fresh LoRA (get_peft_model(base, lora_config(MANIFEST))), resume "
                 "this run with trainer.train(resume_from_checkpoint=...), or record the "
-                "warm start as a new experiment (the manifest cannot pin a starting adapter)"
+                "warm start as a new experiment: pin the starting adapter's file as "
+                "method.init_adapter (path, digest) and re-sign"
             ),
         )
     ]

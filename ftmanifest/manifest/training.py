@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from ftmanifest.manifest.types import NonEmpty, NonNegativeInt, PositiveInt, Strict
+from ftmanifest.manifest.types import Digest, NonEmpty, NonNegativeInt, PositiveInt, Strict
 
 LayerRange = Annotated[list[NonNegativeInt], Field(min_length=2, max_length=2)]
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
@@ -43,6 +43,16 @@ class FullMethod(Strict):
     )
 
 
+class InitAdapter(Strict):
+    """The adapter a LoRA run starts from (a warm start), pinned by its weights file."""
+
+    path: NonEmpty = Field(
+        description="The adapter's weights file (adapter_model.safetensors), relative to the "
+        "manifest's folder."
+    )
+    digest: Digest = Field(description="sha256 digest of that file.")
+
+
 class LoraMethod(Strict):
     """LoRA adapter; the rank is part of the compared configuration."""
 
@@ -71,6 +81,11 @@ class LoraMethod(Strict):
         default=True,
         description="peft's init_lora_weights: true (B = 0), 'gaussian', 'olora', 'pissa', "
         "'eva', 'loftq'... (OLoRA and PiSSA rewrite the base weights).",
+    )
+    init_adapter: InitAdapter | None = Field(
+        default=None,
+        description="The adapter training starts from: every LoRA tensor before step 1 must "
+        "equal this file's (unset: a fresh adapter, as init makes it).",
     )
     layer_replication: list[LayerRange] | None = Field(
         default=None, description="peft's layer_replication: [start, end) ranges of layers."
