@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ if shutil.which("git") is None:
 
 
 @pytest.fixture
-def stamped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def stamped(tmp_path: Path) -> Path:
     """A checkout whose demo-out holds a log and a stamp of the tree as it is."""
     root = tmp_path / "project"
     (root / "ftmanifest").mkdir(parents=True)
@@ -32,9 +31,8 @@ def stamped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (root / "demo-out" / "demo.log").write_text("$ ftmanifest --version\nftmanifest 1\n")
     (root / ".venv-demo").mkdir()
     (root / ".venv-demo" / "big").write_text("a venv")
-    monkeypatch.syspath_prepend(str(root))  # this interpreter imports root's ftmanifest
-    monkeypatch.delitem(sys.modules, "ftmanifest")
-    assert demorun.write_stamp(root, before)
+    # as if the venv's ftmanifest were root's (the editable install `make demo` makes)
+    assert demorun.write_stamp(root, before, ftmanifest_at=root / "ftmanifest")
     return root
 
 
@@ -83,14 +81,13 @@ def test_another_python_place_or_package_version_runs_the_demo_again(
 def test_a_tree_changed_while_the_demo_ran_is_not_stamped(stamped: Path) -> None:
     before = demorun.tree_digest(stamped)
     (stamped / "run.sh").write_text("echo changed meanwhile\n")
-    assert not demorun.write_stamp(stamped, before)
+    assert not demorun.write_stamp(stamped, before, ftmanifest_at=stamped / "ftmanifest")
 
 
-def test_a_demo_run_with_another_trees_ftmanifest_is_not_stamped(tmp_path: Path) -> None:
+def test_a_demo_run_with_another_trees_ftmanifest_is_not_stamped(stamped: Path) -> None:
     """The venv's ftmanifest is the code that ran: it must be this tree's."""
-    other = tmp_path / "other"
-    shutil.copytree(demorun.ROOT / "tests" / "support", other / "tests" / "support")
-    git(other, "init", "-q")
-    (other / "demo-out").mkdir()
-    (other / "demo-out" / "demo.log").write_text("log")
-    assert not demorun.write_stamp(other, demorun.tree_digest(other))
+    (stamped / "demo-out" / "stamp.json").unlink()
+    before = demorun.tree_digest(stamped)
+    assert not demorun.write_stamp(stamped, before)  # this venv's: the repository's own
+    assert not (stamped / "demo-out" / "stamp.json").exists()
+    assert demorun.installed_ftmanifest() == demorun.ROOT / "ftmanifest"

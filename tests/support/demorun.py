@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -157,15 +156,25 @@ def run(root: Path, scratch: Path, *args: str, capture: bool) -> subprocess.Comp
     )  # fmt: skip
 
 
-def write_stamp(root: Path, before: str | None) -> bool:
+def installed_ftmanifest() -> Path | None:
+    """The ftmanifest package the demo's commands import: this interpreter's, asked in
+    a fresh process outside the tree (so the current folder cannot stand in for it)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-c", "import ftmanifest; print(ftmanifest.__file__)"],
+        cwd=tempfile.gettempdir(), env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return Path(done.stdout.strip()).resolve().parent if done.returncode == 0 else None
+
+
+def write_stamp(root: Path, before: str | None, ftmanifest_at: Path | None = None) -> bool:
     """Stamp ``root``/demo-out after a successful demo that started on the tree whose
     digest is ``before``; False (no stamp) when the tree changed meanwhile or the
-    ftmanifest this interpreter imports is not the one in ``root``."""
-    spec = importlib.util.find_spec("ftmanifest")
-    origin = Path(spec.origin).resolve() if spec is not None and spec.origin else None
-    if origin is None or origin.parent != (root / "ftmanifest").resolve():
-        return False
+    ftmanifest the demo imported (``installed_ftmanifest``) is not the one in ``root``."""
     if before is None or tree_digest(root) != before:
+        return False
+    at = installed_ftmanifest() if ftmanifest_at is None else ftmanifest_at
+    if at is None or at.resolve() != (root / "ftmanifest").resolve():
         return False
     out = root / "demo-out"
     stamp = {"tree": before, "python": sys.version, "root": str(root),
