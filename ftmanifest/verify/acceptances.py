@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ftmanifest.errors import UsageError
 from ftmanifest.findings import Finding
+from ftmanifest.manifest.diff import field_covers
 
 UNACCEPTABLE = ("signature",)
 # Whole sections: an acceptance names one row, never one of these.
@@ -88,8 +89,6 @@ def apply_acceptances(
     needs a reason that is not blank; anything broader is a usage error, so
     one ``--accept`` can never wave a whole section through.
     """
-    from ftmanifest.manifest.diff import field_covers
-
     for name, reason in accept.items():
         if name.split(".")[0].split("[")[0] in UNACCEPTABLE:
             raise UsageError(

@@ -29,6 +29,12 @@ from typing import TYPE_CHECKING
 
 from ftmanifest.errors import InputError, RefusedError
 from ftmanifest.findings import Finding
+from ftmanifest.probe import interpreter as observation_source
+from ftmanifest.probe.packages import collect
+from ftmanifest.verify.command import ScriptNotPinnedError
+from ftmanifest.verify.drift import compare
+from ftmanifest.verify.interpreter import judge_interpreter
+from ftmanifest.verify.model_cache import command_cache_rows
 
 if TYPE_CHECKING:
     from ftmanifest.manifest.model import Manifest
@@ -131,10 +137,6 @@ def child_findings(
 ) -> list[Finding]:
     """verify's Python, package and variable rows, for the command's interpreter;
     and the model's cache rows when the command reads other caches (``HF_*``)."""
-    from ftmanifest.probe.packages import collect
-    from ftmanifest.verify.drift import compare
-    from ftmanifest.verify.model_cache import command_cache_rows
-
     installed = collect(child.packages.items())
     view = SimpleNamespace(
         **{
@@ -161,9 +163,6 @@ def startup_findings(
     """The guard's judgement of what the command's interpreter runs at start-up
     (``.pth`` lines, ``sitecustomize``, ``PYTHONPATH``, ``LD_PRELOAD``...), from the
     guard's own stdlib-only observation run in that interpreter."""
-    from ftmanifest.probe import interpreter as observation_source
-    from ftmanifest.verify.interpreter import judge_interpreter
-
     assert launch.interpreter is not None
     source = Path(observation_source.__file__).read_text("utf-8")
     argv = [str(launch.interpreter), *launch.options, "-c", source]
@@ -190,8 +189,6 @@ def startup_findings(
 def check_module_pinned(child: ChildInterpreter, root: Path | None, pinned: str | None) -> None:
     """Refuse ``python -m NAME`` when NAME is found outside the pinned repository (a
     second ``git worktree``, another checkout), and not among the installed packages."""
-    from ftmanifest.verify.command import ScriptNotPinnedError
-
     if child.module is None or pinned is None or root is None:
         return
     origin = child.module_origin

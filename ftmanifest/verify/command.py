@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ftmanifest.errors import RefusedError
+from ftmanifest.probe.git import repository_root
 
 SCRIPT_SUFFIXES = (".py", ".sh")
 
@@ -45,8 +46,6 @@ def check_script_pinned(
 ) -> None:
     """Refuse when the manifest pins a commit and ``command``'s script lies outside its
     repository (symlinks resolved: a link in the repository to a file outside is outside)."""
-    from ftmanifest.probe.git import repository_root
-
     script = script_of(command, Path.cwd())
     if pinned is None or script is None:
         return

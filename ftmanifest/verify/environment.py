@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.manifest.environment import Environment
+from ftmanifest.verify.drift import compare
 
 if TYPE_CHECKING:
     from ftmanifest.findings import Finding
@@ -67,8 +68,6 @@ def compare_environment(
     ``env_values``: this machine's values of the recorded variables (default:
     those ``seen`` holds; a variable not observed here reads as unset, a row).
     """
-    from ftmanifest.verify.drift import compare
-
     here = env_values if env_values is not None else seen.env_values
     values = {name: here.get(name) for name in recorded.env_vars}
     probe = SimpleNamespace(**{**vars(seen), "env_values": values})

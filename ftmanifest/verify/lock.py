@@ -15,9 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ftmanifest.errors import FtManifestError, InputError
+from ftmanifest.errors import FtManifestError, InputError, ManifestError
+from ftmanifest.fsutil import atomic_write_text
 from ftmanifest.location import Loc, format_loc
+from ftmanifest.manifest import load_manifest
 from ftmanifest.manifest.edit import apply_json, apply_yaml
+from ftmanifest.manifest.load import MAX_BYTES, detect_format, parse_text, read_document
+from ftmanifest.probe.fields import package_pins
+from ftmanifest.signing.model_sig import (
+    SIGNATURE_NAME,
+    ModelSignatureMissingError,
+    verify_publisher,
+)
+from ftmanifest.verify.observe import observe
 
 if TYPE_CHECKING:
     from ftmanifest.manifest.model import Manifest
@@ -78,9 +88,6 @@ def updates_for(
     hasher: Hasher | None = None,
 ) -> tuple[list[Update], list[str]]:
     """The (location, value) pairs that pin the manifest to this machine, and notes."""
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.verify.observe import observe
-
     loaded = load_manifest(manifest_path)
     m = loaded.manifest
     seen = observe(
@@ -108,8 +115,6 @@ def updates_for(
 def _environment(m: Manifest, seen: Observed, notes: list[str]) -> list[Update]:
     """Python, packages (those listed plus ``DEFAULT_PACKAGES`` installed here),
     backend, environment variables and the training code's commit."""
-    from ftmanifest.probe.fields import package_pins
-
     env = seen.environment
     wanted = set(m.environment.packages) | {p for p in DEFAULT_PACKAGES if p in seen.installed}
     packages = package_pins(seen.installed, wanted)
@@ -162,12 +167,6 @@ def _publisher(m: Manifest, seen: Observed, manifest_path: Path, notes: list[str
     """A publisher's ``model.sig`` (OpenSSF model-signing) in the model folder,
     verified by model-signing against the trust file, and who signed it; its
     digest is pinned with the other files, so verify refuses a replaced one."""
-    from ftmanifest.signing.model_sig import (
-        SIGNATURE_NAME,
-        ModelSignatureMissingError,
-        verify_publisher,
-    )
-
     folder = seen.model.folder
     if SIGNATURE_NAME not in seen.model.files or folder is None:
         recorded = m.model.publisher_signature
@@ -263,8 +262,6 @@ def lock_manifest(
 
     ``hasher``: hashes the model, data and pinned files (``observe``'s keyword).
     """
-    from ftmanifest.manifest.load import read_document
-
     manifest_path = Path(path)
     old_text = read_document(manifest_path).text  # refuses a missing or unreadable file
     suffix = manifest_path.suffix.lower()
@@ -293,9 +290,6 @@ def lock_manifest(
 def _readable_back(result: LockResult, ups: list[Update]) -> None:
     """Refuse to write what ``load`` would refuse to read (at 10,000 model
     files lock wrote a 1.36 MB manifest that it and verify then refused as too large)."""
-    from ftmanifest.errors import ManifestError
-    from ftmanifest.manifest.load import MAX_BYTES, detect_format, parse_text
-
     name = str(result.path)
     size = len(result.new_text.encode("utf-8"))
     try:
@@ -323,7 +317,5 @@ def _readable_back(result: LockResult, ups: list[Update]) -> None:
 
 def write_locked(result: LockResult) -> None:
     """Replace the manifest with the locked text, atomically, keeping its mode."""
-    from ftmanifest.fsutil import atomic_write_text
-
     mode = os.stat(result.path).st_mode & 0o777
     atomic_write_text(result.path, result.new_text, mode=mode)

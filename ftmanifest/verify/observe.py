@@ -15,12 +15,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ftmanifest import foldercache, statcache, treelist
+from ftmanifest.counts import RecordCountError, cache_key, format_of
 from ftmanifest.errors import FtManifestError
 from ftmanifest.fsutil import locate, path_bound
+from ftmanifest.hashing import Ahead, hash_files, hash_tree, walk_tree
+from ftmanifest.ledger.runrecord import records_path
+from ftmanifest.ledger.store import NAME_RE
 from ftmanifest.location import Loc
 from ftmanifest.manifest.pinned import pinned_files
+from ftmanifest.probe import ProbeContext, probe_all
+from ftmanifest.probe._git_env import git_context
+from ftmanifest.probe.fields import to_environment_fields
+from ftmanifest.probe.git_ancestry import descends_with_only, path_allowed, repo_paths, repo_tops
+from ftmanifest.probe.git_content import ContentChange, GitFailed
+from ftmanifest.probe.other_manifests import in_worktree
 from ftmanifest.progress import Progress, ProgressSink
+from ftmanifest.signing.locate import DEFAULT_TRUST
 from ftmanifest.snapshot import FileState, ModelState, observe_model
+from ftmanifest.verify.environment import from_probe
 
 if TYPE_CHECKING:
     from ftmanifest.hashing import Walked
@@ -50,8 +63,6 @@ def folder_format(declared: str | None, listing: Iterable[str]) -> str | None:
     ``data[i].format`` decides, as for a file; without one, the shards' common
     suffix does when it is a format with a record count (``part-*.jsonl``).
     """
-    from ftmanifest.counts import cache_key
-
     if declared is not None:
         return declared if cache_key(declared) else None
     # the suffix as Path.suffix reads it: after the last dot of the name, not a leading one
@@ -76,8 +87,6 @@ def walked_format(declared: str | None, walked: Walked) -> str | None:
 
 def _known(path: Path, base: Path, use_cache: bool) -> bool:
     """Whether the folder cache holds a state for ``path`` (then the walk only stats)."""
-    from ftmanifest import foldercache, statcache
-
     if not use_cache:
         return False
     root, boundary = os.path.abspath(path), str(path_bound(base))
@@ -104,9 +113,6 @@ def hash_path(
     function with ``hashing.hash_files``'s signature (default: that one);
     ``progress`` counts the bytes read.
     """
-    from ftmanifest.counts import RecordCountError, format_of
-    from ftmanifest.hashing import Ahead, hash_files, hash_tree, walk_tree
-
     state = FileState(str(path))
     try:
         if path.is_dir():
@@ -198,8 +204,6 @@ def observe_data(
 def _tree_diff(pinned: str | None, state: FileState) -> Any:
     """Keep the folder's list; ``treelist.diff`` against the pinned one, or None (the
     same, nothing pinned, or the pinned list not in the cache)."""
-    from ftmanifest import treelist
-
     assert state.tree is not None
     treelist.keep(state.digest, state.tree)
     if pinned is None or state.digest == pinned:
@@ -253,11 +257,7 @@ def observe(
     ``hashing.hash_files``'s signature; ``verify --distributed`` passes one that
     splits the files over the job's ranks (``distributed.shard``).
     """
-    from ftmanifest.probe import probe_all
-    from ftmanifest.probe.fields import to_environment_fields
-
     base = manifest_path.parent
-    from ftmanifest.probe import ProbeContext
 
     judged = tuple(str(p) for p in _judged_by_digest(manifest, manifest_path))
     ctx = ProbeContext(root=code_dir or base, use_cache=use_cache, digest_judged=judged)
@@ -305,7 +305,6 @@ def observe(
         free: int | None = shutil.disk_usage(disk_path).free
     except OSError:
         free = None
-    from ftmanifest.verify.environment import from_probe
 
     return Observed(
         environment=from_probe(environment),
@@ -327,8 +326,6 @@ def own_files(manifest: Manifest, manifest_path: Path) -> list[Path]:
     Absolute but *not* resolved: a pinned data path that is a symlink to
     ``train.py`` must not make ``train.py`` one of the manifest's own files.
     """
-    from ftmanifest.ledger.runrecord import records_path
-
     base = manifest_path.parent
     own = [
         manifest_path,
@@ -347,8 +344,6 @@ def own_files(manifest: Manifest, manifest_path: Path) -> list[Path]:
 def _judged_by_digest(manifest: Manifest, manifest_path: Path) -> list[Path]:
     """``own_files`` less the ledger folder: the files the code check need not read
     (a script hidden among the ledger's records is still code)."""
-    from ftmanifest.ledger.runrecord import records_path
-
     ledger = Path(os.path.abspath(records_path(manifest_path)))
     return [p for p in own_files(manifest, manifest_path) if p != ledger]
 
@@ -370,15 +365,6 @@ def _judge_code(
     after ``lock`` must not move the code.  Nor are another manifest's files
     (``probe.other_manifests``): several manifests share one repository.
     """
-    from ftmanifest.ledger.runrecord import records_path
-    from ftmanifest.probe.git_ancestry import (
-        descends_with_only,
-        path_allowed,
-        repo_paths,
-        repo_tops,
-    )
-    from ftmanifest.signing.locate import DEFAULT_TRUST
-
     base = manifest_path.parent
     own = [*own_files(manifest, manifest_path), Path(git.root) / DEFAULT_TRUST]
     tops = repo_tops(git.root, base)
@@ -403,11 +389,6 @@ def _judge_code(
 
 def _not_other_manifests(root: str, changes: list[ContentChange]) -> list[ContentChange]:
     """``changes`` less another manifest's files (its manifest, its envelope)."""
-    from ftmanifest.probe._context import ProbeContext
-    from ftmanifest.probe._git_env import git_context
-    from ftmanifest.probe.git_content import GitFailed
-    from ftmanifest.probe.other_manifests import in_worktree
-
     kinds = ("modified", "staged", "untracked")
     wanted = [(c.path, c.expected.blob if c.expected else None) for c in changes if c.kind in kinds]
     try:
@@ -423,15 +404,11 @@ def _untracked_within(
     """``change`` itself, or, when git listed a whole untracked folder that holds
     one of the manifest's own files or is (inside) the ledger, every untracked
     file in it, for the caller to judge one by one."""
-    from ftmanifest.probe.git_content import ContentChange
-
     path = change.path
     folder = path.rstrip("/")
     holds = any(a.startswith(folder + "/") or path_within(folder, a) for a in within)
     if change.kind != "untracked" or not path.endswith("/") or not holds:
         return [change]
-    from ftmanifest.probe._context import ProbeContext
-    from ftmanifest.probe._git_env import git_context
 
     runner = git_context(ProbeContext(timeout=10.0))
     listed = runner.run(
@@ -453,8 +430,6 @@ def _stray_in_ledger(path: str, ledger: frozenset[str]) -> bool:
     append's temp file) is judged as code: a script hidden in the ledger must
     not pass as run records."""
     import re
-
-    from ftmanifest.ledger.store import NAME_RE
 
     clean = path.rstrip("/")
     if not any(path_within(clean, top) for top in ledger):

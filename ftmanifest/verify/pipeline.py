@@ -14,11 +14,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest import held
-from ftmanifest.errors import RefusedError
+from ftmanifest.errors import FtManifestError, RefusedError
 from ftmanifest.findings import Finding
+from ftmanifest.fsutil import PathOutsideError, locate, resolve_inside
+from ftmanifest.hfcache import COMMIT_RE, branch_commit, hub_snapshot
+from ftmanifest.ledger.parents import judge_variant
+from ftmanifest.ledger.summary import for_manifest, preflight_warning, warnings_of
+from ftmanifest.manifest import load_manifest
+from ftmanifest.manifest.pinned import pinned_files
 from ftmanifest.probe.git import one_observation
 from ftmanifest.safe_text import escape
+from ftmanifest.signing import verify_manifest_signature
+from ftmanifest.signing.errors import ManifestChangedError, SignatureRefusedError
+from ftmanifest.signing.verify import UNVOUCHED, changes_text
 from ftmanifest.verify.acceptances import Acceptance, apply_acceptances
+from ftmanifest.verify.drift import compare
+from ftmanifest.verify.environment import observed_environment
+from ftmanifest.verify.observe import observe
 
 if TYPE_CHECKING:
     from ftmanifest.manifest.environment import Environment
@@ -163,8 +175,6 @@ def _under(name: str, top: str) -> bool:
 
 def _owners(manifest: Any, base: Path) -> list[tuple[str, tuple[str | int, ...]]]:
     """(absolute path, field) of everything verify hashes, most specific first."""
-    from ftmanifest.manifest.pinned import pinned_files
-
     out: list[tuple[str, tuple[str | int, ...]]] = []
     for loc, rel, _digest in pinned_files(manifest):
         out.append((os.path.abspath(base / rel), loc))
@@ -189,11 +199,6 @@ def _verify(
     ledger: Path | str | None,
     hasher: Hasher | None,
 ) -> VerifyReport:
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.verify.drift import compare
-    from ftmanifest.verify.environment import observed_environment
-    from ftmanifest.verify.observe import observe
-
     manifest_path = Path(path)
     loaded = load_manifest(manifest_path)
     if loaded.manifest.security.rehash == "always":
@@ -263,8 +268,6 @@ def _verify(
 def hub_main_warning(manifest: Any, seen: Any) -> str | None:
     """A warning when the hub cache's ``refs/main`` is not the pinned commit: a script
     that loads the model by repo id gets other weights than those verified."""
-    from ftmanifest.hfcache import COMMIT_RE, branch_commit
-
     model = seen.model
     pinned = manifest.model.revision
     if manifest.model.repo is None or model.source != "hub-cache" or not model.folder:
@@ -293,8 +296,6 @@ def ledger_summary(
     there is no ledger (then the preflight is missing too).  In a ledger that
     signs only records signed by a key of the trust file (``trust_path``, else
     the manifest's) count."""
-    from ftmanifest.ledger.summary import for_manifest, preflight_warning, warnings_of
-
     try:
         history, entries = for_manifest(loaded, manifest_path, ledger, trust_path)
     except OSError as exc:
@@ -315,8 +316,6 @@ def variant_check(
     """A variant against its parent, found by id beside it or else in the ledger
     (``ftmanifest.ledger.parents``).  A parent found nowhere is an
     error here: what verify passes must be judged."""
-    from ftmanifest.ledger.parents import judge_variant
-
     return judge_variant(loaded, manifest_path, ledger=ledger, missing="error")
 
 
@@ -325,7 +324,6 @@ def scan_for_verify(
 ) -> list[Finding]:
     """The security policy's scan of the data (and the model's pickles), cached by digest:
     the findings that fail it (``scan.judge.failing``, as ``ftmanifest scan`` judges)."""
-    from ftmanifest.fsutil import locate
     from ftmanifest.scan import baseline as scan_baseline
     from ftmanifest.scan.cache import scan_cached
     from ftmanifest.scan.engine import ScanOptions
@@ -362,10 +360,6 @@ def _model_folder(
     (its files link into the repository's blobs).  A missing model is already
     a drift row, so it is not scanned here.
     """
-    from ftmanifest.errors import FtManifestError
-    from ftmanifest.fsutil import PathOutsideError, resolve_inside
-    from ftmanifest.hfcache import hub_snapshot
-
     m = manifest.model
     if m.path is not None:
         try:
@@ -383,9 +377,6 @@ def _model_folder(
 def _check_signature(
     manifest_path: Path, canonical: bytes, trust_path: Path | None, threshold: int
 ) -> tuple[Any, Finding | None]:
-    from ftmanifest.signing import verify_manifest_signature
-    from ftmanifest.signing.errors import SignatureRefusedError
-
     try:
         report = verify_manifest_signature(
             manifest_path, canonical, trust_path=trust_path, threshold=threshold
@@ -400,9 +391,6 @@ def _signature_row(exc: SignatureRefusedError, manifest_path: Path) -> Finding:
     names each changed field with its signed and its current value (the
     signatures verified, so the signed values are trusted); a payload no trusted
     signature covers is said to differ, and none of its values is shown."""
-    from ftmanifest.signing.errors import ManifestChangedError
-    from ftmanifest.signing.verify import UNVOUCHED, changes_text
-
     # `observed` alone is often just the reason code again; the message names
     # the signature and its key id ("signature 0 by SHA256:... refused: ...").
     seen = exc.message if exc.observed in (None, "", exc.reason) else exc.observed

@@ -25,9 +25,14 @@ from typing import Any
 
 from ftmanifest.errors import InputError
 from ftmanifest.findings import Finding
+from ftmanifest.fsutil import atomic_write_text
 from ftmanifest.location import format_loc
+from ftmanifest.manifest import load_manifest
 from ftmanifest.manifest.patterns import COMMIT_RE, PACKAGE_NAME_PATTERN
 from ftmanifest.safe_text import escape
+from ftmanifest.signing.verify import verify_manifest_signature
+from ftmanifest.statcache import cache_dir
+from ftmanifest.verify import verify_manifest
 
 GROUPS = ("packages", "python", "backend", "model", "data", "code", "other")
 PLATFORM_KEYS = frozenset({"kind", "devices", "driver"})
@@ -191,8 +196,6 @@ def default_requirements_path(manifest_path: Path, digest: str) -> Path:
     """Outside the work tree: ftmanifest's cache, named by the manifest's stem and
     digest.  Beside the manifest it was an uncommitted file that made the
     colleague's next ``verify`` refuse the code as dirty."""
-    from ftmanifest.statcache import cache_dir
-
     short = digest.split(":", 1)[-1][:12]
     return cache_dir() / "reproduce" / f"{manifest_path.stem}-{short}.requirements.txt"
 
@@ -240,17 +243,11 @@ def build_plan(
 ) -> ReproducePlan:
     """The plan to rerun the manifest at ``path`` here; raises on an untrusted signature
     before anything is observed or written."""
-    from ftmanifest.fsutil import atomic_write_text
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.verify import verify_manifest
-
     manifest_path = Path(path)
     loaded = load_manifest(manifest_path)
     sig_report = None
     warnings: list[str] = []
     if signature:
-        from ftmanifest.signing.verify import verify_manifest_signature
-
         sig_report = verify_manifest_signature(
             manifest_path, loaded.canonical(), trust_path=trust_path, threshold=threshold
         )
