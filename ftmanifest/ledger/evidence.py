@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.errors import FtManifestError
 from ftmanifest.ledger.store import KEY_ENV, Contents, Entry, Ledger, Problem, signature_problems
+from ftmanifest.signing.errors import TrustFileNotFoundError
 from ftmanifest.signing.locate import (
     DEFAULT_TRUST,
     TRUST_ENV,
@@ -35,6 +37,7 @@ from ftmanifest.signing.locate import (
     choose_trust_file,
     refuse_inside,
 )
+from ftmanifest.signing.trust import load_trust
 
 
 @dataclass(frozen=True)
@@ -91,9 +94,6 @@ def choose_ledger_trust(
 ) -> LedgerTrust:
     """The project's trust file for the ledger folder ``ledger``; raises for a
     trust file that is unusable or lies inside ``ledger``."""
-    from ftmanifest.signing.errors import TrustFileNotFoundError
-    from ftmanifest.signing.trust import load_trust
-
     # without a manifest the current folder stands where one would be named:
     # the project that runs the command, not the folder being judged
     anchor = manifest if manifest is not None else Path.cwd() / "ftmanifest.yaml"
@@ -114,8 +114,6 @@ def choose_ledger_trust(
 def reading_trust(ledger: Path, manifest: Path | None, option: Path | None = None) -> LedgerTrust:
     """:func:`choose_ledger_trust` for a reader that warns instead of failing
     (verify, audit): an unusable trust file leaves every signed record unchecked."""
-    from ftmanifest.errors import FtManifestError
-
     try:
         return choose_ledger_trust(ledger, manifest, option)
     except FtManifestError as exc:

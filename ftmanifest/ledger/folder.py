@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ftmanifest.probe.git import repository_root
+
 LEDGER_ENV = "FTMANIFEST_LEDGER"
 DEFAULT = Path(".ftmanifest") / "ledger"
 
@@ -33,7 +35,6 @@ def ledger_dir(
     if env:
         return Path(env)
     folder = Path(os.path.abspath(manifest_path)).parent if manifest_path else Path.cwd()
-    from ftmanifest.probe.git import repository_root
 
     root = repository_root(folder)
     return (root if root is not None else folder) / DEFAULT

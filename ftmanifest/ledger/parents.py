@@ -26,7 +26,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding
+from ftmanifest.ledger import open_ledger
+from ftmanifest.lint import field_loc, is_variant
+from ftmanifest.manifest import LoadedManifest, build_model, load_manifest
+from ftmanifest.manifest.canonical import canonical_json, sha256_digest
+from ftmanifest.manifest.load import Document, read_document
+from ftmanifest.manifest.variant import variant_findings
 
 if TYPE_CHECKING:
     from ftmanifest.manifest.load import Document
@@ -66,10 +73,6 @@ def find_parent(
 
 
 def _beside(search: ParentSearch, manifest_path: Path) -> None:
-    from ftmanifest.errors import FtManifestError
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.manifest.load import read_document
-
     here = manifest_path.resolve()
     try:
         names = sorted(os.listdir(search.folder))
@@ -106,8 +109,6 @@ def _beside(search: ParentSearch, manifest_path: Path) -> None:
 
 
 def _from_ledger(search: ParentSearch, manifest_path: Path, option: Path | str | None) -> None:
-    from ftmanifest.ledger import open_ledger
-
     try:
         store = open_ledger(manifest_path, option)
     except OSError as exc:
@@ -141,11 +142,6 @@ def _carries(record: dict[str, Any], parent_id: str) -> bool:
 
 def body_manifest(ref: dict[str, Any], where: str) -> tuple[Any, str]:
     """A record's ``manifest`` reference as a ``LoadedManifest``, or (None, why not)."""
-    from ftmanifest.errors import FtManifestError
-    from ftmanifest.manifest import LoadedManifest, build_model
-    from ftmanifest.manifest.canonical import canonical_json, sha256_digest
-    from ftmanifest.manifest.load import Document
-
     body = ref["body"]
     try:
         digest = sha256_digest(canonical_json(body))
@@ -197,8 +193,6 @@ def judge_variant(
 ) -> list[Finding]:
     """``loaded`` (a variant's ``LoadedManifest``) against its parent wherever it is;
     a parent that cannot be found is one finding of severity ``missing``."""
-    from ftmanifest.manifest.variant import variant_findings
-
     search = find_parent(manifest_path, loaded.manifest.experiment.parent, ledger=ledger)
     if search.found is None:
         return [not_found(search, manifest_path, severity=missing)]
@@ -208,11 +202,8 @@ def judge_variant(
 def variant_lint(doc: Document) -> list[Finding]:
     """A variant's fairness against its parent, as lint findings (FTM080, FTM081);
     [] for a non-variant.  ``lint`` runs it through ``ftmanifest.lint_paths``."""
-    from ftmanifest.lint import field_loc, is_variant
-
     if not is_variant(doc):
         return []
-    from ftmanifest.manifest import LoadedManifest, build_model
 
     path = Path(doc.path)
     found = []

@@ -16,6 +16,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import ftmanifest
+from ftmanifest.errors import InputError, UsageError
+from ftmanifest.ledger import Ledger, ledger_dir
+from ftmanifest.ledger.attempts import attempts, hours_between
+from ftmanifest.ledger.folder import shown
+from ftmanifest.manifest.environment import fingerprint
+
 if TYPE_CHECKING:
     from ftmanifest.verify import VerifyReport
 
@@ -25,8 +32,6 @@ ATTEMPT_ENV = "FTMANIFEST_ATTEMPT"  # set by `run` for the command, so the Train
 
 def records_path(manifest_path: Path, ledger: Path | str | None = None) -> Path:
     """The ledger folder the manifest's records go to."""
-    from ftmanifest.ledger import ledger_dir
-
     return ledger_dir(manifest_path, ledger)
 
 
@@ -46,8 +51,6 @@ def manifest_ref(
 ) -> dict[str, Any]:
     """The manifest as a record names it; ``body`` adds its canonical data, so
     a variant's parent can be judged from the ledger when its file is gone."""
-    from ftmanifest.ledger.folder import shown
-
     ref: dict[str, Any] = {"path": shown(manifest_path, ledger), "digest": digest}
     if body and loaded is not None:
         ref["body"] = loaded.canonical()
@@ -64,9 +67,6 @@ def build(
     **extra: Any,
 ) -> dict[str, Any]:
     """One record of ``report``: manifest, environment, accepted rows, remaining findings."""
-    import ftmanifest
-    from ftmanifest.manifest.environment import fingerprint
-
     env = report.environment
     code = None
     if env is not None and env.code.commit is not None:
@@ -126,8 +126,6 @@ def devices(report: VerifyReport) -> int:
 def used(
     started_at: str, finished_at: str, n_devices: int, steps: int | None = None
 ) -> dict[str, Any]:
-    from ftmanifest.ledger.attempts import hours_between
-
     hours = hours_between(started_at, finished_at) or 0.0
     return {"steps": steps, "hours": round(hours, 9), "gpu_hours": round(hours * n_devices, 9)}
 
@@ -136,8 +134,6 @@ def bound_after(run: Mapping[str, Any], bindings: list[dict[str, Any]]) -> dict[
     """A ``bound`` record: adapters of ``run``'s attempt bound after its end
     record was written (``trainer.save_model`` then ``guard.bind(folder)``).
     The attempt's outcome stays its end; ``Attempt.adapter_bindings`` lists these too."""
-    import ftmanifest
-
     manifest = run.get("manifest") or {}
     return {
         "ftmanifest_version": ftmanifest.__version__,
@@ -154,8 +150,6 @@ MARKS = ("abandoned", "invalid")  # what a person records about an attempt after
 
 
 def check_reason(reason: str | None, flag: str = "--reason") -> str:
-    from ftmanifest.errors import UsageError
-
     if reason is None or not reason.strip():
         raise UsageError(
             "a mark needs a reason",
@@ -183,9 +177,6 @@ def mark(
     manifest's digest, so it stays tied to exactly what was marked.  Without
     ``attempt`` it marks the experiment's latest attempt (a new one if none).
     """
-    import ftmanifest
-    from ftmanifest.errors import UsageError
-
     if status not in MARKS:
         raise UsageError(
             f"cannot mark an experiment {status!r}",
@@ -198,9 +189,6 @@ def mark(
     folder = records_path(manifest_path, ledger)
     experiment = experiment_of(loaded)
     if attempt is None and experiment["id"] is not None:
-        from ftmanifest.ledger import Ledger
-        from ftmanifest.ledger.attempts import attempts
-
         mine = [a for a in attempts(Ledger(folder).read().entries)
                 if a.experiment == experiment["id"]]  # fmt: skip
         attempt = mine[-1].id if mine else None
@@ -223,8 +211,6 @@ def append(
 
     Raises ``OSError`` when the ledger cannot be written.
     """
-    from ftmanifest.ledger import Ledger
-
     return Ledger(records_path(manifest_path, ledger)).append(record).file
 
 
@@ -235,8 +221,6 @@ def record_acceptances(
     returns the record's file.  An acceptance is never unrecorded: a ledger that
     cannot be written is unusable input (``InputError``), and the caller goes no
     further."""
-    from ftmanifest.errors import InputError
-
     try:
         return append(
             report.manifest_path,
@@ -255,9 +239,6 @@ def record_acceptances(
 
 def read(manifest_path: Path, ledger: Path | str | None = None) -> list[dict[str, Any]]:
     """The records about ``manifest_path`` (by its path in the ledger), oldest first."""
-    from ftmanifest.ledger import Ledger
-    from ftmanifest.ledger.folder import shown
-
     folder = records_path(manifest_path, ledger)
     name = shown(manifest_path, folder)
     out = []

@@ -19,14 +19,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import ftmanifest
 from ftmanifest.errors import InputError, RefusedError, UsageError
-from ftmanifest.ledger.attempts import SealedUse, family_uses
+from ftmanifest.fsutil import write_error
+from ftmanifest.hashing import hash_file, hash_tree
+from ftmanifest.ledger import new_attempt, open_ledger, runrecord
+from ftmanifest.ledger.attempts import SealedUse, family_uses, sealed_uses
 from ftmanifest.manifest.identity import split_entry
 
 
 def _digest_of(path: Path) -> str:
-    from ftmanifest.hashing import hash_file, hash_tree
-
     return hash_tree(path).digest if path.is_dir() else hash_file(path).digest
 
 
@@ -71,8 +73,6 @@ def sealed_entry(loaded: Any, split: str) -> Any:
 
 
 def _ledger(loaded: Any, ledger: Path | str | None) -> Any:
-    from ftmanifest.ledger import open_ledger
-
     return open_ledger(loaded.path, ledger)
 
 
@@ -85,10 +85,6 @@ def unseal(
     loaded: Any, split: str, reason: str, *, ledger: Path | str | None = None
 ) -> dict[str, Any]:
     """Record one use of the sealed ``split``; returns what the caller prints."""
-    import ftmanifest
-    from ftmanifest.fsutil import write_error
-    from ftmanifest.ledger import new_attempt, runrecord
-
     text = runrecord.check_reason(reason)
     entry = sealed_entry(loaded, split)
     data = split_digest(loaded, split)  # refuses when the split is not the pinned data
@@ -126,8 +122,6 @@ def open_use(
 ) -> SealedUse:
     """The oldest recorded, not yet scored use of ``split`` by this experiment on
     this data; refuses (exit 1) when there is none."""
-    from ftmanifest.ledger.attempts import sealed_uses
-
     store = _ledger(loaded, ledger)
     exp = loaded.manifest.experiment
     contents = store.read()
@@ -156,10 +150,6 @@ def record_score(
     ledger: Path | str | None = None,
 ) -> None:
     """Consume ``use``: one ``scored`` record naming it and the results."""
-    import ftmanifest
-    from ftmanifest.fsutil import write_error
-    from ftmanifest.ledger import runrecord
-
     store = _ledger(loaded, ledger)
     record = {
         "ftmanifest_version": ftmanifest.__version__,

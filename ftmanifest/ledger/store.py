@@ -39,8 +39,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.errors import FtManifestError, InputError
 from ftmanifest.findings import Finding
+from ftmanifest.fsutil import atomic_write_bytes
 from ftmanifest.manifest.canonical import canonical_json, sha256_digest
+from ftmanifest.signing.attest import sign_statement, verify_statement
+from ftmanifest.signing.intoto import Subject
+from ftmanifest.signing.keys import load_private_key
 
 FORMAT = 1
 PREDICATE = "https://ftmanifest.dev/ledger-record/v1"
@@ -153,8 +158,6 @@ class Ledger:
         by ``$FTMANIFEST_LEDGER_KEY`` does, when set.  Raises ``OSError`` when
         the folder cannot be written (callers decide whether that stops a run).
         """
-        from ftmanifest.fsutil import atomic_write_bytes
-
         key = key if key is not None else _env_key()
         self._make_root()
         fd = os.open(self.root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -441,8 +444,6 @@ def signature_problems(entry: Entry, trust: Any, require_signed: bool) -> Iterat
         return
     if trust is None:
         return
-    from ftmanifest.errors import FtManifestError
-    from ftmanifest.signing.attest import verify_statement
 
     try:
         # the envelope's one byte form (as signed), not json.dumps': the record
@@ -470,9 +471,6 @@ def signature_problems(entry: Entry, trust: Any, require_signed: bool) -> Iterat
 
 
 def _sign(rid: str, key: Any) -> dict[str, Any]:
-    from ftmanifest.signing.attest import sign_statement
-    from ftmanifest.signing.intoto import Subject
-
     subject = Subject(name="ledger-record", digest={"sha256": rid.removeprefix("sha256:")})
     envelope = sign_statement([subject], PREDICATE, {"record": rid}, key)
     parsed: dict[str, Any] = json.loads(envelope.to_bytes())
@@ -504,8 +502,6 @@ def _env_key() -> Any:
     path = os.environ.get(KEY_ENV, "").strip()
     if not path:
         return None
-    from ftmanifest.errors import InputError
-    from ftmanifest.signing.keys import load_private_key
 
     try:
         return load_private_key(Path(path))

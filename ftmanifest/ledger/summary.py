@@ -17,9 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.ledger import Ledger, ledger_dir
 from ftmanifest.ledger.attempts import Attempt, attempts, counts, family_uses, over_budget
-from ftmanifest.ledger.evidence import Untrusted, untrusted_warning
+from ftmanifest.ledger.evidence import Untrusted, evidence, reading_trust, signs, untrusted_warning
 from ftmanifest.ledger.store import Entry, Problem
+from ftmanifest.manifest.identity import recipe_digest
 
 SHOWN_UNTRUSTED = 5  # untrusted records named one by one among verify's warnings
 
@@ -120,9 +122,6 @@ def for_manifest(
 ) -> tuple[dict[str, Any] | None, list[Entry]]:
     """The summary of ``loaded``'s experiment and the ledger's entries that
     are evidence, read once; (None, []) when there is no ledger yet."""
-    from ftmanifest.ledger import Ledger, ledger_dir
-    from ftmanifest.ledger.evidence import evidence, reading_trust, signs
-
     folder = ledger_dir(manifest_path, ledger)
     store = Ledger(folder)
     if not store.exists():
@@ -153,8 +152,6 @@ def preflight_warning(
     The method: a platform change (another backend kind, device or driver)
     means redoing the start and quality checks; so does a changed recipe.
     """
-    from ftmanifest.manifest.identity import recipe_digest
-
     exp = loaded.manifest.experiment.id
     passing = [
         e for e in entries
