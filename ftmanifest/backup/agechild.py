@@ -34,6 +34,8 @@ import sys
 from collections.abc import Sequence
 from typing import IO, Any
 
+from ftmanifest.backup.pipe import widen
+
 STDERR_MAX = 64 * 1024
 AGE_MAGIC = b"age-encryption.org/v1\n"
 HEADER_MAX = 1 << 16  # the longest age header bound into a backup's metadata
@@ -145,8 +147,6 @@ class AgeChild:
                 os.close(w)
         self.stdout: IO[bytes] | None = self.proc.stdout
         if self.stdout is not None:
-            from ftmanifest.backup.pipe import widen
-
             widen(self.stdout.fileno())  # fewer wake-ups: the reader takes 1 MiB at a time
 
     def wait(self) -> dict[str, Any]:

@@ -24,8 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.backup.destination import left_staging
-from ftmanifest.backup.meta import ARCHIVE_SUFFIX, KEY_SUFFIX, META_SUFFIX, Meta, finding_of
-from ftmanifest.errors import FtManifestError
+from ftmanifest.backup.keys import parse_recipient
+from ftmanifest.backup.meta import (
+    ARCHIVE_SUFFIX,
+    KEY_SUFFIX,
+    META_SUFFIX,
+    Meta,
+    finding_of,
+    read_meta,
+    trust_for,
+)
+from ftmanifest.backup.unpack import hash_archive, read_archive
+from ftmanifest.errors import FtManifestError, InputError, InputNotFoundError
 from ftmanifest.findings import Finding
 
 HEADER_MAX_BYTES = 64 * 1024
@@ -89,8 +99,6 @@ def _recipient_findings(meta: Meta, archive: Path) -> list[Finding]:
 
 
 def _tag(recipient: dict[str, str]) -> str:
-    from ftmanifest.backup.keys import parse_recipient
-
     key = recipient.get("key")
     if not key:
         return "?"
@@ -112,9 +120,6 @@ def check_one(
     trust: Any,
     identities: Callable[[Meta], Sequence[Any]] | None = None,
 ) -> Checked:
-    from ftmanifest.backup.meta import read_meta
-    from ftmanifest.backup.unpack import hash_archive, read_archive
-
     try:
         meta, signers = read_meta(meta_path, trust=trust)
     except FtManifestError as exc:
@@ -163,13 +168,10 @@ def check_folder(
     identities: Callable[[Meta], Sequence[Any]] | None = None,
 ) -> tuple[list[Checked], list[Finding]]:
     """Every backup in ``folder``, and findings about files no backup names."""
-    from ftmanifest.errors import InputError, InputNotFoundError
-
     if not folder.is_dir():
         if not os.path.lexists(folder):
             raise InputNotFoundError("backup folder not found", path=str(folder))
         raise InputError("not a folder", path=str(folder), expected="the backups folder")
-    from ftmanifest.backup.meta import trust_for
 
     paths = sorted(folder.glob("*" + META_SUFFIX))
     trust = trust_for(paths[0], trust_path) if paths else None  # trust problems raise

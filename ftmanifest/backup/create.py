@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ftmanifest.backup.agechild import HEADER_MAX, AgeChild, AgeChildError, header_size
-from ftmanifest.backup.errors import EncryptFailedError
+from ftmanifest.backup.errors import BackupInputError, EncryptFailedError
 from ftmanifest.backup.index import (
     DIGESTS_MEMBER,
     INDEX_MEMBER,
@@ -41,11 +41,15 @@ from ftmanifest.backup.index import (
     Index,
     Source,
     _changed,
+    build,
+    check_index_size,
+    make_index,
     stat_identity,
 )
 from ftmanifest.backup.keys import Recipient
 from ftmanifest.backup.meta import ARCHIVE_SUFFIX, Meta, new_backup_id, next_sequence, sign_meta
 from ftmanifest.backup.pipe import CHUNK, PIPE_BYTES, Worker, Writeback
+from ftmanifest.fsutil import atomic_write_bytes, fsync_dir, write_error
 from ftmanifest.progress import ProgressSink
 
 BLOCK = 512
@@ -203,9 +207,6 @@ def create_backup(
 ) -> Created:
     """Back up ``paths`` into folder ``to``; signed by ``key`` (Ed25519)."""
     import pyrage
-
-    from ftmanifest.backup.index import build, check_index_size, make_index
-    from ftmanifest.fsutil import atomic_write_bytes, fsync_dir, write_error
 
     if bool(recipients) == (passphrase is not None):
         raise ValueError("exactly one of recipients or passphrase")
@@ -391,8 +392,6 @@ def _encrypt_failed(exc: AgeChildError) -> EncryptFailedError:
 def _check_space(to: Path, size: int) -> None:
     """Refuse before writing when the archive (about the files' size) cannot fit."""
     import shutil
-
-    from ftmanifest.backup.errors import BackupInputError
 
     free = shutil.disk_usage(to).free
     if free < size:

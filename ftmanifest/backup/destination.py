@@ -28,6 +28,7 @@ from ftmanifest.backup.errors import (
     DestinationMovedError,
     DestinationOverlapError,
 )
+from ftmanifest.statcache import cache_dir
 
 STAGING = ".{name}.restore-"
 
@@ -158,8 +159,6 @@ def remove_stale_staging(parent: int, dest_name: str) -> None:
 
 
 def _records() -> Path:
-    from ftmanifest.statcache import cache_dir
-
     return cache_dir() / "restores"
 
 

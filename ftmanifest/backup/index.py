@@ -44,8 +44,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.backup.errors import IndexMismatchError, UnsupportedSourceError
+from ftmanifest.backup.errors import IndexMismatchError, SourceChangedError, UnsupportedSourceError
 from ftmanifest.errors import InputError, InputNotFoundError
+from ftmanifest.manifest.canonical import canonical_json
+from ftmanifest.signing._strict import StrictJSONError, loads_strict
+from ftmanifest.signing.attest import sign_statement
+from ftmanifest.signing.intoto import Subject
 
 PREDICATE_TYPE = "https://ftmanifest.dev/backup-index/v1"
 INDEX_MEMBER = "ftmanifest-index.dsse.json"
@@ -271,8 +275,6 @@ def build(paths: Sequence[Path]) -> tuple[list[Entry], list[Source]]:
 
 
 def _changed(path: str | Path, when: str, observed: str | None = None) -> Exception:
-    from ftmanifest.backup.errors import SourceChangedError
-
     return SourceChangedError(
         f"the file changed {when}; it was not backed up half-captured",
         path=str(path),
@@ -283,16 +285,11 @@ def _changed(path: str | Path, when: str, observed: str | None = None) -> Except
 
 
 def entries_digest(entries: Sequence[Entry]) -> str:
-    from ftmanifest.manifest.canonical import canonical_json
-
     return hashlib.sha256(canonical_json([e.to_dict() for e in entries])).hexdigest()
 
 
 def sign_index(entries: Sequence[Entry], head: dict[str, Any], key: Any) -> bytes:
     """The index member's bytes: a signed statement over ``head`` + entries."""
-    from ftmanifest.signing.attest import sign_statement
-    from ftmanifest.signing.intoto import Subject
-
     subject = Subject(head["backup_id"], {"sha256": entries_digest(entries)})
     predicate = {**head, "entries": [e.to_dict() for e in entries]}
     return sign_statement([subject], PREDICATE_TYPE, predicate, key).to_bytes()
@@ -309,9 +306,6 @@ class Index:
 def make_index(entries: Sequence[Entry], head: dict[str, Any], key: Any) -> Index:
     """The signed index of ``entries``: in one statement when they fit one page,
     else a statement over the digests of its pages."""
-    from ftmanifest.signing.attest import sign_statement
-    from ftmanifest.signing.intoto import Subject
-
     pages: list[tuple[bytes, int]] = []
     rows: list[bytes] = []
     size = 2
@@ -454,8 +448,6 @@ _HEX64 = re.compile("[0-9a-f]{64}")
 def page_entries(raw: bytes, page: Page, number: int, where: str) -> Any:
     """A page's bytes, checked against the signed index, as a JSON list (parsed
     as strictly as the signed index itself: no duplicate keys, NaN or overflow)."""
-    from ftmanifest.signing._strict import StrictJSONError, loads_strict
-
     got = sha256_hex(raw)
     if len(raw) != page.size or got != page.sha256:
         raise IndexMismatchError(

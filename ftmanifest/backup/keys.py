@@ -27,8 +27,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from ftmanifest.backup.errors import IdentityFileError, RecipientError
+from ftmanifest.backup.errors import IdentityFileError, MetadataMismatchError, RecipientError
+from ftmanifest.errors import UsageError
 from ftmanifest.signing._ssh_line import KEY_TYPES
+from ftmanifest.signing.keys import (
+    check_private_key_mode,
+    fingerprint_of_blob,
+    load_private_key,
+    public_key_from_blob,
+)
+from ftmanifest.signing.passphrase import _require_tty, check_env_name, for_unlock, from_env
 from ftmanifest.signing.trust import (
     STATUS_EXPIRED,
     STATUS_NOT_YET_VALID,
@@ -36,6 +44,7 @@ from ftmanifest.signing.trust import (
     TrustedKey,
     parse_trust,
 )
+from ftmanifest.untrusted import read_untrusted
 
 RecipientKind = Literal["x25519", "ssh-ed25519"]
 IDENTITY_MAX_BYTES = 64 * 1024
@@ -76,8 +85,6 @@ class Recipient:
 
 def parse_recipient(text: str, *, source: str = "-r") -> Recipient:
     """A recipient from ``age1...`` or ``ssh-ed25519 BASE64 [comment]``."""
-    from ftmanifest.signing.keys import fingerprint_of_blob, public_key_from_blob
-
     value = text.strip()
     if value.startswith("age1"):
         if not _AGE_RECIPIENT.fullmatch(value):
@@ -123,8 +130,6 @@ def read_recipients_file(path: Path) -> tuple[list[Recipient], list[str]]:
     namespaces naming ftmanifest, within valid-after and valid-before, no
     cert-authority, an Ed25519 key (an expired key's owner must not
     open new backups).  A file where nothing remains is refused."""
-    from ftmanifest.untrusted import read_untrusted
-
     hint = "pass a file of age1 or ssh-ed25519 public keys, one per line"
     try:
         raw = read_untrusted(path, limit=RECIPIENTS_MAX_BYTES, what="recipients file", hint=hint)
@@ -229,9 +234,6 @@ def load_identities(
     """The identities in ``path``, each checked by pyrage; refuses a file
     others can read, and (``sha256``: a passphrase backup's key file, as its
     signed metadata names it) one whose bytes are not those."""
-    from ftmanifest.signing.keys import check_private_key_mode
-    from ftmanifest.untrusted import read_untrusted
-
     hint = "pass the age identity file (age-keygen) or the ssh-ed25519 private key"
     try:
         data = read_untrusted(path, limit=IDENTITY_MAX_BYTES, what="identity file", hint=hint)
@@ -239,8 +241,6 @@ def load_identities(
         raise IdentityFileError("identity file not found", path=str(path), hint=hint) from None
     check_private_key_mode(path)
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
-        from ftmanifest.backup.errors import MetadataMismatchError
-
         raise MetadataMismatchError(
             "the passphrase key file is not the one the backup's signed metadata names",
             path=str(path),
@@ -313,8 +313,6 @@ def _ssh_identity(data: bytes, path: Path, passphrase: Callable[[], str] | None)
     except Exception as exc:  # pyrage.IdentityError
         if "decrypted first" not in str(exc):
             raise IdentityFileError(f"cannot use this ssh key: {exc}", path=str(path)) from None
-    from ftmanifest.signing.keys import load_private_key
-    from ftmanifest.signing.passphrase import for_unlock
 
     unlock = (lambda: passphrase().encode("utf-8")) if passphrase else for_unlock(None, str(path))
     key = load_private_key(path, unlock)
@@ -341,9 +339,6 @@ def passphrase_source(env_var: str | None, *, new: bool) -> Callable[[], str]:
     passphrase must hold ``PASSPHRASE_MIN_CHARS`` characters besides the
     spaces around it (an old backup's opens with whatever it was made with)."""
     import getpass
-
-    from ftmanifest.errors import UsageError
-    from ftmanifest.signing.passphrase import _require_tty, check_env_name, from_env
 
     if env_var:
         check_env_name(env_var)
@@ -377,8 +372,6 @@ def passphrase_source(env_var: str | None, *, new: bool) -> Callable[[], str]:
 def _check_new_passphrase(value: str, field: str, how: str) -> None:
     """Refuse a blank or short passphrase for a new backup, saying how long
     it is but never what it is."""
-    from ftmanifest.errors import UsageError
-
     kept = value.strip()
     if len(kept) >= PASSPHRASE_MIN_CHARS:
         return

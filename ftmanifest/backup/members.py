@@ -54,6 +54,9 @@ from ftmanifest.backup.index import (
 )
 from ftmanifest.backup.meta import Meta
 from ftmanifest.backup.pipe import PIPE_BYTES
+from ftmanifest.signing.attest import verify_envelope
+from ftmanifest.signing.dsse import parse_envelope
+from ftmanifest.signing.intoto import Expect
 
 BLOCK = 512
 MEMBER_READ = PIPE_BYTES  # a member's bytes, at most this much a read
@@ -440,10 +443,6 @@ def _index(
 ) -> tuple[list[Entry], tuple[str, ...], bool]:
     """The signed index's entries, its signers, and whether the files' digests
     follow the files (``DIGESTS_MEMBER``) rather than sit in the entries."""
-    from ftmanifest.signing.attest import verify_envelope
-    from ftmanifest.signing.dsse import parse_envelope
-    from ftmanifest.signing.intoto import Expect
-
     is_file = first.kind == b"0" and not first.sparse
     if first.name != INDEX_MEMBER or not is_file or first.size > INDEX_MAX_BYTES:
         raise IndexMismatchError(

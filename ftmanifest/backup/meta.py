@@ -28,6 +28,8 @@ from ftmanifest.backup.agechild import HEADER_MAX
 from ftmanifest.backup.errors import MetadataMismatchError
 from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding
+from ftmanifest.signing.attest import sign_statement, verify_statement
+from ftmanifest.signing.dsse import parse_envelope
 from ftmanifest.signing.errors import (
     BadSignatureError,
     ExpiredKeyError,
@@ -39,6 +41,10 @@ from ftmanifest.signing.errors import (
     WrongNamespaceError,
     WrongPayloadTypeError,
 )
+from ftmanifest.signing.intoto import Subject
+from ftmanifest.signing.locate import choose_backup_trust_file
+from ftmanifest.signing.trust import load_trust
+from ftmanifest.untrusted import read_untrusted
 
 PREDICATE_TYPE = "https://ftmanifest.dev/backup/v1"
 META_SUFFIX = ".meta.json"
@@ -148,9 +154,6 @@ def next_sequence(folder: Path) -> int:
     next one larger)."""
     import json
 
-    from ftmanifest.signing.dsse import parse_envelope
-    from ftmanifest.untrusted import read_untrusted
-
     top = 0
     for path in folder.glob("*" + META_SUFFIX):
         try:
@@ -164,9 +167,6 @@ def next_sequence(folder: Path) -> int:
 
 
 def sign_meta(meta: Meta, key: Any) -> bytes:
-    from ftmanifest.signing.attest import sign_statement
-    from ftmanifest.signing.intoto import Subject
-
     subjects = [Subject(meta.archive_name, {"sha256": meta.archive_sha256})]
     if meta.key_file_sha256:
         subjects.append(Subject(meta.key_name, {"sha256": meta.key_file_sha256}))
@@ -189,9 +189,6 @@ def trust_for(meta_path: Path, trust_path: Path | None = None) -> Any:
     repository), never one from the backups folder (whoever writes
     the backups could plant it).  A missing, unsafe or malformed trust file
     raises (the user's input)."""
-    from ftmanifest.signing.locate import choose_backup_trust_file
-    from ftmanifest.signing.trust import load_trust
-
     return load_trust(choose_backup_trust_file(meta_path.parent, trust_path).path)
 
 
@@ -212,9 +209,6 @@ def read_meta(
     ``trust`` (a loaded ``TrustStore``) or else ``trust_for(meta_path,
     trust_path)``.  An untrusted or bad signature and a predicate that does
     not fit its file name are refusals."""
-    from ftmanifest.signing.attest import verify_statement
-    from ftmanifest.untrusted import read_untrusted
-
     hint = "pass the .meta.json file written beside the backup"
     try:
         raw = read_untrusted(meta_path, limit=META_MAX_BYTES, what="backup metadata", hint=hint)

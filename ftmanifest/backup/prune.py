@@ -39,9 +39,11 @@ from ftmanifest.backup.meta import Meta
 from ftmanifest.backup.retention import CLOCK_SLACK, FUTURE, Decision, Item, policy_for, select
 from ftmanifest.errors import InputError, NotRegularFileError, UsageError
 from ftmanifest.findings import Finding
+from ftmanifest.fsutil import write_error
 from ftmanifest.manifest import load_manifest
 from ftmanifest.manifest.retention import KeepPolicy
 from ftmanifest.signing.verify import verify_manifest_signature
+from ftmanifest.untrusted import kind_of
 
 LOG_NAME = "prune-log.jsonl"
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -145,8 +147,6 @@ def apply(folder: Path, result: Plan, policy: dict[str, Any]) -> None:
     Nothing is deleted unless the folder is the one the plan judged, every
     file of every backup to delete is (still) a regular file or gone, and the
     log is a regular file; each backup goes metadata first."""
-    from ftmanifest.fsutil import write_error
-
     doomed = result.to_remove()
     if not doomed:
         return
@@ -171,8 +171,6 @@ def apply(folder: Path, result: Plan, policy: dict[str, Any]) -> None:
 
 
 def _open_folder(folder: Path, judged: tuple[int, int] | None) -> int:
-    from ftmanifest.fsutil import write_error
-
     try:
         dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
     except OSError as exc:
@@ -204,8 +202,6 @@ def _refuse_unless_regular(
 
 
 def _not_regular(path: Path, mode: int, what: str, hint: str) -> None:
-    from ftmanifest.untrusted import kind_of
-
     raise NotRegularFileError(
         f"{what} is {kind_of(mode)}, not a regular file",
         path=str(path),
@@ -217,8 +213,6 @@ def _not_regular(path: Path, mode: int, what: str, hint: str) -> None:
 
 def _log(dfd: int, folder: Path, doomed: list[Meta], policy: dict[str, Any]) -> None:
     """Append what is about to be deleted to the log, fsynced."""
-    from ftmanifest.fsutil import write_error
-
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     lines = [
         json.dumps({

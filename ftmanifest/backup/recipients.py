@@ -24,6 +24,7 @@ from ftmanifest.backup.keys import (
     unique,
 )
 from ftmanifest.errors import UsageError
+from ftmanifest.signing.verify import verify_manifest_signature
 
 
 def recipients_for(
@@ -49,8 +50,6 @@ def recipients_for(
         out += found
         skipped += passed_over
     if not out and manifest is not None and not passphrase:
-        from ftmanifest.signing.verify import verify_manifest_signature
-
         verify_manifest_signature(manifest.path, manifest.canonical(), trust_path=trust_path)
         out = [
             parse_recipient(r, source="security.backup_recipients")

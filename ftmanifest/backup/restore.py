@@ -55,6 +55,7 @@ from ftmanifest.backup.index import Entry
 from ftmanifest.backup.meta import Meta
 from ftmanifest.backup.pipe import Writeback
 from ftmanifest.backup.unpack import Read, read_archive
+from ftmanifest.fsutil import write_error
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 _FLAGS |= getattr(os, "O_CLOEXEC", 0)
@@ -406,8 +407,6 @@ def restore(
     progress: Any = None,
 ) -> Restored:
     """Restore the verified backup into new folder ``dest``."""
-    from ftmanifest.fsutil import write_error
-
     dest = Path(os.path.abspath(dest))
     refuse_overlap(dest, archive)
     try:
