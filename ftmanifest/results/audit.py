@@ -42,10 +42,18 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.checks import FunctionCheck, registry, run_checks
-from ftmanifest.errors import FtManifestError
+from ftmanifest.errors import FtManifestError, InputNotFoundError
 from ftmanifest.findings import Finding
+from ftmanifest.fsutil import locate
+from ftmanifest.hashing import hash_file, hash_tree
+from ftmanifest.hfcache import hub_snapshot
+from ftmanifest.manifest import load_manifest
 from ftmanifest.results import audit_perms as perms
 from ftmanifest.results.audit_rights import rights_findings
+from ftmanifest.results.audit_split import split_findings
+from ftmanifest.results.comparison_file import no_guards, rejudge
+from ftmanifest.statcache import cache_dir
+from ftmanifest.verify import scan_for_verify, verify_manifest
 
 # Files the comparison check looks for in RUN_DIR (``compare --out``), first found wins.
 COMPARISON_FILES = ("comparison.json", "results/comparison.json")
@@ -165,9 +173,6 @@ def comparison_findings(m: Any, s: AuditSubject) -> list[Finding]:
     """The manifest has guards; the comparison is present, made from results that
     are still the same, under this manifest, against the pinned baseline, on an eval
     or test split, and every guard holds when made again (``comparison_file.rejudge``)."""
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.results.comparison_file import no_guards, rejudge
-
     none = no_guards(m, s.manifest_path)
     if s.comparison is None:
         return none + [Finding.at(("experiment", "guards"), kind="audit",
@@ -187,9 +192,6 @@ def comparison_findings(m: Any, s: AuditSubject) -> list[Finding]:
 def _split(_m: Any, s: AuditSubject) -> list[Finding]:
     """The eval and test splits judged from their records, not from the results
     files: repeated ids, guards naming a category no record has (``audit_split``)."""
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.results.audit_split import split_findings
-
     return split_findings(load_manifest(s.manifest_path))
 
 
@@ -305,7 +307,6 @@ def _comparison(s: AuditSubject) -> dict[str, Any] | None:
 def _file_ref(path: Path | None) -> dict[str, str] | None:
     if path is None:
         return None
-    from ftmanifest.hashing import hash_file
 
     return {"path": str(path), "digest": hash_file(path, use_cache=False).digest}
 
@@ -323,10 +324,6 @@ def audit(
     only: Iterable[str] | None = None,
 ) -> AuditReport:
     """Audit ``run_dir`` against the manifest; ``fix_perms`` tightens loose modes first."""
-    from ftmanifest.errors import InputNotFoundError
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.verify import verify_manifest
-
     run, mpath = Path(run_dir), Path(manifest_path)
     if not run.is_dir():
         raise InputNotFoundError("the run folder does not exist", path=str(run),
@@ -345,8 +342,6 @@ def audit(
 
 
 def _data_paths(manifest: Any, mpath: Path, allow_outside: bool) -> dict[int, Path]:
-    from ftmanifest.fsutil import locate
-
     out = {}
     for i, entry in enumerate(manifest.data):
         path, _ = locate(mpath.parent, entry.path, ("data", i, "path"), allow_outside)
@@ -359,8 +354,6 @@ def _data_paths(manifest: Any, mpath: Path, allow_outside: bool) -> dict[int, Pa
 def _gather_deliverable(
     s: AuditSubject, manifest: Any, trust_path: Path | None, use_cache: bool, allow_outside: bool
 ) -> None:
-    from ftmanifest.hashing import hash_tree
-
     export = manifest.export
     if export is None:
         return
@@ -386,7 +379,6 @@ def _gather_scan(s: AuditSubject, manifest: Any, use_cache: bool, allow_outside:
     from ftmanifest.scan.cache import scan_cached
     from ftmanifest.scan.engine import ScanOptions
     from ftmanifest.scan.judge import failing
-    from ftmanifest.verify import scan_for_verify
 
     policy = manifest.security.scan
     if "audit" not in policy.on:
@@ -437,10 +429,6 @@ def _cache_roots(
     ftmanifest's own cache (digests and scan fingerprints of the data) as data.
     The hub cache's folder is shared with every run and user of that cache:
     it is named in the second item, so ``--fix-perms`` never changes it."""
-    from ftmanifest.errors import FtManifestError
-    from ftmanifest.hfcache import hub_snapshot
-    from ftmanifest.statcache import cache_dir
-
     out: list[tuple[str, Path]] = []
     shared: dict[Path, str] = {}
     m = manifest.model

@@ -19,7 +19,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding
+from ftmanifest.hashing import hash_file
+from ftmanifest.manifest.jsonkeys import unique_keys
+from ftmanifest.results.compare import compare
+from ftmanifest.results.resultsfile import load_results, score_split
+from ftmanifest.untrusted import read_untrusted
 
 FORMAT = "ftmanifest-comparison"
 VERSION = 1
@@ -31,7 +37,6 @@ def record(
     manifest_digest: str, baseline: Path, candidate: Path, comparison: Any, out: Path
 ) -> str:
     """The record's JSON text for ``out``."""
-    from ftmanifest.hashing import hash_file
 
     def ref(p: Path) -> dict[str, str]:
         rel = os.path.relpath(p.resolve(), out.resolve().parent)
@@ -67,13 +72,6 @@ def rejudge(
     the candidate must have been scored with.  ``loaded`` (the ``LoadedManifest``):
     both results files are scored again from their predictions on the pinned split
     and must say what they say (``rescore``)."""
-    from ftmanifest.errors import FtManifestError
-    from ftmanifest.hashing import hash_file
-    from ftmanifest.manifest.jsonkeys import unique_keys
-    from ftmanifest.results.compare import compare
-    from ftmanifest.results.resultsfile import load_results
-    from ftmanifest.untrusted import read_untrusted
-
     rerun = "rerun: ftmanifest compare M --baseline B --candidate C --out " + str(path)
     try:
         raw = read_untrusted(path, limit=MAX_BYTES, what="comparison", hint=rerun)
@@ -235,10 +233,6 @@ def rescore(loaded: Any, side: str, file: Path, results: dict[str, Any]) -> list
     """Score ``results``' predictions again on its pinned split; a row when they are
     not there (a results file from before the path was recorded relative to it),
     changed, refused by the split, or score to other metrics than the file's."""
-    from ftmanifest.errors import FtManifestError
-    from ftmanifest.hashing import hash_file
-    from ftmanifest.results.resultsfile import score_split
-
     ref, split = results["predictions"], results["split"]["name"]
     preds = file.parent / str(ref["path"])
     fix = (f"score the {side}'s predictions again: ftmanifest score --manifest M --split "

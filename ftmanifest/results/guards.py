@@ -11,6 +11,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.findings import Finding
+from ftmanifest.manifest.experiment import (
+    FormatValidityGuard,
+    MetricGuard,
+    PerCategoryGuard,
+    RequiredFieldsGuard,
+)
 from ftmanifest.results.bootstrap import classification_stat, extraction_stat, paired_interval
 
 if TYPE_CHECKING:
@@ -102,12 +108,6 @@ class Evaluator:
         self.out.findings.append(find(("experiment", "guards", n, field_), rule, message, **kw))
 
     def evaluate(self, n: int, guard: Guard) -> None:
-        from ftmanifest.manifest.experiment import (
-            FormatValidityGuard,
-            MetricGuard,
-            PerCategoryGuard,
-        )
-
         metric = getattr(guard, "metric", guard.kind)
         split = self.cand["split"]["name"]
         if guard.split is not None and guard.split != split:
@@ -171,8 +171,6 @@ class Evaluator:
         )
 
     def rate(self, guard: Guard) -> float | None:
-        from ftmanifest.manifest.experiment import RequiredFieldsGuard
-
         metrics = self.cand["metrics"]
         if not isinstance(guard, RequiredFieldsGuard):
             return metrics.get("format_validity")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.errors import InputError
+from ftmanifest.recordio import iter_records
 
 KEYS = ("id", "reference", "prediction", "category")
 REQUIRED = ("id", "reference", "prediction")
@@ -49,8 +50,6 @@ class Prediction:
 
 def read_predictions(path: str | Path, task: str) -> list[Prediction]:
     """Every line of ``path``, in file order; raise ``InputError`` on any problem."""
-    from ftmanifest.recordio import iter_records
-
     if task not in TASKS:
         raise InputError(
             f"cannot score a {task!r} task",

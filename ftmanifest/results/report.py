@@ -63,6 +63,7 @@ from ftmanifest.results.mdtext import num as _num
 from ftmanifest.results.mdtext import portable
 from ftmanifest.results.modelcard import CARD_PATH, render_model_card, secrets_in
 from ftmanifest.safe_text import escape
+from ftmanifest.untrusted import read_untrusted
 
 TEMPLATES = Path(__file__).parent / "templates"
 EXAMPLES_SHOWN = 50  # changed example ids listed per category and direction
@@ -266,8 +267,6 @@ def load_report_data(path: str | Path) -> dict[str, Any]:
     """The report's data from a saved audit JSON: the object itself, or its
     ``report`` member when the audit wrapped it.  Unusable input is an
     ``InputError`` (exit 2) naming the file."""
-    from ftmanifest.untrusted import read_untrusted
-
     path = Path(path)
     try:  # never blocks on a FIFO, refuses what is not a regular file, capped
         raw = read_untrusted(

@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import InputError, InputNotFoundError
+from ftmanifest.hashing import hash_file, hash_tree
 from ftmanifest.ledger.sealed import split_digest
+from ftmanifest.manifest.experiment import FormatValidityGuard, RequiredFieldsGuard
+from ftmanifest.recordio import iter_records
+from ftmanifest.results.predictions import read_predictions
+from ftmanifest.results.score import score
+from ftmanifest.results.split_match import check_split
 
 if TYPE_CHECKING:
     from ftmanifest.manifest import LoadedManifest
@@ -36,8 +42,6 @@ def results_schema() -> dict[str, Any]:
 
 def _guard_settings(loaded: LoadedManifest) -> tuple[str | None, list[str]]:
     """The format_validity guard's ``format`` and the required_fields guard's fields."""
-    from ftmanifest.manifest.experiment import FormatValidityGuard, RequiredFieldsGuard
-
     fmt: str | None = None
     fields: list[str] = []
     for guard in loaded.manifest.experiment.guards:
@@ -52,7 +56,6 @@ def _schema(loaded: LoadedManifest, fmt: str | None) -> tuple[dict[str, Any] | N
     """A JSON Schema named by the guard's ``format`` (anything but ``json``), and its record."""
     if fmt is None or fmt.lower() == "json":
         return None, {"format": fmt or "json"}
-    from ftmanifest.hashing import hash_file
 
     path = loaded.path.parent / fmt
     try:
@@ -83,7 +86,6 @@ def _adapter(loaded: LoadedManifest, root: Path | None = None) -> dict[str, Any]
     root = root if root is not None else loaded.path.parent / export.path
     if not root.is_dir():
         return None
-    from ftmanifest.hashing import hash_tree
 
     tree = hash_tree(root)
     files = {rel: d.digest for rel, d in tree.files.items()}
@@ -127,10 +129,6 @@ def score_split(
     refused when the split is not the pinned data or the predictions do not predict
     each of its records once with its own reference (``split_match``); examples are
     grouped by the split's categories, never the predictions'."""
-    from ftmanifest.results.predictions import read_predictions
-    from ftmanifest.results.score import score
-    from ftmanifest.results.split_match import check_split
-
     task = loaded.manifest.experiment.task or "unset"
     data = split_digest(loaded, split)
     items = read_predictions(predictions, task)
@@ -164,8 +162,6 @@ def build_results(
 ) -> dict[str, Any]:
     """The results document for ``predictions`` on ``split`` (see the module doc);
     ``out``: where it will be written (``predictions.path`` is relative to it)."""
-    from ftmanifest.hashing import hash_file
-
     task = loaded.manifest.experiment.task or "unset"
     adapter_record = _adapter(loaded, adapter)  # an unusable --adapter before any scoring
     data, metrics, examples = score_split(loaded, split, predictions)
@@ -197,8 +193,6 @@ def dumps(results: dict[str, Any]) -> str:
 def load_results(path: str | Path) -> dict[str, Any]:
     """A results file, checked against ``results.schema.json``; ``InputError`` if not one."""
     import jsonschema
-
-    from ftmanifest.recordio import iter_records
 
     name = str(path)
     doc = next(iter(iter_records(path, "json")), None)

@@ -42,6 +42,8 @@ from typing import Any
 from ftmanifest.data.sample import target_of
 from ftmanifest.data.stats import label_of
 from ftmanifest.errors import InputError, RefusedError
+from ftmanifest.manifest.identity import split_entry
+from ftmanifest.recordio import iter_records
 from ftmanifest.results.predictions import Prediction
 
 ID_KEY = "id"  # a record's own id; without it, its record number (from 1)
@@ -92,9 +94,6 @@ def _short(text: str) -> str:
 def split_records(loaded: Any, split: str) -> list[SplitRecord]:
     """The records of the data entry ``split``, in file order (a folder: its files
     in path order), each with its file and line."""
-    from ftmanifest.manifest.identity import split_entry
-    from ftmanifest.recordio import iter_records
-
     _, entry = split_entry(loaded, split)
     top = loaded.path.parent / entry.path
     files = sorted(p for p in top.rglob("*") if p.is_file()) if top.is_dir() else [top]
