@@ -30,6 +30,7 @@ from ftmanifest.adapter.headers import (
     with_tied_head,
 )
 from ftmanifest.findings import Finding
+from ftmanifest.location import format_loc
 from ftmanifest.manifest import targets as tg
 
 if TYPE_CHECKING:
@@ -150,8 +151,6 @@ def finding(rule: str, message: str, severity: Severity = "error", **kw: Any) ->
 
 def pattern_findings(errors: Any, *, path: str | None, where: str = "method") -> list[Finding]:
     """A row for every pattern peft could not compile (``targets.pattern_errors``)."""
-    from ftmanifest.location import format_loc
-
     return [finding(
         "pattern-invalid", f"{format_loc((where, *loc))} '{pattern}' is not a regular "
         f"expression peft can use ({why})", path=path, loc=(where, *loc),

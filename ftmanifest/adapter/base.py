@@ -15,9 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.adapter.architecture import finding, method_findings
+from ftmanifest.adapter.loadable import (
+    base_config_findings,
+    base_stray_findings,
+    base_weight_files,
+    config_digest,
+)
 from ftmanifest.adapter.tensors import TensorDigest, tensor_digest, tensor_index
-from ftmanifest.errors import InputError, InputNotFoundError
+from ftmanifest.errors import FtManifestError, InputError, InputNotFoundError
 from ftmanifest.findings import Finding
+from ftmanifest.fsutil import resolve_inside
+from ftmanifest.hfcache import hub_snapshot
+from ftmanifest.snapshot import observe_model
 
 
 @dataclass
@@ -36,8 +46,6 @@ class BaseModel:
     @property
     def files(self) -> list[Path]:
         """The safetensors files ``from_pretrained`` loads (``loadable``)."""
-        from ftmanifest.adapter.loadable import base_weight_files
-
         if not self.folder.is_dir():
             raise InputNotFoundError(f"model folder not found: {self.folder}",
                                      path=str(self.folder))  # fmt: skip
@@ -77,15 +85,11 @@ class BaseModel:
         return self._config[0]
 
     def config_digest(self) -> str | None:
-        from ftmanifest.adapter.loadable import config_digest
-
         return config_digest(self.raw_config())
 
     def stray_findings(self) -> list[Finding]:
         """Files beside the bound weights and config.json that from_pretrained
         reads too (or may): other weights, an adapter, configuration_files."""
-        from ftmanifest.adapter.loadable import base_config_findings, base_stray_findings
-
         found = base_stray_findings(self.folder, self.files)
         return found + base_config_findings(self.folder, self.config())
 
@@ -98,8 +102,6 @@ def from_folder(folder: str | Path, *, use_cache: bool = True) -> BaseModel:
 
 def from_hub(repo: str, revision: str, *, use_cache: bool = True) -> BaseModel:
     """The cached snapshot of ``repo`` at ``revision`` (never downloads)."""
-    from ftmanifest.hfcache import hub_snapshot
-
     snap = hub_snapshot(repo, revision)
     return BaseModel(
         snap.folder,
@@ -114,8 +116,6 @@ def from_manifest(
     manifest: Any, manifest_path: Path, *, use_cache: bool = True, allow_outside: bool = False
 ) -> tuple[BaseModel, list[Finding]]:
     """The manifest's base as found here, and where it drifted from the pins."""
-    from ftmanifest.snapshot import observe_model
-
     state = observe_model(
         manifest, manifest_path.parent, use_cache=use_cache, allow_outside=allow_outside
     )
@@ -137,9 +137,6 @@ def pinned_folder(manifest: Any, manifest_path: Path, *, allow_outside: bool = F
     """The folder of the manifest's pinned model here (``model.path`` or the
     cached hub snapshot), found without hashing anything.  A hub snapshot not
     in the cache raises; a ``model.path`` is returned whether or not it exists."""
-    from ftmanifest.fsutil import resolve_inside
-    from ftmanifest.hfcache import hub_snapshot
-
     m = manifest.model
     if m.path is not None:
         return resolve_inside(manifest_path.parent, m.path, ("model", "path"), allow_outside)
@@ -191,9 +188,6 @@ def manifest_method_findings(
     """``architecture.method_findings`` for the manifest's pinned base as found
     here (headers and config only, nothing hashed); [] when the base is not
     here (verify reports that itself) or the method is not LoRA."""
-    from ftmanifest.adapter.architecture import finding, method_findings
-    from ftmanifest.errors import FtManifestError
-
     if getattr(manifest.method, "kind", None) != "lora":
         return []
     try:

@@ -41,7 +41,9 @@ from ftmanifest.adapter.signed import sign_binding
 from ftmanifest.adapter.tensors import tensor_shapes
 from ftmanifest.errors import RefusedError
 from ftmanifest.findings import Finding
+from ftmanifest.manifest import load_manifest
 from ftmanifest.manifest import targets as tg
+from ftmanifest.signing.model_sig import SIGNATURE_NAME, cannot_write_reason, write_model_signature
 
 
 class BindRefusedError(RefusedError):
@@ -73,8 +75,6 @@ def bind_adapter(
     """Bind ``adapter_dir`` to the manifest's base, signed with ``key`` (Ed25519
     or ECDSA P-256).  ``key_path`` (the file ``key`` was read from, and its
     ``password``) also asks for ``model.sig``, made from that file by model-signing."""
-    from ftmanifest.manifest import load_manifest
-
     folder, mpath = Path(adapter_dir), Path(manifest_path)
     loaded = load_manifest(mpath)
     config = read_config(folder)
@@ -132,11 +132,6 @@ def _model_signature(
     """Write ``model.sig`` when the key allows, else say why not (and whether an
     old one was left: it no longer matches the files bind just rewrote)."""
     from ftmanifest.adapter.binding import ENVELOPE_NAME
-    from ftmanifest.signing.model_sig import (
-        SIGNATURE_NAME,
-        cannot_write_reason,
-        write_model_signature,
-    )
 
     why = cannot_write_reason(key, key_path)
     if why is None:

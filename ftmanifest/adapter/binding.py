@@ -27,12 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.adapter import lora_fields
+from ftmanifest.adapter.loadable import adapter_weight_file
 from ftmanifest.adapter.method import config_digest, peft_type_of, plain
 from ftmanifest.adapter.outputs import OutputsPin
 from ftmanifest.adapter.tensors import read_header
 from ftmanifest.errors import InputError, InputNotFoundError
 from ftmanifest.fsutil import atomic_write_bytes, atomic_write_text
 from ftmanifest.manifest.canonical import canonical_json
+from ftmanifest.manifest.jsonkeys import unique_keys
+from ftmanifest.untrusted import read_untrusted
 
 PREDICATE_TYPE = "https://ftmanifest.dev/adapter-binding/v1"
 ENVELOPE_NAME = "ftmanifest-binding.sig.json"
@@ -186,9 +189,6 @@ def bound_method(binding: Binding) -> dict[str, Any]:
 
 def read_json(path: Path, what: str, hint: str) -> Any:
     """A small JSON file, read as untrusted input: never blocks on a FIFO, capped."""
-    from ftmanifest.manifest.jsonkeys import unique_keys
-    from ftmanifest.untrusted import read_untrusted
-
     raw = read_untrusted(path, limit=CONFIG_MAX_BYTES, what=what, hint=hint)
     try:  # a repeated key: first-wins and last-wins readers would see two configs
         return json.loads(raw.decode("utf-8"), object_pairs_hook=unique_keys(_duplicate))
@@ -229,8 +229,6 @@ def read_config(adapter_dir: Path) -> dict[str, Any]:
 
 def adapter_weight_files(adapter_dir: Path) -> list[Path]:
     """The weights peft loads (``loadable``); other weights are findings there."""
-    from ftmanifest.adapter.loadable import adapter_weight_file
-
     return [adapter_weight_file(adapter_dir)]
 
 

@@ -65,6 +65,7 @@ from ftmanifest.adapter.signed import read_signed
 from ftmanifest.adapter.tensors import tensor_shapes
 from ftmanifest.errors import InputError, RefusedError, UsageError
 from ftmanifest.findings import Finding
+from ftmanifest.manifest import load_manifest
 from ftmanifest.manifest import targets as tg
 
 
@@ -120,8 +121,6 @@ def check_adapter(
     folder = Path(adapter_dir)
     loaded = None
     if manifest_path is not None:
-        from ftmanifest.manifest import load_manifest
-
         loaded = load_manifest(manifest_path)
     try:
         config = read_config(folder)

@@ -34,6 +34,7 @@ from typing import Any
 
 from ftmanifest.adapter import lora_fields
 from ftmanifest.manifest import targets as tg
+from ftmanifest.manifest.canonical import canonical_json
 
 CONFIG_DIGEST_KIND = "sha256-peft-config"
 # Not in the digest: bind itself rewrites these two, peft the others on every save.
@@ -129,8 +130,6 @@ def canonical_config(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def config_digest(config: Mapping[str, Any]) -> str:
     """``sha256-peft-config:<hex>`` over the canonical JSON of ``canonical_config``."""
-    from ftmanifest.manifest.canonical import canonical_json
-
     raw = canonical_json(canonical_config(config))
     return f"{CONFIG_DIGEST_KIND}:{hashlib.sha256(raw).hexdigest()}"
 

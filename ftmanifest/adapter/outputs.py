@@ -29,7 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.adapter.architecture import finding
+from ftmanifest.adapter.loadable import CONFIG_INFORMATIONAL
 from ftmanifest.errors import FtManifestError, InputError
+from ftmanifest.manifest.jsonkeys import unique_keys
+from ftmanifest.untrusted import read_untrusted
 
 TOKENIZER_NAMES = frozenset({
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
@@ -89,14 +93,10 @@ def _duplicate(key: str) -> ValueError:
 
 
 def _read(path: Path, what: str) -> bytes:
-    from ftmanifest.untrusted import read_untrusted
-
     return read_untrusted(path, limit=MAX_BYTES, what=what, hint=HINT)
 
 
 def _json(path: Path, raw: bytes) -> dict[str, Any]:
-    from ftmanifest.manifest.jsonkeys import unique_keys
-
     try:
         data = json.loads(raw.decode("utf-8"), object_pairs_hook=unique_keys(_duplicate))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -205,8 +205,6 @@ def _str_map(value: Any, name: str) -> dict[str, str]:
 
 def pin_outputs(folder: Path, config: dict[str, Any] | None) -> OutputsPin:
     """The pin of the base in ``folder`` (its config as read by ``BaseModel``)."""
-    from ftmanifest.adapter.loadable import CONFIG_INFORMATIONAL
-
     tok = read_tokenizer(folder)
     kept = None if config is None else {k: v for k, v in config.items()
                                         if k not in CONFIG_INFORMATIONAL}  # fmt: skip
@@ -228,8 +226,6 @@ def show(d: dict[str, Any] | None, key: str) -> str:
 
 def read_or_finding(folder: Path, where: str) -> tuple[Tokenizer | None, list[Any]]:
     """``read_tokenizer``, or the refusal that says it could not be read."""
-    from ftmanifest.adapter.architecture import finding
-
     try:
         return read_tokenizer(folder), []
     except (FtManifestError, OSError) as exc:

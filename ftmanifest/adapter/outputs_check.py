@@ -21,6 +21,7 @@ from typing import Any
 
 from ftmanifest.adapter import outputs as out
 from ftmanifest.adapter.architecture import collapse, finding
+from ftmanifest.adapter.loadable import CONFIG_INFORMATIONAL
 from ftmanifest.findings import Finding
 
 REBIND = "bind it again to cover them: ftmanifest bind ADAPTER --manifest M --key KEY"
@@ -147,8 +148,6 @@ def _generation_rows(want: dict[str, Any] | None, got: dict[str, Any] | None, pa
 
 def config_keys(bound: dict[str, Any] | None, now: dict[str, Any] | None) -> str:
     """`` at rope_theta (10000.0 bound, 20000.0 here)``: the first keys that differ."""
-    from ftmanifest.adapter.loadable import CONFIG_INFORMATIONAL
-
     if bound is None or now is None:
         return ""
     kept = {k: v for k, v in now.items() if k not in CONFIG_INFORMATIONAL}

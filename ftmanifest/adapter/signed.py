@@ -22,6 +22,20 @@ from ftmanifest.adapter.architecture import finding
 from ftmanifest.adapter.binding import ENVELOPE_NAME, PREDICATE_TYPE, Binding
 from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding
+from ftmanifest.fsutil import atomic_write_bytes
+from ftmanifest.hashing import hash_files, list_tree
+from ftmanifest.signing._files import ENVELOPE_MAX_BYTES
+from ftmanifest.signing.attest import sign_statement, verify_statement
+from ftmanifest.signing.errors import (
+    FileTooLargeError,
+    NotRegularFileError,
+    SignatureRefusedError,
+    SigningInputError,
+)
+from ftmanifest.signing.intoto import Subject
+from ftmanifest.signing.locate import choose_trust_file
+from ftmanifest.signing.trust import load_trust
+from ftmanifest.untrusted import read_untrusted
 
 
 @dataclass(frozen=True)
@@ -39,11 +53,6 @@ def sign_binding(
     """Sign ``binding`` with every file of ``folder`` (but the envelope) as a
     subject; write the envelope beside them.  Returns its path and the subjects."""
     import dataclasses
-
-    from ftmanifest.fsutil import atomic_write_bytes
-    from ftmanifest.hashing import hash_files, list_tree
-    from ftmanifest.signing.attest import sign_statement
-    from ftmanifest.signing.intoto import Subject
 
     listing = {r: p for r, p in list_tree(folder).items() if r != ENVELOPE_NAME}
     digests = hash_files(listing.values(), use_cache=use_cache)
@@ -70,18 +79,6 @@ def read_signed(
 ) -> SignedBinding:
     """Verify the signed binding of ``adapter_dir``: the binding and its
     signers, or the findings that say why not; then its subjects."""
-    from ftmanifest.signing._files import ENVELOPE_MAX_BYTES
-    from ftmanifest.signing.attest import verify_statement
-    from ftmanifest.signing.errors import (
-        FileTooLargeError,
-        NotRegularFileError,
-        SignatureRefusedError,
-        SigningInputError,
-    )
-    from ftmanifest.signing.locate import choose_trust_file
-    from ftmanifest.signing.trust import load_trust
-    from ftmanifest.untrusted import read_untrusted
-
     env = adapter_dir / ENVELOPE_NAME
     where = str(adapter_dir)
     bind_hint = f"bind it: ftmanifest bind {adapter_dir} --manifest M --key KEY"
@@ -150,8 +147,6 @@ def files_findings(
     Only subjects of the bound size are hashed: a file that appeared, or one
     whose size is not the bound one (``sizes``, from the signed predicate), is
     refused by its name and size, so a terabyte of holes costs a ``stat``."""
-    from ftmanifest.hashing import hash_files, list_tree
-
     listing = {r: p for r, p in list_tree(folder).items() if r != ENVELOPE_NAME}
     bound = {s.name for s in statement.subjects}
     sizes = sizes or {}

@@ -47,6 +47,7 @@ from ftmanifest.scan.artifacts.safetensors import (
     _parse,
 )
 from ftmanifest.statcache import StatCache, StatKey
+from ftmanifest.untrusted import read_untrusted
 
 DIGEST_KIND = "sha256-tensors"
 CACHE_ALGO = "sha256-tensors-v1"
@@ -201,8 +202,6 @@ def weight_files(folder: str | os.PathLike[str]) -> list[Path]:
 
 def index_shards(index: Path) -> list[Path]:
     """The shard files a ``*.safetensors.index.json`` names, in its folder."""
-    from ftmanifest.untrusted import read_untrusted
-
     try:
         raw = read_untrusted(index, limit=64 << 20, what="shard index", hint="re-save it")
         weight_map = json.loads(raw.decode("utf-8"))["weight_map"]
