@@ -25,8 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.hfcache import cached_revisions
+from ftmanifest.preflight.measured import allocator_here
 from ftmanifest.preflight.recipe import IGNORE, Example, Recipe
-from ftmanifest.preflight.steps import pad_id
+from ftmanifest.preflight.repeat import (
+    CUDA_TOLERANCE,
+    child_result,
+    compare,
+    run_child,
+    tensor_digests,
+)
+from ftmanifest.preflight.steps import PeakMemory, eval_loss, micro_batches, pad_id, train_step
+from ftmanifest.seeding import seed_everything
 
 
 @dataclass
@@ -154,8 +164,6 @@ def disk(s: State) -> Row:
     details: list[str] = []
     ok = True
     if m.model.repo and m.model.revision:
-        from ftmanifest.hfcache import cached_revisions
-
         cached = cached_revisions(m.model.repo)
         others = [r for r in cached if r[0] != m.model.revision]
         figures["pinned_snapshot_cached"] = any(r[0] == m.model.revision for r in cached)
@@ -306,8 +314,6 @@ def render(ex: Example, tokenizer: Any) -> dict[str, Any]:
 def _model_and_batches(
     s: State, count: int | None = None, pad_to: int | None = None
 ) -> tuple[Any, Any, Any]:
-    from ftmanifest.preflight.steps import micro_batches
-
     r = s.recipe
     model = r.build_model(r).to(s.device)
     optimizer = r.make_optimizer(model, r)
@@ -318,9 +324,6 @@ def _model_and_batches(
 
 
 def step(s: State) -> Row:
-    from ftmanifest.preflight.measured import allocator_here
-    from ftmanifest.preflight.steps import PeakMemory, train_step
-
     r = s.recipe
     # padded to seq_len: the step is measured at the shape the manifest sizes (and
     # the estimate computes), not at the longest example's
@@ -353,8 +356,6 @@ def step(s: State) -> Row:
 def update(s: State) -> Row:
     import torch
 
-    from ftmanifest.preflight.steps import train_step
-
     r = s.recipe
     model, optimizer, batches = _model_and_batches(s)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -386,8 +387,6 @@ def update(s: State) -> Row:
 
 
 def overfit(s: State) -> Row:
-    from ftmanifest.preflight.steps import eval_loss, train_step
-
     r = s.recipe
     o = s.options
     model, optimizer, batches = _model_and_batches(s, count=o.overfit_examples)
@@ -441,8 +440,6 @@ CHECKS: dict[str, Check] = {
 
 
 def trainable_digest(model: Any) -> str:
-    from ftmanifest.preflight.repeat import tensor_digests
-
     return tensor_digests(model)[0]
 
 
@@ -466,9 +463,6 @@ def resume(s: State) -> Row:
     import subprocess
     import sys
     import tempfile
-
-    from ftmanifest.preflight.steps import train_step
-    from ftmanifest.seeding import seed_everything
 
     r = s.recipe
     model, optimizer, batches = _model_and_batches(s)
@@ -511,8 +505,6 @@ def resume(s: State) -> Row:
 def determinism(s: State) -> Row:
     """The first steps twice, each in a fresh process whose generators were set from
     the OS, compared: bitwise on the CPU, within ``CUDA_TOLERANCE`` elsewhere."""
-    from ftmanifest.preflight.repeat import CUDA_TOLERANCE, child_result, compare, run_child
-
     r = s.recipe
     count = 2 if s.options.repeat else 1
     start = (str(r.manifest_path), r.source, s.options.device)
@@ -553,8 +545,6 @@ def determinism(s: State) -> Row:
 
 def throughput(s: State) -> Row:
     import time
-
-    from ftmanifest.preflight.steps import train_step
 
     r = s.recipe
     model, optimizer, batches = _model_and_batches(s)

@@ -33,6 +33,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ftmanifest.errors import InputError
+from ftmanifest.preflight.recipe import default_recipe
+from ftmanifest.preflight.run import recorded_rows
+from ftmanifest.recordio import iter_records
+
 
 @dataclass(frozen=True)
 class Figures:
@@ -149,18 +154,12 @@ def make_plan(manifest: Any, days: float, f: Figures, a: Assumptions | None = No
 
 def last_preflight(loaded: Any, ledger: Any) -> dict[str, Any] | None:
     """The newest preflight of this recipe whose throughput row passed."""
-    from ftmanifest.preflight.run import recorded_rows
-
     found = [r for r in recorded_rows(loaded, ledger) if r.get("throughput", {}).get("ok")]
     return {**found[-1]["_record"], "by_name": found[-1]} if found else None
 
 
 def inputs(loaded: Any, *, tokens_per_second: float | None, ledger: Any) -> Figures:
     from pathlib import Path
-
-    from ftmanifest.errors import InputError
-    from ftmanifest.preflight.recipe import default_recipe
-    from ftmanifest.recordio import iter_records
 
     record = last_preflight(loaded, ledger)
     given = tokens_per_second is not None

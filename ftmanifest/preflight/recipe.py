@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.errors import InputError, UsageError
+from ftmanifest.recordio import iter_records
+from ftmanifest.seeding import seed_everything
 
 IGNORE = -100  # the label of a position without loss (torch's cross-entropy ignore_index)
 
@@ -184,8 +186,6 @@ def default_build_model(recipe: Recipe) -> Any:
     does, so the LoRA's initial weights are the same in every process."""
     from transformers import AutoModelForCausalLM
 
-    from ftmanifest.seeding import seed_everything
-
     model = AutoModelForCausalLM.from_pretrained(recipe.model_folder, dtype="float32")
     seeds = recipe.manifest.seeds
     if seeds.python is not None or seeds.numpy is not None or seeds.torch is not None:
@@ -259,8 +259,6 @@ def model_folder(loaded: Any, *, allow_outside: bool = False) -> Path:
 
 
 def train_records(loaded: Any, limit: int = 2000) -> list[tuple[int, Any]]:
-    from ftmanifest.recordio import iter_records
-
     entries = [d for d in loaded.manifest.data if d.role == "train"]
     if not entries:
         raise InputError(

@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import sys
 
+from ftmanifest.manifest import load_manifest
+from ftmanifest.preflight.recipe import apply_hook, default_recipe
+from ftmanifest.preflight.repeat import first_steps, scramble
+
 
 def main(argv: list[str]) -> int:
     import torch
     from transformers.utils import logging as hf_logging
-
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.preflight.recipe import apply_hook, default_recipe
-    from ftmanifest.preflight.repeat import first_steps, scramble
 
     hf_logging.disable_progress_bar()
     manifest, spec, device_name, steps = argv

@@ -14,16 +14,16 @@ import json
 import sys
 from pathlib import Path
 
+from ftmanifest.manifest import load_manifest
+from ftmanifest.preflight.checks import greedy, trainable_digest
+from ftmanifest.preflight.recipe import apply_hook, default_recipe
+from ftmanifest.preflight.steps import micro_batches, pad_id, train_step
+from ftmanifest.seeding import seed_everything
+
 
 def main(argv: list[str]) -> int:
     import torch
     from transformers.utils import logging as hf_logging
-
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.preflight.checks import greedy, trainable_digest
-    from ftmanifest.preflight.recipe import apply_hook, default_recipe
-    from ftmanifest.preflight.steps import micro_batches, pad_id, train_step
-    from ftmanifest.seeding import seed_everything
 
     hf_logging.disable_progress_bar()
     manifest, checkpoint, spec, device_name = argv

@@ -18,10 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import ftmanifest
 from ftmanifest.errors import UsageError
+from ftmanifest.ledger import open_ledger
+from ftmanifest.manifest.environment import fingerprint
 from ftmanifest.manifest.identity import recipe_digest
 from ftmanifest.preflight.checks import CHECKS, Options, Row, State
+from ftmanifest.preflight.recipe import apply_hook, default_recipe
 from ftmanifest.progress import live
+from ftmanifest.seeding import seed_everything
 
 
 @dataclass
@@ -59,9 +64,6 @@ def run_preflight(
     import torch
     from transformers.utils import logging as hf_logging
 
-    from ftmanifest.preflight.recipe import apply_hook, default_recipe
-    from ftmanifest.seeding import seed_everything
-
     hf_logging.disable_progress_bar()  # our own progress line says which check runs
     names = selected(only)
     options = options or Options()
@@ -91,9 +93,6 @@ def run_preflight(
 
 def record(loaded: Any, result: Preflight, environment: Any) -> dict[str, Any]:
     """The ledger record of a preflight run."""
-    import ftmanifest
-    from ftmanifest.manifest.environment import fingerprint
-
     backend = environment.backend if environment is not None else None
     return {
         "ftmanifest_version": ftmanifest.__version__,
@@ -138,8 +137,6 @@ def stderr_say(text: str) -> None:
 def recorded_rows(loaded: Any, ledger: Any = None) -> list[dict[str, dict[str, Any]]]:
     """The rows (name -> row) of every preflight of this recipe in the ledger,
     oldest first: what ``plan`` and ``estimate`` take their measurements from."""
-    from ftmanifest.ledger import open_ledger
-
     digest = recipe_digest(loaded)
     try:
         entries = open_ledger(loaded.path, ledger).read().entries

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.errors import InputError
+from ftmanifest.hfcache import local_snapshot
 
 Shape = tuple[int, ...]
 LLAMA_LIKE = frozenset({"llama", "mistral", "qwen2", "qwen3"})
@@ -226,7 +227,6 @@ def read_architecture(folder: Path) -> Architecture:
     """The edge: ``folder``'s config.json, and its safetensors headers when the
     config alone does not say (headers only; no tensor data is read)."""
     from ftmanifest.adapter.base import BaseModel
-    from ftmanifest.hfcache import local_snapshot
 
     base = BaseModel(local_snapshot(folder).folder)  # a missing folder says so
     config = base.raw_config()
