@@ -30,8 +30,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ftmanifest.errors import RefusedError
+from ftmanifest.distributed.shard import agree_exit
+from ftmanifest.errors import FtManifestError, RefusedError
 from ftmanifest.findings import Finding
+from ftmanifest.manifest import load_manifest
 
 if TYPE_CHECKING:
     from ftmanifest.distributed.comm import Comm
@@ -144,9 +146,6 @@ def agree_arguments(comm: Comm, arguments: Mapping[str, Any]) -> None:
 def manifest_digest(path: Any) -> str:
     """The manifest's digest as ranks compare it, or why it cannot be read (a value too:
     a rank that cannot read it differs from those that can)."""
-    from ftmanifest.errors import FtManifestError
-    from ftmanifest.manifest import load_manifest
-
     try:
         return load_manifest(path).digest()
     except FtManifestError as exc:
@@ -213,8 +212,6 @@ def leave_together(comm: Comm, code: int, *, exiting: bool = True) -> int:
     """After this rank printed: wait for every rank and return the job's exit code (the
     worst rank's).  ``exiting``: the process exits next, so SIGTERM is ignored from
     here on, and each rank exits with that code whatever torchrun's agent sends."""
-    from ftmanifest.distributed.shard import agree_exit
-
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     code = agree_exit(comm, code)

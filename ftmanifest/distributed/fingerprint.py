@@ -18,7 +18,11 @@ import socket
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ftmanifest.errors import EXIT_REFUSED
+from ftmanifest import __version__
+from ftmanifest.errors import EXIT_BUG, EXIT_REFUSED, FtManifestError
+from ftmanifest.location import format_loc
+from ftmanifest.manifest.environment import fingerprint
+from ftmanifest.probe.packages import forced_versions
 
 if TYPE_CHECKING:
     from ftmanifest.distributed.comm import Job
@@ -34,9 +38,6 @@ def host_name() -> str:
 
 def base(job: Job, strategy: str = "unknown") -> dict[str, Any]:
     """Who sent a fingerprint: rank, host, node, ftmanifest version, strategy."""
-    from ftmanifest import __version__
-    from ftmanifest.probe.packages import forced_versions
-
     return {
         "rank": job.rank,
         "host": host_name(),
@@ -51,8 +52,6 @@ def base(job: Job, strategy: str = "unknown") -> dict[str, Any]:
 
 def of_report(job: Job, report: VerifyReport, strategy: str) -> dict[str, Any]:
     """This rank's fingerprint from its verify ``report`` (which must carry ``observed``)."""
-    from ftmanifest.manifest.environment import fingerprint
-
     env = report.environment
     return {
         **base(job, strategy),
@@ -69,8 +68,6 @@ def of_report(job: Job, report: VerifyReport, strategy: str) -> dict[str, Any]:
 
 def of_error(job: Job, exc: BaseException, strategy: str = "unknown") -> dict[str, Any]:
     """The fingerprint of a rank whose verify raised: it still answers every gather."""
-    from ftmanifest.errors import EXIT_BUG, FtManifestError
-
     if isinstance(exc, FtManifestError):
         error = error_dict(exc)
     else:
@@ -109,8 +106,6 @@ def files_read(seen: Any, manifest: Any = None) -> dict[str, str]:
     Each field is the one verify's drift row names and ``--accept`` takes: a
     model file the manifest lists is ``model.files[i]`` (its place in the list);
     one it does not list, ``model.files["name"]`` (no ``--accept`` covers it)."""
-    from ftmanifest.location import format_loc
-
     if seen is None:
         return {}
     out: dict[str, str] = {}

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ftmanifest import wire
 from ftmanifest.distributed import shard
+from ftmanifest.distributed.agree import who
 from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.scan.cache import scan_files_cached
@@ -119,8 +120,6 @@ def job_findings(comm: Comm, result: ScanResult) -> ScanResult:
     marked with the ranks and hosts that found it: a node whose own copy holds a
     token shows it in rank 0's report, not only in its exit code.  The same on every
     rank."""
-    from ftmanifest.distributed.agree import who
-
     sent = [wire.finding_to_wire(f) for f in result.findings]
     found_by: dict[str, list[int]] = {}
     first: dict[str, Finding] = {}

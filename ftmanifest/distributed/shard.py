@@ -54,9 +54,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ftmanifest import hashing, wire
-from ftmanifest.distributed.comm import UNREADABLE
+from ftmanifest.distributed.comm import DEFAULT_TIMEOUT, UNREADABLE, job_from_env
 from ftmanifest.errors import FtManifestError, RefusedError, UsageError
+from ftmanifest.manifest import load_manifest
+from ftmanifest.snapshot import observe_model
 from ftmanifest.statcache import StatCache
+from ftmanifest.verify.observe import observe_data, observe_pinned
 from ftmanifest.wire import Malformed, bad_answer
 
 if TYPE_CHECKING:
@@ -336,10 +339,6 @@ def plan_manifest(
     the others' files) and gets its error back instead of raising it, so that
     the ranks can agree on an exit code before any of them stops.
     """
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.snapshot import observe_model
-    from ftmanifest.verify.observe import observe_data, observe_pinned
-
     planned = Planned()
     failure: FtManifestError | None = None
     try:
@@ -358,8 +357,6 @@ def plan_manifest(
 def launched(rank_timeout: float | None, example: str) -> tuple[Job, float]:
     """The job and its ``--rank-timeout`` (``rank_timeout``, None for the default) for a
     ``--distributed`` command; usage errors otherwise."""
-    from ftmanifest.distributed.comm import DEFAULT_TIMEOUT, job_from_env
-
     job = job_from_env()
     if job is None:
         raise UsageError(

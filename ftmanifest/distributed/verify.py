@@ -35,9 +35,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.distributed.agree import ranks_text
-from ftmanifest.distributed.fingerprint import sane
+from ftmanifest.distributed.fingerprint import base, flatten, of_error, of_report, sane
+from ftmanifest.distributed.shard import plan_manifest
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, FtManifestError
 from ftmanifest.findings import Finding
+from ftmanifest.manifest import load_manifest
+from ftmanifest.verify import apply_acceptances
 
 if TYPE_CHECKING:
     from ftmanifest.distributed.comm import Comm
@@ -142,8 +145,6 @@ def _expected(values: Mapping[int, str]) -> str:
 def _differs(
     prints: Sequence[Mapping[str, Any]], what: str = "", *, digests_only: bool = False
 ) -> list[Finding]:
-    from ftmanifest.distributed.fingerprint import flatten
-
     if digests_only:
         flat = {fp["rank"]: {"manifest": str(fp.get("manifest_digest"))} for fp in prints}
     else:
@@ -262,8 +263,6 @@ def judge(
     accept: Mapping[str, str] | None = None,
 ) -> JobVerdict:
     """The verdict every rank computes from the same gathered fingerprints."""
-    from ftmanifest.verify import apply_acceptances
-
     errors = [fp for fp in prints if fp.get("error")]
     usable = [fp for fp in prints if not fp.get("error")]
     drift = _drift(usable)
@@ -318,9 +317,6 @@ def gather_verdict(
 
 def agree_on_manifest(comm: Comm, path: Path) -> JobVerdict | None:
     """Gather every rank's manifest digest; None when all hold the same manifest."""
-    from ftmanifest.distributed.fingerprint import base, of_error
-    from ftmanifest.manifest import load_manifest
-
     try:
         answer = {**base(comm.job), "manifest_digest": load_manifest(path).digest(), "error": None}
     except Exception as exc:  # answer anyway, so the others do not wait
@@ -342,10 +338,6 @@ def verify_job(
     job (``shard.plan_manifest``: each file read by one rank that sees it), run
     ``verify(hasher)`` here, gather and judge.  Returns the verdict and this
     rank's report (None when it could not verify)."""
-    from ftmanifest.distributed.fingerprint import of_error, of_report
-    from ftmanifest.distributed.shard import plan_manifest
-    from ftmanifest.manifest import load_manifest
-
     verdict = agree_on_manifest(comm, manifest_path)
     if verdict is not None:
         return verdict, None

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.examples.tiny import lm_examples
+from ftmanifest.integrations.builders import _load, training_arguments
 
 
 def tiny_trainer(
@@ -35,8 +36,6 @@ def tiny_trainer(
     returns, or any other model, to train that one instead).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer
-
-    from ftmanifest.integrations.builders import _load, training_arguments
 
     manifest = manifest or folder / "manifest.yaml"
     tok: Any = tokenizer or AutoTokenizer.from_pretrained(folder / "model")
@@ -68,8 +67,6 @@ def own_arguments(manifest: Path, out: Path, **changes: Any) -> Any:
     """``TrainingArguments`` a script builds itself: the manifest's values with ``changes``
     (what the guard must catch; the builders would refuse the changes)."""
     from transformers import TrainingArguments
-
-    from ftmanifest.integrations.builders import training_arguments
 
     quiet = {"report_to": [], "save_strategy": "no", "disable_tqdm": True, "logging_strategy": "no"}
     data = training_arguments(manifest, output_dir=str(out), use_cpu=True, **quiet).to_dict()

@@ -13,6 +13,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ftmanifest.probe._command import DEFAULT_TIMEOUT_S, CommandResult, run_command
+from ftmanifest.probe.packages import installed_distributions
 
 
 @dataclass
@@ -48,6 +49,4 @@ class ProbeContext:
 
     @cached_property
     def packages(self) -> dict[str, str]:
-        from ftmanifest.probe.packages import installed_distributions
-
         return installed_distributions()

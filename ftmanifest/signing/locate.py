@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ftmanifest.probe.git import repository_root
+from ftmanifest.signing._files import check_strict_modes
 from ftmanifest.signing.errors import InsecureTrustPathError, TrustFileNotFoundError
 
 TRUST_ENV = "FTMANIFEST_TRUST_FILE"
@@ -86,8 +88,6 @@ def choose_trust_file(
 ) -> TrustSource:
     """The trust file for ``manifest_path``; raise ``TrustFileNotFoundError``
     when the search finds none (a given path is checked when it is read)."""
-    from ftmanifest.signing._files import check_strict_modes
-
     env = os.environ if environ is None else environ
     if trust_path is not None:
         return TrustSource(trust_path, "option")
@@ -95,7 +95,6 @@ def choose_trust_file(
     if pinned:
         return TrustSource(Path(pinned).expanduser(), "environment")
     start = manifest_folder(manifest_path)
-    from ftmanifest.probe.git import repository_root
 
     root = repository_root(start, env)
     how: TrustHow = "repository" if root is not None else "folder"
@@ -133,9 +132,6 @@ def choose_backup_trust_file(
     root of the work tree holding ``project`` (default: the current folder),
     outside a work tree in ``project`` itself.  Never searched from
     ``backups``; one that lies inside it is refused."""
-    from ftmanifest.probe.git import repository_root
-    from ftmanifest.signing._files import check_strict_modes
-
     env = os.environ if environ is None else environ
     pinned = env.get(TRUST_ENV, "")
     if trust_path is not None:

@@ -37,8 +37,17 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from ftmanifest.errors import RefusedError
 from ftmanifest.extras import require
 from ftmanifest.signing._files import ENVELOPE_MAX_BYTES, KEY_MAX_BYTES
+from ftmanifest.signing.errors import TrustFileNotFoundError
+from ftmanifest.signing.judge import now_or
 from ftmanifest.signing.keys import ECDSA_KEY_TYPE, PrivateKey, public_key_pem
-from ftmanifest.signing.trust import STATUS_OK, X509_CA_NAMESPACE, TrustedKey, TrustStore
+from ftmanifest.signing.locate import choose_trust_file
+from ftmanifest.signing.trust import (
+    STATUS_OK,
+    X509_CA_NAMESPACE,
+    TrustedKey,
+    TrustStore,
+    load_trust,
+)
 from ftmanifest.signing.x509_ca import (
     TrustedAuthority,
     bundle_certificates,
@@ -359,11 +368,6 @@ def verify_publisher(
 ) -> ModelSigner:
     """``verify_model_signature`` with the trust file found for ``manifest_path``;
     no trust file is an untrusted signature (exit 1), not a missing input."""
-    from ftmanifest.signing.errors import TrustFileNotFoundError
-    from ftmanifest.signing.judge import now_or
-    from ftmanifest.signing.locate import choose_trust_file
-    from ftmanifest.signing.trust import load_trust
-
     try:
         trust = load_trust(choose_trust_file(manifest_path).path)
     except TrustFileNotFoundError as exc:

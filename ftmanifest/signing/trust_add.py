@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from ftmanifest.errors import UsageError
 from ftmanifest.fsutil import atomic_write_bytes
+from ftmanifest.probe.git import repository_root
 from ftmanifest.signing._files import KEY_MAX_BYTES, TRUST_MAX_BYTES, _insecure, check_strict_modes
 from ftmanifest.signing._ssh_line import KEY_TYPES
 from ftmanifest.signing._strict import b64decode_strict
@@ -82,8 +83,6 @@ def repository_trust_file(start: Path) -> tuple[Path, Path]:
     """(the trust file, the folder that holds ``.ftmanifest``): at the root of
     the git work tree holding ``start``, else in ``start`` itself -- where
     ``locate.choose_trust_file`` looks for it."""
-    from ftmanifest.probe.git import repository_root
-
     start = Path(os.path.abspath(start))
     root = repository_root(start)
     stop = root if root is not None else start
