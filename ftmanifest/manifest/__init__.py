@@ -13,8 +13,13 @@ from __future__ import annotations
 import json
 
 from ftmanifest.errors import ManifestError, ManifestInvalidError, UnsupportedVersionError
+from ftmanifest.findings import Finding
 from ftmanifest.location import format_loc
+from ftmanifest.manifest.canonical import canonical_json, sha256_digest
 from ftmanifest.manifest.load import Document, read_document
+from ftmanifest.manifest.moved import moved_findings
+from ftmanifest.manifest.unique import unique_findings
+from ftmanifest.manifest.validate import schema_findings
 
 TYPE_CHECKING = False  # no runtime `typing` on the lint path (see findings.py)
 
@@ -81,10 +86,6 @@ def check_version(doc: Document) -> None:
 
 def load_document(path: str | Path) -> Document:
     """Parse ``path`` and check it against the schema; raise on any problem."""
-    from ftmanifest.manifest.moved import moved_findings
-    from ftmanifest.manifest.unique import unique_findings
-    from ftmanifest.manifest.validate import schema_findings
-
     doc = read_document(path)
     check_version(doc)
     moved = moved_findings(doc)
@@ -124,15 +125,11 @@ class LoadedManifest:
         that adds a field with a default does not change old digests.
         """
         if self._canonical is None:
-            from ftmanifest.manifest.canonical import canonical_json
-
             data = self.manifest.model_dump(mode="json", exclude_unset=True)
             self._canonical = canonical_json(data)
         return self._canonical
 
     def digest(self) -> str:
-        from ftmanifest.manifest.canonical import sha256_digest
-
         return sha256_digest(self.canonical_bytes())
 
 
@@ -147,8 +144,7 @@ def load_manifest(path: str | Path) -> LoadedManifest:
 def build_model(doc: Document) -> Manifest:
     from pydantic import ValidationError
 
-    from ftmanifest.findings import Finding
-    from ftmanifest.manifest.model import Manifest
+    from ftmanifest.manifest.model import Manifest  # lazy: pydantic; lint never builds the models
 
     try:
         return Manifest.model_validate_json(json.dumps(doc.data), strict=True)

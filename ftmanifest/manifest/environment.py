@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
+from ftmanifest.manifest.canonical import canonical_json, sha256_digest
 from ftmanifest.manifest.types import (
     Digest,
     FileRef,
@@ -182,13 +183,9 @@ class Environment(Strict):
 
 def environment_json(env: Environment) -> bytes:
     """The canonical JSON of ``env`` (what the fingerprint is taken over)."""
-    from ftmanifest.manifest.canonical import canonical_json
-
     return canonical_json(env.model_dump(mode="json", exclude_none=True))
 
 
 def fingerprint(env: Environment) -> str:
     """``sha256:<hex>`` of the canonical JSON: equal environments, equal fingerprints."""
-    from ftmanifest.manifest.canonical import sha256_digest
-
     return sha256_digest(environment_json(env))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import InputError
+from ftmanifest.manifest.canonical import canonical_json, sha256_digest
 
 if TYPE_CHECKING:
     from ftmanifest.manifest import LoadedManifest
@@ -22,8 +23,6 @@ RECIPE_SECTIONS = ("model", "seeds", "data", "method", "training", "distributed"
 
 def recipe_digest(loaded: Any) -> str:
     """sha256 of the canonical recipe sections of ``loaded``."""
-    from ftmanifest.manifest.canonical import canonical_json, sha256_digest
-
     data = loaded.canonical()
     return sha256_digest(canonical_json({k: data.get(k) for k in RECIPE_SECTIONS}))
 

@@ -22,7 +22,7 @@ PACKAGED_NAME = "ftmanifest.schema.json"
 
 
 def generate() -> dict[str, Any]:
-    from ftmanifest.manifest.model import Manifest
+    from ftmanifest.manifest.model import Manifest  # lazy: pydantic; lint never builds the models
 
     body = Manifest.model_json_schema()
     head = {

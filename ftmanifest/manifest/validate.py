@@ -21,6 +21,7 @@ from functools import lru_cache
 from ftmanifest.findings import Finding
 from ftmanifest.location import Loc, format_loc
 from ftmanifest.manifest.load import Document
+from ftmanifest.manifest.schema import packaged
 
 TYPE_CHECKING = False  # no runtime `typing` on the lint path (see findings.py)
 if TYPE_CHECKING:
@@ -318,8 +319,6 @@ class SchemaChecker:
 def schema_findings(doc: Document, schema: dict[str, Any] | None = None) -> list[Finding]:
     """Every schema problem of ``doc`` as a located ``Finding`` (kind ``schema``)."""
     if schema is None:
-        from ftmanifest.manifest.schema import packaged
-
         schema = packaged()
     return [_finding(doc, p) for p in SchemaChecker(schema).problems(doc.data)]
 
