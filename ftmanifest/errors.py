@@ -16,6 +16,8 @@ Exit codes (documented in the README):
 
 from __future__ import annotations
 
+from ftmanifest.location import format_loc
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -67,8 +69,6 @@ class FtManifestError(Exception):
         # ``loc``: the manifest location as a tuple; ``field`` is its text
         self.loc = loc
         if loc is not None and field is None:
-            from ftmanifest.location import format_loc
-
             self.field = format_loc(loc)
 
     def location(self) -> str:

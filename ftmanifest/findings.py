@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import namedtuple
 from types import MappingProxyType
 
+from ftmanifest.location import format_loc
+
 # No runtime `typing` on the lint path: the pre-commit hook has 100 ms in all
 # and `typing` alone costs ~5 ms.  Type checkers see the NamedTuple below.
 TYPE_CHECKING = False
@@ -79,8 +81,6 @@ class Finding(_FindingBase):
     @classmethod
     def at(cls, loc: Loc, **fields: Any) -> Finding:
         """A finding about manifest location ``loc`` (``field`` is its text)."""
-        from ftmanifest.location import format_loc
-
         return cls(field=format_loc(loc), loc=loc, **fields)
 
     def location(self) -> str:

@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeAlias
 
-from ftmanifest import counts, held, statcache
+from ftmanifest import counts, foldercache, held, statcache
 from ftmanifest.counts import Counter, RecordCountError
 from ftmanifest.errors import FtManifestError, InputError, InputNotFoundError
 from ftmanifest.progress import ProgressSink
@@ -1256,8 +1256,6 @@ def _hash_walked(
 ) -> TreeResult:
     """``hash_tree`` without a distributed hasher: the folder cache's unchanged files,
     then every other file read (see ``foldercache``)."""
-    from ftmanifest import foldercache
-
     fmt = count if count and counts.cache_key(count) else None
     kind = counts.cache_key(fmt) if fmt else None
     n = walked.count

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ftmanifest.errors import InputError
 from ftmanifest.manifest.patterns import COMMIT_RE as COMMIT_RE  # re-exported for callers
+from ftmanifest.untrusted import read_untrusted
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack")
 
@@ -98,8 +99,6 @@ def branch_commit(snapshot_folder: Path, branch: str = "main") -> str | None:
     What ``from_pretrained("org/name")`` loads offline is that commit's snapshot,
     whatever the manifest pins.
     """
-    from ftmanifest.untrusted import read_untrusted
-
     ref = Path(snapshot_folder).parent.parent / "refs" / branch
     try:
         text = read_untrusted(ref, limit=256, what="hub cache ref", hint="").decode("ascii")

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import re
 
+from ftmanifest.errors import FtManifestError, ManifestInvalidError
 from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.location import Loc, format_loc
+from ftmanifest.manifest import load_document
+from ftmanifest.manifest.fills import MARK, fill_marks
 from ftmanifest.manifest.load import Document
 from ftmanifest.manifest.patterns import COMMIT_RE
 from ftmanifest.manifest.targets import pattern_errors
@@ -386,8 +389,6 @@ FILL_RULES = {"FTM003": "no value is left marked '# FILL:'"}
 
 
 def _fills_left(doc: Document, found: list[Finding]) -> list[Finding]:
-    from ftmanifest.manifest.fills import MARK, fill_marks
-
     if doc.format != "yaml" or MARK not in doc.text:
         return []
     taken = [f.loc for f in found if f.loc is not None]
@@ -500,9 +501,6 @@ def lint_paths(
     (``ledger.parents.variant_lint``) reads the parent's manifest, which this
     pure layer does not; ``ftmanifest.lint_paths`` passes it.
     """
-    from ftmanifest.errors import FtManifestError, ManifestInvalidError
-    from ftmanifest.manifest import load_document
-
     findings: list[Finding] = []
     unusable = 0
     for path in paths:

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterable, Sequence
 
 from ftmanifest import __version__
+from ftmanifest.errors import CommandNotRunnableError, ManifestInvalidError
 from ftmanifest.findings import Finding
 from ftmanifest.safe_text import escape, escape_surrogates
 
@@ -61,8 +62,6 @@ def error_text(exc: FtManifestError, *, width: int | None = None) -> str:
     An invalid manifest is its problems, one compiler-style line each; other
     errors with findings (drift stopping a Trainer) show them as a table.
     """
-    from ftmanifest.errors import CommandNotRunnableError, ManifestInvalidError
-
     if isinstance(exc, ManifestInvalidError) and exc.findings:
         return "\n".join(line_text(p) for p in exc.findings)
     if isinstance(exc, CommandNotRunnableError):

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import InputError
+from ftmanifest.manifest import LoadedManifest, load_manifest
+from ftmanifest.manifest.model import Manifest
 
 if TYPE_CHECKING:
     import torch
@@ -39,9 +41,6 @@ __all__ = ["seed_everything", "data_order_generator", "CUBLAS_DEFAULT"]
 
 
 def _manifest(source: LoadedManifest | Manifest | str | Path) -> tuple[Manifest, str | None]:
-    from ftmanifest.manifest import LoadedManifest, load_manifest
-    from ftmanifest.manifest.model import Manifest
-
     if isinstance(source, (str, Path)):
         loaded = load_manifest(source)
         return loaded.manifest, str(loaded.path)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from ftmanifest.errors import FtManifestError
 from ftmanifest.fsutil import resolve_inside
+from ftmanifest.hashing import hash_files, list_tree, tree_digest
 from ftmanifest.hfcache import (
     Snapshot,
     hub_cache_path,
@@ -120,8 +121,6 @@ def observe_model(
     """Hash every file of the model snapshot (local folder or hub cache), in the
     caches a process with ``environ`` (default: this one's) reads, and note the
     files read instead of the snapshot's (``observe_side``)."""
-    from ftmanifest.hashing import hash_files, list_tree, tree_digest
-
     m = manifest.model
     state = ModelState()
     try:
@@ -203,8 +202,6 @@ def _module_name(name: str) -> str:
 def _code_copies(
     state: ModelState, manifest: Manifest, root: Path, modules: set[str], use_cache: bool
 ) -> list[CodeCopy]:
-    from ftmanifest.hashing import hash_files
-
     top = root / "transformers_modules"
     inits = [root / "__init__.py", top / "__init__.py"]
     folders: list[tuple[Path, bool]] = []  # (copy folder, loaded by repo id)

@@ -30,6 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from ftmanifest import foldercache
+from ftmanifest.hashing import TreeFiles
+from ftmanifest.statcache import cache_dir
+
 SUFFIX = ".gz"
 MAX_NAMED = 50  # rows named per folder; the rest are counted
 KEEP = 32  # lists kept in the cache, those used last
@@ -40,8 +44,6 @@ _HEX_RE = re.compile(r"[0-9a-f]{64}")
 
 def folder() -> Path:
     """``<cache>/trees``: the lists, named by the digest they hash to."""
-    from ftmanifest.statcache import cache_dir
-
     return cache_dir() / "trees"
 
 
@@ -102,10 +104,6 @@ def read(digest: str) -> dict[str, str] | None:
 
 
 def _read_state(digest: str) -> dict[str, str] | None:
-    from ftmanifest import foldercache
-    from ftmanifest.hashing import TreeFiles
-    from ftmanifest.statcache import cache_dir
-
     for path in foldercache.find(cache_dir(), digest):
         state = foldercache.read(path)
         if state is None or state.digest != digest:

@@ -16,8 +16,10 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest import errors, hashing
+from ftmanifest.counts import RecordCountError
 from ftmanifest.errors import EXIT_REFUSED, FtManifestError
 from ftmanifest.findings import SEVERITY_ORDER, Finding
+from ftmanifest.recordio import _types as recordio
 
 if TYPE_CHECKING:
     from ftmanifest.hashing import FileDigest
@@ -54,9 +56,6 @@ class Malformed(ValueError):
 
 
 def _allowed() -> dict[str, type[FtManifestError]]:
-    from ftmanifest.counts import RecordCountError
-    from ftmanifest.recordio import _types as recordio
-
     classes: list[type[FtManifestError]] = [
         errors.FtManifestError,
         errors.UsageError,
