@@ -63,15 +63,24 @@ def pytest_configure(config: pytest.Config) -> None:
     statcache.RACY_NS = TEST_RACY_NS
 
 
-# Modules whose tests take minutes in one piece (the tutorial test runs the whole demo
-# unless `make demo` left a stamped log).  They run first: `pytest -n 2` hands tests
-# out in collection order, and one of them collected last leaves a worker idle while it
-# runs; first, it also lands whole on one worker (its module fixture runs once).
-RUN_FIRST = ("tutorial_console_test.py",)
+# Modules whose tests take minutes in one piece: the tutorial test runs the whole demo
+# unless `make demo` left a stamped log (6 min on a quiet machine), accelerate's two
+# 2-rank launches share a module fixture (187 s at loadavg 11), the README's path is
+# one test (137 s at loadavg 12).  They run first: `pytest -n 2` hands tests out in
+# collection order, and one of them collected last leaves a worker idle while it runs;
+# first, each module also lands whole on one worker (its module fixture runs once).
+RUN_FIRST = (
+    "tests/tutorial_console_test.py::",
+    "tests/distributed/accelerate_test.py::",
+    "tests/readme_console_test.py::",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.path.name not in RUN_FIRST)  # stable: same order else
+    def rank(item: pytest.Item) -> int:  # longest first; the rest keep their order
+        return next((i for i, p in enumerate(RUN_FIRST) if item.nodeid.startswith(p)), 99)
+
+    items.sort(key=rank)
 
 
 TOOL_RACY_NS = 2_000_000_000  # the window of a CLI subprocess (statcache.RACY_NS)
