@@ -30,23 +30,28 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.adapter.binding import ENVELOPE_NAME
 from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding
 from ftmanifest.fsutil import atomic_write_text
 from ftmanifest.hashing import hash_tree
+from ftmanifest.signing.model_sig import SIGNATURE_NAME
 
 RULE = "drift.resume-foreign"
 BINDING = "ftmanifest-checkpoint.json"
 FORMAT = "ftmanifest-checkpoint/1"
 SHOWN = 3
 NOT_FOUND = object()  # no Trainer frame on the stack
+# Written after the binding: ours, and the adapter binding's signatures over the folder
+# (``ftmanifest.adapter.bind``, which check-adapter verifies), not what a resume reads.
+SIGNATURES = frozenset({BINDING, ENVELOPE_NAME, SIGNATURE_NAME})
 
 
 def _files(folder: Path) -> dict[str, str]:
-    """``relpath -> sha256:…`` of every file of ``folder`` but the binding (no stat cache:
-    an edit that keeps the mtime is still seen)."""
+    """``relpath -> sha256:…`` of every file of ``folder`` but the signatures (no stat
+    cache: an edit that keeps the mtime is still seen)."""
     tree = hash_tree(folder, use_cache=False)
-    return {rel: fd.digest for rel, fd in tree.files.items() if rel != BINDING}
+    return {rel: fd.digest for rel, fd in tree.files.items() if rel not in SIGNATURES}
 
 
 def bind_checkpoint(folder: Path, manifest_digest: str, step: int) -> dict[str, Any]:

@@ -646,8 +646,8 @@ class FtManifestCallback(TrainerCallback):
 
         if state.is_world_process_zero:
             folder = Path(args.output_dir or ".") / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            self._bind_checkpoint(folder, state)  # first: the adapter's signature covers it
             self._bind_if_adapter(folder)
-            self._bind_checkpoint(folder, state)
 
     def _bind_checkpoint(self, folder: Path, state: TrainerState) -> None:
         """Bind the saved checkpoint to this manifest, so a resume can prove it is this
