@@ -6,7 +6,7 @@ top-level module) imports only rooms below it, or before it in its layer
 function-level ones too):
 
 1. pure core - location, errors, extras, findings, safe_text, output, checks,
-   manifest, lint, lint_report: plain data in, findings out, no I/O beyond
+   manifest, lint, lint_report, jsonschema_lib: plain data in, findings out, no I/O beyond
    reading a file;
 2. file access - fsutil, counts, sqlite_store, statcache, foldercache, held,
    progress, hashing, treelist, untrusted, hfcache, snapshot, recordio, wire:

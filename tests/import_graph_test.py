@@ -82,7 +82,7 @@ def test_the_cycle_finder_finds_one() -> None:
 # and may import anything lazily.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pure core", ("location", "errors", "extras", "findings", "safe_text", "output", "checks",
-                   "manifest", "lint", "lint_report")),
+                   "manifest", "lint", "lint_report", "jsonschema_lib")),
     ("file access", ("fsutil", "counts", "sqlite_store", "statcache", "foldercache",
                      "held", "progress", "hashing", "treelist", "untrusted", "hfcache",
                      "snapshot", "recordio", "wire")),

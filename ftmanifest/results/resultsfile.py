@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import InputError, InputNotFoundError
 from ftmanifest.hashing import hash_file, hash_tree
+from ftmanifest.jsonschema_lib import jsonschema as load_jsonschema
 from ftmanifest.ledger.sealed import split_digest
 from ftmanifest.manifest.experiment import FormatValidityGuard, RequiredFieldsGuard
 from ftmanifest.recordio import iter_records
@@ -192,8 +193,7 @@ def dumps(results: dict[str, Any]) -> str:
 
 def load_results(path: str | Path) -> dict[str, Any]:
     """A results file, checked against ``results.schema.json``; ``InputError`` if not one."""
-    import jsonschema
-
+    jsonschema = load_jsonschema()
     name = str(path)
     doc = next(iter(iter_records(path, "json")), None)
     value = doc.value if doc is not None else None

@@ -32,6 +32,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ftmanifest.jsonschema_lib import jsonschema as load_jsonschema
 from ftmanifest.results.predictions import Prediction
 
 NO_CATEGORY = "-"
@@ -83,9 +84,7 @@ def parse_output(text: str, schema: Mapping[str, Any] | None) -> tuple[bool, Any
     except ValueError:
         return False, None
     if schema is not None:
-        import jsonschema
-
-        validator = jsonschema.validators.validator_for(schema)(schema)
+        validator = load_jsonschema().validators.validator_for(schema)(schema)
         if next(validator.iter_errors(value), None) is not None:
             return False, value
     return True, value

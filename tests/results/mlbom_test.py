@@ -10,6 +10,9 @@ import string
 from pathlib import Path
 from typing import Any
 
+# jsonschema is loaded here, at collection, with every format checker (rfc3987-syntax
+# included), before ftmanifest loads it without them: the strict validator keeps its formats
+import jsonschema  # noqa: F401
 import pytest
 import yaml
 from cyclonedx.schema import SchemaVersion
