@@ -27,9 +27,11 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 
 # An editable install writes no bytecode, and where PYTHONDONTWRITEBYTECODE is set
 # every ftmanifest process compiled its modules again (~1 s each): compile them once.
+# The demo runs in a private HOME and cache, offline; its log is stamped with the tree it
+# came from, so that the tests can reuse it instead of running the demo again.
 demo: $(VENV)/.installed-demo
 	$(PY) -m compileall -q ftmanifest
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash manifests/demo.sh
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m tests.support.demorun
 
 test: $(VENV)/.installed-test
 	$(PY) -m compileall -q ftmanifest

@@ -44,7 +44,11 @@ def demo_env(scratch: Path) -> dict[str, str]:
     """The demo's environment: this interpreter's tools first, a private HOME and cache."""
     env = {k: v for k, v in os.environ.items() if k in ("LANG", "LC_ALL", "TMPDIR", "VERBOSE")}
     env.update({
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/local/bin:/usr/bin:/bin",
+        # the caller's PATH last: tools installed elsewhere (Homebrew's age, git) stay found
+        "PATH": os.pathsep.join(
+            [str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]
+            + [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+        ),
         "HOME": str(scratch / "home"),
         "FTMANIFEST_CACHE_DIR": str(scratch / "cache"),
         "GIT_CONFIG_GLOBAL": os.devnull,
@@ -147,12 +151,15 @@ def reusable_log(root: Path) -> str | None:
     return log if same else None
 
 
-def run(root: Path, scratch: Path, *args: str, capture: bool) -> subprocess.CompletedProcess[str]:
-    """Run manifests/demo.sh in ``root`` in ``demo_env``."""
+def run(
+    root: Path, scratch: Path, *args: str, capture: bool, timeout: float | None = 900
+) -> subprocess.CompletedProcess[str]:
+    """Run manifests/demo.sh in ``root`` in ``demo_env`` (``make demo`` waits as long as
+    it takes; a test gives up after ``timeout`` seconds)."""
     (scratch / "home").mkdir(parents=True, exist_ok=True)
     return subprocess.run(
         ["bash", "manifests/demo.sh", *args], cwd=root, env=demo_env(scratch),
-        capture_output=capture, text=True, timeout=900, check=False,
+        capture_output=capture, text=True, timeout=timeout, check=False,
     )  # fmt: skip
 
 
@@ -187,7 +194,7 @@ def main(argv: list[str]) -> int:
     """Run the demo here; stamp its log when it succeeded (see ``write_stamp``)."""
     before = tree_digest(ROOT)
     with tempfile.TemporaryDirectory(prefix="ftm-demo-") as scratch:
-        code = run(ROOT, Path(scratch), *argv, capture=False).returncode
+        code = run(ROOT, Path(scratch), *argv, capture=False, timeout=None).returncode
     if code == 0 and not write_stamp(ROOT, before):
         print(
             "demo-out/ is not stamped: the tree changed while the demo ran, or the "
@@ -197,4 +204,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:  # Ctrl-C reached the demo too: end as a shell would
+        sys.exit(130)
