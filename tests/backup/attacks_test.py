@@ -493,6 +493,7 @@ def _after_hashing(monkeypatch, change) -> None:
         return out
 
     monkeypatch.setattr(index_module, "build", build)
+    monkeypatch.setattr(create_module, "build", build)  # the name create imported
 
 
 def _before_copy(monkeypatch, name: str, change) -> None:
