@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest import LoadedManifest
 
 _KEYS = ("name", "path")
 _ABSENT: Any = object()
@@ -128,6 +131,6 @@ def diff_manifests(old: Any, new: Any) -> list[Change]:
     return diff_values(_dump(old), _dump(new))
 
 
-def _dump(loaded: Any) -> dict[str, Any]:
+def _dump(loaded: LoadedManifest) -> dict[str, Any]:
     data: dict[str, Any] = loaded.manifest.model_dump(mode="json")
     return data

@@ -8,7 +8,7 @@ one with the names there are.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ftmanifest.errors import InputError
 from ftmanifest.manifest.canonical import canonical_json, sha256_digest
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 RECIPE_SECTIONS = ("model", "seeds", "data", "method", "training", "distributed")
 
 
-def recipe_digest(loaded: Any) -> str:
+def recipe_digest(loaded: LoadedManifest) -> str:
     """sha256 of the canonical recipe sections of ``loaded``."""
     data = loaded.canonical()
     return sha256_digest(canonical_json({k: data.get(k) for k in RECIPE_SECTIONS}))

@@ -113,4 +113,6 @@ def _toml_loads(text: str) -> dict[str, object]:
         import tomllib
     else:  # Python 3.10
         import tomli as tomllib
-    return tomllib.loads(text)
+    # tomllib's own type; mypy targets 3.10, where tomli (untyped here) stands in
+    data: dict[str, object] = tomllib.loads(text)
+    return data

@@ -155,9 +155,9 @@ class BackupRetention(KeepPolicy):
 
     def policy(self, kind: str) -> KeepPolicy:
         """The rules for ``kind``: its entry in ``kinds``, else the default."""
-        override = self.kinds.get(kind)  # type: ignore[call-overload]
-        if override is not None:
-            return override
+        for name, override in self.kinds.items():
+            if name == kind:
+                return override
         return KeepPolicy.model_validate(self.model_dump(exclude={"kinds"}, exclude_none=True))
 
     def is_unset(self) -> bool:

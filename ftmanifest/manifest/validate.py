@@ -15,6 +15,7 @@ oneOf with a discriminator, allOf.
 from __future__ import annotations
 
 import json
+import operator
 import re
 from functools import lru_cache
 
@@ -243,10 +244,10 @@ class SchemaChecker:
         self, node: float, schema: dict[str, Any], loc: Loc, out: list[_Problem]
     ) -> None:
         limits = (
-            ("minimum", lambda v, b: v >= b, ">="),
-            ("maximum", lambda v, b: v <= b, "<="),
-            ("exclusiveMinimum", lambda v, b: v > b, ">"),
-            ("exclusiveMaximum", lambda v, b: v < b, "<"),
+            ("minimum", operator.ge, ">="),
+            ("maximum", operator.le, "<="),
+            ("exclusiveMinimum", operator.gt, ">"),
+            ("exclusiveMaximum", operator.lt, "<"),
         )
         for key, ok, sign in limits:
             if key in schema and not ok(node, schema[key]):
