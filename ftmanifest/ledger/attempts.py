@@ -38,24 +38,27 @@ class Attempt:
     def experiment(self) -> str | None:
         for e in reversed(self.entries):
             exp = e.record.get("experiment")
-            if isinstance(exp, dict) and isinstance(exp.get("id"), str):
-                return exp["id"]
+            value = exp.get("id") if isinstance(exp, dict) else None
+            if isinstance(value, str):
+                return value
         return None
 
     @property
     def parent(self) -> str | None:
         for e in reversed(self.entries):
             exp = e.record.get("experiment")
-            if isinstance(exp, dict) and isinstance(exp.get("parent"), str):
-                return exp["parent"]
+            value = exp.get("parent") if isinstance(exp, dict) else None
+            if isinstance(value, str):
+                return value
         return None
 
     @property
     def manifest_digest(self) -> str | None:
         for e in reversed(self.entries):
             m = e.record.get("manifest")
-            if isinstance(m, dict) and isinstance(m.get("digest"), str):
-                return m["digest"]
+            value = m.get("digest") if isinstance(m, dict) else None
+            if isinstance(value, str):
+                return value
         return None
 
     @property

@@ -36,6 +36,7 @@ from ftmanifest.manifest.load import Document, read_document
 from ftmanifest.manifest.variant import variant_findings
 
 if TYPE_CHECKING:
+    from ftmanifest.manifest import LoadedManifest
     from ftmanifest.manifest.load import Document
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
@@ -185,7 +186,7 @@ def not_found(
 
 
 def judge_variant(
-    loaded: Any,
+    loaded: LoadedManifest,
     manifest_path: Path,
     *,
     ledger: Path | str | None = None,
@@ -193,7 +194,10 @@ def judge_variant(
 ) -> list[Finding]:
     """``loaded`` (a variant's ``LoadedManifest``) against its parent wherever it is;
     a parent that cannot be found is one finding of severity ``missing``."""
-    search = find_parent(manifest_path, loaded.manifest.experiment.parent, ledger=ledger)
+    parent = loaded.manifest.experiment.parent
+    if parent is None:
+        return []  # not a variant: no parent to judge it against
+    search = find_parent(manifest_path, parent, ledger=ledger)
     if search.found is None:
         return [not_found(search, manifest_path, severity=missing)]
     return variant_findings(search.found, loaded)

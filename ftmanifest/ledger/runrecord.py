@@ -24,6 +24,7 @@ from ftmanifest.ledger.folder import shown
 from ftmanifest.manifest.environment import fingerprint
 
 if TYPE_CHECKING:
+    from ftmanifest.manifest import LoadedManifest
     from ftmanifest.verify import VerifyReport
 
 RECORD_FORMAT = 1
@@ -39,7 +40,7 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def experiment_of(loaded: Any) -> dict[str, Any]:
+def experiment_of(loaded: LoadedManifest | None) -> dict[str, Any]:
     if loaded is None:
         return {"id": None, "parent": None}
     exp = loaded.manifest.experiment
@@ -47,7 +48,12 @@ def experiment_of(loaded: Any) -> dict[str, Any]:
 
 
 def manifest_ref(
-    manifest_path: Path, digest: str, ledger: Path, *, loaded: Any = None, body: bool = False
+    manifest_path: Path,
+    digest: str,
+    ledger: Path,
+    *,
+    loaded: LoadedManifest | None = None,
+    body: bool = False,
 ) -> dict[str, Any]:
     """The manifest as a record names it; ``body`` adds its canonical data, so
     a variant's parent can be judged from the ledger when its file is gone."""
@@ -167,7 +173,7 @@ def mark(
     status: str,
     reason: str,
     *,
-    loaded: Any = None,
+    loaded: LoadedManifest | None = None,
     attempt: str | None = None,
     ledger: Path | str | None = None,
 ) -> dict[str, Any]:

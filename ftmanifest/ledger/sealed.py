@@ -17,7 +17,7 @@ honest use visible and every score of the split traceable to a recorded use.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ftmanifest
 from ftmanifest.errors import InputError, RefusedError, UsageError
@@ -27,12 +27,15 @@ from ftmanifest.ledger import new_attempt, open_ledger, runrecord
 from ftmanifest.ledger.attempts import SealedUse, family_uses, sealed_uses
 from ftmanifest.manifest.identity import split_entry
 
+if TYPE_CHECKING:
+    from ftmanifest.manifest import LoadedManifest
+
 
 def _digest_of(path: Path) -> str:
     return hash_tree(path).digest if path.is_dir() else hash_file(path).digest
 
 
-def split_digest(loaded: Any, split: str) -> dict[str, Any]:
+def split_digest(loaded: LoadedManifest, split: str) -> dict[str, Any]:
     """The split's name, path and digest; refuse when the file is not what is pinned."""
     n, entry = split_entry(loaded, split)
     loc = ("data", n, "digest")
@@ -58,7 +61,7 @@ def split_digest(loaded: Any, split: str) -> dict[str, Any]:
     return {"name": split, "path": entry.path, "digest": observed}
 
 
-def sealed_entry(loaded: Any, split: str) -> Any:
+def sealed_entry(loaded: LoadedManifest, split: str) -> Any:
     n, entry = split_entry(loaded, split)
     if not entry.sealed:
         raise UsageError(
@@ -72,17 +75,17 @@ def sealed_entry(loaded: Any, split: str) -> Any:
     return entry
 
 
-def _ledger(loaded: Any, ledger: Path | str | None) -> Any:
+def _ledger(loaded: LoadedManifest, ledger: Path | str | None) -> Any:
     return open_ledger(loaded.path, ledger)
 
 
-def _tree(loaded: Any) -> dict[str, str | None]:
+def _tree(loaded: LoadedManifest) -> dict[str, str | None]:
     exp = loaded.manifest.experiment
     return {exp.id: exp.parent}
 
 
 def unseal(
-    loaded: Any, split: str, reason: str, *, ledger: Path | str | None = None
+    loaded: LoadedManifest, split: str, reason: str, *, ledger: Path | str | None = None
 ) -> dict[str, Any]:
     """Record one use of the sealed ``split``; returns what the caller prints."""
     text = runrecord.check_reason(reason)
@@ -118,7 +121,7 @@ def unseal(
 
 
 def open_use(
-    loaded: Any, split: str, data_digest: str, *, ledger: Path | str | None = None
+    loaded: LoadedManifest, split: str, data_digest: str, *, ledger: Path | str | None = None
 ) -> SealedUse:
     """The oldest recorded, not yet scored use of ``split`` by this experiment on
     this data; refuses (exit 1) when there is none."""
@@ -143,7 +146,7 @@ def open_use(
 
 
 def record_score(
-    loaded: Any,
+    loaded: LoadedManifest,
     use: SealedUse,
     results_digest: str,
     *,

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.ledger import Ledger, ledger_dir
 from ftmanifest.ledger.attempts import Attempt, attempts, counts, family_uses, over_budget
 from ftmanifest.ledger.evidence import Untrusted, evidence, reading_trust, signs, untrusted_warning
 from ftmanifest.ledger.store import Entry, Problem
 from ftmanifest.manifest.identity import recipe_digest
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest import LoadedManifest
 
 SHOWN_UNTRUSTED = 5  # untrusted records named one by one among verify's warnings
 
@@ -115,7 +118,7 @@ def warnings_of(summary: dict[str, Any]) -> list[str]:
 
 
 def for_manifest(
-    loaded: Any,
+    loaded: LoadedManifest,
     manifest_path: Path,
     ledger: Path | str | None = None,
     trust_path: Path | None = None,
@@ -144,7 +147,7 @@ def for_manifest(
 
 
 def preflight_warning(
-    entries: Sequence[Entry], loaded: Any, environment: Any
+    entries: Sequence[Entry], loaded: LoadedManifest, environment: Any
 ) -> tuple[str, str | None]:
     """("ok" | "missing" | "stale", the warning) from the newest passing preflight
     record of this experiment against the manifest's recipe and this platform.
