@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ftmanifest.errors import UsageError
 from ftmanifest.findings import Finding
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest.model import Manifest
 
 
 class Check(Protocol):
@@ -26,7 +29,7 @@ class Check(Protocol):
     def needs(self) -> tuple[str, ...]:  # attributes of the subject the check reads
         ...
 
-    def run(self, manifest: Any, subject: Any) -> Iterable[Finding]: ...
+    def run(self, manifest: Manifest, subject: Any) -> Iterable[Finding]: ...
 
 
 @dataclass(frozen=True)
@@ -35,9 +38,9 @@ class FunctionCheck:
 
     name: str
     needs: tuple[str, ...]
-    fn: Callable[[Any, Any], Iterable[Finding]]
+    fn: Callable[[Manifest, Any], Iterable[Finding]]
 
-    def run(self, manifest: Any, subject: Any) -> Iterable[Finding]:
+    def run(self, manifest: Manifest, subject: Any) -> Iterable[Finding]:
         return self.fn(manifest, subject)
 
 
@@ -53,7 +56,7 @@ def registry(*checks: Check) -> dict[str, Check]:
 
 def run_checks(
     checks: Mapping[str, Check],
-    manifest: Any,
+    manifest: Manifest,
     subject: Any,
     *,
     only: Iterable[str] | None = None,

@@ -1139,7 +1139,7 @@ class TreeFiles(Mapping[str, FileDigest]):
     cache's arrays (``ftmanifest.foldercache``) and read on demand."""
 
     def __init__(
-        self, names: bytes, keys: bytes, digests: bytes, counts: array | None, count: int
+        self, names: bytes, keys: bytes, digests: bytes, counts: array[int] | None, count: int
     ) -> None:
         self.names, self.stats, self.digests, self.counts = names, keys, digests, counts
         self.count = count
@@ -1358,7 +1358,7 @@ def _changed_keys(here: bytes, stored: bytes, n: int) -> list[int]:
     return out
 
 
-def _merge(walked: Walked, prev: Any, digests: bytearray, tallies: array) -> list[int]:
+def _merge(walked: Walked, prev: Any, digests: bytearray, tallies: array[int]) -> list[int]:
     """The files added or changed since ``prev``, with the others' digests and counts
     copied from it: a merge of the two sorted lists of names."""
     size = KEY.size
@@ -1386,7 +1386,7 @@ def _hash_indices(
     fmt: str | None,
     keys: bytearray,
     digests: bytearray,
-    tallies: array,
+    tallies: array[int],
     errors: dict[int, FtManifestError],
     progress: ProgressSink | None,
     workers: int | None,
@@ -1448,7 +1448,7 @@ def _hash_forked(
     fmt: str | None,
     keys: bytearray,
     digests: bytearray,
-    tallies: array,
+    tallies: array[int],
     progress: ProgressSink | None,
     settle: bool,
 ) -> list[int]:

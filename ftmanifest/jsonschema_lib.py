@@ -26,8 +26,9 @@ def jsonschema() -> ModuleType:
     if hide:
         sys.modules[SLOW_FORMAT_PACKAGE] = None  # type: ignore[assignment]  # import raises ImportError
     try:
-        import jsonschema as module
+        import jsonschema as imported  # untyped: no stubs installed
     finally:
         if hide and sys.modules.get(SLOW_FORMAT_PACKAGE, 0) is None:
             del sys.modules[SLOW_FORMAT_PACKAGE]
+    module: ModuleType = imported
     return module

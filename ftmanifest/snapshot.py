@@ -276,7 +276,10 @@ def _same_signature(a: Path, b: Path) -> bool:
         sa, sb = os.stat(a), os.stat(b)
     except OSError:
         return False
-    sig = lambda st: (stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime)  # noqa: E731
+
+    def sig(st: os.stat_result) -> tuple[int, int, float]:
+        return (stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime)
+
     return sig(sa) == sig(sb)
 
 
