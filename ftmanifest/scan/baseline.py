@@ -31,6 +31,7 @@ from typing import Any
 from ftmanifest.errors import InputError, InputNotFoundError
 from ftmanifest.findings import Finding
 from ftmanifest.fsutil import atomic_write_text
+from ftmanifest.hashing import hash_files
 
 VERSION = 2
 REASON_PLACEHOLDER = "TODO: say why this finding is accepted"
@@ -159,8 +160,6 @@ def _keys(findings: Sequence[Finding], root: Path) -> list[Key | None]:
 
 
 def _digests(paths: Iterable[str]) -> dict[str, str]:
-    from ftmanifest.hashing import hash_files
-
     wanted = sorted(paths)
     if not wanted:
         return {}

@@ -28,10 +28,11 @@ from ftmanifest import held
 from ftmanifest.findings import Finding, sort_findings
 from ftmanifest.progress import ProgressSink
 from ftmanifest.scan.artifacts.binary import BINARY_FORMATS, scan_binary
+from ftmanifest.scan.artifacts.compressed import open_inflated
 from ftmanifest.scan.artifacts.sniff import NOT_JUDGED, detect_format
 from ftmanifest.scan.names import name_findings
 from ftmanifest.scan.small import read_small
-from ftmanifest.scan.text import readers
+from ftmanifest.scan.text import phones, readers
 from ftmanifest.scan.text.matcher import matcher
 from ftmanifest.scan.text.text import scan_text
 from ftmanifest.scan.unscanned import not_scanned
@@ -158,7 +159,6 @@ def regions(opts: ScanOptions) -> Iterator[None]:
     if opts.phone_regions is None:
         yield
         return
-    from ftmanifest.scan.text import phones
 
     before = phones.regions()
     phones.set_regions(opts.phone_regions)
@@ -264,8 +264,6 @@ class _Done:
 
 def _gzip_of_tar(path: Path) -> bool:
     """A ``.tar.gz``: its members are files of their own, not lines of one text."""
-    from ftmanifest.scan.artifacts.compressed import open_inflated
-
     try:
         with open_inflated(held.open_binary(path), "gzip", 1 << 20) as fh:
             head = fh.read(512)

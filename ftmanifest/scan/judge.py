@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ftmanifest.findings import Finding
+from ftmanifest.scan import baseline as bl
+from ftmanifest.scan.redact import write_redacted
+from ftmanifest.scan.text.readers import sniff
 
 if TYPE_CHECKING:
     from ftmanifest.scan.engine import ScanResult
@@ -62,8 +65,6 @@ def judge(
     in ``baseline`` are suppressed; ``redact_to`` gets redacted copies of the
     scanned text files (also only when ``write``).
     """
-    from ftmanifest.scan import baseline as bl
-
     findings = result.findings
     written = None
     if write_baseline is not None and write:
@@ -88,9 +89,6 @@ def _redact(
     *,
     overwrite: bool,
 ) -> None:
-    from ftmanifest.scan.redact import write_redacted
-    from ftmanifest.scan.text.readers import sniff
-
     by_path: dict[str, list[Finding]] = {}
     for f in findings:
         if f.path is not None:

@@ -26,20 +26,28 @@ from typing import IO, Any, cast
 from ftmanifest.findings import Finding
 from ftmanifest.held import open_binary
 from ftmanifest.scan.artifacts import npy as npy_header
+from ftmanifest.scan.artifacts import torch_archive
 from ftmanifest.scan.artifacts.compressed import (
     MAX_INFLATED,
     Inflated,
     compression_of,
     open_inflated,
 )
+from ftmanifest.scan.artifacts.gguf_model import scan_gguf
+from ftmanifest.scan.artifacts.hdf5_model import scan_hdf5
 from ftmanifest.scan.artifacts.images import FORMATS as IMAGE_FORMATS
 from ftmanifest.scan.artifacts.images import scan_image
+from ftmanifest.scan.artifacts.onnx_external import judge_external_data
+from ftmanifest.scan.artifacts.onnx_model import scan_onnx
 from ftmanifest.scan.artifacts.pickle_allowlist import HINT, fingerprint, judge_run
 from ftmanifest.scan.artifacts.pickle_ops import CHUNK
 from ftmanifest.scan.artifacts.pickle_sequence import PickleRun, sniff_pickle, walk_pickles
 from ftmanifest.scan.artifacts.pickles import WalkResult
 from ftmanifest.scan.artifacts.safetensors import MAX_HEADER, check_safetensors
 from ftmanifest.scan.artifacts.sniff import TORCH_MAGIC
+from ftmanifest.scan.artifacts.sqlite_db import scan_sqlite
+from ftmanifest.scan.artifacts.tf_graph import scan_tf_graph
+from ftmanifest.scan.artifacts.tfrecord import scan_tfrecord
 from ftmanifest.scan.text.readers import looks_text
 from ftmanifest.scan.unscanned import REEXPORT_HINT, malformed, part_not_scanned
 
@@ -86,8 +94,6 @@ def scan_binary(
     allow: Iterable[str] = (),
 ) -> list[Finding]:
     """Findings for one file of a binary ``fmt`` (one of ``BINARY_FORMATS``)."""
-    from ftmanifest.scan.artifacts import torch_archive
-
     ctx = Ctx(path, text_scanner, limits or BinaryLimits(), frozenset(allow))
     try:
         if fmt == "safetensors":
@@ -95,18 +101,12 @@ def scan_binary(
                 path, text_scanner=text_scanner, max_header=ctx.limits.max_header_bytes
             )
         if fmt == "onnx":
-            from ftmanifest.scan.artifacts.onnx_model import scan_onnx
-
             return scan_onnx(path, text_scanner)
         if fmt == "gguf":
-            from ftmanifest.scan.artifacts.gguf_model import scan_gguf
-
             return scan_gguf(path, text_scanner)
         if fmt in IMAGE_FORMATS:
             return scan_image(path, fmt, text_scanner)
         if fmt == "hdf5":
-            from ftmanifest.scan.artifacts.hdf5_model import scan_hdf5
-
             out = scan_hdf5(path, text_scanner)
             with open_binary(path) as fh:
                 polyglot = sniff_pickle(fh)  # a user block before the superblock
@@ -115,16 +115,10 @@ def scan_binary(
                 out += ctx.content(lambda: open_binary(path), None, kind=first)
             return out
         if fmt == "sqlite":
-            from ftmanifest.scan.artifacts.sqlite_db import scan_sqlite
-
             return scan_sqlite(path, text_scanner)
         if fmt == "tfrecord":
-            from ftmanifest.scan.artifacts.tfrecord import scan_tfrecord
-
             return scan_tfrecord(path, text_scanner)
         if fmt == "tf-graph":
-            from ftmanifest.scan.artifacts.tf_graph import scan_tf_graph
-
             return scan_tf_graph(path)
         if fmt not in BINARY_FORMATS:
             msg = f"no binary scanner for format {fmt!r}"
@@ -137,8 +131,6 @@ def scan_binary(
         kind = {"pickle": "pickle", "torch-legacy": "torch-legacy", "npy": "npy"}.get(fmt)
         found = ctx.content(lambda: open_binary(path), None, kind=kind)
         if fmt == "binary" and [f.rule for f in found] == ["scan.unknown-format"]:
-            from ftmanifest.scan.artifacts.onnx_external import judge_external_data
-
             as_data = judge_external_data(path)  # raw tensor bytes an ONNX model names
             found = found if as_data is None else as_data
         return out + found

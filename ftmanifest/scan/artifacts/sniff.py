@@ -25,6 +25,7 @@ from ftmanifest.scan.artifacts.images import image_kind
 from ftmanifest.scan.artifacts.onnx_model import looks_like_onnx
 from ftmanifest.scan.artifacts.pickle_sequence import TORCH_MAGIC, sniff_pickle
 from ftmanifest.scan.artifacts.tfrecord import is_tfrecord_name
+from ftmanifest.scan.text.encodings import detect
 
 __all__ = ["HEAD", "TORCH_MAGIC", "detect_format"]
 
@@ -147,8 +148,6 @@ def _zip_kind(fh: IO[bytes]) -> str:
 
 
 def _is_text(head: bytes) -> bool:
-    from ftmanifest.scan.text.encodings import detect
-
     if detect(head) is not None:
         return True  # UTF-16/32 with a byte-order mark, or UTF-16 by its NUL pattern
     if b"\0" in head:
