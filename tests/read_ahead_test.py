@@ -235,6 +235,7 @@ def test_lock_reads_ahead_only_where_the_folder_cache_knows_nothing(
         return real(path, **kw)
 
     monkeypatch.setattr(hashing, "walk_tree", spy)
+    monkeypatch.setattr(observe, "walk_tree", spy)  # the name observe imported
     first = observe.hash_path(root, root, use_cache=True, count=True)
     again = observe.hash_path(root, root, use_cache=True, count=True)
     fresh = observe.hash_path(root, root, use_cache=False, count=True)

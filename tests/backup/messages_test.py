@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ftmanifest.backup import index
+from ftmanifest.backup import create, index
 from ftmanifest.backup.errors import SourceChangedError
 from ftmanifest.cli import main
 
@@ -39,6 +39,7 @@ def test_a_file_changing_after_the_walk_is_source_changed(keys, tmp_path, monkey
         return walked
 
     monkeypatch.setattr(index, "build", walk_then_grow)
+    monkeypatch.setattr(create, "build", walk_then_grow)  # the name create imported
     with pytest.raises(SourceChangedError) as caught:
         backup(keys, [src], tmp_path / "backups")
     err = caught.value
