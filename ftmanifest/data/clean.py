@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ftmanifest.counts import format_of
+from ftmanifest.counts import format_of, open_regular
 from ftmanifest.errors import InputError, UsageError
+from ftmanifest.fsutil import fsync_dir, write_error
+from ftmanifest.recordio import iter_rows
 
 LINE_FORMATS = frozenset({"jsonl", "ndjson", "text", "txt"})
 ROW_FORMATS = frozenset({"csv", "tsv"})
@@ -45,8 +47,6 @@ def dropped_spans(
 ) -> list[tuple[int, int | None]]:
     """The byte ranges [start, end) of the CSV/TSV records numbered in ``drop``, in file
     order (end None: to the end of the file)."""
-    from ftmanifest.recordio import iter_rows
-
     out: list[tuple[int, int | None]] = []
     pending: int | None = None  # start of a dropped row whose end is not known yet
     for rec, offset in iter_rows(path, fmt):
@@ -121,7 +121,6 @@ class CleanCopy:
 
 def fingerprint(path: Path) -> Fingerprint:
     """Stat and sha256 of ``path`` (read in full, no cache)."""
-    from ftmanifest.counts import open_regular
 
     def refuse(p: Path, reason: str) -> InputError:
         return InputError(f"cannot read {p}: {reason}", path=str(p), observed=reason,
@@ -159,8 +158,6 @@ def write_clean(
 
     ``expect``: the input as the check read it; a difference refuses the copy and
     leaves ``out`` as it was.  Without it, the input is fingerprinted first."""
-    from ftmanifest.fsutil import fsync_dir, write_error
-
     refuse_input(path, out)
     expect = expect or fingerprint(path)
     kind = format_of(path, fmt)

@@ -44,8 +44,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ftmanifest.counts import format_of
 from ftmanifest.data.parallel import LINE_KINDS, _line_chunks, _Lines, digest, shard_path
 from ftmanifest.data.text import input_pieces, normalise, record_text, shingle_list
+from ftmanifest.errors import WorkerDiedError
+from ftmanifest.recordio import iter_records
+from ftmanifest.recordio._lines import _decode
+from ftmanifest.recordio._types import loads
 
 MIN_TOKENS = 8  # words an item must have to be searched for inside other records
 MIN_CHARS = 40  # and characters (normalised)
@@ -253,8 +258,6 @@ def _scan(job: _Lines | list[tuple[int, int, Any]]) -> tuple[int, list[Found]]:
     count from 1 within it."""
     if isinstance(job, list):
         return len(job), [(n, ln, how, i) for n, ln, v in job for how, i in _match(v, _FIELDS)]
-    from ftmanifest.recordio._lines import _decode
-    from ftmanifest.recordio._types import loads
 
     path, n, hits = Path(job.path), 0, []  # type: tuple[Path, int, list[Found]]
     for i, raw in enumerate(job.raws):
@@ -280,8 +283,6 @@ def iter_values(
 ) -> Iterator[tuple[int, int, Any]]:
     """(record number, line, value) of a split in file order, numbered on across its
     shards."""
-    from ftmanifest.recordio import iter_records
-
     offset = 0
     for file in [shard_path(path, s) for s in shards] or [path]:
         last = 0
@@ -294,8 +295,6 @@ def iter_values(
 def _jobs(
     path: Path, fmt: str | None, fields: tuple[str, ...], shards: Sequence[str]
 ) -> Iterator[_Lines | list[tuple[int, int, Any]]]:
-    from ftmanifest.counts import format_of
-
     kind = format_of(path, fmt)
     if not shards and kind in LINE_KINDS:
         yield from _line_chunks(path, kind, fields)
@@ -380,8 +379,6 @@ def _result(job: Any, future: Future[tuple[int, list[Found]] | None]) -> tuple[i
         out = future.result()
         return _scan(job) if out is None else out
     except BrokenProcessPool as exc:
-        from ftmanifest.errors import WorkerDiedError
-
         raise WorkerDiedError(
             f"a process died while searching the data for contained copies ({exc})",
             field="--jobs",

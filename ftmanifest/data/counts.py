@@ -16,17 +16,16 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from ftmanifest.checks import run_checks
 from ftmanifest.findings import Finding
+from ftmanifest.verify.drift import DRIFT_CHECKS
+from ftmanifest.verify.observe import observe_data
 
 FIX = "restore the pinned data, or run `ftmanifest lock` to pin what is here after review"
 
 
 def count_findings(loaded: Any, *, allow_outside: bool = False) -> list[Finding]:
     """verify's data rows for ``loaded`` (a ``manifest.Loaded``), kind ``data``."""
-    from ftmanifest.checks import run_checks
-    from ftmanifest.verify.drift import DRIFT_CHECKS
-    from ftmanifest.verify.observe import observe_data
-
     manifest = loaded.manifest
     seen = SimpleNamespace(
         data=observe_data(

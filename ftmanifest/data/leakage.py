@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ftmanifest.counts import format_of
 from ftmanifest.data import contain
-from ftmanifest.data.parallel import NUM_PERM, Workers, selected_texts
+from ftmanifest.data.parallel import LINE_KINDS, NUM_PERM, Workers, selected_texts, shard_path
 from ftmanifest.data.shards import Marks
 from ftmanifest.data.stats import Collector
 from ftmanifest.data.text import normalise, shingle_list
@@ -378,9 +379,6 @@ def check_leakage(
 def _lines_only(splits: Sequence[Split]) -> bool:
     """Whether every split is JSONL or text lines read with the same text fields: then the
     first pass also does the contained-copy search (``contain.examine``)."""
-    from ftmanifest.counts import format_of
-    from ftmanifest.data.parallel import LINE_KINDS, shard_path
-
     if len({s.fields for s in splits}) > 1:
         return False
     for s in splits:

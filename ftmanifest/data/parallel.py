@@ -51,9 +51,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ftmanifest.counts import format_of, open_regular
+from ftmanifest.data import sigpack
 from ftmanifest.data.shards import Marks
 from ftmanifest.data.text import NUM_PERM, SEED, normalise, shingle_list, task_text
+from ftmanifest.errors import EXIT_BUG, FtManifestError, WorkerDiedError
 from ftmanifest.progress import ProgressSink
+from ftmanifest.recordio import DEFAULT_LIMITS, RecordReadError, iter_records
+from ftmanifest.recordio._lines import _decode, physical_lines
+from ftmanifest.recordio._types import fail, loads
+from ftmanifest.wire import Malformed, bad_answer
 
 CHUNK_BYTES = 1 << 20
 CHUNK_RECORDS = 4096
@@ -181,9 +188,6 @@ def _sign_records(job: _Lines, extra: Extra | None, tally: Tally | None) -> Sign
     ``tally`` over them all: each line is parsed and its text normalised once."""
     from rensa import RMinHash
 
-    from ftmanifest.recordio._lines import _decode
-    from ftmanifest.recordio._types import loads
-
     path = Path(job.path)
     sigs: list[tuple[int, int, bytes | None, Any]] = []
     extras: list[tuple[int, Any]] = []
@@ -217,9 +221,6 @@ def _sign_records(job: _Lines, extra: Extra | None, tally: Tally | None) -> Sign
 
 def _texts(job: _Lines) -> list[tuple[int, str]]:
     """(line, text) of each non-blank line, decoded and parsed as ``recordio`` does."""
-    from ftmanifest.recordio._lines import _decode
-    from ftmanifest.recordio._types import loads
-
     path = Path(job.path)
     out = []
     for i, raw in enumerate(job.raws):
@@ -331,8 +332,6 @@ class Workers:
         try:
             out = future.result()
         except BrokenProcessPool as exc:
-            from ftmanifest.errors import WorkerDiedError
-
             raise WorkerDiedError(
                 f"a signing process died while reading the data ({exc})",
                 field="--jobs",
@@ -353,8 +352,6 @@ class Workers:
         """Every record of one split, in file order, with its hash and MinHash; a folder
         (``shards``) numbers its records on across the shards, noting each shard's
         first in ``marks``."""
-        from ftmanifest.counts import format_of
-
         if shards:
             chunks: Iterator[Job] = shard_chunks(path, fmt, tuple(fields), shards, marks)
         else:
@@ -395,11 +392,6 @@ def _line_chunks(path: Path, kind: str, fields: tuple[str, ...]) -> Iterator[_Li
     the file, so a byte-order mark is stripped on line 1 only, as the reader does."""
     import io
 
-    from ftmanifest.counts import open_regular
-    from ftmanifest.recordio import DEFAULT_LIMITS, RecordReadError
-    from ftmanifest.recordio._lines import physical_lines
-    from ftmanifest.recordio._types import fail
-
     def refuse(p: Path, reason: str) -> RecordReadError:
         return fail(RecordReadError, p, reason)
 
@@ -437,8 +429,6 @@ def shard_chunks(
     """The chunks of every shard, in order, small ones batched to about a chunk's size;
     each shard's first record number noted in ``marks`` before its chunks are yielded.
     Every rank cuts a folder into the same jobs."""
-    from ftmanifest.counts import format_of
-
     batch: list[_Lines | _Texts] = []
     size = records = count = 0
     for name in shards:
@@ -466,8 +456,6 @@ def shard_chunks(
 
 
 def _text_chunks(path: Path, fmt: str | None, fields: tuple[str, ...]) -> Iterator[_Texts]:
-    from ftmanifest.recordio import iter_records
-
     items: list[tuple[int, int, str]] = []
     size = 0
     for rec in iter_records(path, fmt):
@@ -505,12 +493,8 @@ def selected_texts(
 def _selected(
     path: Path, fmt: str | None, fields: Sequence[str], wanted: set[int]
 ) -> Iterator[tuple[int, int, str]]:
-    from ftmanifest.counts import format_of
-
     kind = format_of(path, fmt)
     if kind not in LINE_KINDS:
-        from ftmanifest.recordio import iter_records
-
         for rec in iter_records(path, fmt):
             if rec.number in wanted:
                 yield rec.number, rec.line, task_text(rec.value, fields)
@@ -552,9 +536,6 @@ class RankQuit(Exception):  # noqa: N818 - a signal between ranks, not an error 
 def _gather(comm: Any, mine: bytes, what: str, full: bool, ranks: int | None = None) -> list[Any]:
     """Every rank's payload (of the first ``ranks``), parsed and checked, never unpickled;
     one that does not fit is a refusal naming its rank."""
-    from ftmanifest.data import sigpack
-    from ftmanifest.wire import Malformed, bad_answer
-
     raws = comm.all_gather_bytes(mine, what)
     out = []
     for who, raw in enumerate(raws[:ranks]):
@@ -591,10 +572,6 @@ class RankSigner:
         marks: Marks | None = None,
     ) -> Iterator[Signature]:
         import itertools
-
-        from ftmanifest.counts import format_of
-        from ftmanifest.data import sigpack
-        from ftmanifest.errors import FtManifestError
 
         size, rank = self.comm.world_size, self.comm.rank
         kind = format_of(path, fmt)
@@ -637,8 +614,6 @@ class RankSigner:
 def _own_chunks(got: list[Payload], start: int, count: int, size: int) -> list[Any]:
     """Every rank's chunks of this round, each rank's exactly the ones rank 0 expects of
     it (of chunks ``start`` to ``start + count - 1``, those its rank modulo ``size``)."""
-    from ftmanifest.wire import bad_answer
-
     out = []
     for who, p in enumerate(got):
         expected = [i for i in range(start, start + count) if i % size == who]
@@ -656,8 +631,6 @@ def _own_chunks(got: list[Payload], start: int, count: int, size: int) -> list[A
 
 def _raise_for(got: list[Payload], rank: int) -> None:
     """Stop this rank as the gathered payloads say: rank 0 stopped, or a rank failed."""
-    from ftmanifest.errors import FtManifestError, WorkerDiedError
-
     if rank != 0 and got[0][0] == "final":
         raise RankQuit(got[0][1])
     for who, p in enumerate(got):
@@ -681,9 +654,6 @@ def run_ranks(comm: Any, work: Any) -> tuple[int, BaseException | None]:
 
     Returns (the job's exit code, this rank's own error or None).  A rank that failed
     keeps answering the gathers until rank 0 has stopped, so no rank waits for ever."""
-    from ftmanifest.data import sigpack
-    from ftmanifest.errors import EXIT_BUG, FtManifestError
-
     code: int | None = None
     error: BaseException | None = None
     try:

@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.data.stats import label_of, split_records
+from ftmanifest.data.stats import load_tokenizer as load
 from ftmanifest.errors import FtManifestError, InputError
+from ftmanifest.hashing import hash_file
 
 NO_CATEGORY = "(no category)"
 MAX_CATEGORIES = 10_000  # per split; more distinct labels is a wrong label key, not categories
@@ -170,8 +172,6 @@ def choose(
 
 def _pinned_tokenizer_drift(manifest: Any, folder: Path) -> str | None:
     """The first tokenizer file here that differs from its pin in ``model.files``."""
-    from ftmanifest.hashing import hash_file
-
     pins = {f.path: f.digest for f in manifest.model.files if f.digest}
     if not pins:
         return None
@@ -194,8 +194,6 @@ def _pinned_tokenizer_drift(manifest: Any, folder: Path) -> str | None:
 def load_tokenizer(loaded: Any, *, allow_outside: bool = False) -> Tokenizer:
     """The pinned model's tokenizer (``stats.load_tokenizer``: the local folder or hub
     cache, never the network), refused when a tokenizer file differs from its pin."""
-    from ftmanifest.data.stats import load_tokenizer as load
-
     tok, where = load(loaded, allow_outside=allow_outside)
     if tok is None:
         return Tokenizer(None, None, where)
@@ -210,6 +208,7 @@ def render(
 ) -> dict[str, Any]:
     """The record as ``fmt`` formats it (preflight's ``default_format`` if none): text,
     tokens, loss, truncation."""
+    # lazy: pydantic (preflight builds the manifest models); results files import this module
     from ftmanifest.preflight.checks import render as token_view
     from ftmanifest.preflight.recipe import IGNORE, default_format
 

@@ -17,15 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.errors import InputError, UsageError
+from ftmanifest.ledger import Ledger, ledger_dir
+from ftmanifest.ledger.attempts import attempts, find
 
 ROW_KEYS = ("row", "pair", "length", "tokens", "loss_tokens", "text", "marked", "redacted",
             "cut", "text_cut", "loss_mask", "attention_mask", "input_ids")  # fmt: skip
 
 
 def _from_ledger(manifest: Path, run: str) -> tuple[dict[str, Any], str]:
-    from ftmanifest.ledger import Ledger, ledger_dir
-    from ftmanifest.ledger.attempts import attempts, find
-
     store = Ledger(ledger_dir(manifest))
     items = attempts(store.read().entries) if store.exists() else []
     hits = find(items, run)

@@ -17,6 +17,7 @@ from typing import Any
 from ftmanifest.data.leakage import ROLE_ORDER, Split
 from ftmanifest.data.shards import shard_names
 from ftmanifest.errors import InputError, InputNotFoundError, UsageError
+from ftmanifest.fsutil import resolve_inside
 
 TEXT_FORMATS = frozenset({"jsonl", "json", "csv", "tsv", "parquet", "text"})
 IMAGES = "images"
@@ -67,8 +68,6 @@ def image_splits_of(loaded: Any, *, allow_outside: bool = False) -> list[Split]:
 def _located(base: Path, i: int, entry: Any, allow_outside: bool, *, folder: bool) -> Path:
     """The entry's path inside the manifest's folder: a file or a folder of shards,
     or (``folder``) an image folder with one sub-folder per class."""
-    from ftmanifest.fsutil import resolve_inside
-
     loc = ("data", i, "path")
     path = resolve_inside(base, entry.path, loc, allow_outside)
     kind = "folder" if folder else "file"

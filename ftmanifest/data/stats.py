@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ftmanifest.data.categories import OTHER
+from ftmanifest.data.parallel import shard_path
 from ftmanifest.data.text import record_text
 from ftmanifest.data.tokens import TRANSFORMERS_MISSING, count_tokens
 from ftmanifest.data.tokens import load_tokenizer as load_tokenizer  # data sample's import
@@ -231,8 +232,6 @@ class Collector:
 def split_records(split: Any) -> Iterator[tuple[str, Any]]:
     """(shard, record) of every record of ``split``, in order: one file's records with
     shard "", a folder's shard by shard (``split.shards``)."""
-    from ftmanifest.data.parallel import shard_path
-
     if not split.shards:
         for rec in iter_records(split.path, split.format):
             yield "", rec

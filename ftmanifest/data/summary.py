@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ftmanifest.data.categories import Categories, category_findings, minimum
+from ftmanifest.data.counts import count_findings
 from ftmanifest.data.images import ImageReport, check_images
 from ftmanifest.data.stats import SplitStats, collect, length_findings
 from ftmanifest.data.tokens import load_tokenizer
@@ -67,8 +68,6 @@ def summarise(
     findings += length_findings(stats, seq_len, where)
     findings += image_report.findings
     if counts:
-        from ftmanifest.data.counts import count_findings
-
         findings += count_findings(loaded, allow_outside=allow_outside)
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     minimums = {c.split: minimum(m, c.split) for c in cats if c.kind in ("eval", "test")}

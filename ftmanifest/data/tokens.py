@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.data.text import record_text
+from ftmanifest.errors import FtManifestError
 from ftmanifest.extras import install_line
+from ftmanifest.hashing import hash_file
 
 TRANSFORMERS_MISSING = "transformers is not installed"  # the start of the why, when it is that
 
@@ -39,9 +41,6 @@ TOKENIZER_FILES = (
 def unpinned_file(manifest: Any, folder: Path) -> str | None:
     """Why the tokenizer in ``folder`` is not the pinned one, or None when it is
     (or when ``model.files`` pins nothing yet)."""
-    from ftmanifest.errors import FtManifestError
-    from ftmanifest.hashing import hash_file
-
     pins = {f.path: f.digest for f in manifest.model.files}
     if not pins:
         return None
@@ -63,6 +62,7 @@ def unpinned_file(manifest: Any, folder: Path) -> str | None:
 def count_tokens(value: Any, tokenizer: Any, fields: Sequence[str] = ()) -> int:
     """Tokens of one record as a training example (no truncation); its plain text's
     tokens when preflight's format does not fit it."""
+    # lazy: pydantic (preflight builds the manifest models); results files import this module
     from ftmanifest.preflight.recipe import default_format
 
     try:
@@ -79,8 +79,7 @@ def load_tokenizer(loaded: Any, *, allow_outside: bool = False) -> tuple[Any, st
     loaded with ``local_files_only``, and only when its tokenizer files are the
     pinned ones (``unpinned_file``).
     """
-    from ftmanifest.adapter.base import pinned_folder
-    from ftmanifest.errors import FtManifestError
+    from ftmanifest.adapter.base import pinned_folder  # lazy: hyperscan, through the scan
 
     try:
         folder = pinned_folder(loaded.manifest, Path(loaded.path), allow_outside=allow_outside)
