@@ -72,6 +72,44 @@ COMMANDS: dict[str, str] = {
     "data": "data",
 }
 
+# name -> the one-line summary its module's add_parser gives (`help=`): what the
+# top-level help lists without importing any command module.  A test builds both
+# and compares, so this table cannot go stale.
+SUMMARIES: dict[str, str] = {
+    "init": "write a commented manifest template to fill in",
+    "lint": "check manifests are fully pinned (no I/O beyond reading)",
+    "schema": "print the manifest JSON Schema generated from the model",
+    "digest": "print the digest of a manifest's canonical form",
+    "keygen": "create a signing key pair (Ed25519, or ECDSA P-256 for model-signing)",
+    "sign": "sign a manifest (DSSE envelope beside it)",
+    "signers": "list the signatures of a manifest and who made them",
+    "trust": "add a signer's public key to the repository's trust file",
+    "scan": "scan data and artifacts for secrets, PII, pickles",
+    "lock": "fill in or refresh a manifest's pins from this machine",
+    "verify": "compare a manifest with this machine, model, data, signature",
+    "reproduce": "check a signed manifest against this machine; write pins, list what to do",
+    "bind": "bind a trained adapter to the manifest's base model (signed)",
+    "check-adapter": "check an adapter's signed binding against a base model",
+    "run": "verify a manifest, then run the training command",
+    "runs": "list or add the run records of a manifest",
+    "ledger": "list, show, check or mark the attempts in the ledger",
+    "unseal": "record one use of the sealed test split, print its path",
+    "preflight": "check and size one full training step on this machine",
+    "plan": "a rental plan in the method's phases, from measured throughput",
+    "score": "score predictions into a results file bound to its inputs",
+    "compare": "check a candidate's results against the manifest's guards",
+    "audit": "check a run folder before handoff: signature, deliverable, scan, permissions, "
+    "rights, comparison",
+    "report": "write the handoff report (JSON, Markdown, HTML, model card) from a saved audit",
+    "export": "write the manifest as a CycloneDX ML-BOM",
+    "backup": "encrypted, signed backups (age): `backup create`, `backup check`",
+    "restore": "verify and restore a backup into a new folder",
+    "prune": "delete backups the retention policy does not keep",
+    "diff": "field-by-field difference of two manifests",
+    "estimate": "memory of one training step, from the model's config",
+    "data": "check the manifest's data splits for leakage, or look at a sample",
+}
+
 # command -> {subcommand: module}: subcommands that live in a module of their own,
 # registered here so that no command module imports another.
 NESTED: dict[str, dict[str, str]] = {
@@ -133,9 +171,12 @@ examples:
 """
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(only: str | None = None, *, light: bool = False) -> argparse.ArgumentParser:
     """The full parser, or (``only``) just the one subcommand being run, so a
-    command never pays for importing the others' modules."""
+    command never pays for importing the others' modules; or (``light``) the
+    top level alone, every command listed from ``SUMMARIES`` with no options of
+    its own, for ``--help``, ``--version`` and a missing or unknown command
+    word: no command module imported (pip's pattern)."""
     parser = Parser(
         prog="ftmanifest",
         description="Signed, declarative manifests for fine-tuning experiments.",
@@ -150,12 +191,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     sub.required = True
     for name, module in COMMANDS.items():
+        if light:
+            sub.add_parser(name, help=SUMMARIES[name])
+            continue
         if only is not None and name != only:
             continue
         mod = importlib.import_module(f"ftmanifest.cli.{module}")
         mod.add_parser(sub)
     add_quiet_everywhere(parser)  # after every command, so that none can miss it
-    add_old_options(parser, OLD_OPTIONS)
+    if not light:  # the light commands have no options to keep old names of
+        add_old_options(parser, OLD_OPTIONS)
     return parser
 
 
@@ -222,7 +267,9 @@ def _main(argv: Sequence[str] | None) -> int:
     argv, passthrough = split_passthrough(list(sys.argv[1:] if argv is None else argv))
     argv = old_spelling(argv)
     first = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(only=first if first in COMMANDS else None)
+    # no command word, or one that is not a command: the top level alone can answer
+    # (its help, the version, "invalid choice"), so no command module is imported
+    parser = build_parser(only=first, light=first not in COMMANDS)
     args, extras = parser.parse_known_args(argv)
     if extras:
         parser.error(unrecognized(argv, extras))
