@@ -262,6 +262,7 @@ class FtManifestCallback(TrainerCallback):
         self._tokenizer_record: dict[str, Any] = {}
         self._batches: Any = None  # its BatchRecorder (integrations.batches), during training
         self._labels: Any = None  # its LabelGuard (integrations.labels), during training
+        self._content: Any = None  # its ContentGuard (integrations.batch_rows), until batch 1
 
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -292,6 +293,7 @@ class FtManifestCallback(TrainerCallback):
         self._guard_steps(state, kw)
         self._record_batches(args, kw)
         self._guard_labels(state, kw)
+        self._guard_content(state, kw)
         report_guarded(report.manifest_digest)  # `run --guarded` waits for this word
 
     def _guard_steps(self, state: TrainerState, kw: dict[str, Any]) -> None:
@@ -335,6 +337,20 @@ class FtManifestCallback(TrainerCallback):
         self._labels = labels.install(
             kw.get("model"), loaded.manifest if loaded else None, str(self.manifest),
             lambda rows: self._refuse_step(state, state.global_step, rows), record,
+        )  # fmt: skip
+
+    def _guard_content(self, state: TrainerState, kw: dict[str, Any]) -> None:
+        """The first batch's examples against the pinned rows (``integrations.batch_rows``)."""
+        from ftmanifest.integrations import batch_rows
+
+        if self._content is not None:
+            self._content.remove()  # a second train() on the same Trainer
+        loaded = self.report.loaded if self.report else None
+        self._content = batch_rows.install(
+            kw.get("model"), kw.get("processing_class") or kw.get("tokenizer"),
+            kw.get("train_dataloader"), self.recipe.get("data") or {},
+            loaded.manifest if loaded else None, str(self.manifest),
+            lambda rows: self._refuse_step(state, state.global_step, rows), self.record or {},
         )  # fmt: skip
 
     def _refuse_step(self, state: TrainerState, index: int, rows: list[Finding]) -> None:
