@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ftmanifest.errors import FtManifestError
+from ftmanifest.errors import FtManifestError, InputError
 from ftmanifest.findings import Finding
+from ftmanifest.fsutil import resolve_inside
 from ftmanifest.hfcache import COMMIT_RE, Snapshot, hub_snapshot, local_snapshot
 from ftmanifest.location import Loc
 
@@ -111,9 +112,6 @@ def name_and_commit(model: Any) -> tuple[str, str | None]:
 
 def pinned_snapshot(model: ModelSource, manifest_path: Path, *, allow_outside: bool) -> Snapshot:
     """Exactly the snapshot the manifest pins (raises when it is not here or not pinned)."""
-    from ftmanifest.errors import InputError
-    from ftmanifest.fsutil import resolve_inside
-
     if model.path is not None:
         folder = resolve_inside(manifest_path.parent, model.path, ("model", "path"), allow_outside)
         return local_snapshot(folder)

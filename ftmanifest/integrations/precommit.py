@@ -13,6 +13,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from ftmanifest import lint_paths
+from ftmanifest.errors import EXIT_INPUT
+from ftmanifest.lint_report import lint_report
+from ftmanifest.manifest.recognise import manifests_among
+
 USAGE = (
     "usage: ftmanifest-lint [--format text|json|sarif] FILE...\n"
     "lints the FILEs that are ftmanifest manifests; other files are passed over"
@@ -20,8 +25,6 @@ USAGE = (
 
 
 def lint_main(argv: Sequence[str]) -> int:
-    from ftmanifest.errors import EXIT_INPUT
-
     fmt, files = "text", []
     items = list(argv)
     while items:
@@ -40,13 +43,10 @@ def lint_main(argv: Sequence[str]) -> int:
             return EXIT_INPUT
         else:
             files.append(arg)
-    from ftmanifest.manifest.recognise import manifests_among
 
     manifests = manifests_among(files)
     if not manifests:
         return 0  # no manifest among the staged files
-    from ftmanifest import lint_paths
-    from ftmanifest.lint_report import lint_report
 
     findings, unusable = lint_paths(manifests)
     return lint_report(findings, unusable, len(manifests), fmt)
