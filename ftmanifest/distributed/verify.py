@@ -355,7 +355,8 @@ def verify_job(
         if failure is not None:
             raise failure
         mine.append(verify(planned))
-        return of_report(comm.job, mine[0], strategy), mine[0].loaded.manifest
+        loaded = mine[0].loaded
+        return of_report(comm.job, mine[0], strategy), loaded.manifest if loaded else None
 
     verdict, _ = gather_verdict(comm, build, lambda exc: of_error(comm.job, exc, strategy), accept)
     return verdict, (mine[0] if mine else None)

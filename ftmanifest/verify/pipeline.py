@@ -33,9 +33,11 @@ from ftmanifest.verify.environment import observed_environment
 from ftmanifest.verify.observe import observe
 
 if TYPE_CHECKING:
+    from ftmanifest.manifest import LoadedManifest
     from ftmanifest.manifest.environment import Environment
+    from ftmanifest.manifest.model import Manifest
     from ftmanifest.signing.errors import SignatureRefusedError
-    from ftmanifest.verify.observe import Hasher
+    from ftmanifest.snapshot import Hasher
 
 
 @dataclass
@@ -48,7 +50,7 @@ class VerifyReport:
     environment: Environment | None = None  # observed here; None when nothing was probed
     signature: Any = None  # signing.verify.SignatureReport when checked
     signature_checked: bool = True
-    loaded: Any = None  # the LoadedManifest judged (ids and body for the ledger)
+    loaded: LoadedManifest | None = None  # the LoadedManifest judged (ids and body for the ledger)
     ledger: dict[str, Any] | None = None  # ledger.summary of the experiment, if a ledger exists
     observed: Any = None  # observe.Observed (file digests for comparing torchrun ranks)
 
@@ -173,7 +175,7 @@ def _under(name: str, top: str) -> bool:
     return name == top or name.startswith(top.rstrip(os.sep) + os.sep)
 
 
-def _owners(manifest: Any, base: Path) -> list[tuple[str, tuple[str | int, ...]]]:
+def _owners(manifest: Manifest, base: Path) -> list[tuple[str, tuple[str | int, ...]]]:
     """(absolute path, field) of everything verify hashes, most specific first."""
     out: list[tuple[str, tuple[str | int, ...]]] = []
     for loc, rel, _digest in pinned_files(manifest):
@@ -265,7 +267,7 @@ def _verify(
     )
 
 
-def hub_main_warning(manifest: Any, seen: Any) -> str | None:
+def hub_main_warning(manifest: Manifest, seen: Any) -> str | None:
     """A warning when the hub cache's ``refs/main`` is not the pinned commit: a script
     that loads the model by repo id gets other weights than those verified."""
     model = seen.model
@@ -284,7 +286,7 @@ def hub_main_warning(manifest: Any, seen: Any) -> str | None:
 
 
 def ledger_summary(
-    loaded: Any,
+    loaded: LoadedManifest,
     manifest_path: Path,
     ledger: Path | str | None,
     warnings: list[str],
@@ -311,7 +313,7 @@ def ledger_summary(
 
 
 def variant_check(
-    loaded: Any, manifest_path: Path, *, ledger: Path | str | None = None
+    loaded: LoadedManifest, manifest_path: Path, *, ledger: Path | str | None = None
 ) -> list[Finding]:
     """A variant against its parent, found by id beside it or else in the ledger
     (``ftmanifest.ledger.parents``).  A parent found nowhere is an
@@ -320,7 +322,7 @@ def variant_check(
 
 
 def scan_for_verify(
-    manifest: Any, manifest_path: Path, *, use_cache: bool, allow_outside: bool
+    manifest: Manifest, manifest_path: Path, *, use_cache: bool, allow_outside: bool
 ) -> list[Finding]:
     """The security policy's scan of the data (and the model's pickles), cached by digest:
     the findings that fail it (``scan.judge.failing``, as ``ftmanifest scan`` judges)."""
@@ -352,7 +354,7 @@ def scan_for_verify(
 
 
 def _model_folder(
-    manifest: Any, base: Path, allow_outside: bool
+    manifest: Manifest, base: Path, allow_outside: bool
 ) -> tuple[Path | None, Path | None]:
     """The model folder to scan and its symlink root; (None, None) when it is not here.
 
@@ -367,6 +369,7 @@ def _model_folder(
         except PathOutsideError:
             return None, None
         return (folder, None) if folder.is_dir() else (None, None)
+    assert m.repo is not None  # ModelSource._one_source: a path or a repo
     try:
         snap = hub_snapshot(m.repo, m.revision)
     except FtManifestError:
