@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.checks import FunctionCheck, registry, run_checks
 from ftmanifest.errors import FtManifestError, InputNotFoundError
@@ -54,6 +54,9 @@ from ftmanifest.results.audit_split import split_findings
 from ftmanifest.results.comparison_file import no_guards, rejudge
 from ftmanifest.statcache import cache_dir
 from ftmanifest.verify import scan_for_verify, verify_manifest
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest.model import Manifest
 
 # Files the comparison check looks for in RUN_DIR (``compare --out``), first found wins.
 COMPARISON_FILES = ("comparison.json", "results/comparison.json")
@@ -88,15 +91,15 @@ def _carry(rows: Iterable[Finding], check: str) -> list[Finding]:
     return [f._replace(extra={**f.extra, "check": check}) for f in rows]
 
 
-def _signature(_m: Any, s: AuditSubject) -> list[Finding]:
+def _signature(_m: Manifest, s: AuditSubject) -> list[Finding]:
     return _carry((f for f in s.verify.findings if f.field == "signature"), "signature")
 
 
-def _drift(_m: Any, s: AuditSubject) -> list[Finding]:
+def _drift(_m: Manifest, s: AuditSubject) -> list[Finding]:
     return _carry((f for f in s.verify.findings if f.field != "signature"), "drift")
 
 
-def _deliverable(m: Any, s: AuditSubject) -> list[Finding]:
+def _deliverable(m: Manifest, s: AuditSubject) -> list[Finding]:
     def row(rule: str, message: str, hint: str, **kw: Any) -> Finding:
         return Finding.at(("export", "path"), kind="audit", rule=rule, message=message,
                           hint=hint, **kw)  # fmt: skip
@@ -120,7 +123,7 @@ def _deliverable(m: Any, s: AuditSubject) -> list[Finding]:
     return out
 
 
-def _scan(_m: Any, s: AuditSubject) -> list[Finding]:
+def _scan(_m: Manifest, s: AuditSubject) -> list[Finding]:
     if s.scan_skipped:
         return [Finding.at(("security", "scan", "on"), kind="audit", rule="audit.scan-skipped",
                            severity="warning", message="the policy does not scan on audit",
@@ -128,7 +131,7 @@ def _scan(_m: Any, s: AuditSubject) -> list[Finding]:
     return _carry(s.scan, "scan")
 
 
-def _personal_data(m: Any, s: AuditSubject) -> list[Finding]:
+def _personal_data(m: Manifest, s: AuditSubject) -> list[Finding]:
     out = []
     for i, entry in enumerate(m.data):
         where = s.data_paths.get(i)
@@ -158,18 +161,18 @@ def _under(path: str | None, top: Path) -> bool:
     return p == top or top in p.parents
 
 
-def _permissions(_m: Any, s: AuditSubject) -> list[Finding]:
+def _permissions(_m: Manifest, s: AuditSubject) -> list[Finding]:
     hint = f"ftmanifest audit {s.run_dir} --manifest {s.manifest_path} --fix-perms"
     return [
         perms.problem_finding(p, perms.shared_hint(p.shared) if p.shared else hint) for p in s.loose
     ] + [perms.unfixed_finding(p) for p in s.unfixed]
 
 
-def _rights(m: Any, _s: AuditSubject) -> list[Finding]:
+def _rights(m: Manifest, _s: AuditSubject) -> list[Finding]:
     return rights_findings(m)
 
 
-def comparison_findings(m: Any, s: AuditSubject) -> list[Finding]:
+def comparison_findings(m: Manifest, s: AuditSubject) -> list[Finding]:
     """The manifest has guards; the comparison is present, made from results that
     are still the same, under this manifest, against the pinned baseline, on an eval
     or test split, and every guard holds when made again (``comparison_file.rejudge``)."""
@@ -189,13 +192,13 @@ def comparison_findings(m: Any, s: AuditSubject) -> list[Finding]:
     return none + rows
 
 
-def _split(_m: Any, s: AuditSubject) -> list[Finding]:
+def _split(_m: Manifest, s: AuditSubject) -> list[Finding]:
     """The eval and test splits judged from their records, not from the results
     files: repeated ids, guards naming a category no record has (``audit_split``)."""
     return split_findings(load_manifest(s.manifest_path))
 
 
-def _ledger(_m: Any, s: AuditSubject) -> list[Finding]:
+def _ledger(_m: Manifest, s: AuditSubject) -> list[Finding]:
     """What the ledger recorded about the experiment, flagged for the reviewer:
     attempts over budget, a sealed split used more than once, a damaged ledger."""
     history = s.verify.ledger
@@ -245,7 +248,7 @@ AUDIT_CHECKS = registry(
 @dataclass
 class AuditReport:
     subject: AuditSubject
-    manifest: Any  # manifest.model.Manifest
+    manifest: Manifest
     findings: list[Finding]
 
     @property
@@ -341,7 +344,7 @@ def audit(
     return AuditReport(s, manifest, run_checks(AUDIT_CHECKS, manifest, s, only=only))
 
 
-def _data_paths(manifest: Any, mpath: Path, allow_outside: bool) -> dict[int, Path]:
+def _data_paths(manifest: Manifest, mpath: Path, allow_outside: bool) -> dict[int, Path]:
     out = {}
     for i, entry in enumerate(manifest.data):
         path, _ = locate(mpath.parent, entry.path, ("data", i, "path"), allow_outside)
@@ -352,7 +355,11 @@ def _data_paths(manifest: Any, mpath: Path, allow_outside: bool) -> dict[int, Pa
 
 
 def _gather_deliverable(
-    s: AuditSubject, manifest: Any, trust_path: Path | None, use_cache: bool, allow_outside: bool
+    s: AuditSubject,
+    manifest: Manifest,
+    trust_path: Path | None,
+    use_cache: bool,
+    allow_outside: bool,
 ) -> None:
     export = manifest.export
     if export is None:
@@ -374,7 +381,7 @@ def _gather_deliverable(
         s.deliverable_error = exc
 
 
-def _gather_scan(s: AuditSubject, manifest: Any, use_cache: bool, allow_outside: bool) -> None:
+def _gather_scan(s: AuditSubject, manifest: Manifest, use_cache: bool, allow_outside: bool) -> None:
     from ftmanifest.scan import baseline as scan_baseline
     from ftmanifest.scan.cache import scan_cached
     from ftmanifest.scan.engine import ScanOptions
@@ -409,7 +416,7 @@ def _key_in_keys(f: Finding, run_dir: Path) -> bool:
     return Path(f.path).parent == run_dir / "keys" or run_dir / "keys" in Path(f.path).parents
 
 
-def _gather_perms(s: AuditSubject, manifest: Any, fix_perms: bool) -> None:
+def _gather_perms(s: AuditSubject, manifest: Manifest, fix_perms: bool) -> None:
     roots: list[tuple[str, Path]] = [("data", p) for p in s.data_paths.values()]
     roots += [("data", s.run_dir / "data"), ("checkpoints", s.run_dir / "checkpoints")]
     if s.deliverable is not None:
@@ -422,7 +429,7 @@ def _gather_perms(s: AuditSubject, manifest: Any, fix_perms: bool) -> None:
 
 
 def _cache_roots(
-    manifest: Any, manifest_path: Path
+    manifest: Manifest, manifest_path: Path
 ) -> tuple[list[tuple[str, Path]], dict[Path, str]]:
     """The caches the run used: the base model's folder (a local ``model.path``, or
     the pinned repo's whole hub-cache folder, blobs included) judged as weights, and

@@ -20,16 +20,19 @@ retention, kept backups need recipients to encrypt to.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.findings import Finding
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest.model import Manifest
 
 
 def _row(loc: tuple[str | int, ...], rule: str, message: str, hint: str, **kw: Any) -> Finding:
     return Finding.at(loc, kind="audit", rule=rule, message=message, hint=hint, **kw)
 
 
-def rights_findings(manifest: Any) -> list[Finding]:
+def rights_findings(manifest: Manifest) -> list[Finding]:
     """Every rights problem of ``manifest`` (a ``manifest.model.Manifest``)."""
     out: list[Finding] = []
     model = manifest.model
@@ -72,7 +75,7 @@ def rights_findings(manifest: Any) -> list[Finding]:
     return out
 
 
-def _retention_findings(manifest: Any) -> list[Finding]:
+def _retention_findings(manifest: Manifest) -> list[Finding]:
     security = manifest.security
     out: list[Finding] = []
     personal = [e.name for e in manifest.data if e.contains_personal_data]

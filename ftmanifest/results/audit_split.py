@@ -14,18 +14,23 @@ split that cannot be read is ``audit.split-unreadable``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding
+from ftmanifest.manifest.experiment import PerCategoryGuard
 from ftmanifest.results.score import NO_CATEGORY
 from ftmanifest.results.split_match import DuplicateSplitIdError, index_split, split_records
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest import LoadedManifest
+    from ftmanifest.manifest.model import Manifest
 
 EVAL_ROLES = ("eval", "test", "baseline-eval")
 SHOWN = 20  # the split's categories named in one row
 
 
-def split_findings(loaded: Any) -> list[Finding]:
+def split_findings(loaded: LoadedManifest) -> list[Finding]:
     """Rows for every eval or test split of ``loaded`` (see the module docstring)."""
     m = loaded.manifest
     task = m.experiment.task or "unset"
@@ -57,12 +62,12 @@ def split_findings(loaded: Any) -> list[Finding]:
     return out
 
 
-def _unknown(m: Any, i: int, split: str, have: list[str], path: str) -> list[Finding]:
+def _unknown(m: Manifest, i: int, split: str, have: list[str], path: str) -> list[Finding]:
     shown = ", ".join(repr(c) for c in have[:SHOWN])
     shown += f" and {len(have) - SHOWN} more" if len(have) > SHOWN else ""
     out = []
     for n, guard in enumerate(m.experiment.guards):
-        if getattr(guard, "kind", None) != "per_category" or guard.categories == "all":
+        if not isinstance(guard, PerCategoryGuard) or guard.categories == "all":
             continue
         if guard.split not in (None, split):
             continue

@@ -80,7 +80,7 @@ def _scale_top(rows: Sequence[Mapping[str, Any]]) -> float:
             peak = max(peak, base + high)
     if peak <= 1.0:
         return 1.0
-    magnitude = 10 ** math.floor(math.log10(peak))
+    magnitude = 10.0 ** math.floor(math.log10(peak))
     return math.ceil(peak / magnitude) * magnitude
 
 

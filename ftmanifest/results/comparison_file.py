@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding
@@ -26,6 +26,10 @@ from ftmanifest.manifest.jsonkeys import unique_keys
 from ftmanifest.results.compare import compare
 from ftmanifest.results.resultsfile import load_results, score_split
 from ftmanifest.untrusted import read_untrusted
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest import LoadedManifest
+    from ftmanifest.manifest.model import Manifest
 
 FORMAT = "ftmanifest-comparison"
 VERSION = 1
@@ -60,11 +64,11 @@ def _row(rule: str, message: str, path: Path, hint: str, **kw: Any) -> Finding:
 
 
 def rejudge(
-    manifest: Any,
+    manifest: Manifest,
     manifest_digest: str,
     path: Path,
     deliverable_digest: str | None = None,
-    loaded: Any = None,
+    loaded: LoadedManifest | None = None,
 ) -> tuple[list[Finding], Any]:
     """Audit rows for the comparison record at ``path`` and the comparison made
     again from the results it names (None when it could not be made).
@@ -139,7 +143,7 @@ def rejudge(
     return rows, comparison
 
 
-def _not_pinned(manifest: Any, ref: dict[str, Any], file: Path, path: Path) -> list[Finding]:
+def _not_pinned(manifest: Manifest, ref: dict[str, Any], file: Path, path: Path) -> list[Finding]:
     """The comparison's baseline must be ``evaluation.baseline.results`` (by digest):
     any other baseline scored under the manifest would let a weaker one in."""
     pinned = manifest.evaluation.baseline.results
@@ -209,7 +213,7 @@ def _guard_row(
                       hint=hint)  # fmt: skip
 
 
-def no_guards(manifest: Any, manifest_path: Path) -> list[Finding]:
+def no_guards(manifest: Manifest, manifest_path: Path) -> list[Finding]:
     """A manifest without guards lets any candidate pass (lint's FTM071); audit
     refuses to hand one off."""
     if manifest.experiment.guards:
@@ -229,7 +233,9 @@ def _results_row(rule: str, message: str, file: Path, hint: str, where: str, **k
                       hint=hint, extra={"results_field": where}, **kw)  # fmt: skip
 
 
-def rescore(loaded: Any, side: str, file: Path, results: dict[str, Any]) -> list[Finding]:
+def rescore(
+    loaded: LoadedManifest, side: str, file: Path, results: dict[str, Any]
+) -> list[Finding]:
     """Score ``results``' predictions again on its pinned split; a row when they are
     not there (a results file from before the path was recorded relative to it),
     changed, refused by the split, or score to other metrics than the file's."""

@@ -173,7 +173,8 @@ class Evaluator:
     def rate(self, guard: Guard) -> float | None:
         metrics = self.cand["metrics"]
         if not isinstance(guard, RequiredFieldsGuard):
-            return metrics.get("format_validity")
+            validity = metrics.get("format_validity")
+            return validity if isinstance(validity, (int, float)) else None
         examples = self.cand["examples"]
         if not examples or "missing" not in examples[0]:
             return None

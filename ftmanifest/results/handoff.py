@@ -9,11 +9,14 @@ the other, so neither needs to know the other's internals.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest.model import Manifest
 
 
 def report_data(
-    audit: Mapping[str, Any], manifest: Any, limits: str | None = None
+    audit: Mapping[str, Any], manifest: Manifest, limits: str | None = None
 ) -> dict[str, Any]:
     """The report's input from an audit's ``to_dict()`` and the loaded manifest model."""
     deliverable = audit.get("deliverable") or {}
@@ -49,19 +52,19 @@ def _binding(binding: Any) -> dict[str, Any] | None:
     return {("envelope" if k == "binding" else k): binding.get(k) for k in keys}
 
 
-def _method(manifest: Any) -> dict[str, Any] | None:
+def _method(manifest: Manifest) -> dict[str, Any] | None:
     method = getattr(manifest, "method", None)
     return method.model_dump(mode="json", exclude_none=True) if method is not None else None
 
 
-def _experiment(manifest: Any) -> dict[str, Any] | None:
+def _experiment(manifest: Manifest) -> dict[str, Any] | None:
     experiment = getattr(manifest, "experiment", None)
     if experiment is None:
         return None
     return {k: getattr(experiment, k, None) for k in ("id", "task", "hypothesis")}
 
 
-def _training(manifest: Any) -> dict[str, Any] | None:
+def _training(manifest: Manifest) -> dict[str, Any] | None:
     """The recipe: the training section as the manifest states it."""
     training = getattr(manifest, "training", None)
     if training is None:
@@ -69,7 +72,7 @@ def _training(manifest: Any) -> dict[str, Any] | None:
     return training.model_dump(mode="json", exclude_none=True, exclude_defaults=True) or None
 
 
-def _comparison(comparison: Mapping[str, Any] | None, manifest: Any) -> dict[str, Any] | None:
+def _comparison(comparison: Mapping[str, Any] | None, manifest: Manifest) -> dict[str, Any] | None:
     result = (comparison or {}).get("result")
     if not isinstance(result, Mapping):
         return None

@@ -37,7 +37,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.data.sample import target_of
 from ftmanifest.data.stats import label_of
@@ -45,6 +45,9 @@ from ftmanifest.errors import InputError, RefusedError
 from ftmanifest.manifest.identity import split_entry
 from ftmanifest.recordio import iter_records
 from ftmanifest.results.predictions import Prediction
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest import LoadedManifest
 
 ID_KEY = "id"  # a record's own id; without it, its record number (from 1)
 SHOWN = 10  # missing ids named in one refusal
@@ -91,7 +94,7 @@ def _short(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
-def split_records(loaded: Any, split: str) -> list[SplitRecord]:
+def split_records(loaded: LoadedManifest, split: str) -> list[SplitRecord]:
     """The records of the data entry ``split``, in file order (a folder: its files
     in path order), each with its file and line."""
     _, entry = split_entry(loaded, split)
@@ -282,7 +285,7 @@ def _text(value: Any) -> str:
 def _same(reference: Any, want: tuple[str, Any], task: str) -> bool:
     text, raw = want
     if task == "classification" or isinstance(reference, str):
-        return reference == text
+        return bool(reference == text)
     if isinstance(raw, dict):
         return bool(reference == raw)
     try:
@@ -292,7 +295,7 @@ def _same(reference: Any, want: tuple[str, Any], task: str) -> bool:
 
 
 def check_split(
-    loaded: Any, split: str, items: Iterable[Prediction], predictions: Path
+    loaded: LoadedManifest, split: str, items: Iterable[Prediction], predictions: Path
 ) -> list[Prediction]:
     """``match_records`` over the pinned split ``split`` of ``loaded``."""
     m = loaded.manifest
