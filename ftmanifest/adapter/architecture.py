@@ -27,8 +27,8 @@ from ftmanifest.adapter.headers import (
     replicate_shapes,
     split_part,
     to_base_names,
-    with_tied_head,
 )
+from ftmanifest.adapter.headers import with_tied_head as with_tied_head  # preflight's
 from ftmanifest.findings import Finding
 from ftmanifest.location import format_loc
 from ftmanifest.manifest import targets as tg

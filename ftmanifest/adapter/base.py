@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.adapter.architecture import finding, method_findings
 from ftmanifest.adapter.loadable import (
@@ -28,6 +28,9 @@ from ftmanifest.findings import Finding
 from ftmanifest.fsutil import resolve_inside
 from ftmanifest.hfcache import hub_snapshot
 from ftmanifest.snapshot import observe_model
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest.model import Manifest
 
 
 @dataclass
@@ -113,7 +116,7 @@ def from_hub(repo: str, revision: str, *, use_cache: bool = True) -> BaseModel:
 
 
 def from_manifest(
-    manifest: Any, manifest_path: Path, *, use_cache: bool = True, allow_outside: bool = False
+    manifest: Manifest, manifest_path: Path, *, use_cache: bool = True, allow_outside: bool = False
 ) -> tuple[BaseModel, list[Finding]]:
     """The manifest's base as found here, and where it drifted from the pins."""
     state = observe_model(
@@ -133,17 +136,18 @@ def from_manifest(
     return base, pinned_base_drift(manifest, manifest_path, state)
 
 
-def pinned_folder(manifest: Any, manifest_path: Path, *, allow_outside: bool = False) -> Path:
+def pinned_folder(manifest: Manifest, manifest_path: Path, *, allow_outside: bool = False) -> Path:
     """The folder of the manifest's pinned model here (``model.path`` or the
     cached hub snapshot), found without hashing anything.  A hub snapshot not
     in the cache raises; a ``model.path`` is returned whether or not it exists."""
     m = manifest.model
     if m.path is not None:
         return resolve_inside(manifest_path.parent, m.path, ("model", "path"), allow_outside)
+    assert m.repo is not None  # ModelSource._one_source: a path or a repo
     return hub_snapshot(m.repo, m.revision).folder
 
 
-def pinned_base_drift(manifest: Any, manifest_path: Path, state: Any) -> list[Finding]:
+def pinned_base_drift(manifest: Manifest, manifest_path: Path, state: Any) -> list[Finding]:
     """Rows where the base here differs from the manifest's ``model`` pins."""
     m = manifest.model
     where = str(manifest_path)
@@ -183,7 +187,7 @@ def pinned_base_drift(manifest: Any, manifest_path: Path, state: Any) -> list[Fi
 
 
 def manifest_method_findings(
-    manifest: Any, manifest_path: Path, *, allow_outside: bool = False
+    manifest: Manifest, manifest_path: Path, *, allow_outside: bool = False
 ) -> list[Finding]:
     """``architecture.method_findings`` for the manifest's pinned base as found
     here (headers and config only, nothing hashed); [] when the base is not

@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.adapter import architecture as arch
 from ftmanifest.adapter import base as bases
@@ -67,6 +67,9 @@ from ftmanifest.errors import InputError, RefusedError, UsageError
 from ftmanifest.findings import Finding
 from ftmanifest.manifest import load_manifest
 from ftmanifest.manifest import targets as tg
+
+if TYPE_CHECKING:
+    from ftmanifest.manifest import LoadedManifest
 
 
 class AdapterRefusedError(RefusedError):
@@ -194,7 +197,7 @@ def config_findings(b: Binding, base: bases.BaseModel) -> list[Finding]:
 
 def _find_base(
     report: AdapterReport,
-    loaded: Any,
+    loaded: LoadedManifest | None,
     manifest_path: str | Path | None,
     base_dir: str | Path | None,
     base_repo: str | None,
@@ -337,7 +340,7 @@ def tuner_findings(
 
 
 def manifest_findings(
-    loaded: Any,
+    loaded: LoadedManifest,
     config: dict[str, Any],
     binding: Binding | None,
     where: str,
@@ -355,7 +358,7 @@ def manifest_findings(
             path=where, loc=("method", "kind"), expected=methods.declared(method),
             observed=f"a {peft_type} adapter", hint=_declare_hint(peft_type, loaded.path),
         ))  # fmt: skip
-    elif method.kind == "lora":
+    elif method is not None and method.kind == "lora":
         expected = tg.resolve(tg.spec_from_method(method), tree)
         observed = tg.resolve(tg.spec_from_config(config), tree)
         diffs = methods.lora_differences(method, config, expected, observed, who="the adapter")
@@ -375,14 +378,14 @@ def manifest_findings(
     return out
 
 
-def _declare_hint(peft_type: str, manifest: Any) -> str:
+def _declare_hint(peft_type: str, manifest_path: Path) -> str:
     if peft_type == "LORA":
         return (
             f"declare method.kind: lora with the adapter's r, alpha and target_modules in "
-            f"{manifest}, or check it against the manifest it was trained from"
+            f"{manifest_path}, or check it against the manifest it was trained from"
         )
     return (
-        f"declare it in {manifest}: method: {{kind: peft, peft_type: {peft_type}, config: "
+        f"declare it in {manifest_path}: method: {{kind: peft, peft_type: {peft_type}, config: "
         "{...}}, or check it against the manifest it was trained from"
     )
 
