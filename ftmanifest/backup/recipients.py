@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.backup.keys import (
     Identity,
@@ -26,12 +26,15 @@ from ftmanifest.backup.keys import (
 from ftmanifest.errors import UsageError
 from ftmanifest.signing.verify import verify_manifest_signature
 
+if TYPE_CHECKING:
+    from ftmanifest.manifest import LoadedManifest
+
 
 def recipients_for(
     recipients: Sequence[str],
     recipient_files: Sequence[Path],
     *,
-    manifest: Any = None,
+    manifest: LoadedManifest | None = None,
     trust_path: Path | None = None,
     passphrase: bool = False,
 ) -> tuple[list[Recipient], list[str]]:
