@@ -3,8 +3,16 @@
 A user mistake is exit 2 (or a refusal, 1) with the path and a fix; never exit
 3, never a traceback, never "internal error".  The list of commands comes from
 the one registry (``ftmanifest.cli.COMMANDS``); a test fails when a command is
-added without rows here.  The FIFO rows rely on ``run_cli``'s timeout: a
+added without rows here.  The FIFO rows rely on the runner's timeout (120 s): a
 command that blocks on a FIFO fails instead of hanging the suite.
+
+Each row runs in a process forked from a server that imported the CLI once
+(``run_cli_forked``; ``tests.support.cli_fork`` says what a fork shares with its
+server): a separate process with the row's own environment, folder and fds, the
+same exit code and output as a fresh interpreter, without three seconds of
+start-up and imports a row.  A row whose environment a fork cannot honour (one
+read at start-up or import) runs a fresh interpreter by itself; no row here has
+one today.  The ``needs`` rows change files, not the process, so they fork too.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from ftmanifest.cli import COMMANDS
-from tests.conftest import run_cli
+from tests.conftest import run_cli_forked
 
 ROOT_USER = os.geteuid() == 0
 
@@ -61,7 +69,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """What `ftmanifest init template.yaml` writes (the same bytes every time: one run
     serves every row, each of which gets its own copy)."""
     path = tmp_path_factory.mktemp("init") / "template.yaml"
-    assert run_cli("init", str(path)).returncode == 0
+    assert run_cli_forked("init", str(path)).returncode == 0
     return path.read_bytes()
 
 
@@ -643,7 +651,7 @@ def test_bad_input_is_never_an_internal_error(row: Row, bad: dict[str, Path]) ->
         if b"i" not in probe.stdout.split(b" ")[0]:
             pytest.skip("chattr +i is not available here")
     try:
-        result = run_cli(*row.argv(bad), env=dict(row.env))
+        result = run_cli_forked(*row.argv(bad), env=dict(row.env))
     finally:
         if undo is not None and ROOT_USER:
             _chattr("-i", undo)
