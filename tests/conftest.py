@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import locale
 import os
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.support import cli_fork
 
 # Correctness, not speed: a loaded 2-core CI machine must not fail a property
 # test on Hypothesis' 200 ms default deadline.
@@ -162,6 +165,44 @@ def run_cli(
         text=True,
         timeout=120,
     )
+
+
+def _cli_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment ``run_cli`` gives its interpreter."""
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("FTMANIFEST_DEBUG", None)
+    return full_env
+
+
+def run_cli_forked(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``run_cli``, in a process forked from a server that has imported the CLI
+    already (``tests.support.cli_fork``): the same result without paying start-up
+    and imports.  An environment the fork cannot honour runs ``run_cli`` itself."""
+    full_env = _cli_env(env)
+    server = cli_fork.server(_cli_env, str(ROOT))
+    if server.unsound(full_env):
+        return run_cli(*args, cwd=cwd, env=env)
+    argv = [sys.executable, "-m", "ftmanifest", *args]
+    code, out, err, timed_out = server.call(list(args), full_env, str(cwd or os.getcwd()), 120)
+    stdout, stderr = _text(out), _text(err)
+    if timed_out:
+        raise subprocess.TimeoutExpired(argv, 120, output=stdout, stderr=stderr)
+    return subprocess.CompletedProcess(argv, code, stdout, stderr)
+
+
+def _text(data: bytes) -> str:
+    """Bytes as ``subprocess.run(text=True)`` decodes them (universal newlines)."""
+    text = data.decode(locale.getpreferredencoding(False))
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cli_fork_server_ended() -> Any:
+    """The fork server ``run_cli_forked`` starts on first use ends with the session."""
+    yield
+    cli_fork.shutdown()
 
 
 # --- projects to verify -------------------------------------------------------
