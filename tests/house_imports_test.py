@@ -18,10 +18,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ftmanifest"
 
 # The share reached (25.2%, TYPE_CHECKING left out) once verify/, ledger/, backup/,
 # results/, adapter/, preflight/, distributed/, manifest/, signing/, probe/ and the
-# top-level modules moved theirs to the top.  The target is 10% once cli/ (which
-# first needs a top-level --help that does not import every command module),
-# integrations/, data/ and scan/ are done too; lower this ceiling as they land.
-CEILING_PERCENT = 26
+# top-level modules moved theirs to the top; 7.3% once cli/ did too (its top-level
+# --help imports no command module).  Lower this ceiling as integrations/, data/
+# and scan/ land.
+CEILING_PERCENT = 8
 
 
 def _own(node: ast.AST) -> bool:

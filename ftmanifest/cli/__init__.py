@@ -1,8 +1,10 @@
 """Command line: one module per subcommand, one error handler.
 
 Layer: commands.  Each subcommand module exposes ``add_parser(subparsers)`` and
-``run(args) -> int`` and imports the library lazily inside ``run`` so that
-``ftmanifest lint`` never pays for what ``ftmanifest verify`` needs.  No
+``run(args) -> int``, with its imports at module top: only the command being
+run is imported (``build_parser(only=...)``), so ``ftmanifest lint`` never pays
+for what ``ftmanifest verify`` needs, and ``--help``, ``--version`` or a missing
+or unknown command word import none (``SUMMARIES``).  No
 command module imports another: what several share lives in the private
 ``_args`` (the parser class, common options), ``_render`` (common renderings)
 and ``_verify_report`` (what ``verify`` and ``run`` both print).
@@ -34,6 +36,7 @@ from ftmanifest.cli._args import (
 )
 from ftmanifest.errors import EXIT_BUG, EXIT_INTERRUPTED, FtManifestError, ResourceError
 from ftmanifest.extras import missing_extra
+from ftmanifest.output import error_text, terminal_width
 from ftmanifest.progress import quieted
 from ftmanifest.safe_text import escape
 
@@ -327,8 +330,6 @@ def _main_error(exc: FtManifestError, args: argparse.Namespace) -> int:
 
         sys.stdout.write(json.dumps({"error": exc.to_dict()}, indent=2) + "\n")
     else:
-        from ftmanifest.output import error_text, terminal_width
-
         text = error_text(exc, width=terminal_width(sys.stderr))
         sys.stderr.write(f"ftmanifest: error: {text}\n")
     return exc.exit_code

@@ -15,7 +15,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ftmanifest.distributed.agree import leave_together
+from ftmanifest.distributed.comm import joined
 from ftmanifest.errors import FtManifestError
+from ftmanifest.output import error_text, terminal_width
+from ftmanifest.untrusted import read_untrusted
 
 if TYPE_CHECKING:
     from ftmanifest.distributed.comm import Comm, Job
@@ -26,15 +30,12 @@ def print_error(exc: FtManifestError, fmt: str = "text") -> None:
     if fmt == "json":
         sys.stdout.write(json.dumps({"error": exc.to_dict()}, indent=2) + "\n")
         return
-    from ftmanifest.output import error_text, terminal_width
 
     sys.stderr.write(f"ftmanifest: error: {error_text(exc, width=terminal_width(sys.stderr))}\n")
 
 
 def in_job(job: Job, timeout: float, body: Callable[[Comm], int], fmt: str = "text") -> int:
     """``body(comm)`` on this rank of the job; the job's exit code, the same on every rank."""
-    from ftmanifest.distributed.agree import leave_together
-    from ftmanifest.distributed.comm import joined
 
     with joined(job, timeout) as comm:
         try:
@@ -69,8 +70,6 @@ def deciding(args: Any, names: Sequence[str]) -> dict[str, Any]:
 
 def _digest_of(path: Path) -> str:
     import hashlib
-
-    from ftmanifest.untrusted import read_untrusted
 
     try:
         raw = read_untrusted(path, limit=16 << 20, what="trust file", hint="")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ftmanifest.output import table
 from ftmanifest.safe_text import escape
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ def trusted_line(sig: Any) -> str:
 def adapter_table(findings: list[Finding]) -> str:
     """One row per finding: rule, field, expected, observed, severity; the
     message and fix under it (digests shrink in the middle, never wrap)."""
-    from ftmanifest.output import table
 
     rows = [
         (f.rule.removeprefix("adapter."), f.field or "-", f.expected or "-", f.observed or "-",

@@ -21,8 +21,10 @@ from ftmanifest.cli._args import (
 )
 from ftmanifest.cli._render import trusted_line
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, UsageError
-from ftmanifest.output import note
+from ftmanifest.ledger.runrecord import record_acceptances as record
+from ftmanifest.output import findings_table, note, to_json
 from ftmanifest.safe_text import escape
+from ftmanifest.verify import verify_manifest
 
 if TYPE_CHECKING:
     from ftmanifest.verify import VerifyReport
@@ -77,7 +79,6 @@ def accepted_fields(args: argparse.Namespace) -> dict[str, str]:
 
 def record_acceptances(report: VerifyReport, status: str, **extra: Any) -> None:
     """``runrecord.record_acceptances``, and the line that says where they went."""
-    from ftmanifest.ledger.runrecord import record_acceptances as record
 
     path = record(report, status, **extra)
     note(f"recorded:  {len(report.accepted)} acceptance(s) in {escape(str(path))}")
@@ -107,7 +108,6 @@ def ledger_line(history: dict[str, Any]) -> str:
 def verify_only(args: argparse.Namespace, hasher: Any = None) -> VerifyReport:
     """The verify this process runs (every rank runs it under --distributed, with
     the job's ``hasher``)."""
-    from ftmanifest.verify import verify_manifest
 
     return verify_manifest(
         args.manifest,
@@ -125,7 +125,6 @@ def verify_only(args: argparse.Namespace, hasher: Any = None) -> VerifyReport:
 
 
 def report_and_print(args: argparse.Namespace) -> tuple[VerifyReport, int]:
-    from ftmanifest.output import findings_table, to_json
 
     report = verify_only(args)
     if args.format == "json":

@@ -13,6 +13,11 @@ from pathlib import Path
 
 from ftmanifest.cli._args import add_format_argument, add_trust_arguments
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
+from ftmanifest.manifest import load_manifest
+from ftmanifest.output import findings_table, to_json
+from ftmanifest.results.audit import audit
+from ftmanifest.results.handoff import report_data
+from ftmanifest.results.report import write_report
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -80,12 +85,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.output import findings_table, to_json
-    from ftmanifest.results.audit import audit
-    from ftmanifest.results.handoff import report_data
-    from ftmanifest.results.report import write_report
-
     report = audit(
         args.run_dir,
         args.manifest,

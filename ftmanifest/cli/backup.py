@@ -15,9 +15,18 @@ import argparse
 import sys
 from pathlib import Path
 
+from ftmanifest.backup.create import create_backup
+from ftmanifest.backup.keys import passphrase_source
+from ftmanifest.backup.recipients import recipients_for
+from ftmanifest.cli import add_nested
 from ftmanifest.cli._args import add_format_argument, trust_help
 from ftmanifest.errors import EXIT_OK, UsageError
+from ftmanifest.manifest import load_manifest
+from ftmanifest.output import to_json
+from ftmanifest.progress import Progress, format_bytes
 from ftmanifest.safe_text import escape
+from ftmanifest.signing.keys import load_private_key
+from ftmanifest.signing.passphrase import for_unlock
 
 DESCRIPTION = """\
 Encrypted, signed backups (age).  backup create PATH... --out DIR: files ->
@@ -49,7 +58,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from ftmanifest.cli import add_nested
 
     p = sub.add_parser(
         "backup",
@@ -139,13 +147,6 @@ def _add_create(actions: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.backup.create import create_backup
-    from ftmanifest.backup.keys import passphrase_source
-    from ftmanifest.backup.recipients import recipients_for
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.progress import Progress, format_bytes
-    from ftmanifest.signing.keys import load_private_key
-    from ftmanifest.signing.passphrase import for_unlock
 
     if args.out is None:
         raise UsageError(
@@ -202,8 +203,6 @@ def run(args: argparse.Namespace) -> int:
         )
     meta = created.meta
     if args.format == "json":
-        from ftmanifest.output import to_json
-
         sys.stdout.write(
             to_json(
                 {

@@ -13,8 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.backup.check import check_folder, refused
+from ftmanifest.backup.recipients import identities_for
 from ftmanifest.cli._args import add_format_argument, add_opening_arguments
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, UsageError
+from ftmanifest.output import findings_table, to_json
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -61,9 +64,6 @@ def add_parser(actions: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.backup.check import check_folder, refused
-    from ftmanifest.backup.recipients import identities_for
-    from ftmanifest.output import findings_table, to_json
 
     if len(args.folder) != 1:
         raise UsageError(

@@ -12,9 +12,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from ftmanifest.adapter.bind import BindRefusedError, bind_adapter
 from ftmanifest.cli._args import add_format_argument
 from ftmanifest.cli._render import adapter_table
+from ftmanifest.manifest import load_manifest
+from ftmanifest.output import findings_json, to_json
 from ftmanifest.safe_text import escape
+from ftmanifest.signing.keys import load_private_key
+from ftmanifest.signing.passphrase import for_unlock
 
 DESCRIPTION = """\
 Bind a trained peft adapter to the manifest's base model: the base is checked
@@ -60,11 +65,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.adapter.bind import BindRefusedError, bind_adapter
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.output import findings_json, to_json
-    from ftmanifest.signing.keys import load_private_key
-    from ftmanifest.signing.passphrase import for_unlock
 
     load_manifest(args.manifest)  # an unusable manifest is named before the key is asked for
     key_path = Path(args.key).expanduser()

@@ -13,9 +13,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ftmanifest.adapter.check import check_adapter
 from ftmanifest.cli._args import add_format_argument, trust_help
 from ftmanifest.cli._render import adapter_table
-from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
+from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, UsageError
+from ftmanifest.output import to_json
 from ftmanifest.safe_text import escape
 
 if TYPE_CHECKING:
@@ -65,9 +67,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.adapter.check import check_adapter
-    from ftmanifest.errors import UsageError
-    from ftmanifest.output import to_json
 
     if args.revision and not args.base_repo:
         raise UsageError(

@@ -15,6 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument
+from ftmanifest.errors import UsageError
+from ftmanifest.fsutil import atomic_write_text
+from ftmanifest.manifest import load_manifest
+from ftmanifest.output import table, to_json
+from ftmanifest.results.compare import compare
+from ftmanifest.results.comparison_file import record
+from ftmanifest.results.resultsfile import load_results
 
 if TYPE_CHECKING:
     from ftmanifest.results.compare import Comparison
@@ -63,11 +70,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.errors import UsageError
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.output import to_json
-    from ftmanifest.results.compare import compare
-    from ftmanifest.results.resultsfile import load_results
 
     if args.resamples < 0:
         raise UsageError(
@@ -83,9 +85,6 @@ def run(args: argparse.Namespace) -> int:
     result = compare(loaded.manifest, baseline, candidate, resamples=args.resamples, seed=args.seed)
     result.findings = [f._replace(path=str(loaded.path)) for f in result.findings]
     if args.out is not None:
-        from ftmanifest.fsutil import atomic_write_text
-        from ftmanifest.results.comparison_file import record
-
         text = record(loaded.digest(), Path(args.baseline), Path(args.candidate), result, args.out)
         atomic_write_text(args.out, text)
     if args.format == "json":
@@ -100,7 +99,6 @@ def _num(x: float) -> str:
 
 
 def render_text(result: Comparison) -> str:
-    from ftmanifest.output import table
 
     parts = []
     if result.guards:

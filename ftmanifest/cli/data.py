@@ -22,15 +22,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.cli import add_nested
 from ftmanifest.cli._args import (
     add_distributed_arguments,
     add_format_argument,
     add_manifest_argument,
 )
-from ftmanifest.errors import UsageError
-from ftmanifest.output import note
+from ftmanifest.cli._ranks import deciding, print_error
+from ftmanifest.data import parallel
+from ftmanifest.data.check import check_data, serve_data
+from ftmanifest.distributed import shard
+from ftmanifest.distributed.agree import agree_arguments, agree_on_copies, leave_together
+from ftmanifest.distributed.comm import joined
+from ftmanifest.distributed.shard import launched, no_rank_timeout
+from ftmanifest.errors import FtManifestError, UsageError
+from ftmanifest.manifest import load_manifest
+from ftmanifest.output import note, table, to_json
 from ftmanifest.progress import Progress
 from ftmanifest.safe_text import escape
+from ftmanifest.verify.observe import observe_data
 
 SHOWN = 120  # characters of each record in the text output
 CATEGORY_ROWS = 50  # categories shown in the text table (the JSON has all)
@@ -129,8 +139,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_format_argument(q)
     q.set_defaults(func=run)
 
-    from ftmanifest.cli import add_nested
-
     add_nested(actions, "data")
 
 
@@ -154,7 +162,6 @@ def run(args: argparse.Namespace) -> int:
         )
     if getattr(args, "distributed", False):
         return _run_distributed(args)
-    from ftmanifest.distributed.shard import no_rank_timeout
 
     no_rank_timeout(args.rank_timeout, "data check M")
     return _check(args)
@@ -162,7 +169,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace, signer: Any = None) -> int:
     """The check (every rank's share of the signing comes through ``signer``)."""
-    from ftmanifest.data.check import check_data
 
     with Progress(label="data check", unit="records") as bar:
         result = check_data(args.manifest, threshold=args.near_threshold, fields=args.field,
@@ -171,8 +177,6 @@ def _check(args: argparse.Namespace, signer: Any = None) -> int:
                             signer=signer, progress=bar if signer is None else None)  # fmt: skip
     clean = result.clean.to_dict() if result.clean is not None else None
     if args.format == "json":
-        from ftmanifest.output import to_json
-
         payload = _payload(result.leakage, clean)
         payload.update(_summary_payload(result.summary))
         payload["ok"] = result.ok
@@ -188,12 +192,6 @@ CHECK_ARGUMENTS = ("threshold", "field", "allow_outside", "write_clean")
 
 def _run_distributed(args: argparse.Namespace) -> int:
     """``--distributed``: every rank signs its share of the records; rank 0 checks."""
-    from ftmanifest.cli._ranks import deciding, print_error
-    from ftmanifest.data import parallel
-    from ftmanifest.distributed.agree import agree_arguments, leave_together
-    from ftmanifest.distributed.comm import joined
-    from ftmanifest.distributed.shard import launched
-    from ftmanifest.errors import FtManifestError
 
     job, timeout = launched(args.rank_timeout, f"data check {args.manifest}")
     share = max(1, parallel.cores() // max(1, job.local_world_size))
@@ -226,12 +224,6 @@ def _copies_agree(args: argparse.Namespace, comm: Any) -> None:
     a node whose copy differs refuses the check on every rank, naming the node."""
     from functools import partial
 
-    from ftmanifest.distributed import shard
-    from ftmanifest.distributed.agree import agree_on_copies
-    from ftmanifest.errors import FtManifestError
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.verify.observe import observe_data
-
     planned = shard.Planned()
     seen: dict[str, str] = {}
     pinned: dict[str, str | None] = {}
@@ -257,7 +249,6 @@ def _copies_agree(args: argparse.Namespace, comm: Any) -> None:
 
 def _serve(args: argparse.Namespace, comm: Any, signer: Any) -> None:
     """A rank other than 0: the same splits as rank 0, its share of each signed."""
-    from ftmanifest.data.check import serve_data
 
     serve_data(args.manifest, comm, signer, fields=args.field, allow_outside=args.allow_outside)
 
@@ -317,7 +308,6 @@ def _shown(report: Any, r: Any) -> str:
 
 
 def _text(report: Any, clean: dict[str, Any] | None) -> str:
-    from ftmanifest.output import table
 
     if not report.pairs:
         return "nothing to compare: no data entry has role train, eval, baseline-eval or test\n"
@@ -414,7 +404,6 @@ def _summary_payload(s: Any) -> dict[str, Any]:
 
 
 def _summary_text(s: Any) -> str:
-    from ftmanifest.output import table
 
     out = ""
     labelled = [st for st in s.stats if st.categories]

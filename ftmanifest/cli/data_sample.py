@@ -25,7 +25,13 @@ from typing import Any
 
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 from ftmanifest.cli._render import marked_tokens
+from ftmanifest.data.sample import NO_CATEGORY
+from ftmanifest.data.sample_payload import refuse_output, sample_payload
+from ftmanifest.data.sample_run import from_run
 from ftmanifest.errors import UsageError
+from ftmanifest.fsutil import atomic_write_text
+from ftmanifest.manifest import load_manifest
+from ftmanifest.output import to_json
 from ftmanifest.safe_text import escape
 
 MAX_PER_CATEGORY = 1000
@@ -91,8 +97,6 @@ def add_parser(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.data.sample_payload import refuse_output, sample_payload
-    from ftmanifest.manifest import load_manifest
 
     if args.from_run is not None:
         return _from_run(args)
@@ -116,13 +120,9 @@ def run(args: argparse.Namespace) -> int:
     payload = sample_payload(loaded, per_category=args.per_category, splits=args.split,
                              seed=args.seed, allow_outside=args.allow_outside)  # fmt: skip
     if args.out is not None:
-        from ftmanifest.fsutil import atomic_write_text
-
         refuse_output(args.out, loaded, payload, "--out")
         atomic_write_text(args.out, page(payload))
     if args.format == "json":
-        from ftmanifest.output import to_json
-
         sys.stdout.write(to_json(payload))
     else:
         sys.stdout.write(text(payload))
@@ -132,12 +132,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _from_run(args: argparse.Namespace) -> int:
-    from ftmanifest.data.sample_run import from_run
 
     payload = from_run(Path(args.manifest), args.from_run)
     if args.format == "json":
-        from ftmanifest.output import to_json
-
         sys.stdout.write(to_json(payload))
     else:
         sys.stdout.write(run_text(payload))
@@ -173,7 +170,6 @@ def _q(value: str) -> str:
 
 
 def _category(cat: str | None) -> str:
-    from ftmanifest.data.sample import NO_CATEGORY
 
     return NO_CATEGORY if cat is None else escape(cat)
 

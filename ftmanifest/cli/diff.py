@@ -14,7 +14,9 @@ from typing import Any
 
 from ftmanifest.cli._args import add_format_argument
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
-from ftmanifest.manifest.diff import shown_value
+from ftmanifest.manifest import load_manifest
+from ftmanifest.manifest.diff import diff_manifests, shown_value
+from ftmanifest.output import to_json
 from ftmanifest.safe_text import escape
 
 _WIDTH = 48
@@ -51,9 +53,6 @@ def _shown(value: Any, kind: str, side: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.manifest.diff import diff_manifests
-    from ftmanifest.output import to_json
 
     old, new = load_manifest(args.old), load_manifest(args.new)
     changes = diff_manifests(old, new)

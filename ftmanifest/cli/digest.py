@@ -10,6 +10,8 @@ import argparse
 import sys
 
 from ftmanifest.cli._args import add_format_argument
+from ftmanifest.manifest import load_manifest
+from ftmanifest.output import to_json
 
 DESCRIPTION = """\
 Print the sha256 of each manifest's canonical JSON (RFC 8785), the digest that
@@ -43,8 +45,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.output import to_json
 
     results = []
     for path in args.manifests:

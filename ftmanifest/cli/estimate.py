@@ -16,8 +16,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ftmanifest.adapter.base import pinned_folder
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 from ftmanifest.errors import EXIT_OK, InputError
+from ftmanifest.manifest import load_manifest
+from ftmanifest.output import table, to_json
+from ftmanifest.preflight.estimate import (
+    ALLOCATORS,
+    estimate,
+    levers,
+    lora_problems,
+    setup_from_manifest,
+    with_measured,
+)
+from ftmanifest.preflight.measured import allocator_here, compare_measured
+from ftmanifest.preflight.run import recorded_rows
+from ftmanifest.preflight.shapes import read_architecture
 
 DESCRIPTION = """\
 The memory of one training step, from the model's config and the manifest's
@@ -78,20 +92,6 @@ def gib(n: int | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
-
-    from ftmanifest.adapter.base import pinned_folder
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.output import table, to_json
-    from ftmanifest.preflight.estimate import (
-        ALLOCATORS,
-        estimate,
-        levers,
-        lora_problems,
-        setup_from_manifest,
-        with_measured,
-    )
-    from ftmanifest.preflight.measured import allocator_here, compare_measured
-    from ftmanifest.preflight.shapes import read_architecture
 
     loaded = load_manifest(args.manifest)
     m = loaded.manifest
@@ -168,7 +168,6 @@ def run(args: argparse.Namespace) -> int:
 def last_step(loaded: Any) -> Mapping[str, Any] | None:
     """The figures of the last passing preflight step of this recipe, from the
     ledger (``preflight.run.recorded_rows``); None without one."""
-    from ftmanifest.preflight.run import recorded_rows
 
     steps = [r["step"] for r in recorded_rows(loaded) if r.get("step", {}).get("ok")]
     found = steps[-1].get("figures") if steps else None

@@ -10,7 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ftmanifest.results.export import FORMATS
+from ftmanifest.fsutil import atomic_write_text
+from ftmanifest.results.export import FORMATS, export_manifest
+from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
 Write a manifest as a CycloneDX 1.6 ML-BOM (JSON): the fine-tuned model with
@@ -55,9 +57,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.fsutil import atomic_write_text
-    from ftmanifest.results.export import export_manifest
-    from ftmanifest.safe_text import escape
 
     exported = export_manifest(args.manifest, fmt=args.format, audit=args.audit)
     if exported.redacted:

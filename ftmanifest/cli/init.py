@@ -13,7 +13,13 @@ import re
 import sys
 from pathlib import Path
 
+from ftmanifest.authoring.compose import author
+from ftmanifest.authoring.lockfile import lock_file
+from ftmanifest.authoring.schema_ref import schema_ref as reference
 from ftmanifest.errors import InputError
+from ftmanifest.fsutil import atomic_write_text
+from ftmanifest.location import format_loc
+from ftmanifest.manifest.fills import fills_in
 from ftmanifest.output import note, to_json
 from ftmanifest.safe_text import escape
 
@@ -86,8 +92,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def render_template(experiment_id: str, schema_url: str, manifest: Path) -> str:
     from importlib import resources
 
-    from ftmanifest.authoring.lockfile import lock_file
-
     lock_path, lock_shown = lock_file(manifest)
     text = resources.files("ftmanifest.templates").joinpath("manifest.yaml").read_text("utf-8")
     return text.format(
@@ -97,7 +101,6 @@ def render_template(experiment_id: str, schema_url: str, manifest: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.fsutil import atomic_write_text
 
     path: Path = args.path
     exp_id = args.experiment_id or re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem).strip("-._")
@@ -128,14 +131,10 @@ def run(args: argparse.Namespace) -> int:
         )
     schema = schema_ref(path)
     if args.sources:
-        from ftmanifest.authoring.compose import author
-
         authored = author(args.sources, path, exp_id, schema)
         text, derived, fills = authored.text, authored.derived, authored.fills
         notes = authored.notes
     else:
-        from ftmanifest.manifest.fills import fills_in
-
         text, derived, notes = render_template(exp_id, schema, path), [], []
         fills = fills_in(text)
     atomic_write_text(path, text)
@@ -152,7 +151,6 @@ def run(args: argparse.Namespace) -> int:
 
 def schema_ref(manifest: Path) -> str:
     """A committed copy of the schema relative to the manifest, or its published id."""
-    from ftmanifest.authoring.schema_ref import schema_ref as reference
 
     return reference(manifest)
 
@@ -160,7 +158,6 @@ def schema_ref(manifest: Path) -> str:
 def _payload(
     path: Path, derived: list[Derived], fills: list[tuple[str, str]], notes: list[str]
 ) -> dict[str, object]:
-    from ftmanifest.location import format_loc
 
     return {
         "manifest": str(path),

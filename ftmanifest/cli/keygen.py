@@ -12,7 +12,12 @@ import sys
 from pathlib import Path
 
 from ftmanifest.cli._args import add_format_argument
+from ftmanifest.errors import UsageError
+from ftmanifest.output import to_json
+from ftmanifest.signing.keys import generate_key_pair
 from ftmanifest.signing.locate import DEFAULT_KEY
+from ftmanifest.signing.passphrase import for_new_key
+from ftmanifest.signing.trust_add import add_trusted_key, check_principal, repository_trust_file
 
 DESCRIPTION = """\
 Write an Ed25519 signing key pair in OpenSSH format: the private key at PATH
@@ -83,14 +88,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.errors import UsageError
-    from ftmanifest.signing.keys import generate_key_pair
-    from ftmanifest.signing.passphrase import for_new_key
-    from ftmanifest.signing.trust_add import (
-        add_trusted_key,
-        check_principal,
-        repository_trust_file,
-    )
 
     path = Path(args.path).expanduser()
     if args.add_trust and not args.comment:
@@ -115,8 +112,6 @@ def run(args: argparse.Namespace) -> int:
         trust, stop = repository_trust_file(Path.cwd())
         added = add_trusted_key(trust, pub, args.comment, stop)
     if args.format == "json":
-        from ftmanifest.output import to_json
-
         sys.stdout.write(
             to_json(
                 {

@@ -24,7 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.cli._args import add_format_argument
-from ftmanifest.errors import UsageError
+from ftmanifest.errors import InputNotFoundError, UsageError
+from ftmanifest.fsutil import write_error
+from ftmanifest.ledger import Ledger, ledger_dir, new_attempt, runrecord
+from ftmanifest.ledger.attempts import attempts, counts, family, find, over_budget, parents
+from ftmanifest.ledger.evidence import check_ledger, choose_ledger_trust, evidence, signs
+from ftmanifest.ledger.runrecord import check_reason
+from ftmanifest.ledger.starts import different_starts
+from ftmanifest.ledger.summary import budget_of
+from ftmanifest.manifest import load_manifest
+from ftmanifest.output import table, to_json
 from ftmanifest.safe_text import escape
 
 SHOWN_UNTRUSTED = 10  # untrusted records named one by one in the text output
@@ -216,7 +225,6 @@ def _trust_argument(q: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.ledger import Ledger, ledger_dir
 
     plan = getattr(args, "plan_manifest", None)
     # `ledger plan M` files where `run M` would; --manifest only finds the ledger,
@@ -238,16 +246,11 @@ def _out(text: str) -> None:
 
 
 def _json(payload: Any) -> None:
-    from ftmanifest.output import to_json
 
     _out(to_json(payload))
 
 
 def _list(store: Any, args: argparse.Namespace) -> int:
-    from ftmanifest.ledger.attempts import attempts, counts, family, over_budget, parents
-    from ftmanifest.ledger.starts import different_starts
-    from ftmanifest.ledger.summary import budget_of
-    from ftmanifest.output import table
 
     contents = store.read()
     found = _evidence(store, contents, args)
@@ -340,7 +343,6 @@ def _preflight_dict(a: Any) -> dict[str, Any]:
 def _evidence(store: Any, contents: Any, args: argparse.Namespace) -> Any:
     """The records that count: in a ledger that signs, those signed by a key
     the project trusts."""
-    from ftmanifest.ledger.evidence import choose_ledger_trust, evidence, signs
 
     if not signs(contents.entries):
         return evidence(contents.entries, None)
@@ -349,7 +351,6 @@ def _evidence(store: Any, contents: Any, args: argparse.Namespace) -> Any:
 
 
 def _resolve(store: Any, wanted: str) -> Any:
-    from ftmanifest.ledger.attempts import attempts, find
 
     items = attempts(store.read().entries)
     hits = find(items, wanted)
@@ -375,8 +376,6 @@ def _resolve(store: Any, wanted: str) -> Any:
 
 
 def _show(store: Any, args: argparse.Namespace) -> int:
-    from ftmanifest.ledger.attempts import attempts
-    from ftmanifest.ledger.starts import different_starts
 
     attempt = _resolve(store, args.id)
     # same manifest, another start (weights or first batch): not the same run
@@ -416,11 +415,8 @@ def _show(store: Any, args: argparse.Namespace) -> int:
 
 
 def _check(store: Any, args: argparse.Namespace) -> int:
-    from ftmanifest.output import table
 
     if not store.exists():
-        from ftmanifest.errors import InputNotFoundError
-
         raise InputNotFoundError(
             "there is no ledger to check",
             path=str(store.root),
@@ -428,7 +424,6 @@ def _check(store: Any, args: argparse.Namespace) -> int:
             observed="not found (or not a folder)",
             hint="pass --ledger DIR or --manifest M; `ftmanifest run` creates the ledger",
         )
-    from ftmanifest.ledger.evidence import check_ledger, choose_ledger_trust
 
     trust = choose_ledger_trust(store.root, args.manifest, args.trust)
     contents, problems = check_ledger(
@@ -467,8 +462,6 @@ def _missing_at(trust: Any) -> str:
 
 
 def _plan(store: Any, args: argparse.Namespace) -> int:
-    from ftmanifest.ledger import new_attempt, runrecord
-    from ftmanifest.manifest import load_manifest
 
     path = args.plan_manifest
     loaded = load_manifest(path)
@@ -493,7 +486,6 @@ def _plan(store: Any, args: argparse.Namespace) -> int:
 
 def _mark(store: Any, args: argparse.Namespace) -> int:
     import ftmanifest
-    from ftmanifest.ledger.runrecord import check_reason
 
     reason = check_reason(args.reason)
     attempt = _resolve(store, args.id)
@@ -515,7 +507,6 @@ def _mark(store: Any, args: argparse.Namespace) -> int:
 
 
 def _append(store: Any, record: dict[str, Any]) -> Any:
-    from ftmanifest.fsutil import write_error
 
     try:
         return store.append(record)

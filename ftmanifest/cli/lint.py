@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 
+from ftmanifest import lint_paths
 from ftmanifest.cli._args import add_format_argument
+from ftmanifest.lint_report import lint_report
 
 DESCRIPTION = """\
 Check manifests against the static pinning rules (FTM001 model revision is a
@@ -45,8 +47,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest import lint_paths
-    from ftmanifest.lint_report import lint_report
 
     findings, unusable = lint_paths(args.manifests)
     return lint_report(findings, unusable, len(args.manifests), args.format)

@@ -22,8 +22,15 @@ from ftmanifest.cli._args import (
     add_format_argument,
     add_manifest_argument,
 )
-from ftmanifest.errors import FtManifestError
-from ftmanifest.output import note
+from ftmanifest.cli._ranks import deciding, in_job
+from ftmanifest.distributed import shard
+from ftmanifest.distributed.agree import agree_arguments, agree_on_copies, who
+from ftmanifest.distributed.shard import no_rank_timeout
+from ftmanifest.errors import FtManifestError, InputError
+from ftmanifest.location import format_loc
+from ftmanifest.output import note, to_json
+from ftmanifest.signing.sign import envelope_path_for
+from ftmanifest.verify.lock import lock_manifest, write_locked
 
 if TYPE_CHECKING:
     from ftmanifest.verify.lock import LockResult
@@ -82,8 +89,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.distributed.shard import no_rank_timeout
-    from ftmanifest.verify.lock import lock_manifest
 
     if args.distributed:
         return run_distributed(args)
@@ -102,8 +107,6 @@ def report(args: argparse.Namespace, result: LockResult) -> int:
     """Print what ``lock`` did (or would do, with --dry-run); the exit code."""
     code = 1 if (args.dry_run and args.check and result.changed) else 0
     if getattr(args, "format", "text") == "json":
-        from ftmanifest.output import to_json
-
         sys.stdout.write(to_json(_as_json(args, result, code)))
         return code
     for text in result.notes:
@@ -131,7 +134,6 @@ def _lines_changed(result: LockResult) -> int:
 
 def _sign_again(args: argparse.Namespace) -> tuple[bool, str]:
     """Whether an envelope beside the manifest signs its old version; what to run."""
-    from ftmanifest.signing.sign import envelope_path_for
 
     envelope = envelope_path_for(Path(args.manifest))
     if envelope.exists():  # its signatures cover the manifest as it was
@@ -167,10 +169,6 @@ def run_distributed(args: argparse.Namespace) -> int:
     files; the ranks compare what they would pin (a node whose copy differs refuses
     the lock on every rank, naming the node), then rank 0 alone writes, and every
     rank exits with the job's code."""
-    from ftmanifest.cli._ranks import deciding, in_job
-    from ftmanifest.distributed import shard
-    from ftmanifest.distributed.agree import agree_arguments, agree_on_copies
-    from ftmanifest.verify.lock import lock_manifest, write_locked
 
     job, timeout = shard.launched(args.rank_timeout, f"lock {args.manifest}")
 
@@ -226,7 +224,6 @@ def run_distributed(args: argparse.Namespace) -> int:
 
 def _elsewhere(comm: Any, codes: list[int]) -> int:
     """What a rank says when other ranks failed (their output names why); the job's code."""
-    from ftmanifest.distributed.agree import who
 
     failed = [r for r, c in enumerate(codes) if c]
     sys.stderr.write(
@@ -239,7 +236,6 @@ def _elsewhere(comm: Any, codes: list[int]) -> int:
 def pins_seen(updates: Any) -> dict[str, str]:
     """{field: value} of what lock would pin, a file list by file and a map by key, as
     ranks compare them (text, cut short)."""
-    from ftmanifest.location import format_loc
 
     out: dict[str, str] = {}
 
@@ -260,7 +256,6 @@ def pins_seen(updates: Any) -> dict[str, str]:
 
 
 def _unwritable(args: argparse.Namespace, exc: OSError) -> FtManifestError:
-    from ftmanifest.errors import InputError
 
     return InputError(
         f"cannot write {args.manifest}: {exc.strerror or exc}",

@@ -16,6 +16,9 @@ import sys
 from pathlib import Path
 
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument
+from ftmanifest.manifest import load_manifest
+from ftmanifest.output import table, to_json
+from ftmanifest.preflight.plan import inputs, make_plan
 from ftmanifest.safe_text import escape
 
 
@@ -63,9 +66,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.output import table, to_json
-    from ftmanifest.preflight.plan import inputs, make_plan
 
     loaded = load_manifest(args.manifest)
     figures = inputs(loaded, tokens_per_second=args.tokens_per_second, ledger=args.ledger)

@@ -19,8 +19,19 @@ from typing import Any
 
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 from ftmanifest.cli._render import marked_tokens
+from ftmanifest.errors import UsageError
+from ftmanifest.fsutil import atomic_write_text, write_error
+from ftmanifest.ledger import open_ledger
+from ftmanifest.manifest import load_manifest
+from ftmanifest.output import table, to_json
+from ftmanifest.preflight.checks import Options
+from ftmanifest.preflight.run import record, run_preflight, selected, stderr_say
+from ftmanifest.probe import probe_all
+from ftmanifest.probe.fields import to_environment_fields
 from ftmanifest.progress import live
 from ftmanifest.safe_text import escape
+from ftmanifest.signing.keys import load_private_key
+from ftmanifest.verify.environment import from_probe
 
 DESCRIPTION = """\
 Run the method's checks on one full training step of the manifest's model,
@@ -85,11 +96,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.errors import UsageError
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.output import to_json
-    from ftmanifest.preflight.checks import Options
-    from ftmanifest.preflight.run import run_preflight, selected, stderr_say
 
     selected(args.only)  # an unknown name is a usage error before anything loads
     if args.overfit_steps < 1 or not 0 < args.overfit_ratio < 1 or args.per_category < 0:
@@ -133,20 +139,12 @@ def device_for(backend: str | None) -> str:
 
 
 def _record(loaded: Any, result: Any, args: argparse.Namespace) -> str | None:
-    from ftmanifest.fsutil import write_error
-    from ftmanifest.ledger import open_ledger
-    from ftmanifest.preflight.run import record
-    from ftmanifest.probe import probe_all
-    from ftmanifest.probe.fields import to_environment_fields
-    from ftmanifest.verify.environment import from_probe
 
     probed = probe_all(Path(loaded.path).parent)
     env = from_probe(to_environment_fields(probed, packages=loaded.manifest.environment.packages))
     store = open_ledger(Path(loaded.path), args.ledger)
     key = None
     if args.key is not None:
-        from ftmanifest.signing.keys import load_private_key
-
         key = load_private_key(args.key)
     try:
         return str(store.append(record(loaded, result, env), key=key).file)
@@ -155,7 +153,6 @@ def _record(loaded: Any, result: Any, args: argparse.Namespace) -> str | None:
 
 
 def _text(result: Any) -> str:
-    from ftmanifest.output import table
 
     rows = [(r.name, "pass" if r.ok else "FAIL", r.summary) for r in result.rows]
     notes = [[("note", d) for d in r.details if d != r.summary] for r in result.rows]
@@ -171,7 +168,6 @@ def _text(result: Any) -> str:
 
 
 def _write_html(path: Path, result: Any) -> None:
-    from ftmanifest.fsutil import atomic_write_text
 
     tokens = next((r for r in result.rows if r.name == "tokens"), None)
     body = []

@@ -15,8 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from ftmanifest.backup.prune import apply, plan, retention_policy
 from ftmanifest.cli._args import BACKUP_TRUST_HELP, add_format_argument
-from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
+from ftmanifest.errors import EXIT_OK, EXIT_REFUSED, InputError, InputNotFoundError
+from ftmanifest.output import findings_table, to_json
 from ftmanifest.safe_text import escape
 
 _KEEPS = ("last", "hourly", "daily", "weekly", "monthly", "yearly")
@@ -75,8 +77,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.backup.prune import apply, plan, retention_policy
-    from ftmanifest.errors import InputError, InputNotFoundError
 
     keeps = {f"keep_{n}": getattr(args, f"keep_{n}") for n in (*_KEEPS, "within")}
     policy = retention_policy(keeps, args.manifest, trust_path=args.trust)
@@ -91,8 +91,6 @@ def run(args: argparse.Namespace) -> int:
     # a backup from the future is a warning: kept, but no reason to refuse
     code = EXIT_REFUSED if any(f.severity == "error" for f in result.problems) else EXIT_OK
     if args.format == "json":
-        from ftmanifest.output import to_json
-
         sys.stdout.write(
             to_json(
                 {
@@ -132,8 +130,6 @@ def run(args: argparse.Namespace) -> int:
             f"skip     {m.backup_id}  another experiment ({escape(m.experiment_id or '-')})\n"
         )
     if result.problems:
-        from ftmanifest.output import findings_table
-
         out.write("\nnot judged (kept):\n" + findings_table(result.problems))
     removed = sum(1 for d in result.decisions if not d.keep)
     if args.apply:

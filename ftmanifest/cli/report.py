@@ -12,6 +12,9 @@ import sys
 from pathlib import Path
 
 from ftmanifest.cli._args import add_format_argument
+from ftmanifest.output import to_json
+from ftmanifest.results.report import load_report_data, write_report
+from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
 Render a saved audit (what `ftmanifest audit --format json` printed, or the
@@ -49,9 +52,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.output import to_json
-    from ftmanifest.results.report import load_report_data, write_report
-    from ftmanifest.safe_text import escape
 
     paths = write_report(load_report_data(args.audit), Path(args.out))
     if args.format == "json":

@@ -19,7 +19,9 @@ from ftmanifest.cli._args import (
 )
 from ftmanifest.cli._render import trusted_line
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
+from ftmanifest.output import table, to_json
 from ftmanifest.safe_text import escape
+from ftmanifest.verify.reproduce import GROUPS, build_plan
 
 HEADER = ("field", "expected", "observed")
 
@@ -61,8 +63,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.output import table, to_json
-    from ftmanifest.verify.reproduce import GROUPS, build_plan
 
     plan = build_plan(
         args.manifest,

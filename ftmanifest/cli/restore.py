@@ -13,8 +13,13 @@ import os
 import sys
 from pathlib import Path
 
+from ftmanifest.backup.meta import meta_path_of, read_meta, trust_for
+from ftmanifest.backup.recipients import identities_for
+from ftmanifest.backup.restore import restore
 from ftmanifest.cli._args import add_format_argument, add_opening_arguments
 from ftmanifest.errors import EXIT_OK, InputNotFoundError, UsageError
+from ftmanifest.output import to_json
+from ftmanifest.progress import Progress
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -64,9 +69,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.backup.meta import meta_path_of, read_meta, trust_for
-    from ftmanifest.backup.recipients import identities_for
-    from ftmanifest.backup.restore import restore
 
     if args.out is None:  # required, and checked here so that the old --to counts too
         raise UsageError(
@@ -89,7 +91,6 @@ def run(args: argparse.Namespace) -> int:
         ask_passphrase=args.archive_passphrase,
     )
     identities = opening(meta, meta_path.parent)
-    from ftmanifest.progress import Progress
 
     with Progress(label="restore") as progress:
         done = restore(
@@ -102,8 +103,6 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
         )
     if args.format == "json":
-        from ftmanifest.output import to_json
-
         sys.stdout.write(
             to_json(
                 {

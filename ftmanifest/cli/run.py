@@ -33,9 +33,29 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ftmanifest.cli._verify_report import add_verify_arguments, record_acceptances, report_and_print
+from ftmanifest.cli._verify_report import (
+    accepted_fields,
+    add_verify_arguments,
+    record_acceptances,
+    report_and_print,
+)
 from ftmanifest.errors import FtManifestError, UsageError
+from ftmanifest.ledger import Ledger, new_attempt, runrecord
+from ftmanifest.ledger.attempts import attempts
+from ftmanifest.ledger.guardreport import GUARD_REPORTS_ENV, read_reports
+from ftmanifest.probe.git import repository_root
 from ftmanifest.safe_text import escape
+from ftmanifest.supervise import DEFAULT_GRACE, supervise
+from ftmanifest.verify.acceptances import apply_acceptances
+from ftmanifest.verify.child import (
+    ChildRefusedError,
+    check_module_pinned,
+    child_findings,
+    probe_child,
+    startup_findings,
+)
+from ftmanifest.verify.command import check_script_pinned
+from ftmanifest.verify.launch import UnattributedCommandError, attribute
 
 if TYPE_CHECKING:
     from ftmanifest.verify import VerifyReport
@@ -100,8 +120,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.ledger import runrecord
-    from ftmanifest.supervise import supervise
 
     try:
         command = args.passthrough
@@ -126,8 +144,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write("ftmanifest: not running the command: the manifest does not match\n")
         return code if args.refused_exit is None else int(args.refused_exit)
     try:  # the code that trains must be the code pinned
-        from ftmanifest.verify.command import check_script_pinned
-
         pinned = report.loaded.manifest.environment.code.commit if report.loaded else None
         check_script_pinned(command, report.manifest_path, pinned, args.code)
     except FtManifestError as exc:
@@ -152,8 +168,6 @@ def run(args: argparse.Namespace) -> int:
     reports_dir = None
     if args.guarded:
         import tempfile
-
-        from ftmanifest.ledger.guardreport import GUARD_REPORTS_ENV
 
         reports_dir = tempfile.mkdtemp(prefix="ftmanifest-guard-")
         env[GUARD_REPORTS_ENV] = reports_dir
@@ -214,16 +228,6 @@ def _check_interpreter(
     attributed to one interpreter, unless the guard inside it will report."""
     from pathlib import Path
 
-    from ftmanifest.probe.git import repository_root
-    from ftmanifest.verify.child import (
-        ChildRefusedError,
-        check_module_pinned,
-        child_findings,
-        probe_child,
-        startup_findings,
-    )
-    from ftmanifest.verify.launch import UnattributedCommandError, attribute
-
     launch = attribute(command, env, Path.cwd())
     if not launch.attributed:
         if args.guarded or launch.missing:
@@ -262,8 +266,6 @@ def _check_interpreter(
 
 def _accepting(rows: list[Any], args: argparse.Namespace) -> tuple[list[Any], list[Any], Any]:
     """``rows`` less those the command line accepts on purpose (``--accept FIELD``)."""
-    from ftmanifest.cli._verify_report import accepted_fields
-    from ftmanifest.verify.acceptances import apply_acceptances
 
     return apply_acceptances(rows, accepted_fields(args))
 
@@ -273,8 +275,6 @@ def _unguarded(reports_dir: str, digest: str) -> str | None:
     another manifest; None when a guard verified this one.  The folder is removed."""
     import shutil
     from pathlib import Path
-
-    from ftmanifest.ledger.guardreport import read_reports
 
     try:
         reports = read_reports(Path(reports_dir))
@@ -293,8 +293,6 @@ def _unguarded(reports_dir: str, digest: str) -> str | None:
 
 def _attempt(report: VerifyReport, ledger: Any) -> str:
     """This run's attempt: the experiment's planned one for this very manifest, else new."""
-    from ftmanifest.ledger import Ledger, new_attempt
-    from ftmanifest.ledger.attempts import attempts
 
     try:
         entries = Ledger(runrecord_dir(report, ledger)).read().entries
@@ -307,7 +305,6 @@ def _attempt(report: VerifyReport, ledger: Any) -> str:
 
 
 def runrecord_dir(report: VerifyReport, ledger: Any) -> Any:
-    from ftmanifest.ledger import runrecord
 
     return runrecord.records_path(report.manifest_path, ledger)
 
@@ -345,7 +342,6 @@ def _record(
     **extra: Any,
 ) -> None:
     """Append a run record; a run is not stopped because its record could not be written."""
-    from ftmanifest.ledger import runrecord
 
     try:
         runrecord.append(
@@ -386,7 +382,6 @@ def _refused_code(text: str) -> int:
 
 
 def _grace(option: float | None) -> float:
-    from ftmanifest.supervise import DEFAULT_GRACE
 
     if option is not None:
         return option

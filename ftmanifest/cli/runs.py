@@ -18,6 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument
+from ftmanifest.errors import UsageError
+from ftmanifest.ledger import runrecord
+from ftmanifest.ledger.runrecord import MARKS
+from ftmanifest.manifest import load_manifest
+from ftmanifest.output import to_json
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -36,7 +41,6 @@ examples:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ftmanifest.ledger.runrecord import MARKS
 
     p = sub.add_parser(
         "runs",
@@ -56,10 +60,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.errors import UsageError
-    from ftmanifest.ledger import runrecord
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.output import to_json
 
     path = Path(args.manifest)
     if args.reason is not None and args.mark is None:

@@ -18,9 +18,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.cli._args import add_distributed_arguments, add_format_argument
-from ftmanifest.output import note
+from ftmanifest.cli._ranks import deciding, in_job
+from ftmanifest.distributed import shard
+from ftmanifest.distributed.agree import agree_arguments, who
+from ftmanifest.distributed.scan import job_findings, scan_distributed
+from ftmanifest.distributed.shard import no_rank_timeout
+from ftmanifest.errors import FtManifestError, UsageError
+from ftmanifest.output import note, render_findings
 from ftmanifest.progress import Progress
 from ftmanifest.safe_text import escape
+from ftmanifest.scan.cache import scan_cached
+from ftmanifest.scan.engine import ScanOptions, ScanResult
+from ftmanifest.scan.judge import judge
+from ftmanifest.scan.redact import check_target
+from ftmanifest.scan.text import phones
+from ftmanifest.scan.text.matcher import engine_name
 
 if TYPE_CHECKING:
     from ftmanifest.findings import Finding
@@ -93,8 +105,6 @@ def _count(text: str) -> int:
 
 def _phone_regions(option: str | None) -> tuple[str, ...]:
     """The regions to use, checked now: a bad code is a usage error, not a crash later."""
-    from ftmanifest.errors import UsageError
-    from ftmanifest.scan.text import phones
 
     codes = None if option is None else [c for c in option.split(",") if c.strip()]
     try:
@@ -112,8 +122,6 @@ def _phone_regions(option: str | None) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.distributed.shard import no_rank_timeout
-    from ftmanifest.scan.cache import scan_cached
 
     opts = _options(args)
     if args.distributed:
@@ -128,9 +136,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _options(args: argparse.Namespace) -> ScanOptions:
     """The scan's options, every usage error raised here (before any rank joins)."""
-    from ftmanifest.scan.engine import ScanOptions
-    from ftmanifest.scan.redact import check_target
-    from ftmanifest.scan.text.matcher import engine_name
 
     engine_name()  # a bad $FTMANIFEST_SCAN_ENGINE is a usage error now, not in a worker
     if args.redact_to:
@@ -144,7 +149,6 @@ def _options(args: argparse.Namespace) -> ScanOptions:
 
 def _judge(args: argparse.Namespace, result: ScanResult, *, write: bool = True) -> Judged:
     """``scan.judge`` with this command's options; says when a baseline was written."""
-    from ftmanifest.scan.judge import judge
 
     judged = judge(
         result, args.paths, baseline=args.baseline, write_baseline=args.write_baseline,
@@ -158,7 +162,6 @@ def _judge(args: argparse.Namespace, result: ScanResult, *, write: bool = True) 
 
 
 def _print(args: argparse.Namespace, findings: list[Finding], summary: dict[str, object]) -> None:
-    from ftmanifest.output import render_findings
 
     sys.stdout.write(render_findings(findings, args.format, summary=summary))
     if args.format == "text":
@@ -170,13 +173,6 @@ def _print(args: argparse.Namespace, findings: list[Finding], summary: dict[str,
 def _run_distributed(args: argparse.Namespace, opts: ScanOptions) -> int:
     """Every rank scans its share; rank 0 prints the single-process report."""
     from dataclasses import replace
-
-    from ftmanifest.cli._ranks import deciding, in_job
-    from ftmanifest.distributed import shard
-    from ftmanifest.distributed.agree import agree_arguments, who
-    from ftmanifest.distributed.scan import job_findings, scan_distributed
-    from ftmanifest.errors import FtManifestError
-    from ftmanifest.scan.engine import ScanResult
 
     job, timeout = shard.launched(args.rank_timeout, "scan PATH")
     if not opts.jobs:  # the node's cores are shared by its ranks

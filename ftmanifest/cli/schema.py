@@ -9,6 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ftmanifest.fsutil import atomic_write_text
+from ftmanifest.manifest.schema import generate, markdown_reference, render
 from ftmanifest.output import note
 
 DESCRIPTION = """\
@@ -51,8 +53,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.fsutil import atomic_write_text
-    from ftmanifest.manifest.schema import generate, markdown_reference, render
 
     text = markdown_reference(generate()) if args.markdown else render(generate())
     if not args.out:

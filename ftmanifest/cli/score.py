@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument
-from ftmanifest.output import note
+from ftmanifest.fsutil import atomic_write_text
+from ftmanifest.ledger.sealed import open_use, record_score
+from ftmanifest.manifest import load_manifest
+from ftmanifest.manifest.canonical import sha256_digest
+from ftmanifest.output import note, table, to_json
+from ftmanifest.results.resultsfile import build_results, dumps
 
 PREDICTIONS_HELP = (
     "predictions, JSONL: one object per line with id (the split record's id value, or "
@@ -80,10 +85,6 @@ def default_out(predictions: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.fsutil import atomic_write_text
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.output import to_json
-    from ftmanifest.results.resultsfile import build_results, dumps
 
     predictions = Path(args.predictions)
     out = Path(args.out) if args.out else default_out(predictions)
@@ -103,8 +104,6 @@ def run(args: argparse.Namespace) -> int:
 def _consume_sealed_use(loaded: Any, args: argparse.Namespace, data: str, text: str) -> None:
     """A sealed split is scored only against a use ``unseal`` recorded; this
     score consumes it (refused, nothing written, without one)."""
-    from ftmanifest.ledger.sealed import open_use, record_score
-    from ftmanifest.manifest.canonical import sha256_digest
 
     use = open_use(loaded, args.split, data, ledger=args.ledger)
     record_score(loaded, use, sha256_digest(text.encode("utf-8")), ledger=args.ledger)
@@ -112,7 +111,6 @@ def _consume_sealed_use(loaded: Any, args: argparse.Namespace, data: str, text: 
 
 
 def summary(results: dict[str, Any], out: Path) -> str:
-    from ftmanifest.output import table
 
     m = results["metrics"]
     head = f"wrote {out}  ({results['task']}, split {results['split']['name']}, "

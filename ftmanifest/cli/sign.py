@@ -11,8 +11,14 @@ import sys
 from pathlib import Path
 
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument
+from ftmanifest.manifest import load_manifest
+from ftmanifest.output import to_json
 from ftmanifest.safe_text import escape
+from ftmanifest.signing.errors import KeyNotFoundError
+from ftmanifest.signing.keys import load_private_key
 from ftmanifest.signing.locate import DEFAULT_KEY
+from ftmanifest.signing.passphrase import for_unlock
+from ftmanifest.signing.sign import sign_manifest
 
 DESCRIPTION = """\
 Sign a manifest's canonical form with an Ed25519 key into a DSSE envelope
@@ -62,17 +68,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.output import to_json
-    from ftmanifest.signing.keys import load_private_key
-    from ftmanifest.signing.passphrase import for_unlock
-    from ftmanifest.signing.sign import sign_manifest
 
     loaded = load_manifest(args.manifest)
     key_path = Path(args.key or DEFAULT_KEY).expanduser()
     if args.key is None and not key_path.exists() and not key_path.is_symlink():
-        from ftmanifest.signing.errors import KeyNotFoundError
-
         raise KeyNotFoundError(
             "no --key given and keygen's default key does not exist",
             path=str(key_path),

@@ -14,7 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument, trust_help
+from ftmanifest.errors import FtManifestError, InputError, InputNotFoundError
+from ftmanifest.manifest import load_manifest
+from ftmanifest.output import error_text, to_json
 from ftmanifest.safe_text import escape
+from ftmanifest.signing.verify import inspect_signatures, verify_manifest_signature
 
 DESCRIPTION = """\
 List every signature on a manifest's envelope (M.sig.json): key id, the
@@ -61,7 +65,6 @@ def _verifies(value: bool | None) -> str:
 
 def _check_manifest(manifest: Path) -> None:
     """A missing manifest is "not found" (exit 2), as for every command, not "not signed"."""
-    from ftmanifest.errors import InputError, InputNotFoundError
 
     if not manifest.exists():
         raise InputNotFoundError(
@@ -76,10 +79,6 @@ def _check_manifest(manifest: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.errors import FtManifestError
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.output import error_text, to_json
-    from ftmanifest.signing.verify import inspect_signatures, verify_manifest_signature
 
     manifest = Path(args.manifest)
     _check_manifest(manifest)

@@ -13,6 +13,9 @@ import sys
 from pathlib import Path
 
 from ftmanifest.cli._args import add_format_argument
+from ftmanifest.output import to_json
+from ftmanifest.safe_text import escape
+from ftmanifest.signing.trust_add import add_trusted_key, repository_trust_file
 
 DESCRIPTION = """\
 Manage the repository's trust file, .ftmanifest/allowed_signers at the root
@@ -80,9 +83,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.output import to_json
-    from ftmanifest.safe_text import escape
-    from ftmanifest.signing.trust_add import add_trusted_key, repository_trust_file
 
     if args.trust:
         trust = Path(args.trust)

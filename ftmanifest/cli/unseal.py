@@ -16,7 +16,9 @@ import sys
 from pathlib import Path
 
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument
-from ftmanifest.output import note
+from ftmanifest.ledger.sealed import unseal
+from ftmanifest.manifest import load_manifest
+from ftmanifest.output import note, to_json
 from ftmanifest.safe_text import escape
 
 DESCRIPTION = """\
@@ -50,9 +52,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftmanifest.ledger.sealed import unseal
-    from ftmanifest.manifest import load_manifest
-    from ftmanifest.output import to_json
 
     use = unseal(load_manifest(args.manifest), args.split, args.reason, ledger=args.ledger)
     if args.format == "json":

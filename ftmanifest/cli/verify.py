@@ -16,6 +16,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.cli._args import add_distributed_arguments
+from ftmanifest.cli._ranks import deciding, in_job
 from ftmanifest.cli._verify_report import (
     accepted_fields,
     add_verify_arguments,
@@ -24,8 +25,13 @@ from ftmanifest.cli._verify_report import (
     report_and_print,
     verify_only,
 )
+from ftmanifest.distributed.agree import agree_arguments
+from ftmanifest.distributed.fingerprint import strategy_from_env
+from ftmanifest.distributed.shard import launched, no_rank_timeout
+from ftmanifest.distributed.verify import verify_job
 from ftmanifest.errors import EXIT_OK, EXIT_REFUSED
-from ftmanifest.output import note
+from ftmanifest.output import note, table, to_json
+from ftmanifest.probe.packages import TEST_VERSIONS, forced_versions
 from ftmanifest.safe_text import escape
 
 if TYPE_CHECKING:
@@ -65,7 +71,6 @@ def run(args: argparse.Namespace) -> int:
     warn_test_override()
     if getattr(args, "distributed", False):
         return run_distributed(args)
-    from ftmanifest.distributed.shard import no_rank_timeout
 
     no_rank_timeout(args.rank_timeout, "verify M")
     report, code = report_and_print(args)
@@ -76,7 +81,6 @@ def run(args: argparse.Namespace) -> int:
 
 def warn_test_override() -> None:
     """Loud, on every run: a test-only package override is in force here."""
-    from ftmanifest.probe.packages import TEST_VERSIONS, forced_versions
 
     forced = forced_versions()
     if forced:
@@ -95,11 +99,6 @@ def run_distributed(args: argparse.Namespace) -> int:
     """``verify --distributed``: join the job, agree on the arguments and the manifest,
     verify, judge; every rank prints, then waits for the others and exits with the
     job's code (``cli._ranks.in_job``)."""
-    from ftmanifest.cli._ranks import deciding, in_job
-    from ftmanifest.distributed.agree import agree_arguments
-    from ftmanifest.distributed.fingerprint import strategy_from_env
-    from ftmanifest.distributed.shard import launched
-    from ftmanifest.distributed.verify import verify_job
 
     job, timeout = launched(args.rank_timeout, f"verify {args.manifest}")
     accept = accepted_fields(args)
@@ -154,7 +153,6 @@ def rank_line(rank: int, verdict: Any) -> str:
 
 def print_job(args: argparse.Namespace, verdict: Any, report: Any, strategy: str) -> None:
     """Rank 0's report: the usual header, the job, and one row per (rank, field)."""
-    from ftmanifest.output import table, to_json
 
     if args.format == "json":
         payload = {
