@@ -493,11 +493,19 @@ dist() {
   local logs="$OUT/torchrun-logs"
   rm -rf "$logs"
   printf '$ torchrun --standalone --nproc-per-node 2 %s\n' "$*" | tee -a "$FULL"
-  torchrun --standalone --nproc-per-node 2 --log-dir "$logs" --redirects 3 "$@" >/dev/null 2>&1
+  # a rank that dies of a signal prints its Python stack (faulthandler) in its stderr
+  PYTHONFAULTHANDLER=1 torchrun --standalone --nproc-per-node 2 --log-dir "$logs" --redirects 3 "$@" \
+    > "$OUT/torchrun-agent.log" 2>&1
   local got=$?
   cat "$logs"/*/attempt_0/0/stdout.log "$logs"/*/attempt_0/*/stderr.log > "$LOG"
   show "$LOG"
   judge "$want" "$got" "$logs"/*/attempt_0/*/std*.log
+  # an unexpected code with nothing in the ranks' logs (a rank killed by a signal, the
+  # launcher's own failure) is explained only by the launcher: show its last lines
+  if [ "$got" -ne "$want" ]; then
+    printf "   torchrun's own output (%s):\n" "$OUT/torchrun-agent.log"
+    grep -v '^[[:space:]]*$' "$OUT/torchrun-agent.log" | tail -n 25 | sed 's/^/   | /'
+  fi
 }
 cp -r "$OUT/leaky" "$OUT/ddp"
 printf 'distributed:\n  strategy: ddp\n  world_size: 2\n  nodes: 1\n' >> "$OUT/ddp/manifest.yaml"
