@@ -34,6 +34,7 @@ PUBLIC: dict[str, str] = {
     # manifests
     "load_manifest": "ftmanifest.manifest",
     "LoadedManifest": "ftmanifest.manifest",
+    "Manifest": "ftmanifest.manifest.model",
     "lint_paths": "ftmanifest",
     # judging
     "verify_manifest": "ftmanifest.verify",
@@ -43,37 +44,81 @@ PUBLIC: dict[str, str] = {
     "GuardRefusedError": "ftmanifest.verify.guard",
     "scan_paths": "ftmanifest.scan",
     "ScanOptions": "ftmanifest.scan",
+    "ScanResult": "ftmanifest.scan",
     "check_adapter": "ftmanifest.adapter.check",
+    "AdapterReport": "ftmanifest.adapter.check",
+    "AdapterRefusedError": "ftmanifest.adapter.check",
     "bind_adapter": "ftmanifest.adapter.bind",
+    "BindResult": "ftmanifest.adapter.bind",
+    "BindRefusedError": "ftmanifest.adapter.bind",
     "load_bound": "ftmanifest.adapter.load",
     # results of every check
     "Finding": "ftmanifest.findings",
-    "FtManifestError": "ftmanifest.errors",
     # training code
     "seed_everything": "ftmanifest.seeding",
     "FtManifestCallback": "ftmanifest.integrations.transformers",
     "DriftRefusedError": "ftmanifest.integrations.transformers",
     "load_pinned": "ftmanifest.integrations.pinned",
+    "SnapshotNotFoundError": "ftmanifest.hfcache",
     "load_pinned_dataset": "ftmanifest.integrations.datasets",
+    "DataDigestError": "ftmanifest.integrations.datasets",
     "training_arguments": "ftmanifest.integrations.builders",
     "sft_config": "ftmanifest.integrations.builders",
     "dpo_config": "ftmanifest.integrations.builders",
     "lora_config": "ftmanifest.integrations.builders",
+    # the error hierarchy: catch a base, match ``.reason`` (docs/reference/codes.md)
+    "FtManifestError": "ftmanifest.errors",
+    "UsageError": "ftmanifest.errors",
+    "InputError": "ftmanifest.errors",
+    "InputNotFoundError": "ftmanifest.errors",
+    "NotRegularFileError": "ftmanifest.errors",
+    "FileTooLargeError": "ftmanifest.errors",
+    "ManifestError": "ftmanifest.errors",
+    "ManifestInvalidError": "ftmanifest.errors",
+    "UnsupportedVersionError": "ftmanifest.errors",
+    "RefusedError": "ftmanifest.errors",
+    "ResourceError": "ftmanifest.errors",
+    "WorkerDiedError": "ftmanifest.errors",
+    "UnsupportedDependencyError": "ftmanifest.errors",
+    "MissingExtraError": "ftmanifest.errors",
+    "CommandNotRunnableError": "ftmanifest.errors",
+    "CommandNotFoundError": "ftmanifest.errors",
 }
 
 __all__ = ["__version__", *PUBLIC]
 
 TYPE_CHECKING = False  # no runtime typing: `import ftmanifest` stays cheap
 if TYPE_CHECKING:
+    from ftmanifest.adapter.bind import BindRefusedError as BindRefusedError
+    from ftmanifest.adapter.bind import BindResult as BindResult
     from ftmanifest.adapter.bind import bind_adapter as bind_adapter
+    from ftmanifest.adapter.check import AdapterRefusedError as AdapterRefusedError
+    from ftmanifest.adapter.check import AdapterReport as AdapterReport
     from ftmanifest.adapter.check import check_adapter as check_adapter
     from ftmanifest.adapter.load import load_bound as load_bound
+    from ftmanifest.errors import CommandNotFoundError as CommandNotFoundError
+    from ftmanifest.errors import CommandNotRunnableError as CommandNotRunnableError
+    from ftmanifest.errors import FileTooLargeError as FileTooLargeError
     from ftmanifest.errors import FtManifestError as FtManifestError
+    from ftmanifest.errors import InputError as InputError
+    from ftmanifest.errors import InputNotFoundError as InputNotFoundError
+    from ftmanifest.errors import ManifestError as ManifestError
+    from ftmanifest.errors import ManifestInvalidError as ManifestInvalidError
+    from ftmanifest.errors import MissingExtraError as MissingExtraError
+    from ftmanifest.errors import NotRegularFileError as NotRegularFileError
+    from ftmanifest.errors import RefusedError as RefusedError
+    from ftmanifest.errors import ResourceError as ResourceError
+    from ftmanifest.errors import UnsupportedDependencyError as UnsupportedDependencyError
+    from ftmanifest.errors import UnsupportedVersionError as UnsupportedVersionError
+    from ftmanifest.errors import UsageError as UsageError
+    from ftmanifest.errors import WorkerDiedError as WorkerDiedError
     from ftmanifest.findings import Finding as Finding
+    from ftmanifest.hfcache import SnapshotNotFoundError as SnapshotNotFoundError
     from ftmanifest.integrations.builders import dpo_config as dpo_config
     from ftmanifest.integrations.builders import lora_config as lora_config
     from ftmanifest.integrations.builders import sft_config as sft_config
     from ftmanifest.integrations.builders import training_arguments as training_arguments
+    from ftmanifest.integrations.datasets import DataDigestError as DataDigestError
     from ftmanifest.integrations.datasets import load_pinned_dataset as load_pinned_dataset
     from ftmanifest.integrations.pinned import load_pinned as load_pinned
     from ftmanifest.integrations.transformers import DriftRefusedError as DriftRefusedError
@@ -81,7 +126,9 @@ if TYPE_CHECKING:
     from ftmanifest.manifest import LoadedManifest as LoadedManifest
     from ftmanifest.manifest import load_manifest as load_manifest
     from ftmanifest.manifest.load import Document
+    from ftmanifest.manifest.model import Manifest as Manifest
     from ftmanifest.scan import ScanOptions as ScanOptions
+    from ftmanifest.scan import ScanResult as ScanResult
     from ftmanifest.scan import scan_paths as scan_paths
     from ftmanifest.seeding import seed_everything as seed_everything
     from ftmanifest.verify import DriftError as DriftError

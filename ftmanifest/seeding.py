@@ -20,7 +20,7 @@ import logging
 import os
 import random
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ftmanifest.errors import InputError
 from ftmanifest.manifest import LoadedManifest, load_manifest
@@ -69,7 +69,9 @@ def _seed(seeds: Seeds, name: str, path: str | None) -> int:
     return int(value)
 
 
-def seed_everything(manifest: LoadedManifest | Manifest | str | Path) -> dict[str, Any]:
+def seed_everything(
+    manifest: LoadedManifest | Manifest | str | Path,
+) -> dict[str, int | bool | str | None]:
     """Seed random, numpy and torch and set determinism flags from ``manifest``.
 
     Returns what was applied, e.g. ``{"python": 1234, "torch": 1234,
@@ -80,7 +82,7 @@ def seed_everything(manifest: LoadedManifest | Manifest | str | Path) -> dict[st
     """
     model, path = _manifest(manifest)
     seeds = model.seeds
-    applied: dict[str, Any] = {}
+    applied: dict[str, int | bool | str | None] = {}
 
     value = _seed(seeds, "python", path)
     random.seed(value)
@@ -102,10 +104,10 @@ def seed_everything(manifest: LoadedManifest | Manifest | str | Path) -> dict[st
     return applied
 
 
-def _seed_torch(seeds: Seeds, path: str | None) -> dict[str, Any]:
+def _seed_torch(seeds: Seeds, path: str | None) -> dict[str, int | bool | str | None]:
     import torch
 
-    applied: dict[str, Any] = {}
+    applied: dict[str, int | bool | str | None] = {}
     value = _seed(seeds, "torch", path)
     torch.manual_seed(value)  # seeds the CPU and every CUDA/MPS device generator
     if torch.cuda.is_available():

@@ -54,9 +54,11 @@ class BindRefusedError(RefusedError):
 
 @dataclass(frozen=True)
 class BindResult:
+    """What ``bind_adapter`` wrote: the binding, its signed envelope and the files it covers."""
+
     binding: Binding
-    envelope_path: Path
-    subjects: tuple[str, ...]
+    envelope_path: Path  # the signed binding written beside the adapter
+    subjects: tuple[str, ...]  # the adapter's files the signature covers
     findings: tuple[Finding, ...]  # warnings only
     model_sig: Path | None = None  # the model-signing bundle written, if any
     notes: tuple[str, ...] = ()

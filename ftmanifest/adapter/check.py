@@ -80,13 +80,16 @@ class AdapterRefusedError(RefusedError):
 
 @dataclass
 class AdapterReport:
+    """What ``check_adapter`` found for an adapter folder (``ok`` when no finding is
+    an error); ``require_ok`` turns an error into ``AdapterRefusedError``."""
+
     adapter_dir: Path
-    envelope_path: Path
-    base_folder: Path | None = None
-    binding: Binding | None = None
-    signers: tuple[str, ...] = ()
+    envelope_path: Path  # the signed binding read (or expected) beside the adapter
+    base_folder: Path | None = None  # the base model's folder it was checked against
+    binding: Binding | None = None  # what the signed binding states, when it verified
+    signers: tuple[str, ...] = ()  # the principals whose signatures on the binding are valid
     findings: list[Finding] = field(default_factory=list)
-    tensor_digest: str | None = None
+    tensor_digest: str | None = None  # the base's tensor digest, when it was hashed
 
     @property
     def ok(self) -> bool:

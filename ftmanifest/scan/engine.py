@@ -47,6 +47,8 @@ TEXT_FORMATS = ("text", "gzip", "parquet")
 
 @dataclass(frozen=True)
 class ScanOptions:
+    """What ``scan_paths`` looks for (secrets, PII, unsafe pickles) and how hard."""
+
     secrets: bool = True
     pii: bool = True
     pickles: bool = True
@@ -59,8 +61,10 @@ class ScanOptions:
 
 @dataclass
 class ScanResult:
+    """What ``scan_paths`` found: sorted findings, and the files and bytes it read."""
+
     findings: list[Finding] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # every file scanned
     bytes_scanned: int = 0
 
     def summary(self) -> dict[str, object]:

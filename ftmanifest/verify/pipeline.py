@@ -42,9 +42,12 @@ if TYPE_CHECKING:
 
 @dataclass
 class VerifyReport:
+    """What ``verify_manifest`` found: every drift row (``ok`` when none is an error),
+    the acceptances applied, and what was observed."""
+
     manifest_path: Path
-    manifest_digest: str
-    findings: list[Finding]
+    manifest_digest: str  # sha256 of the manifest's canonical form
+    findings: list[Finding]  # drift rows: field, expected, observed, hint
     accepted: list[Acceptance] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     environment: Environment | None = None  # observed here; None when nothing was probed
