@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ftmanifest import errors, hashing
+from ftmanifest import errors, hashing, recordio
 from ftmanifest.counts import RecordCountError
 from ftmanifest.errors import EXIT_REFUSED, FtManifestError
 from ftmanifest.findings import SEVERITY_ORDER, Finding
-from ftmanifest.recordio import _types as recordio
 
 if TYPE_CHECKING:
     from ftmanifest.hashing import FileDigest

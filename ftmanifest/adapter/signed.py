@@ -24,7 +24,7 @@ from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding
 from ftmanifest.fsutil import atomic_write_bytes
 from ftmanifest.hashing import hash_files, list_tree
-from ftmanifest.signing._files import ENVELOPE_MAX_BYTES
+from ftmanifest.signing import ENVELOPE_MAX_BYTES
 from ftmanifest.signing.attest import sign_statement, verify_statement
 from ftmanifest.signing.errors import (
     FileTooLargeError,

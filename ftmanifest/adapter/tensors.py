@@ -42,9 +42,9 @@ from ftmanifest.errors import InputError, InputNotFoundError
 from ftmanifest.hashing import CHUNK_SIZE, FileChangedError, UnreadableFileError, default_workers
 from ftmanifest.scan.artifacts.safetensors import (
     MAX_HEADER,
-    _check_tensors,
-    _Malformed,
-    _parse,
+    Malformed,
+    check_tensors,
+    parse_header,
 )
 from ftmanifest.statcache import StatCache, StatKey
 from ftmanifest.untrusted import read_untrusted
@@ -145,9 +145,9 @@ def _header_from(fh: Any, path: Path, size: int) -> Header:
         raise _bad(path, f"header length {n} exceeds the cap or the {size}-byte file")
     raw = fh.read(n)
     try:
-        header = _parse(raw)
-        _check_tensors(header, size - 8 - n)
-    except _Malformed as exc:
+        header = parse_header(raw)
+        check_tensors(header, size - 8 - n)
+    except Malformed as exc:
         raise _bad(path, str(exc), exc.rule) from None
     meta = header.pop("__metadata__", None) or {}
     if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):

@@ -47,7 +47,7 @@ from typing import Any
 from ftmanifest.backup.errors import IndexMismatchError, SourceChangedError, UnsupportedSourceError
 from ftmanifest.errors import InputError, InputNotFoundError
 from ftmanifest.manifest.canonical import canonical_json
-from ftmanifest.signing._strict import StrictJSONError, loads_strict
+from ftmanifest.signing import StrictJSONError, loads_strict
 from ftmanifest.signing.attest import sign_statement
 from ftmanifest.signing.intoto import Subject
 

@@ -29,14 +29,14 @@ from typing import Any, Literal
 
 from ftmanifest.backup.errors import IdentityFileError, MetadataMismatchError, RecipientError
 from ftmanifest.errors import UsageError
-from ftmanifest.signing._ssh_line import KEY_TYPES
+from ftmanifest.signing import KEY_TYPES
 from ftmanifest.signing.keys import (
     check_private_key_mode,
     fingerprint_of_blob,
     load_private_key,
     public_key_from_blob,
 )
-from ftmanifest.signing.passphrase import _require_tty, check_env_name, for_unlock, from_env
+from ftmanifest.signing.passphrase import check_env_name, for_unlock, from_env, require_tty
 from ftmanifest.signing.trust import (
     STATUS_EXPIRED,
     STATUS_NOT_YET_VALID,
@@ -356,7 +356,7 @@ def passphrase_source(env_var: str | None, *, new: bool) -> Callable[[], str]:
         return from_variable
 
     def ask() -> str:
-        _require_tty("a backup passphrase is needed")
+        require_tty("a backup passphrase is needed", "--archive-passphrase-env")
         first = getpass.getpass("Backup passphrase: ")
         if new:
             _check_new_passphrase(first, "--archive-passphrase", "type")

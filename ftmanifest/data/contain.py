@@ -48,9 +48,7 @@ from ftmanifest.counts import format_of
 from ftmanifest.data.parallel import LINE_KINDS, _line_chunks, _Lines, digest, shard_path
 from ftmanifest.data.text import input_pieces, normalise, record_text, shingle_list
 from ftmanifest.errors import WorkerDiedError
-from ftmanifest.recordio import iter_records
-from ftmanifest.recordio._lines import _decode
-from ftmanifest.recordio._types import loads
+from ftmanifest.recordio import decode_line, iter_records, loads
 
 MIN_TOKENS = 8  # words an item must have to be searched for inside other records
 MIN_CHARS = 40  # and characters (normalised)
@@ -265,7 +263,7 @@ def _scan(job: _Lines | list[tuple[int, int, Any]]) -> tuple[int, list[Found]]:
             continue
         n += 1
         line = job.first + i
-        text = _decode(raw, path, line)
+        text = decode_line(raw, path, line)
         if job.kind in ("jsonl", "ndjson"):
             value: Any = loads(text, path, line)
         else:

@@ -57,9 +57,15 @@ from ftmanifest.data.shards import Marks
 from ftmanifest.data.text import NUM_PERM, SEED, normalise, shingle_list, task_text
 from ftmanifest.errors import EXIT_BUG, FtManifestError, WorkerDiedError
 from ftmanifest.progress import ProgressSink
-from ftmanifest.recordio import DEFAULT_LIMITS, RecordReadError, iter_records
-from ftmanifest.recordio._lines import _decode, physical_lines
-from ftmanifest.recordio._types import fail, loads
+from ftmanifest.recordio import (
+    DEFAULT_LIMITS,
+    RecordReadError,
+    decode_line,
+    fail,
+    iter_records,
+    loads,
+    physical_lines,
+)
 from ftmanifest.wire import Malformed, bad_answer
 
 CHUNK_BYTES = 1 << 20
@@ -196,7 +202,7 @@ def _sign_records(job: _Lines, extra: Extra | None, tally: Tally | None) -> Sign
         if not raw.strip():
             continue
         line = job.first + i
-        decoded = _decode(raw, path, line)
+        decoded = decode_line(raw, path, line)
         value: Any
         if job.kind in ("jsonl", "ndjson"):
             value = loads(decoded, path, line)
@@ -227,7 +233,7 @@ def _texts(job: _Lines) -> list[tuple[int, str]]:
         if not raw.strip():
             continue
         line = job.first + i
-        text = _decode(raw, path, line)
+        text = decode_line(raw, path, line)
         if job.kind in ("jsonl", "ndjson"):
             out.append((line, task_text(loads(text, path, line), job.fields)))
         else:

@@ -231,7 +231,9 @@ def _sorted_leaves(node: Any) -> list[str]:
     return []
 
 
-def _leaves(value: Any, key: str, setup: bool) -> list[str]:
+def field_texts(value: Any, key: str, setup: bool) -> list[str]:
+    """The strings under ``key`` of one record: a chat's turn texts (without the
+    system and developer turns unless ``setup``), or every string leaf in key order."""
     node = value.get(key) if isinstance(value, dict) else None
     if node is None:
         return []
@@ -253,11 +255,11 @@ def record_text(value: Any, fields: Sequence[str] = (), *, setup: bool = True) -
     if isinstance(value, str):
         return value
     if fields:
-        return _SEP.join(s for key in fields for s in _leaves(value, key, setup))
+        return _SEP.join(s for key in fields for s in field_texts(value, key, setup))
     if isinstance(value, dict):
         for group in DEFAULT_FIELDS:
             if any(key in value for key in group):
-                return _SEP.join(s for key in group for s in _leaves(value, key, setup))
+                return _SEP.join(s for key in group for s in field_texts(value, key, setup))
     return _SEP.join(_sorted_leaves(value))
 
 

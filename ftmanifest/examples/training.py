@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.examples.tiny import lm_examples
-from ftmanifest.integrations.builders import _load, training_arguments
+from ftmanifest.integrations.builders import manifest_model, training_arguments
 
 
 def tiny_trainer(
@@ -51,7 +51,7 @@ def tiny_trainer(
         **overrides,
     }
     args = args if args is not None else training_arguments(manifest, **options)
-    training = _load(manifest).training
+    training = manifest_model(manifest).training
     data = lm_examples(
         folder / "data" / "train.jsonl",
         tok,

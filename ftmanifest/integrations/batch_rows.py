@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.data.text import DEFAULT_FIELDS, _leaves, normalise
+from ftmanifest.data.text import DEFAULT_FIELDS, field_texts, normalise
 from ftmanifest.findings import Finding
 from ftmanifest.integrations.batches import TrainingForwardHook, redact_tokens
 from ftmanifest.integrations.data_rows import RULE, _permutation
@@ -59,7 +59,7 @@ def pieces(value: Any) -> list[str]:
     else:
         group = next((g for g in DEFAULT_FIELDS if isinstance(value, dict)
                       and any(k in value for k in g)), ())  # fmt: skip
-        found = [s for k in group for s in _leaves(value, k, False)] if group else []
+        found = [s for k in group for s in field_texts(value, k, False)] if group else []
     return [p for p in map(normalise, found) if p]
 
 

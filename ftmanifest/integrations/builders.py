@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import UsageError
 from ftmanifest.integrations.recipe import FIELDS, TRL_FIELDS, arg_name
 from ftmanifest.location import Loc, format_loc
 
+if TYPE_CHECKING:
+    from ftmanifest.manifest.model import Manifest
 
-def _load(manifest: Any) -> Any:
+
+def manifest_model(manifest: Any) -> Manifest:
+    """The ``Manifest`` model of ``manifest``: a model, a loaded manifest or a path."""
     from ftmanifest.manifest import LoadedManifest, load_manifest
     from ftmanifest.manifest.model import Manifest
 
@@ -37,7 +41,7 @@ def _load(manifest: Any) -> Any:
 
 def pinned_arguments(manifest: Any, fields: set[str], *, trl: bool = False) -> dict[str, Any]:
     """``{argument: (value, manifest location)}`` of every pinned value ``fields`` can take."""
-    m = _load(manifest)
+    m = manifest_model(manifest)
     out: dict[str, tuple[Any, Loc]] = {}
 
     def put(name: str, value: Any, loc: Loc) -> None:
@@ -85,7 +89,7 @@ def _build(cls: Any, manifest: Any, overrides: dict[str, Any], *, trl: bool) -> 
     pinned = pinned_arguments(manifest, fields, trl=trl)
     _refuse_overrides(overrides, pinned, lambda key: arg_name(key, fields))
     kwargs = {name: value for name, (value, _loc) in pinned.items()}
-    m = _load(manifest)
+    m = manifest_model(manifest)
     backend = m.environment.backend.kind if m.environment.backend else None
     if backend == "cpu" and "use_cpu" in fields:
         kwargs["use_cpu"] = True
@@ -141,7 +145,7 @@ def dpo_config(manifest: Any, **overrides: Any) -> Any:
 
 def lora_config(manifest: Any, **overrides: Any) -> Any:
     """``peft.LoraConfig`` (or the declared PEFT method's config) from ``method``."""
-    m = _load(manifest)
+    m = manifest_model(manifest)
     method = m.method
     if method is None or method.kind == "full":
         raise UsageError(

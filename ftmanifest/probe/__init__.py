@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from ftmanifest.errors import UsageError
 from ftmanifest.probe import envvars, git, mps, nvidia, packages, rocm, system, torchinfo
 from ftmanifest.probe._context import ProbeContext
+from ftmanifest.probe._git_env import git_context, own_repository, run_git
 from ftmanifest.probe.backend import BackendObservation, decide
 from ftmanifest.probe.devices import GpuObservation
 from ftmanifest.probe.fields import to_environment_fields
@@ -37,7 +38,10 @@ __all__ = [
     "Observation",
     "Probe",
     "ProbeContext",
+    "git_context",
+    "own_repository",
     "probe_all",
+    "run_git",
     "run_probe",
     "to_environment_fields",
 ]

@@ -28,9 +28,11 @@ from typing import BinaryIO, TypeVar
 
 from ftmanifest.counts import DELIMITERS, LINE_FORMATS, format_of, open_regular
 from ftmanifest.recordio._lines import (
+    decode_line,
     delimited_records,
     delimited_rows,
     jsonl_records,
+    physical_lines,
     text_records,
 )
 from ftmanifest.recordio._types import (
@@ -43,6 +45,7 @@ from ftmanifest.recordio._types import (
     RecordTooLargeError,
     UnsupportedFormatError,
     fail,
+    loads,
     text_fields,
 )
 from ftmanifest.recordio._whole import json_records, parquet_records
@@ -58,8 +61,12 @@ __all__ = [
     "RecordReadError",
     "RecordTooLargeError",
     "UnsupportedFormatError",
+    "decode_line",
+    "fail",
     "iter_records",
     "iter_rows",
+    "loads",
+    "physical_lines",
     "text_fields",
 ]
 

@@ -51,7 +51,9 @@ def physical_lines(f: BinaryIO, path: Path, limits: Limits) -> Iterator[tuple[in
         yield number, raw
 
 
-def _decode(raw: bytes, path: Path, line: int) -> str:
+def decode_line(raw: bytes, path: Path, line: int) -> str:
+    """One physical line as text: UTF-8, a BOM dropped from line 1 (``RecordEncodingError``
+    naming the line and byte otherwise)."""
     if line == 1 and raw.startswith(_BOM):
         raw = raw[len(_BOM) :]
     try:
@@ -67,7 +69,7 @@ def jsonl_records(f: BinaryIO, path: Path, limits: Limits) -> Iterator[Record]:
     for line, raw in physical_lines(f, path, limits):
         if raw.strip():
             number += 1
-            yield Record(number, line, loads(_decode(raw, path, line), path, line))
+            yield Record(number, line, loads(decode_line(raw, path, line), path, line))
 
 
 def text_records(f: BinaryIO, path: Path, limits: Limits) -> Iterator[Record]:
@@ -76,7 +78,7 @@ def text_records(f: BinaryIO, path: Path, limits: Limits) -> Iterator[Record]:
     for line, raw in physical_lines(f, path, limits):
         if raw.strip():
             number += 1
-            text = _decode(raw, path, line)
+            text = decode_line(raw, path, line)
             text = text[:-1] if text.endswith("\n") else text
             yield Record(number, line, text[:-1] if text.endswith("\r") else text)
 
@@ -94,7 +96,7 @@ def _csv_lines(f: BinaryIO, path: Path, limits: Limits, row: _Row) -> Iterator[s
     """Decoded lines as a file opened with ``newline=""`` yields them."""
     at = 0  # the byte offset of the physical line
     for line, raw in physical_lines(f, path, limits):
-        text = _decode(raw, path, line)
+        text = decode_line(raw, path, line)
         pos = at + len(raw) - len(text.encode()) if line == 1 else at  # after a BOM
         at += len(raw)
         for piece in _PIECE.findall(text) if "\r" in text else (text,):

@@ -58,12 +58,14 @@ def from_env(var: str) -> bytes:
     return value.encode("utf-8")
 
 
-def _require_tty(what: str) -> None:
+def require_tty(what: str, option: str = "--passphrase-env") -> None:
+    """Refuse to ask for ``what`` where there is no terminal, naming ``option``: the
+    command's option that takes the passphrase from an environment variable."""
     if not sys.stdin.isatty():
         raise UsageError(
             f"{what}, but there is no terminal to ask on",
-            field="--passphrase-env",
-            hint="pass --passphrase-env VAR naming a variable that holds the passphrase",
+            field=option,
+            hint=f"pass {option} VAR naming a variable that holds the passphrase",
         )
 
 
@@ -74,7 +76,7 @@ def for_unlock(env_var: str | None, path: str) -> Callable[[], bytes]:
         return lambda: from_env(env_var)
 
     def ask() -> bytes:
-        _require_tty(f"{path} is encrypted and needs a passphrase")
+        require_tty(f"{path} is encrypted and needs a passphrase")
         return getpass.getpass(f"Passphrase for {path}: ").encode("utf-8")
 
     return ask
@@ -93,7 +95,7 @@ def for_new_key(env_var: str | None, no_passphrase: bool) -> bytes | None:
                 hint="set a passphrase, or pass --no-passphrase for an unencrypted key",
             )
         return value
-    _require_tty("a passphrase for the new key is needed")
+    require_tty("a passphrase for the new key is needed")
     first = getpass.getpass("Passphrase for the new key (empty for none): ")
     if first != getpass.getpass("Same passphrase again: "):
         raise UsageError("the two passphrases differ", hint="run keygen again")

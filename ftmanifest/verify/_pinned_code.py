@@ -15,8 +15,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ftmanifest.probe._context import ProbeContext
-from ftmanifest.probe._git_env import git_context, own_repository, run_git
+from ftmanifest.probe import ProbeContext, git_context, own_repository, run_git
 from ftmanifest.probe.git_blobs import format_of, observe_blobs
 from ftmanifest.probe.git_content import GITLINK, GitFailed, TrackedBlob, tracked_blobs
 from ftmanifest.statcache import StatCache

@@ -24,8 +24,7 @@ from ftmanifest.ledger.runrecord import records_path
 from ftmanifest.ledger.store import NAME_RE
 from ftmanifest.location import Loc
 from ftmanifest.manifest.pinned import pinned_files
-from ftmanifest.probe import ProbeContext, probe_all
-from ftmanifest.probe._git_env import git_context
+from ftmanifest.probe import ProbeContext, git_context, probe_all
 from ftmanifest.probe.fields import to_environment_fields
 from ftmanifest.probe.git_ancestry import descends_with_only, path_allowed, repo_paths, repo_tops
 from ftmanifest.probe.git_content import ContentChange, GitFailed

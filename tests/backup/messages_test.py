@@ -94,3 +94,17 @@ def test_a_good_passphrase_is_accepted(keys: Keys, tmp_path, capsys, monkeypatch
     argv = ["backup", "create", str(src), "--to", str(tmp_path / "backups"), "--key",
             str(keys.signing_path), "--passphrase-env", "BACKUP_PW"]  # fmt: skip
     assert main(argv) == 0
+
+
+@pytest.mark.parametrize("new", [True, False])
+def test_a_passphrase_with_no_terminal_names_the_archive_option(new, monkeypatch):
+    """With no terminal to ask on, the hint names the option that sets the archive's
+    passphrase, not ``--passphrase-env`` (the signing key's, or a deprecated spelling)."""
+    from ftmanifest.backup.keys import passphrase_source
+    from ftmanifest.errors import UsageError
+
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    with pytest.raises(UsageError) as caught:
+        passphrase_source(None, new=new)()
+    assert caught.value.field == "--archive-passphrase-env"
+    assert "--archive-passphrase-env VAR" in (caught.value.hint or "")

@@ -57,21 +57,23 @@ DTYPE_BITS: dict[str, int] = {
 }
 
 
-class _Malformed(Exception):
+class Malformed(Exception):
+    """A safetensors header that breaks the format, with its scan rule."""
+
     def __init__(self, rule: str, message: str) -> None:
         super().__init__(message)
         self.rule = rule
 
 
-def _duplicate(key: str) -> _Malformed:
-    return _Malformed("safetensors.duplicate-key", f"key {_short(key)!r} appears twice")
+def _duplicate(key: str) -> Malformed:
+    return Malformed("safetensors.duplicate-key", f"key {_short(key)!r} appears twice")
 
 
 _pairs_hook = unique_keys(_duplicate)
 
 
 def _no_constant(name: str) -> Any:
-    raise _Malformed("safetensors.header-not-json", f"non-standard JSON constant {name}")
+    raise Malformed("safetensors.header-not-json", f"non-standard JSON constant {name}")
 
 
 def _short(text: str, n: int = 60) -> str:
@@ -131,13 +133,13 @@ def check_safetensors(
         why = f"cannot read file: {exc.strerror or exc}"
         return [part_not_scanned(where, why, rule="scan.unreadable", hint=None)]
     try:
-        header = _parse(raw)
-    except _Malformed as exc:
+        header = parse_header(raw)
+    except Malformed as exc:
         bad(exc.rule, str(exc))
         return out
     try:
-        _check_tensors(header, size - 8 - n)
-    except _Malformed as exc:
+        check_tensors(header, size - 8 - n)
+    except Malformed as exc:
         bad(exc.rule, str(exc))
     meta = header.get("__metadata__")
     if meta is not None and not isinstance(meta, dict):
@@ -208,13 +210,14 @@ def _scan_header_strings(
     return out
 
 
-def _parse(raw: bytes) -> dict[str, Any]:
+def parse_header(raw: bytes) -> dict[str, Any]:
+    """The header's JSON object, parsed strictly (``Malformed`` otherwise)."""
     if not raw.startswith(b"{"):
-        raise _Malformed("safetensors.header-not-json", "header does not start with '{'")
+        raise Malformed("safetensors.header-not-json", "header does not start with '{'")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _Malformed(
+        raise Malformed(
             "safetensors.header-not-utf8", f"header is not UTF-8 (byte {exc.start})"
         ) from None
     try:
@@ -224,38 +227,40 @@ def _parse(raw: bytes) -> dict[str, Any]:
             msg = f"header is not valid JSON: {exc.msg} at {exc.pos}"
         else:
             msg = "header is not valid JSON"
-        raise _Malformed("safetensors.header-not-json", msg) from None
+        raise Malformed("safetensors.header-not-json", msg) from None
     if not isinstance(header, dict):
-        raise _Malformed("safetensors.header-not-object", "header is not a JSON object")
+        raise Malformed("safetensors.header-not-object", "header is not a JSON object")
     return header
 
 
-def _check_tensors(header: dict[str, Any], data_len: int) -> None:
+def check_tensors(header: dict[str, Any], data_len: int) -> None:
+    """Every tensor's dtype, shape and offsets tile ``data_len`` bytes with no overlap or gap
+    (``Malformed`` naming the first that does not)."""
     spans: list[tuple[int, int, str]] = []
     for name, info in header.items():
         if name == "__metadata__":
             continue
         label = _short(name)
         if not isinstance(info, dict):
-            raise _Malformed("safetensors.bad-tensor", f"tensor {label!r} is not an object")
+            raise Malformed("safetensors.bad-tensor", f"tensor {label!r} is not an object")
         dtype, shape, offs = info.get("dtype"), info.get("shape"), info.get("data_offsets")
         if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
-            raise _Malformed(
+            raise Malformed(
                 "safetensors.bad-dtype", f"tensor {label!r} has unknown dtype {_short(str(dtype))}"
             )
         if not isinstance(shape, list) or not all(_uint(d) for d in shape):
-            raise _Malformed(
+            raise Malformed(
                 "safetensors.bad-shape", f"tensor {label!r}: shape is not a list of sizes"
             )
         if not (isinstance(offs, list) and len(offs) == 2 and all(_uint(o) for o in offs)):
-            raise _Malformed(
+            raise Malformed(
                 "safetensors.bad-offsets", f"tensor {label!r}: data_offsets is not [begin, end]"
             )
         begin, end = offs
         if begin > end:
-            raise _Malformed("safetensors.bad-offsets", f"tensor {label!r}: begin > end")
+            raise Malformed("safetensors.bad-offsets", f"tensor {label!r}: begin > end")
         if end > data_len:
-            raise _Malformed(
+            raise Malformed(
                 "safetensors.data-out-of-bounds",
                 f"tensor {label!r} ends at {end}, past the {data_len}-byte data section "
                 "(truncated file?)",
@@ -263,12 +268,12 @@ def _check_tensors(header: dict[str, Any], data_len: int) -> None:
         count = numel(shape)
         bits = None if count is None else count * DTYPE_BITS[dtype]
         if bits is None or bits > USIZE_MAX:
-            raise _Malformed(
+            raise Malformed(
                 "safetensors.shape-overflow",
                 f"tensor {label!r}: a {len(shape)}-dimension shape overflows 64 bits",
             )
         if bits % 8 or bits // 8 != end - begin:
-            raise _Malformed(
+            raise Malformed(
                 "safetensors.size-mismatch",
                 f"tensor {label!r}: {dtype}{_short(str(shape))} needs {bits / 8:g} bytes, "
                 f"offsets give {end - begin}",
@@ -278,16 +283,16 @@ def _check_tensors(header: dict[str, Any], data_len: int) -> None:
     cursor = 0
     for begin, end, label in spans:
         if begin < cursor:
-            raise _Malformed(
+            raise Malformed(
                 "safetensors.overlapping-offsets", f"tensor {label!r} overlaps the previous one"
             )
         if begin > cursor:
-            raise _Malformed(
+            raise Malformed(
                 "safetensors.offsets-gap", f"unused bytes {cursor}..{begin} before {label!r}"
             )
         cursor = end
     if cursor != data_len:
-        raise _Malformed(
+        raise Malformed(
             "safetensors.trailing-data",
             f"data section has {data_len - cursor} bytes no tensor accounts for",
         )
