@@ -59,6 +59,12 @@ def code(value: object) -> str:
 # An absolute POSIX path in a value or inside a sentence: a slash that follows no
 # word, path or URL character, up to the next space, quote or separator.
 _ABSOLUTE = re.compile(r"(?<![\w.~/:@-])/[^\s\"'`,;()<>|]+")
+# The same path as a file URL (RFC 8089: file:/p, file:///p, file://host/p): the
+# scheme and host go with it, the path is shortened as any other.
+_FILE_URL = re.compile(r"(?i)\bfile:(?://([^/\s\"'`]*))?(/[^\s\"'`,;()<>|]*)")
+# A Windows path (C:\Users\..., D:/data/...) or a network share (\\server\share\...),
+# which a manifest written on Windows carries: only its last names are kept.
+_FOREIGN = re.compile(r"(?<![\w\\/])(?:[A-Za-z]:[\\/]|\\\\)[^\s\"'`,;()<>|]+")
 _KEPT = 2  # trailing components kept of a path outside the project and home
 
 
@@ -67,13 +73,13 @@ def portable(value: Any, base: str | None = None, home: str | None = None) -> An
     renderings a report is handed on with: a path under ``base`` (default: the
     working folder, where the audit's own relative paths start) becomes relative
     to it, one under ``home`` starts with ``~/``, any other keeps its last two
-    names (at most) behind ``.../``.  Strings anywhere in dicts and lists are rewritten,
-    sentences included; URLs and relative paths are left as they are."""
+    names (at most) behind ``.../``; so do ``file:`` URLs, Windows drive paths and
+    network shares.  Strings anywhere in dicts and lists are rewritten, sentences
+    included; web addresses and relative paths are left as they are."""
     base = os.path.abspath(base or os.getcwd())
     home = os.path.abspath(home or os.path.expanduser("~"))
 
-    def short(match: re.Match[str]) -> str:
-        path = match.group()
+    def short_path(path: str) -> str:
         real = os.path.normpath(path)
         for root, lead in ((base, ""), (home, "~/")):
             for form in {root, os.path.realpath(root)}:
@@ -83,9 +89,22 @@ def portable(value: Any, base: str | None = None, home: str | None = None) -> An
                     return lead + os.path.relpath(real, form)
         return ".../" + "/".join([n for n in real.split("/") if n][-_KEPT:])
 
+    def file_url(match: re.Match[str]) -> str:
+        host, path = match.group(1), match.group(2)
+        if host not in (None, "", "localhost"):  # another machine's file: its last names
+            return ".../" + "/".join([n for n in path.split("/") if n][-_KEPT:])
+        return short_path(path)
+
+    def foreign(match: re.Match[str]) -> str:
+        return ".../" + "/".join([n for n in re.split(r"[\\/]", match.group()) if n][-_KEPT:])
+
+    def short(match: re.Match[str]) -> str:
+        return short_path(match.group())
+
     def walk(item: Any) -> Any:
         if isinstance(item, str):
-            return _ABSOLUTE.sub(short, item)
+            item = _FILE_URL.sub(file_url, item)
+            return _ABSOLUTE.sub(short, _FOREIGN.sub(foreign, item))
         if isinstance(item, Mapping):
             return {k: walk(v) for k, v in item.items()}
         if isinstance(item, (list, tuple)):
