@@ -152,13 +152,15 @@ def _base_model(m: Manifest) -> dict[str, Any]:
 def _data(m: Manifest, kinds: Mapping[str, str]) -> list[dict[str, Any]]:
     out = []
     for entry in m.data:
-        comp: dict[str, Any] = {"type": "data", "bom-ref": f"data:{entry.name}", "name": entry.name}
+        # the name quoted ("/" too), so no data set's ref reads as another's script's
+        ref = f"data:{quote(entry.name, safe='')}"
+        comp: dict[str, Any] = {"type": "data", "bom-ref": ref, "name": entry.name}
         if kinds.get(entry.name) == "file" and (hashes := _hashes(entry.digest)):
             comp["hashes"] = hashes
         comp["licenses"] = _licenses(entry.license)
         scripts = [
-            ({**_file(s.path, s.digest, f"data:{entry.name}/"), "description": s.description}
-             if s.description else _file(s.path, s.digest, f"data:{entry.name}/"))
+            ({**_file(s.path, s.digest, f"{ref}/"), "description": s.description}
+             if s.description else _file(s.path, s.digest, f"{ref}/"))
             for s in [*entry.cleaning, *entry.transforms]
         ]  # fmt: skip
         if scripts:
