@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ftmanifest.adapter import base as bases
 from ftmanifest.adapter.binding import (
@@ -43,7 +43,11 @@ from ftmanifest.errors import RefusedError
 from ftmanifest.findings import Finding
 from ftmanifest.manifest import load_manifest
 from ftmanifest.manifest import targets as tg
+from ftmanifest.manifest.renamed import renamed_keywords
 from ftmanifest.signing.model_sig import SIGNATURE_NAME, cannot_write_reason, write_model_signature
+
+if TYPE_CHECKING:
+    from ftmanifest.signing.keys import PrivateKey
 
 
 class BindRefusedError(RefusedError):
@@ -64,10 +68,11 @@ class BindResult:
     notes: tuple[str, ...] = ()
 
 
+@renamed_keywords(manifest_path="manifest")
 def bind_adapter(
     adapter_dir: str | Path,
-    manifest_path: str | Path,
-    key: Any,
+    manifest: str | Path,
+    key: PrivateKey,
     *,
     use_cache: bool = True,
     allow_outside: bool = False,
@@ -77,7 +82,7 @@ def bind_adapter(
     """Bind ``adapter_dir`` to the manifest's base, signed with ``key`` (Ed25519
     or ECDSA P-256).  ``key_path`` (the file ``key`` was read from, and its
     ``password``) also asks for ``model.sig``, made from that file by model-signing."""
-    folder, mpath = Path(adapter_dir), Path(manifest_path)
+    folder, mpath = Path(adapter_dir), Path(manifest)
     loaded = load_manifest(mpath)
     config = read_config(folder)
     base, findings = bases.from_manifest(

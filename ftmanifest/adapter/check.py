@@ -67,6 +67,7 @@ from ftmanifest.errors import InputError, RefusedError, UsageError
 from ftmanifest.findings import Finding
 from ftmanifest.manifest import load_manifest
 from ftmanifest.manifest import targets as tg
+from ftmanifest.manifest.renamed import renamed_keywords
 
 if TYPE_CHECKING:
     from ftmanifest.manifest import LoadedManifest
@@ -108,10 +109,11 @@ class AdapterReport:
         }
 
 
+@renamed_keywords(manifest_path="manifest")
 def check_adapter(
     adapter_dir: str | Path,
     *,
-    manifest_path: str | Path | None = None,
+    manifest: str | Path | None = None,
     base_dir: str | Path | None = None,
     base_repo: str | None = None,
     revision: str | None = None,
@@ -126,8 +128,8 @@ def check_adapter(
     else the base the binding names)."""
     folder = Path(adapter_dir)
     loaded = None
-    if manifest_path is not None:
-        loaded = load_manifest(manifest_path)
+    if manifest is not None:
+        loaded = load_manifest(manifest)
     try:
         config = read_config(folder)
         adapter_shapes = tensor_shapes(adapter_weight_files(folder))
@@ -135,7 +137,7 @@ def check_adapter(
     except InputError as exc:
         unusable = exc
     report = AdapterReport(folder, folder / ENVELOPE_NAME)
-    signed = read_signed(folder, search_from=manifest_path, trust_path=trust_path, now=now,
+    signed = read_signed(folder, search_from=manifest, trust_path=trust_path, now=now,
                          use_cache=use_cache)  # fmt: skip
     report.binding, report.signers = signed.binding, signed.signers
     report.findings += signed.findings
@@ -144,7 +146,7 @@ def check_adapter(
             return report  # tampered after binding: the refusal names the file
         raise unusable
     if base is None:
-        base = _find_base(report, loaded, manifest_path, base_dir, base_repo, revision,
+        base = _find_base(report, loaded, manifest, base_dir, base_repo, revision,
                           use_cache, allow_outside)  # fmt: skip
     report.base_folder = base.folder
     where = str(folder)

@@ -39,14 +39,16 @@ from ftmanifest.adapter.loadable import CONFIG_INFORMATIONAL, base_config_findin
 from ftmanifest.adapter.tensors import TensorRecord, combine, tensor_record
 from ftmanifest.errors import InputError, UsageError
 from ftmanifest.findings import Finding
+from ftmanifest.manifest.renamed import renamed_keywords
 
 MAX_ALIAS_CHOICES = 64
 
 
+@renamed_keywords(base="base_dir")
 def load_bound(
     adapter_dir: str | Path,
     *,
-    base: str | Path | None = None,
+    base_dir: str | Path | None = None,
     manifest: str | Path | None = None,
     model: Any = None,
     trust_path: Path | None = None,
@@ -55,7 +57,7 @@ def load_bound(
 ) -> Any:
     """Check ``adapter_dir`` against its base, then load it with peft.
 
-    The base is ``base`` (a folder), else the manifest's, else the one the
+    The base is ``base_dir`` (a folder), else the manifest's, else the one the
     binding names.  ``model``: a base model already loaded by the caller;
     its weights are digested and must be the bound ones.  Otherwise the base
     folder is loaded with ``model_class`` (default ``AutoModelForCausalLM``).
@@ -77,7 +79,7 @@ def load_bound(
             "adapter_config.json and tensor names are what load_bound loads",
         )  # fmt: skip
     report = require_ok(
-        check_adapter(adapter_dir, manifest_path=manifest, base_dir=base, trust_path=trust_path)
+        check_adapter(adapter_dir, manifest=manifest, base_dir=base_dir, trust_path=trust_path)
     )
     assert report.binding is not None and report.base_folder is not None
     with tempfile.TemporaryDirectory(prefix="ftmanifest-adapter-") as tmp:

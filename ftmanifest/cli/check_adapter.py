@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         )
     report = check_adapter(
         args.adapter,
-        manifest_path=args.manifest,
+        manifest=args.manifest,
         base_dir=args.base,
         base_repo=args.base_repo,
         revision=args.revision,

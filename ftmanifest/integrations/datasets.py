@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 from ftmanifest.errors import FtManifestError, InputError, RefusedError, UsageError
 from ftmanifest.findings import Finding
 from ftmanifest.location import Loc, format_loc
+from ftmanifest.manifest.renamed import renamed_keywords
 
 if TYPE_CHECKING:
     from ftmanifest.manifest.data import DataEntry
@@ -104,8 +105,9 @@ class DataTrace:
     record: dict[str, Any]  # JSON-able: kind, origins, cache files, reason when not traced
 
 
+@renamed_keywords(manifest_path="manifest")
 def load_pinned_dataset(
-    manifest_path: str | Path, name: str, *, allow_outside: bool = False, **kwargs: Any
+    manifest: str | Path, name: str, *, allow_outside: bool = False, **kwargs: Any
 ) -> Any:
     """The data entry ``name`` as a ``datasets.Dataset``, read from its verified pinned bytes.
 
@@ -117,7 +119,7 @@ def load_pinned_dataset(
 
     hint = "drop it; to load other data, pin it as a data entry and re-lock the manifest"
     refuse_chosen(kwargs, _CHOSEN_BY_THE_MANIFEST, "load_pinned_dataset", hint)
-    ctx = _Context.open(manifest_path, "train", allow_outside)
+    ctx = _Context.open(manifest, "train", allow_outside)
     names = [e.name for e in ctx.manifest.data]
     if name not in names:
         raise UsageError(

@@ -16,6 +16,7 @@ from typing import Any
 
 from ftmanifest.errors import UsageError
 from ftmanifest.integrations.model_origin import WeightCheck, pinned_snapshot
+from ftmanifest.manifest.renamed import renamed_keywords
 
 # A leading slice of each tensor is enough to tell other weights apart, and
 # keeps the check cheap on a 70B model: it reads a few KiB per tensor.
@@ -38,17 +39,18 @@ def refuse_chosen(
         )
 
 
+@renamed_keywords(manifest_path="manifest", model_cls="model_class")
 def load_pinned(
-    manifest_path: str | Path,
-    model_cls: Any = None,
+    manifest: str | Path,
+    model_class: Any = None,
     *,
     tokenizer: bool = True,
     allow_outside: bool = False,
     **kwargs: Any,
 ) -> tuple[Any, Any]:
-    """``(model, tokenizer)`` from exactly the snapshot ``manifest_path`` pins, offline.
+    """``(model, tokenizer)`` from exactly the snapshot ``manifest`` pins, offline.
 
-    ``model_cls`` defaults to ``AutoModelForCausalLM``; ``kwargs`` go to its
+    ``model_class`` defaults to ``AutoModelForCausalLM``; ``kwargs`` go to its
     ``from_pretrained`` (``dtype=``, ``device_map=``...), but none may replace
     a pinned config field (``rms_norm_eps=``, ``config=``...), another
     attention kernel than ``model.attn_implementation``, or a dtype
@@ -62,18 +64,18 @@ def load_pinned(
 
     refuse_chosen(kwargs, _CHOSEN_BY_THE_MANIFEST, "load_pinned",
                   "drop it; to load another revision, change and re-lock the manifest")  # fmt: skip
-    path = Path(manifest_path)
+    path = Path(manifest)
     loaded = load_manifest(path)
     folder = pinned_snapshot(loaded.manifest.model, path, allow_outside=allow_outside).folder
-    if model_cls is None:
+    if model_class is None:
         from transformers import AutoModelForCausalLM
 
-        model_cls = AutoModelForCausalLM
+        model_class = AutoModelForCausalLM
     from ftmanifest.integrations.model_config import refuse_overrides
 
     kwargs = refuse_overrides(kwargs, folder, loaded.manifest)
     # By folder, not repo id: nothing to resolve, and the guard traces this folder.
-    model = model_cls.from_pretrained(str(folder), local_files_only=True, **kwargs)
+    model = model_class.from_pretrained(str(folder), local_files_only=True, **kwargs)
     _apply_seeds(loaded)  # what the script initialises next (a LoRA) draws from them
     tok = None
     if tokenizer:

@@ -18,6 +18,7 @@ from ftmanifest.location import format_loc
 from ftmanifest.manifest.canonical import canonical_json, sha256_digest
 from ftmanifest.manifest.load import Document, read_document
 from ftmanifest.manifest.moved import moved_findings
+from ftmanifest.manifest.renamed import renamed_keywords
 from ftmanifest.manifest.unique import unique_findings
 from ftmanifest.manifest.validate import schema_findings
 
@@ -133,12 +134,13 @@ class LoadedManifest:
         return sha256_digest(self.canonical_bytes())
 
 
-def load_manifest(path: str | Path) -> LoadedManifest:
-    """Parse, schema-check and build the pydantic model of ``path``."""
+@renamed_keywords(path="manifest")
+def load_manifest(manifest: str | Path) -> LoadedManifest:
+    """Parse, schema-check and build the pydantic model of the file ``manifest``."""
     from pathlib import Path
 
-    doc = load_document(path)
-    return LoadedManifest(Path(path), doc, build_model(doc))
+    doc = load_document(manifest)
+    return LoadedManifest(Path(manifest), doc, build_model(doc))
 
 
 def build_model(doc: Document) -> Manifest:

@@ -374,7 +374,7 @@ def _gather_deliverable(
         if export.kind == "adapter":
             from ftmanifest.adapter.check import check_adapter
 
-            s.adapter = check_adapter(s.deliverable, manifest_path=s.manifest_path,
+            s.adapter = check_adapter(s.deliverable, manifest=s.manifest_path,
                                       trust_path=trust_path, use_cache=use_cache,
                                       allow_outside=allow_outside)  # fmt: skip
     except FtManifestError as exc:

@@ -22,6 +22,7 @@ from ftmanifest.ledger.parents import judge_variant
 from ftmanifest.ledger.summary import for_manifest, preflight_warning, warnings_of
 from ftmanifest.manifest import load_manifest
 from ftmanifest.manifest.pinned import pinned_files
+from ftmanifest.manifest.renamed import renamed_keywords
 from ftmanifest.probe.git import one_observation
 from ftmanifest.safe_text import escape
 from ftmanifest.signing import verify_manifest_signature
@@ -105,9 +106,10 @@ class DriftError(RefusedError):
         return escape(self.message) + "".join(rows)
 
 
+@renamed_keywords(path="manifest")
 @one_observation()  # git is asked for a folder's work tree root once per verify
 def verify_manifest(
-    path: str | Path,
+    manifest: str | Path,
     *,
     signature: bool = True,
     trust_path: Path | None = None,
@@ -120,7 +122,8 @@ def verify_manifest(
     ledger: Path | str | None = None,
     hasher: Hasher | None = None,
 ) -> VerifyReport:
-    """Compare the manifest at ``path`` with everything here; never raises on drift.
+    """Compare the manifest at ``manifest`` (its path) with everything here; never
+    raises on drift.
 
     ``hasher``: hashes the model, data and pinned files (``observe``'s keyword).
     Each file hashed here is opened once: the scan and the header checks read
@@ -129,7 +132,7 @@ def verify_manifest(
     """
     with held.holding() as kept:
         report = _verify(
-            path,
+            manifest,
             signature=signature,
             trust_path=trust_path,
             threshold=threshold,

@@ -53,7 +53,7 @@ def bind(p: Path, key: Any) -> None:
 
 
 def errors(p: Path) -> list[Finding]:
-    report = check_adapter(p / "adapter", manifest_path=p / "exp.json", use_cache=False)
+    report = check_adapter(p / "adapter", manifest=p / "exp.json", use_cache=False)
     return [f for f in report.findings if f.severity == "error"]
 
 
@@ -276,7 +276,7 @@ def test_an_old_binding_is_checked_as_far_as_it_goes(
     old = dataclasses.replace(binding, base_outputs=None, file_sizes={})
     assert "outputs" not in json.dumps(old.predicate())
     sign_binding(p / "adapter", old, signer, use_cache=False)
-    report = check_adapter(p / "adapter", manifest_path=p / "exp.json", use_cache=False)
+    report = check_adapter(p / "adapter", manifest=p / "exp.json", use_cache=False)
     assert report.ok
     warn = one(report.findings, "adapter.binding-outdated")
     assert warn.severity == "warning" and "bind" in warn.hint

@@ -28,7 +28,7 @@ def project_copy(bound: dict[str, Path], arch: str, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
 def test_bound_adapter_is_accepted_on_its_base(bound: dict[str, Path], arch: str) -> None:
     project = bound[arch]
-    report = check_adapter(project / "adapter", manifest_path=project / "exp.json")
+    report = check_adapter(project / "adapter", manifest=project / "exp.json")
     assert report.ok, report.findings
     assert report.signers == ("dev0@example.org",)
     assert report.binding is not None
@@ -91,7 +91,7 @@ def test_refuses_the_adapter_after_one_byte_changed(bound: dict[str, Path], tmp_
     project = project_copy(bound, "gpt2", tmp_path)
     weights = project / "adapter" / "adapter_model.safetensors"
     _flip(weights, read_header(weights).tensors[0].begin + 2)
-    report = check_adapter(project / "adapter", manifest_path=project / "exp.json")
+    report = check_adapter(project / "adapter", manifest=project / "exp.json")
     assert rules(report) == {"adapter.files-changed"}
     assert [f.field for f in report.findings] == ["adapter_model.safetensors"]
 
@@ -99,7 +99,7 @@ def test_refuses_the_adapter_after_one_byte_changed(bound: dict[str, Path], tmp_
 def test_refuses_an_added_file(bound: dict[str, Path], tmp_path: Path) -> None:
     project = project_copy(bound, "gpt2", tmp_path)
     (project / "adapter" / "extra.bin").write_bytes(b"x")
-    report = check_adapter(project / "adapter", manifest_path=project / "exp.json")
+    report = check_adapter(project / "adapter", manifest=project / "exp.json")
     assert rules(report) == {"adapter.files-changed"}
 
 
@@ -112,11 +112,11 @@ def test_refuses_a_binding_signed_by_an_untrusted_key(
     from ftmanifest.adapter.signed import sign_binding
 
     project = project_copy(bound, "gpt2", tmp_path)
-    report = check_adapter(project / "adapter", manifest_path=project / "exp.json")
+    report = check_adapter(project / "adapter", manifest=project / "exp.json")
     assert report.binding is not None
     stranger = Ed25519PrivateKey.generate()
     sign_binding(project / "adapter", Binding(**vars(report.binding)), stranger)
-    refused = check_adapter(project / "adapter", manifest_path=project / "exp.json")
+    refused = check_adapter(project / "adapter", manifest=project / "exp.json")
     assert rules(refused) == {"adapter.binding-untrusted"}
     assert refused.findings[0].extra["reason"] == "unknown-key"
 
@@ -169,7 +169,7 @@ def test_refuses_r_alpha_and_targets_other_than_the_manifest(
     body = json.loads(other.read_text())
     body["method"].update(r=8, alpha=16)
     other.write_text(json.dumps(body))
-    report = check_adapter(project / "adapter", manifest_path=other)
+    report = check_adapter(project / "adapter", manifest=other)
     fields = {f.field for f in report.findings if f.rule == "adapter.method-differs"}
     assert fields == {"method.r", "method.alpha", "method.target_modules"}
     assert "adapter.manifest-differs" in rules(report)  # export.bind asks for it
@@ -214,9 +214,9 @@ def test_refuses_an_unsigned_and_a_garbled_binding(bound: dict[str, Path], tmp_p
     envelope = project / "adapter" / ENVELOPE_NAME
     doc = json.loads(envelope.read_text())
     envelope.write_text(json.dumps({**doc, "signatures": []}))
-    report = check_adapter(project / "adapter", manifest_path=project / "exp.json")
+    report = check_adapter(project / "adapter", manifest=project / "exp.json")
     assert rules(report) == {"adapter.binding-unsigned"}
     envelope.write_text("{not json")
-    report = check_adapter(project / "adapter", manifest_path=project / "exp.json")
+    report = check_adapter(project / "adapter", manifest=project / "exp.json")
     assert rules(report) == {"adapter.binding-malformed"}
     assert report.findings[0].extra["reason"] == "malformed-envelope"

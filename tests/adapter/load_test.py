@@ -25,7 +25,7 @@ def test_load_bound_refuses_another_base(bound: dict[str, Path], models: dict[st
     with pytest.raises(AdapterRefusedError) as info:
         load_bound(
             bound["gpt2"] / "adapter",
-            base=models["gpt2-b"],
+            base_dir=models["gpt2-b"],
             trust_path=bound["gpt2"] / ".ftmanifest" / "allowed_signers",
         )
     assert info.value.exit_code == 1
@@ -49,7 +49,7 @@ def test_a_loaded_base_is_checked_by_its_state_dict(
 ) -> None:
     from transformers import AutoModelForCausalLM
 
-    report = check_adapter(bound["gpt2"] / "adapter", manifest_path=bound["gpt2"] / "exp.json")
+    report = check_adapter(bound["gpt2"] / "adapter", manifest=bound["gpt2"] / "exp.json")
     assert report.binding is not None
     digest = report.binding.base_tensor_digest
     a = AutoModelForCausalLM.from_pretrained(str(models["gpt2-a"]))  # tied lm_head

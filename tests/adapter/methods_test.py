@@ -88,7 +88,7 @@ def test_ia3_declared_under_kind_peft_binds_and_checks(
     assert result.binding.method["kind"] == "peft"
     assert result.binding.method["peft_type"] == "IA3"
     assert result.binding.method["config_digest"].startswith("sha256-peft-config:")
-    report = check_adapter(tmp_path / "adapter", manifest_path=manifest)
+    report = check_adapter(tmp_path / "adapter", manifest=manifest)
     assert report.ok, report.findings
 
 
@@ -118,7 +118,7 @@ def test_another_method_under_kind_lora_is_one_plain_sentence(
     )
     assert row.field == "method.kind" and f"peft_type: {peft_type}" in (row.hint or "")
     _complete(row)
-    report = check_adapter(tmp_path / "adapter", manifest_path=manifest)
+    report = check_adapter(tmp_path / "adapter", manifest=manifest)
     assert [f.rule for f in report.findings if f.severity == "error"] == [
         "adapter.binding-missing", "adapter.method-differs"]  # fmt: skip
     assert not any("lora" in f.message.lower() and f is not row for f in report.findings
@@ -134,7 +134,7 @@ def test_a_lora_adapter_under_full_fine_tuning_names_both(
     body = json.loads((project / "exp.json").read_text())
     body["method"] = {"kind": "full"}
     (project / "exp.json").write_text(json.dumps(body))
-    report = check_adapter(project / "adapter", manifest_path=project / "exp.json")
+    report = check_adapter(project / "adapter", manifest=project / "exp.json")
     (row,) = [f for f in report.findings if f.rule == "adapter.method-differs"]
     assert row.message.endswith("this adapter is LORA and the manifest declares full "
                                 "fine-tuning (method.kind: full)")  # fmt: skip
@@ -162,7 +162,7 @@ def test_a_prompt_tuning_adapter_declared_binds(
     method = {"kind": "peft", "peft_type": "PROMPT_TUNING", "config": {"num_virtual_tokens": 4}}
     manifest = _project(models, adapters["prompt"], tmp_path, signer, method)
     bind_adapter(tmp_path / "adapter", manifest, signer)
-    assert check_adapter(tmp_path / "adapter", manifest_path=manifest).ok
+    assert check_adapter(tmp_path / "adapter", manifest=manifest).ok
 
 
 # OLoRA, even declared, is refused: peft rewrites the base on load (binding_attacks_test)
@@ -183,7 +183,7 @@ def test_a_setting_that_changes_computation_must_be_declared(
     result = bind_adapter(tmp_path / "yes" / "adapter", manifest, signer)
     assert result.binding.method[field.removeprefix("method.")] in (
         declared[field.removeprefix("method.")], [[0, 2], [1, 2]])  # fmt: skip
-    assert check_adapter(tmp_path / "yes" / "adapter", manifest_path=manifest).ok
+    assert check_adapter(tmp_path / "yes" / "adapter", manifest=manifest).ok
 
 
 def test_an_unknown_setting_of_the_adapter_is_refused(
@@ -212,13 +212,13 @@ def test_a_binding_signed_before_the_new_fields_still_reads(
     from ftmanifest.adapter.signed import sign_binding
 
     project = shutil.copytree(bound["llama"], tmp_path / "p")
-    report = check_adapter(project / "adapter", manifest_path=project / "exp.json")
+    report = check_adapter(project / "adapter", manifest=project / "exp.json")
     assert report.binding is not None
     old = {k: v for k, v in report.binding.method.items()
            if k in ("kind", "r", "alpha", "dropout", "target_modules", "modules_to_save",
                     "bias", "use_rslora", "use_dora")}  # fmt: skip
     sign_binding(project / "adapter", Binding(**{**vars(report.binding), "method": old}), signer)
-    again = check_adapter(project / "adapter", manifest_path=project / "exp.json")
+    again = check_adapter(project / "adapter", manifest=project / "exp.json")
     assert again.ok, again.findings
     assert again.binding is not None
     facts = bound_method(again.binding)

@@ -186,7 +186,7 @@ def test_bind_and_check_accept_every_spelling_of_the_same_set(
     manifest = _project(models, all_linear, tmp_path, signer, target_modules=targets)
     result = bind_adapter(tmp_path / "adapter", manifest, signer)
     assert sorted(result.binding.method["wrapped"]) == sorted(GPT2_ALL)
-    report = check_adapter(tmp_path / "adapter", manifest_path=manifest)
+    report = check_adapter(tmp_path / "adapter", manifest=manifest)
     assert report.ok, report.findings
 
 
@@ -227,7 +227,7 @@ def test_rank_pattern_declared_passes_and_another_is_refused(
                     rank_pattern={"transformer.h.0.attn.c_attn": 2},
                     alpha_pattern={r"h\.\d\.(attn|mlp)\.c_proj": 16})  # fmt: skip
     bind_adapter(tmp_path / "good" / "adapter", good, signer)
-    assert check_adapter(tmp_path / "good" / "adapter", manifest_path=good).ok
+    assert check_adapter(tmp_path / "good" / "adapter", manifest=good).ok
     bad = _project(models, adapter, tmp_path / "bad", signer, rank_pattern={"c_attn": 2},
                    alpha_pattern={"c_proj": 16})  # fmt: skip
     with pytest.raises(BindRefusedError) as info:
@@ -267,7 +267,7 @@ def test_a_base_saved_without_its_head_prefix_resolves_peft_full_names(
     copy_tree(adapter, project / "adapter")
     manifest = write_manifest(project, "base", "gpt2", target_modules="all-linear")
     bind_adapter(project / "adapter", manifest, signer)
-    assert check_adapter(project / "adapter", manifest_path=manifest).ok
+    assert check_adapter(project / "adapter", manifest=manifest).ok
 
 
 def test_all_linear_in_the_manifest_is_resolved_not_skipped(
@@ -277,7 +277,7 @@ def test_all_linear_in_the_manifest_is_resolved_not_skipped(
     adapter on c_attn and c_proj alone passed a manifest that trains every layer."""
     project = shutil.copytree(bound["gpt2"], tmp_path / "p")
     manifest = write_manifest(project, "base", "gpt2", target_modules="all-linear")
-    report = check_adapter(project / "adapter", manifest_path=manifest)
+    report = check_adapter(project / "adapter", manifest=manifest)
     (row,) = [f for f in report.findings if f.field == "method.target_modules"]
     assert row.extra["missing"] == ["transformer.h.0.mlp.c_fc", "transformer.h.1.mlp.c_fc"]
 

@@ -85,7 +85,7 @@ def test_every_saved_checkpoint_is_bound(project: tuple[Path, Path], signer: Any
     assert [b["path"] for b in guard.bindings] == [str(c) for c in checkpoints]
     for checkpoint in checkpoints:
         assert (checkpoint / "ftmanifest-binding.sig.json").is_file()
-        rows = check_adapter(checkpoint, manifest_path=manifest).findings
+        rows = check_adapter(checkpoint, manifest=manifest).findings
         assert not [f for f in rows if f.severity == "error"], rows
     record = json.loads((root / "out" / "ftmanifest-run.json").read_text())
     assert [b["bound"] for b in record["adapter_bindings"]] == [True, True]
@@ -127,5 +127,5 @@ def test_a_declared_ia3_run_is_bound_at_every_save(project: tuple[Path, Path], s
     checkpoints = sorted((root / "out").glob("checkpoint-*"))
     assert [b["bound"] for b in guard.bindings] == [True, True]
     for checkpoint in checkpoints:
-        rows = check_adapter(checkpoint, manifest_path=manifest).findings
+        rows = check_adapter(checkpoint, manifest=manifest).findings
         assert not [f for f in rows if f.severity == "error"], rows

@@ -16,8 +16,9 @@ import json
 from pathlib import Path
 
 from ftmanifest.cli.reference.markdown import GENERATED
+from ftmanifest.manifest.renamed import REMOVED_IN
 
-INTRO = """\
+INTRO = f"""\
 # Python API
 
 Everything here is importable from the package root (`from ftmanifest import
@@ -30,6 +31,12 @@ Every function's result type and every error it raises is listed here too.
 Errors form one hierarchy under `FtManifestError`: catch a base class
 (`InputError`, `RefusedError`...) and match its `reason`, a stable code
 ([reason codes](reasons.md), [exit codes](exit-codes.md)).
+
+One concept has one keyword everywhere: `manifest` (the manifest file),
+`trust_path` (the trust file), `key_path` (a key file), `base_dir` (a base
+model's folder), `model_class`. The keywords they replaced (`manifest_path`,
+`path`, `model_cls`, `load_bound`'s `base`) still work until {REMOVED_IN}, with a
+`DeprecationWarning` that names the new one.
 """
 
 
