@@ -25,6 +25,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime
@@ -319,20 +320,23 @@ def _mismatch(folder: Path, path: Path, failure: str) -> ModelSignatureMismatchE
 
 def _why(exc: BaseException) -> str:
     """model-signing's reason, its file lists kept and its raw digests left out."""
-    import re
-
     text = str(exc).strip() or type(exc).__name__
     if type(exc).__name__ == "InvalidSignature":
         return "the bundle's signature does not verify with the trusted key"
     if not text.startswith("Signature mismatch"):
         return text.replace("\n", " ")
-    changed = re.findall(r"Hash mismatch for '([^']*)'", text)
-    extra = re.search(r"Extra files found in model '[^']*': ([^\"'\]]*)", text)
-    missing = re.search(r"Missing files in model '[^']*': ([^\"'\]]*)", text)
+    # model-signing's text is the repr of a list of reasons: a reason holding a quote
+    # is written with its quotes escaped (\'name\'), so a quote may follow a backslash
+    q = r"\\?'"
+    changed = re.findall(rf"Hash mismatch for {q}([^'\\]*){q}", text)
+    extra = re.search(rf"Extra files found in model {q}[^'\\]*{q}: ([^\"'\]\\]*)", text)
+    missing = re.search(rf"Missing files in model {q}[^'\\]*{q}: ([^\"'\]\\]*)", text)
     parts = [f"changed: {', '.join(changed)}"] if changed else []
     parts += [f"not signed: {extra.group(1)}"] if extra else []
     parts += [f"missing: {missing.group(1)}"] if missing else []
-    return "Signature mismatch: " + ("; ".join(parts) or text[:300])
+    if not parts:  # a reason not known here: as model-signing wrote it, cut short
+        return text[:300]
+    return "Signature mismatch: " + "; ".join(parts)
 
 
 def cannot_write_reason(key: PrivateKey, key_path: Path) -> str | None:

@@ -149,3 +149,25 @@ def test_without_model_signing_lock_names_the_extra(project: Path, tmp_path: Pat
     )
     assert done.returncode == 2, done.stderr
     assert "pip install 'ftmanifest[interop]'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_mismatch_names_each_file_and_shows_no_raw_digest(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """model-signing's own reason is a list's repr with raw digest bytes: the refusal
+    names what changed, what was added and what is gone, in words."""
+    publisher = _keys(tmp_path, "publisher")
+    (project / "model" / "notes.txt").write_text("signed, then removed\n")
+    _publisher_sign(project / "model", publisher)
+    assert main(["trust", "add", f"{publisher}.pub", "--principal", "pub@example.org"]) == 0
+    code, err = _lock(project, capsys)
+    assert code == 0, err  # control: as signed, it locks
+    (project / "model" / "config.json").write_text('{"model_type": "other"}\n')
+    (project / "model" / "extra.bin").write_bytes(b"\x00")
+    (project / "model" / "notes.txt").unlink()
+    code, err = _lock(project, capsys)
+    assert code == 1 and "model-signature-mismatch" in err
+    assert "changed: config.json" in err and "not signed: extra.bin" in err, err
+    assert "missing: notes.txt" in err, err
+    assert "digest_value" not in err and "\\x" not in err, err
+    assert err.count("Signature mismatch") <= 2, err  # the message and observed, once each
