@@ -38,7 +38,9 @@ if TYPE_CHECKING:
     from ftmanifest.manifest.environment import Environment
     from ftmanifest.manifest.model import Manifest
     from ftmanifest.signing.errors import SignatureRefusedError
+    from ftmanifest.signing.verify import SignatureReport
     from ftmanifest.snapshot import Hasher
+    from ftmanifest.verify.observe import Observed
 
 
 @dataclass
@@ -52,11 +54,11 @@ class VerifyReport:
     accepted: list[Acceptance] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     environment: Environment | None = None  # observed here; None when nothing was probed
-    signature: Any = None  # signing.verify.SignatureReport when checked
+    signature: SignatureReport | None = None  # when the signature was checked
     signature_checked: bool = True
     loaded: LoadedManifest | None = None  # the LoadedManifest judged (ids and body for the ledger)
     ledger: dict[str, Any] | None = None  # ledger.summary of the experiment, if a ledger exists
-    observed: Any = None  # observe.Observed (file digests for comparing torchrun ranks)
+    observed: Observed | None = None  # file digests (for comparing torchrun ranks)
 
     @property
     def ok(self) -> bool:
