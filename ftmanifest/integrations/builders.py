@@ -24,10 +24,11 @@ from ftmanifest.integrations.recipe import FIELDS, TRL_FIELDS, arg_name
 from ftmanifest.location import Loc, format_loc
 
 if TYPE_CHECKING:
+    from ftmanifest.manifest import LoadedManifest
     from ftmanifest.manifest.model import Manifest
 
 
-def manifest_model(manifest: Any) -> Manifest:
+def manifest_model(manifest: LoadedManifest | Manifest | str | Path) -> Manifest:
     """The ``Manifest`` model of ``manifest``: a model, a loaded manifest or a path."""
     from ftmanifest.manifest import LoadedManifest, load_manifest
     from ftmanifest.manifest.model import Manifest
@@ -39,7 +40,9 @@ def manifest_model(manifest: Any) -> Manifest:
     return load_manifest(Path(manifest)).manifest
 
 
-def pinned_arguments(manifest: Any, fields: set[str], *, trl: bool = False) -> dict[str, Any]:
+def pinned_arguments(
+    manifest: LoadedManifest | Manifest | str | Path, fields: set[str], *, trl: bool = False
+) -> dict[str, Any]:
     """``{argument: (value, manifest location)}`` of every pinned value ``fields`` can take."""
     m = manifest_model(manifest)
     out: dict[str, tuple[Any, Loc]] = {}
@@ -84,7 +87,13 @@ def pinned_arguments(manifest: Any, fields: set[str], *, trl: bool = False) -> d
     return {k: v for k, v in out.items()}
 
 
-def _build(cls: Any, manifest: Any, overrides: dict[str, Any], *, trl: bool) -> Any:
+def _build(
+    cls: Any,
+    manifest: LoadedManifest | Manifest | str | Path,
+    overrides: dict[str, Any],
+    *,
+    trl: bool,
+) -> Any:
     fields = {f.name for f in dataclasses.fields(cls)}
     pinned = pinned_arguments(manifest, fields, trl=trl)
     _refuse_overrides(overrides, pinned, lambda key: arg_name(key, fields))
@@ -122,28 +131,28 @@ def _equal(a: Any, b: Any) -> bool:
     return bool(a == value)
 
 
-def training_arguments(manifest: Any, **overrides: Any) -> Any:
+def training_arguments(manifest: LoadedManifest | Manifest | str | Path, **overrides: Any) -> Any:
     """``transformers.TrainingArguments`` with every pinned value of ``manifest``."""
     from transformers import TrainingArguments
 
     return _build(TrainingArguments, manifest, overrides, trl=False)
 
 
-def sft_config(manifest: Any, **overrides: Any) -> Any:
+def sft_config(manifest: LoadedManifest | Manifest | str | Path, **overrides: Any) -> Any:
     """``trl.SFTConfig``: the training arguments plus max_length, packing and the loss mask."""
     from trl import SFTConfig
 
     return _build(SFTConfig, manifest, overrides, trl=True)
 
 
-def dpo_config(manifest: Any, **overrides: Any) -> Any:
+def dpo_config(manifest: LoadedManifest | Manifest | str | Path, **overrides: Any) -> Any:
     """``trl.DPOConfig``: the training arguments plus max_length, beta and loss_type."""
     from trl import DPOConfig
 
     return _build(DPOConfig, manifest, overrides, trl=True)
 
 
-def lora_config(manifest: Any, **overrides: Any) -> Any:
+def lora_config(manifest: LoadedManifest | Manifest | str | Path, **overrides: Any) -> Any:
     """``peft.LoraConfig`` (or the declared PEFT method's config) from ``method``."""
     m = manifest_model(manifest)
     method = m.method
