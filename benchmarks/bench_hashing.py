@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from _report import installed_env, print_table  # noqa: E402
 
-from ftmanifest.hashing import hash_file, hash_files  # noqa: E402
+from ftmanifest.hashing.files import hash_file, hash_files  # noqa: E402
 from ftmanifest.statcache import RACY_NS, StatCache  # noqa: E402
 
 MiB = 1 << 20
@@ -170,8 +170,10 @@ def main() -> int:
         warm(big)
 
         # 4: the import-only child is the floor.
-        base = peak_rss_mib("import ftmanifest.hashing")
-        code = "import sys, ftmanifest.hashing as h; h.hash_file(sys.argv[1], use_cache=False)"
+        base = peak_rss_mib("import ftmanifest.hashing.files")
+        code = (
+            "import sys, ftmanifest.hashing.files as h; h.hash_file(sys.argv[1], use_cache=False)"
+        )
         rss = peak_rss_mib(code, str(big))
         rows.append(
             (f"peak RSS hashing {big_size // MiB} MiB", f"{rss:.1f} MiB",

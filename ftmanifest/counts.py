@@ -41,7 +41,7 @@ from ftmanifest.errors import InputError, InputNotFoundError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ftmanifest.hashing import FileDigest
+    from ftmanifest.hashing.digests import FileDigest
 
 LINE_FORMATS = frozenset({"jsonl", "ndjson", "text", "txt"})
 DELIMITERS = {"csv": b",", "tsv": b"\t"}

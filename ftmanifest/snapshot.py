@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING
 
 from ftmanifest.errors import FtManifestError
 from ftmanifest.fsutil import resolve_inside
-from ftmanifest.hashing import hash_files, list_tree, tree_digest
+from ftmanifest.hashing.digests import tree_digest
+from ftmanifest.hashing.files import hash_files
+from ftmanifest.hashing.walk import list_tree
 from ftmanifest.hfcache import (
     Snapshot,
     hub_cache_path,
@@ -41,7 +43,7 @@ from ftmanifest.hfcache import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
-    from ftmanifest.hashing import FileDigest
+    from ftmanifest.hashing.digests import FileDigest
     from ftmanifest.manifest.model import Manifest
     from ftmanifest.progress import ProgressSink
     from ftmanifest.treelist import ListDiff

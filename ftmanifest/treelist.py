@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ftmanifest import foldercache
-from ftmanifest.hashing import TreeFiles
+from ftmanifest.hashing.tree import TreeFiles
 from ftmanifest.statcache import cache_dir
 
 SUFFIX = ".gz"

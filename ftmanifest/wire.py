@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ftmanifest import errors, hashing, recordio
+from ftmanifest import errors, recordio
 from ftmanifest.counts import RecordCountError
 from ftmanifest.errors import EXIT_REFUSED, FtManifestError
 from ftmanifest.findings import SEVERITY_ORDER, Finding
+from ftmanifest.hashing import digests
 
 if TYPE_CHECKING:
-    from ftmanifest.hashing import FileDigest
+    from ftmanifest.hashing.digests import FileDigest
 
 
 class RankTimeoutError(FtManifestError):
@@ -65,9 +66,9 @@ def _allowed() -> dict[str, type[FtManifestError]]:
         errors.RefusedError,
         errors.ResourceError,
         errors.WorkerDiedError,
-        hashing.FileChangedError,
-        hashing.UnreadableFileError,
-        hashing.SymlinkEscapeError,
+        digests.FileChangedError,
+        digests.UnreadableFileError,
+        digests.SymlinkEscapeError,
         RecordCountError,
         recordio.RecordReadError,
         recordio.MalformedRecordError,
@@ -91,7 +92,7 @@ def error_to_wire(exc: BaseException) -> dict[str, Any]:
     out: dict[str, Any] = {"error": type(exc).__name__}
     out.update({k: getattr(exc, k) for k in (*_TEXT, *_INTS)})
     found = getattr(exc, "digest", None)
-    if isinstance(found, hashing.FileDigest):  # a RecordCountError carries the file's digest
+    if isinstance(found, digests.FileDigest):  # a RecordCountError carries the file's digest
         out["digest"] = digest_to_wire(found)
     return out
 
@@ -138,11 +139,11 @@ def digest_from_wire(value: Any) -> FileDigest:
     if not isinstance(value, list) or len(value) != 3:
         raise Malformed("a digest that is not [digest, size, records]")
     digest, size, records = value
-    if not isinstance(digest, str) or not hashing._DIGEST_RE.fullmatch(digest):
+    if not isinstance(digest, str) or not digests._DIGEST_RE.fullmatch(digest):
         raise Malformed(f"a digest that is not 'algorithm:hex': {str(digest)[:80]!r}")
     if not _int(size) or size < 0 or not _int_or_none(records) or (records or 0) < 0:
         raise Malformed("a digest whose size or record count is not a count")
-    return hashing.FileDigest(digest, size, records)
+    return digests.FileDigest(digest, size, records)
 
 
 def finding_to_wire(f: Finding) -> dict[str, Any]:

@@ -14,8 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from ftmanifest import foldercache, hashing, treelist
-from ftmanifest.hashing import hash_tree
+import ftmanifest.hashing.cpus as hashing_cpus
+import ftmanifest.hashing.files as hashing_files
+import ftmanifest.hashing.forked as hashing_forked
+import ftmanifest.hashing.tree as hashing_tree
+import ftmanifest.hashing.walk as hashing_walk
+from ftmanifest import foldercache, treelist
+from ftmanifest.errors import FtManifestError
+from ftmanifest.hashing.digests import TreeResult, UnreadableFileError, tree_digest
+from ftmanifest.hashing.tree import hash_tree
+from ftmanifest.hashing.walk import walk_tree
 from ftmanifest.statcache import StatCache
 from tests.conftest import settle
 
@@ -29,12 +37,12 @@ def shards(root: Path, n: int = 30) -> Path:
     return root
 
 
-def cached(root: Path, where: Path, **kw: object) -> tuple[hashing.TreeResult, StatCache]:
+def cached(root: Path, where: Path, **kw: object) -> tuple[TreeResult, StatCache]:
     with StatCache(where) as cache:
         return hash_tree(root, cache=cache, **kw), cache  # type: ignore[arg-type]
 
 
-def truth(root: Path, **kw: object) -> hashing.TreeResult:
+def truth(root: Path, **kw: object) -> TreeResult:
     return hash_tree(root, use_cache=False, **kw)  # type: ignore[arg-type]
 
 
@@ -47,7 +55,7 @@ def test_an_unchanged_folder_reads_no_file_and_agrees(tmp_path: Path) -> None:
     assert again.digest == first.digest == want.digest
     assert again.records == want.records == 30 and again.size == want.size
     assert dict(again.files) == dict(want.files)
-    assert again.digest == hashing.tree_digest({r: f.digest for r, f in again.files.items()})
+    assert again.digest == tree_digest({r: f.digest for r, f in again.files.items()})
 
 
 def rewrite_keeping_times(path: Path, data: bytes) -> None:
@@ -168,7 +176,7 @@ def test_a_special_file_is_still_refused(tmp_path: Path) -> None:
     root = shards(tmp_path / "t")
     cached(root, tmp_path / "c")
     os.mkfifo(root / "d1" / "pipe.jsonl")
-    with pytest.raises(hashing.UnreadableFileError, match="FIFO"):
+    with pytest.raises(UnreadableFileError, match="FIFO"):
         cached(root, tmp_path / "c")
 
 
@@ -216,17 +224,18 @@ Forked = list[list[int]]
 @pytest.fixture
 def fork_small(monkeypatch: pytest.MonkeyPatch) -> Iterator[Forked]:
     """Worker processes from the tenth small file on, two of them."""
-    monkeypatch.setattr(hashing, "FORK_MIN", 10)
-    monkeypatch.setattr(hashing, "_CHUNK", 7)
-    monkeypatch.setattr(hashing, "default_workers", lambda n: 2)
-    real, calls = hashing._hash_forked, []
+    monkeypatch.setattr(hashing_forked, "FORK_MIN", 10)
+    monkeypatch.setattr(hashing_forked, "_CHUNK", 7)
+    for module in (hashing_cpus, hashing_files, hashing_walk, hashing_forked):  # its lookups
+        monkeypatch.setattr(module, "default_workers", lambda n: 2)
+    real, calls = hashing_forked._hash_forked, []
 
     def spy(*args: object, **kw: object) -> list[int]:
         left = real(*args, **kw)  # type: ignore[arg-type]
         calls.append(left)
         return left
 
-    monkeypatch.setattr(hashing, "_hash_forked", spy)
+    monkeypatch.setattr(hashing_tree, "_hash_forked", spy)  # where tree looks it up
     yield calls
     assert calls, "no worker process read anything"
 
@@ -248,9 +257,9 @@ def test_a_file_gone_after_the_walk_is_reported_not_skipped(
     tmp_path: Path, fork_small: Forked
 ) -> None:
     root = shards(tmp_path / "t", 40)
-    walked = hashing.walk_tree(root)
+    walked = walk_tree(root)
     (root / "d2" / "part-021.jsonl").unlink()
-    with pytest.raises(hashing.FtManifestError, match="part-021"):
+    with pytest.raises(FtManifestError, match="part-021"):
         hash_tree(root, use_cache=False, walked=walked)
 
 

@@ -278,3 +278,32 @@ def test_quiet_drops_what_init_says_it_wrote(project: Path) -> None:
     quiet = on_pipe(["init", "-q", "newer.yaml"], project.parent)
     assert quiet.code == 0 and quiet.stderr == ""
     assert (project.parent / "newer.yaml").is_file()  # the file, still
+
+
+# --- the bar itself --------------------------------------------------------------
+
+
+def test_progress_draws_only_on_a_tty_after_the_delay(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TERM", "xterm")
+    now = [0.0]
+    tty = FakeTTY()
+    bar = Progress(stream=tty, delay=1.0, clock=lambda: now[0])
+    bar.add_total(4 << 20)
+    bar.advance(1 << 20)
+    assert tty.getvalue() == ""  # quick work stays silent
+    now[0] = 2.0
+    bar.advance(1 << 20)
+    assert tty.getvalue().startswith("\rhashing  2.0 MiB / 4.0 MiB   50%  1.0 MiB/s  ETA 2s")
+    bar.close()
+    assert tty.getvalue().endswith("\r")
+
+    pipe = io.StringIO()
+    quiet = Progress(stream=pipe, delay=0.0)
+    quiet.add_total(10)
+    quiet.advance(10)
+    quiet.close()
+    assert pipe.getvalue() == "" and quiet.done == 10
+
+
+def test_render_line_without_total() -> None:
+    assert render_line("hashing", 0, 0, 0.0) == "hashing  0 B / 0 B  0 B/s"

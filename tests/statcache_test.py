@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-import ftmanifest.hashing as hashing
-from ftmanifest.hashing import FileDigest, hash_files
+import ftmanifest.hashing.files as hashing_files
+from ftmanifest.hashing.digests import FileDigest, tree_digest
+from ftmanifest.hashing.files import hash_files
+from ftmanifest.hashing.tree import hash_tree
 from ftmanifest.statcache import (
     DB_NAME,
     FLUSH_ENTRIES,
@@ -161,7 +163,7 @@ def test_threads_share_one_cache(tmp_path: Path) -> None:
 
 _CHILD = """
 import json, sys
-from ftmanifest.hashing import hash_files
+from ftmanifest.hashing.files import hash_files
 from ftmanifest.statcache import StatCache
 paths = sys.argv[2:]
 sys.stdin.readline()  # start together
@@ -280,14 +282,14 @@ def test_first_verify_after_lock_reads_no_bytes_of_files_that_were_not_racy(
 
     monkeypatch.setenv("FTMANIFEST_CACHE_DIR", str(tmp_path / "cache"))
     manifest = _project(tmp_path / "repo")
-    real = hashing._hash_one
+    real = hashing_files._hash_one
     reads: list[Path] = []
 
     def spy(path: Path, *args: object) -> object:
         reads.append(path)
         return real(path, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(hashing, "_hash_one", spy)
+    monkeypatch.setattr(hashing_files, "_hash_one", spy)
     lock_manifest(manifest)
     assert len(reads) == 10  # lock read every pinned file once
     reads.clear()
@@ -312,14 +314,14 @@ def test_a_large_tree_rehashes_only_the_file_that_changed(tmp_path: Path) -> Non
         (root / f"d{i // 500}" / f"f{i}.jsonl").write_text(f'{{"i": {i}}}\n')
     settle(*root.rglob("*.jsonl"))
     with StatCache(tmp_path / "c") as cache:
-        first = hashing.hash_tree(root, cache=cache, count="jsonl")
+        first = hash_tree(root, cache=cache, count="jsonl")
     changed = root / "d1" / "f700.jsonl"
     changed.write_text('{"i": "changed"}\n{"i": 2}\n')
     settle(changed)
     with StatCache(tmp_path / "c") as cache:
-        again = hashing.hash_tree(root, cache=cache, count="jsonl")
+        again = hash_tree(root, cache=cache, count="jsonl")
         assert cache.misses == 1 and cache.hits == 2009
     assert again.records == first.records + 1
     assert again.digest != first.digest
-    assert again.digest == hashing.tree_digest({r: f.digest for r, f in again.files.items()})
+    assert again.digest == tree_digest({r: f.digest for r, f in again.files.items()})
     assert {r for r in first.files if first.files[r] != again.files[r]} == {"d1/f700.jsonl"}

@@ -23,7 +23,8 @@ from ftmanifest.adapter.binding import ENVELOPE_NAME, PREDICATE_TYPE, Binding
 from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding
 from ftmanifest.fsutil import atomic_write_bytes
-from ftmanifest.hashing import hash_files, list_tree
+from ftmanifest.hashing.files import hash_files
+from ftmanifest.hashing.walk import list_tree
 from ftmanifest.signing import ENVELOPE_MAX_BYTES
 from ftmanifest.signing.attest import sign_statement, verify_statement
 from ftmanifest.signing.errors import (

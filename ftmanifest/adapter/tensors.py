@@ -39,7 +39,9 @@ from typing import Any, NamedTuple
 
 from ftmanifest import held
 from ftmanifest.errors import InputError, InputNotFoundError
-from ftmanifest.hashing import CHUNK_SIZE, FileChangedError, UnreadableFileError, default_workers
+from ftmanifest.hashing.cpus import default_workers
+from ftmanifest.hashing.digests import FileChangedError, UnreadableFileError
+from ftmanifest.hashing.read import CHUNK_SIZE
 from ftmanifest.scan.artifacts.safetensors import (
     MAX_HEADER,
     Malformed,

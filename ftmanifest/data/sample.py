@@ -34,7 +34,7 @@ from typing import Any
 from ftmanifest.data.stats import label_of, split_records
 from ftmanifest.data.stats import load_tokenizer as load
 from ftmanifest.errors import FtManifestError, InputError
-from ftmanifest.hashing import hash_file
+from ftmanifest.hashing.files import hash_file
 
 NO_CATEGORY = "(no category)"
 MAX_CATEGORIES = 10_000  # per split; more distinct labels is a wrong label key, not categories

@@ -17,7 +17,7 @@ from typing import Any
 from ftmanifest.data.text import record_text
 from ftmanifest.errors import FtManifestError
 from ftmanifest.extras import install_line
-from ftmanifest.hashing import hash_file
+from ftmanifest.hashing.files import hash_file
 
 TRANSFORMERS_MISSING = "transformers is not installed"  # the start of the why, when it is that
 

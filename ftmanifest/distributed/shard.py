@@ -7,7 +7,7 @@ bytes, so one file's digest cannot be computed from byte ranges hashed on
 several ranks (the largest file is the floor of the job's time).
 
 ``hash_files(comm, paths, **kw)`` takes the keywords of
-``ftmanifest.hashing.hash_files`` and returns what it would return here:
+``ftmanifest.hashing.files.hash_files`` and returns what it would return here:
 
 0. every rank first takes what its own stat cache knows of its own paths
    (``hashing.from_cache``: a stat and an indexed lookup); only the rest
@@ -53,9 +53,10 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ftmanifest import hashing, wire
+from ftmanifest import wire
 from ftmanifest.distributed.comm import DEFAULT_TIMEOUT, UNREADABLE, job_from_env
 from ftmanifest.errors import FtManifestError, RefusedError, UsageError
+from ftmanifest.hashing import cpus, files
 from ftmanifest.manifest import load_manifest
 from ftmanifest.snapshot import observe_model
 from ftmanifest.statcache import StatCache
@@ -64,7 +65,7 @@ from ftmanifest.wire import Malformed, bad_answer
 
 if TYPE_CHECKING:
     from ftmanifest.distributed.comm import Comm, Job
-    from ftmanifest.hashing import CountSpec, FileDigest, StrPath
+    from ftmanifest.hashing.digests import CountSpec, FileDigest, StrPath
 
 _TAG = "ftmanifest.shard/2"  # a gather that is not this step's shows as a mismatch, not a crash
 FILE_COST = 1 << 16  # what opening and stating one file costs, in bytes of reading
@@ -176,7 +177,7 @@ def hash_files(
     active = (StatCache() if cache is None else cache) if use_cache else None
     try:
         # what this rank's cache knows costs a stat here; only the rest crosses the job
-        known = hashing.from_cache(requested, cache=active, count=count) if active else {}
+        known = files.from_cache(requested, cache=active, count=count) if active else {}
         rest = _hash_rest(
             comm, [p for p in requested if p not in known], count, settle, active, workers, progress
         )
@@ -218,9 +219,9 @@ def _hash_rest(
     owner = assign(listed)
     mine = [p for p, k in zip(order, keys, strict=True) if k is None or owner[k] == comm.rank]
     if workers is None:  # the node's CPUs are shared by its ranks
-        workers = max(1, hashing.default_workers(len(mine)) // comm.job.local_world_size)
+        workers = max(1, cpus.default_workers(len(mine)) // comm.job.local_world_size)
     kw = {"use_cache": use_cache, "workers": workers, "progress": progress, "cache": cache}
-    local = hashing.hash_files(mine, count=count, settle=settle, **kw)
+    local = files.hash_files(mine, count=count, settle=settle, **kw)
     path_of: dict[tuple[Any, ...], Path] = {k: p for p, k in zip(order, keys, strict=True) if k}
     done = [_pack(local[path_of[k]]) for k in owned(listed, owner, comm.rank)]
     merged: dict[tuple[Any, ...], FileDigest | FtManifestError] = {}
@@ -307,7 +308,7 @@ class Planned:
         out: dict[Path, FileDigest | FtManifestError] = {}
         again = [p for p in order if p not in self.table or self.wanted.get(p) != fmts[p]]
         if again:
-            out.update(hashing.hash_files(again, count={p: fmts[p] for p in again}, **kw))
+            out.update(files.hash_files(again, count={p: fmts[p] for p in again}, **kw))
         for p in order:
             if p not in out:
                 out[p] = self.table[p]

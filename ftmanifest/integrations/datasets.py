@@ -225,7 +225,7 @@ class _Context:
         entry = self.entry(i)
         if src.is_dir():
             from ftmanifest.fsutil import path_bound
-            from ftmanifest.hashing import list_tree
+            from ftmanifest.hashing.walk import list_tree
 
             fmt = folder_format(
                 entry.format, list_tree(src, symlink_root=path_bound(self.path.parent))
@@ -442,7 +442,9 @@ def _copy_in(src: Path, base: Path, home: Path) -> None:
     """Copy ``src`` (a file or a folder's files) to ``home/files``, read-only, atomically."""
     from ftmanifest.counts import open_regular
     from ftmanifest.fsutil import path_bound, write_error
-    from ftmanifest.hashing import CHUNK_SIZE, UnreadableFileError, list_tree
+    from ftmanifest.hashing.digests import UnreadableFileError
+    from ftmanifest.hashing.read import CHUNK_SIZE
+    from ftmanifest.hashing.walk import list_tree
 
     def unreadable(p: Path, why: str) -> InputError:
         return UnreadableFileError(f"cannot read {p}: {why}", path=str(p), observed=why)
@@ -470,7 +472,7 @@ def _copy_in(src: Path, base: Path, home: Path) -> None:
 def _files_of(target: Path, found: tuple[str, dict[str, str]]) -> list[Path]:
     """A file, or a folder's files in the format's builder, sorted as the tree digest sorts."""
     from ftmanifest.counts import format_of
-    from ftmanifest.hashing import list_tree
+    from ftmanifest.hashing.walk import list_tree
 
     if not target.is_dir():
         return [target]
@@ -489,7 +491,7 @@ def _stamp(loaded: Any, digest: str, *, fresh: bool) -> bool:
     """Stamp the Arrow files just built from the pinned copy; False: a folder that cannot be
     trusted (its stamp disagrees, or it was there before without one)."""
     from ftmanifest.fsutil import atomic_write_text
-    from ftmanifest.hashing import hash_files
+    from ftmanifest.hashing.files import hash_files
 
     folder = Path(loaded.cache_files[0]["filename"]).parent
     info = _info(folder)
@@ -663,7 +665,7 @@ def _stamped(
     ctx: _Context, folder: Path, info: Any, split: str
 ) -> tuple[list[int], str, list[Finding]] | None:
     """A folder ``load_pinned_dataset`` built: its stamp must still hold (None: not one)."""
-    from ftmanifest.hashing import hash_files
+    from ftmanifest.hashing.files import hash_files
     from ftmanifest.statcache import cache_dir
 
     try:

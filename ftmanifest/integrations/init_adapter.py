@@ -19,7 +19,7 @@ from typing import Any
 
 from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding
-from ftmanifest.hashing import hash_file
+from ftmanifest.hashing.files import hash_file
 from ftmanifest.integrations.batches import batch_digest
 
 RULE = "drift.warm-start"

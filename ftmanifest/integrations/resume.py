@@ -34,7 +34,7 @@ from ftmanifest.adapter.binding import ENVELOPE_NAME
 from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding
 from ftmanifest.fsutil import atomic_write_text
-from ftmanifest.hashing import hash_tree
+from ftmanifest.hashing.tree import hash_tree
 from ftmanifest.signing.model_sig import SIGNATURE_NAME
 
 RULE = "drift.resume-foreign"

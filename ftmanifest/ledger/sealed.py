@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import ftmanifest
 from ftmanifest.errors import InputError, RefusedError, UsageError
 from ftmanifest.fsutil import write_error
-from ftmanifest.hashing import hash_file, hash_tree
+from ftmanifest.hashing.files import hash_file
+from ftmanifest.hashing.tree import hash_tree
 from ftmanifest.ledger import new_attempt, open_ledger, runrecord
 from ftmanifest.ledger.attempts import SealedUse, family_uses, sealed_uses
 from ftmanifest.manifest.identity import split_entry

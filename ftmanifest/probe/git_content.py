@@ -34,7 +34,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from ftmanifest.hashing import FileDigest, hash_files
+from ftmanifest.hashing.digests import FileDigest
+from ftmanifest.hashing.files import hash_files
 from ftmanifest.probe._context import ProbeContext
 from ftmanifest.probe._git_env import GitFailed, git_context, own_repository, run_git
 from ftmanifest.probe.git_blobs import (

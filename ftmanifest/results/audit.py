@@ -45,7 +45,8 @@ from ftmanifest.checks import FunctionCheck, registry, run_checks
 from ftmanifest.errors import FtManifestError, InputNotFoundError
 from ftmanifest.findings import Finding
 from ftmanifest.fsutil import locate
-from ftmanifest.hashing import hash_file, hash_tree
+from ftmanifest.hashing.files import hash_file
+from ftmanifest.hashing.tree import hash_tree
 from ftmanifest.hfcache import hub_snapshot
 from ftmanifest.manifest import load_manifest
 from ftmanifest.results import audit_perms as perms

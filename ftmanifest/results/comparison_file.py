@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import FtManifestError
 from ftmanifest.findings import Finding
-from ftmanifest.hashing import hash_file
+from ftmanifest.hashing.files import hash_file
 from ftmanifest.manifest.jsonkeys import unique_keys
 from ftmanifest.results.compare import compare
 from ftmanifest.results.resultsfile import load_results, score_split

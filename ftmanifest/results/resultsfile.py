@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.errors import InputError, InputNotFoundError
-from ftmanifest.hashing import hash_file, hash_tree
+from ftmanifest.hashing.files import hash_file
+from ftmanifest.hashing.tree import hash_tree
 from ftmanifest.jsonschema_lib import jsonschema as load_jsonschema
 from ftmanifest.ledger.sealed import split_digest
 from ftmanifest.manifest.experiment import FormatValidityGuard, RequiredFieldsGuard

@@ -31,7 +31,7 @@ from typing import Any
 from ftmanifest.errors import InputError, InputNotFoundError
 from ftmanifest.findings import Finding
 from ftmanifest.fsutil import atomic_write_text
-from ftmanifest.hashing import hash_files
+from ftmanifest.hashing.files import hash_files
 
 VERSION = 2
 REASON_PLACEHOLDER = "TODO: say why this finding is accepted"

@@ -362,7 +362,8 @@ def _scan_with(
     opts: ScanOptions,
     progress: ProgressSink | None = None,
 ) -> ScanResult:
-    from ftmanifest.hashing import ALGORITHM, from_cache, hash_files
+    from ftmanifest.hashing.digests import ALGORITHM
+    from ftmanifest.hashing.files import from_cache, hash_files
 
     files, beside = _by_own_bytes(files)
     result = _scan_beside(beside, opts, progress)

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.findings import Finding
-from ftmanifest.hashing import FileDigest
+from ftmanifest.hashing.digests import FileDigest
 from ftmanifest.manifest.patterns import normalize_name
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from ftmanifest.hashing import default_workers
+from ftmanifest.hashing.cpus import default_workers
 from ftmanifest.probe import interpreter as probe
 from ftmanifest.statcache import StatCache, StatKey
 

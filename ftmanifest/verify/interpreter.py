@@ -52,7 +52,8 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.findings import Finding
-from ftmanifest.hashing import ALGORITHM, FileDigest, hash_files
+from ftmanifest.hashing.digests import ALGORITHM, FileDigest
+from ftmanifest.hashing.files import hash_files
 from ftmanifest.manifest.model import Manifest
 from ftmanifest.manifest.patterns import normalize_name
 from ftmanifest.probe.interpreter import STARTUP_VARIABLES, observe

@@ -19,7 +19,10 @@ from ftmanifest import foldercache, statcache, treelist
 from ftmanifest.counts import RecordCountError, cache_key, format_of
 from ftmanifest.errors import FtManifestError
 from ftmanifest.fsutil import locate, path_bound
-from ftmanifest.hashing import Ahead, hash_files, hash_tree, walk_tree
+from ftmanifest.hashing.files import hash_files
+from ftmanifest.hashing.listing import Ahead
+from ftmanifest.hashing.tree import hash_tree
+from ftmanifest.hashing.walk import walk_tree
 from ftmanifest.ledger.runrecord import records_path
 from ftmanifest.ledger.store import NAME_RE
 from ftmanifest.location import Loc
@@ -35,7 +38,7 @@ from ftmanifest.snapshot import FileState, ModelState, observe_model
 from ftmanifest.verify.environment import from_probe
 
 if TYPE_CHECKING:
-    from ftmanifest.hashing import Walked
+    from ftmanifest.hashing.listing import Walked
     from ftmanifest.manifest.environment import Environment
     from ftmanifest.manifest.model import Manifest
     from ftmanifest.probe.git_content import ContentChange

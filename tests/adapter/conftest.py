@@ -98,7 +98,7 @@ def write_manifest(
 ) -> Path:
     """A manifest beside a local base folder, its tree digest pinned (``training``: the
     section a guarded Trainer run needs, its options pinned)."""
-    from ftmanifest.hashing import hash_tree
+    from ftmanifest.hashing.tree import hash_tree
 
     tree = hash_tree(folder / model_dir, use_cache=False).digest
     targets = method.pop("target_modules", TARGETS[arch])

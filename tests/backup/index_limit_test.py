@@ -111,12 +111,12 @@ def test_a_page_over_what_restore_reads_is_refused_with_nothing_written(
 
 def test_more_entries_than_the_limit_are_refused_before_hashing(keys, tmp_path, monkeypatch):
     monkeypatch.setattr(index_mod, "MAX_ENTRIES", 5)
-    import ftmanifest.hashing
+    import ftmanifest.hashing.files
 
     def no_hashing(*a, **k):
         raise AssertionError("the refusal comes before any file is hashed")
 
-    monkeypatch.setattr(ftmanifest.hashing, "hash_files", no_hashing)
+    monkeypatch.setattr(ftmanifest.hashing.files, "hash_files", no_hashing)
     src = _deep_tree(tmp_path / "src", 6, depth=1)
     with pytest.raises(InputError, match="more than 5 files and folders") as caught:
         backup(keys, [src], tmp_path / "backups")

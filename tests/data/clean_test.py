@@ -13,7 +13,7 @@ from ftmanifest.data import leakage
 from ftmanifest.data.check import check_data
 from ftmanifest.data.clean import fingerprint, write_clean
 from ftmanifest.errors import InputError
-from ftmanifest.hashing import hash_file
+from ftmanifest.hashing.files import hash_file
 from tests.data.leakage_test import MANIFEST, chat
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ftmanifest.data.counts import count_findings
-from ftmanifest.hashing import hash_file
+from ftmanifest.hashing.files import hash_file
 from ftmanifest.manifest import load_manifest
 from tests.conftest import run_cli
 

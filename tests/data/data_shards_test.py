@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ftmanifest import foldercache, treelist
-from ftmanifest.hashing import hash_tree
+from ftmanifest.hashing.tree import hash_tree
 from ftmanifest.manifest import load_manifest
 from ftmanifest.verify import verify_manifest
 from tests.conftest import ENV, git, write_project

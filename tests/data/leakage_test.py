@@ -184,7 +184,7 @@ def test_write_clean_drops_leaks_and_keeps_every_other_byte(project: dict[str, o
     assert out.read_bytes().splitlines(keepends=True) == [
         line for i, line in enumerate(kept) if i not in dropped
     ]
-    from ftmanifest.hashing import hash_file
+    from ftmanifest.hashing.files import hash_file
 
     assert hash_file(out, use_cache=False).digest in result.stdout
     again = check_leakage([Split("train", "train", out), *splits(root)[1:]])

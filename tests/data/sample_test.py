@@ -273,7 +273,7 @@ def test_a_tokenizer_that_differs_from_its_pin_is_not_used(
     folder = tmp_path / "model"
     build_tok(folder)
     m = project(tmp_path, None)
-    from ftmanifest.hashing import hash_file
+    from ftmanifest.hashing.files import hash_file
 
     pins = {p.name: hash_file(p, use_cache=False).digest for p in folder.iterdir()}
     m.write_text(m.read_text().replace("model: {path: model}", "model: {path: model, files: ["

@@ -161,7 +161,7 @@ def test_links_out_and_special_files_are_refused_naming_them(tmp_path: Path, kin
 
 
 def test_a_git_folder_is_not_data_as_the_tree_digest_skips_it(tmp_path: Path) -> None:
-    from ftmanifest.hashing import hash_tree
+    from ftmanifest.hashing.tree import hash_tree
 
     manifest, _texts = _project(tmp_path)
     before = hash_tree(tmp_path / "train", use_cache=False).digest

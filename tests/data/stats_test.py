@@ -302,7 +302,7 @@ def test_labels_cannot_write_to_the_terminal(tmp_path: Path) -> None:
 def test_only_the_pinned_tokenizer_is_used(tmp_path: Path) -> None:
     import shutil
 
-    from ftmanifest.hashing import hash_file
+    from ftmanifest.hashing.files import hash_file
 
     shutil.copytree(tokenizer_folder(), tmp_path / "model")
     manifest = project(tmp_path, ["a"] * 3, ["a"] * 3, guard=False, minimum=0)

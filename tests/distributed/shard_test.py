@@ -17,10 +17,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ftmanifest import hashing
 from ftmanifest.distributed import shard
 from ftmanifest.distributed.shard import FILE_COST, FileKey, Planned, assign
 from ftmanifest.errors import FtManifestError
+from ftmanifest.hashing.digests import FileChangedError
+from ftmanifest.hashing.files import hash_file, hash_files
 from ftmanifest.statcache import StatCache
 from tests.distributed.threads import ThreadComm, on_ranks
 
@@ -123,8 +124,8 @@ def odd_folder(tmp_path: Path) -> list[Path]:
 
 def test_two_ranks_give_exactly_the_single_process_result(odd_folder: list[Path]) -> None:
     count = {odd_folder[12]: "json"}
-    single = hashing.hash_files(odd_folder, use_cache=False, count=count)
-    assert isinstance(single[Path("/proc/version")], hashing.FileChangedError)
+    single = hash_files(odd_folder, use_cache=False, count=count)
+    assert isinstance(single[Path("/proc/version")], FileChangedError)
     assert isinstance(single[odd_folder[12]], FtManifestError)  # the count failed...
     assert single[odd_folder[12]].digest is not None  # type: ignore[union-attr]  # ...with a digest
     caches = [StatCache(odd_folder[0].parent / f"cache{r}") for r in (0, 1)]
@@ -158,7 +159,7 @@ def test_ranks_on_different_nodes_read_their_own_copies(tmp_path: Path) -> None:
     mine = on_ranks([rank, rank], nodes=[0, 1])
     for r in (0, 1):
         files = [tmp_path / f"node{r}" / f"{i}.txt" for i in range(5)]
-        same(hashing.hash_files(files, use_cache=False), mine[r])
+        same(hash_files(files, use_cache=False), mine[r])
         assert caches[r].misses == 5 + 5  # no node reads another node's files
     digests = [[fd.digest for fd in result.values()] for result in mine]
     assert [i for i in range(5) if digests[0][i] != digests[1][i]] == [3]
@@ -194,7 +195,7 @@ def test_planned_asks_the_job_once_and_serves_each_call(tmp_path: Path) -> None:
 
     def hasher(paths: Any, **kw: Any) -> Any:
         calls.append(list(paths))
-        return hashing.hash_files(paths, **kw)
+        return hash_files(paths, **kw)
 
     planned = Planned()
     assert isinstance(planned([weights]), dict)
@@ -204,9 +205,9 @@ def test_planned_asks_the_job_once_and_serves_each_call(tmp_path: Path) -> None:
     assert calls == [[weights, rows]]
     assert planned([rows], count="jsonl")[rows].records == 2  # type: ignore[union-attr]
     served = planned([rows], use_cache=False)[rows]
-    assert served == hashing.hash_files([rows], use_cache=False)[rows]
+    assert served == hash_files([rows], use_cache=False)[rows]
     assert served.records is None  # type: ignore[union-attr]  # asked without: read again
-    assert planned([weights])[weights] == hashing.hash_file(weights, use_cache=False)
+    assert planned([weights])[weights] == hash_file(weights, use_cache=False)
 
 
 def test_a_rank_at_another_step_is_a_mismatch_not_a_crash(tmp_path: Path) -> None:
@@ -278,11 +279,11 @@ def test_what_a_ranks_cache_knows_never_crosses_the_job(tmp_path: Path) -> None:
     mine0 = {str(p) for p, r in zip(files, _owner(files), strict=True) if r == 0}
     for c in caches:
         c.flush()
-    hashing.hash_files(files[:2], cache=caches[1])  # rank 1 now also knows 0 and 1
+    hash_files(files[:2], cache=caches[1])  # rank 1 now also knows 0 and 1
     caches[1].flush()
     (tmp_path / "0.txt").write_text("changed\n", "utf-8")  # and rank 0's entry is stale
     second = on_ranks([rank, rank])
-    expected = hashing.hash_files(files, use_cache=False)
+    expected = hash_files(files, use_cache=False)
     for result in second:
         same(expected, result)
     assert first[0][files[1]] == second[0][files[1]]

@@ -20,13 +20,14 @@ from typing import Any
 
 import pytest
 
-from ftmanifest import hashing, wire
+from ftmanifest import wire
 from ftmanifest.counts import RecordCountError
 from ftmanifest.data import parallel, sigpack
 from ftmanifest.distributed import shard
 from ftmanifest.distributed.scan import scan_distributed
 from ftmanifest.errors import EXIT_REFUSED, FtManifestError, InputNotFoundError, UsageError
 from ftmanifest.findings import Finding
+from ftmanifest.hashing.digests import FileDigest, UnreadableFileError
 from ftmanifest.recordio import RecordReadError
 from ftmanifest.wire import Malformed, RankAnswerError
 from tests.distributed.threads import ThreadComm, on_ranks
@@ -191,13 +192,13 @@ def test_a_bad_finding_from_a_peer_is_refused_by_name(tmp_path: Path) -> None:
 
 
 def test_errors_cross_as_allow_listed_classes_only() -> None:
-    fd = hashing.FileDigest("sha256:" + "ab" * 32, 10, None)
+    fd = FileDigest("sha256:" + "ab" * 32, 10, None)
     count = RecordCountError("bad line", path="/d.jsonl", line=3, observed="x", hint="h")
     count.digest = fd
     for exc in (
         count,
         InputNotFoundError("gone", path="/x"),
-        hashing.UnreadableFileError("fifo", path="/p", expected="a file"),
+        UnreadableFileError("fifo", path="/p", expected="a file"),
         RecordReadError("cannot read", path="/r", line=9, column=2),
         UsageError("use"),
     ):

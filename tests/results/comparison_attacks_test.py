@@ -89,7 +89,7 @@ def test_a_manifest_without_guards_is_refused(audit_run: AuditRun) -> None:
 
 
 def test_a_baseline_other_than_the_pinned_one_is_refused(audit_run: AuditRun) -> None:
-    from ftmanifest.hashing import hash_file
+    from ftmanifest.hashing.files import hash_file
     from ftmanifest.manifest import load_manifest
 
     r = audit_run

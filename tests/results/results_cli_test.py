@@ -121,7 +121,7 @@ evaluation: {{procedure: invoices-v1}}
 
 
 def _extraction_project(tmp_path: Path, fmt: str) -> Path:
-    from ftmanifest.hashing import hash_file
+    from ftmanifest.hashing.files import hash_file
 
     fields = [{"number": str(n), "total": str(n + 4)} for n in range(1, 5)]
     (tmp_path / "eval.jsonl").write_text("".join(

@@ -44,7 +44,7 @@ FIELDS = [{"number": str(n), "total": str(n + 4)} for n in range(1, 9)]
 
 def _extraction(tmp_path: Path, categories: str = "") -> Path:
     """An eval split of 8 invoices and receipts (``category`` per record), pinned."""
-    from ftmanifest.hashing import hash_file
+    from ftmanifest.hashing.files import hash_file
 
     (tmp_path / "eval.jsonl").write_text("".join(
         json.dumps({"id": n, "prompt": f"doc {n}", "completion": json.dumps(f), "category": c})
@@ -115,7 +115,7 @@ def test_control_predictions_with_the_splits_categories_pass(tmp_path: Path) -> 
 
 
 def test_a_category_on_a_split_without_categories_is_refused(tmp_path: Path) -> None:
-    from ftmanifest.hashing import hash_file
+    from ftmanifest.hashing.files import hash_file
 
     manifest = _extraction(tmp_path)
     rows = [json.loads(line) for line in (tmp_path / "eval.jsonl").read_text().splitlines()]
@@ -149,7 +149,7 @@ def test_audit_rescoring_refuses_a_results_file_made_from_relabelled_predictions
     atomic_write_text(out, dumps(results))
     assert rescore(load_manifest(manifest), "candidate", out, load_results(out)) == []  # control
     forged = _preds(tmp_path / "cand.jsonl", {7, 8}, {**honest, 7: "misc", 8: "misc"})
-    from ftmanifest.hashing import hash_file
+    from ftmanifest.hashing.files import hash_file
 
     results["predictions"]["digest"] = hash_file(forged).digest
     for e in results["examples"]:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from signing_helpers import CANONICAL, NOW, trust_line
 
 from ftmanifest.errors import FtManifestError
-from ftmanifest.hashing import hash_file
+from ftmanifest.hashing.files import hash_file
 from ftmanifest.signing import errors as E
 from ftmanifest.signing.attest import cosign, sign_statement, verify_statement
 from ftmanifest.signing.dsse import Envelope

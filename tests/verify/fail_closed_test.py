@@ -275,20 +275,20 @@ def _flip_keeping_stat(path: Path) -> None:
 
 def test_rehash_always_reads_every_file(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With ``security.rehash: always`` no digest comes from the stat cache."""
-    import ftmanifest.hashing as hashing
+    from ftmanifest.statcache import StatCache
 
     verify_manifest(project, signature=False)  # fills the cache
     text = project.read_text()
     assert "security:" in text
     project.write_text(text.replace("security:\n", "security:\n  rehash: always\n", 1))
     looked_up: list[int] = []
-    real = hashing.StatCache.lookup_many
+    real = StatCache.lookup_many
 
     def spy(self: Any, items: Any, algo: str) -> dict[str, str]:
         looked_up.append(len(items))
         return real(self, items, algo)
 
-    monkeypatch.setattr(hashing.StatCache, "lookup_many", spy)
+    monkeypatch.setattr(StatCache, "lookup_many", spy)
     assert verify_manifest(project, signature=False).ok
     assert looked_up == []
     project.write_text(text)
@@ -405,7 +405,7 @@ def test_a_file_whose_ctime_is_fresh_is_not_cached(tmp_path: Path) -> None:
     """Write, put mtime back, hash: within one tick a second such write would hide."""
     import time
 
-    from ftmanifest.hashing import hash_file
+    from ftmanifest.hashing.files import hash_file
     from ftmanifest.statcache import StatCache
 
     p = tmp_path / "f.jsonl"

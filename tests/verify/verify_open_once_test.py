@@ -23,7 +23,7 @@ import pytest
 
 from ftmanifest import held
 from ftmanifest.examples.project import build_example
-from ftmanifest.hashing import hash_files
+from ftmanifest.hashing.files import hash_files
 from ftmanifest.scan.engine import POOL_MIN
 from ftmanifest.verify import verify_manifest
 from ftmanifest.verify.lock import lock_manifest

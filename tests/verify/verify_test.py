@@ -262,16 +262,16 @@ def test_lock_fills_the_cache_and_a_changed_file_is_read_once(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After lock, verify reads nothing; a changed file is read once, hash and count together."""
-    import ftmanifest.hashing as hashing
+    from ftmanifest.hashing import files
 
     reads: list[Path] = []
-    real = hashing._hash_one
+    real = files._hash_one  # where _hash_all looks it up
 
     def spy(path: Path, *args: object) -> object:
         reads.append(path)
         return real(path, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(hashing, "_hash_one", spy)
+    monkeypatch.setattr(files, "_hash_one", spy)
     assert verify_manifest(project, signature=False, scan=False).ok
     assert reads == []  # lock waited out the racy window, so everything was cached
     (project.parent / "data" / "eval.jsonl").write_text('{"a": 1}\n{"b": 2}\n')

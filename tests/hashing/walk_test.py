@@ -16,8 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from ftmanifest import hashing
-from ftmanifest.hashing import Ahead, hash_tree, walk_tree
+import ftmanifest.hashing.cpus as hashing_cpus
+import ftmanifest.hashing.files as hashing_files
+import ftmanifest.hashing.listing as hashing_listing
+import ftmanifest.hashing.tree as hashing_tree
+import ftmanifest.hashing.walk as hashing_walk
+from ftmanifest.errors import InputError, InputNotFoundError
+from ftmanifest.hashing.digests import SymlinkEscapeError, TreeResult, UnreadableFileError
+from ftmanifest.hashing.listing import Ahead
+from ftmanifest.hashing.read import SMALL_FILE
+from ftmanifest.hashing.tree import hash_tree
+from ftmanifest.hashing.walk import walk_tree
 from ftmanifest.statcache import StatCache
 from tests.conftest import settle
 
@@ -28,17 +37,18 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="read-ahead fork
 def workers(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Walk one folder here and share out the rest, on two CPUs; what the parent
     joined from workers is counted (a piece per folder)."""
-    monkeypatch.setattr(hashing, "READ_AHEAD_MIN", 1)
-    monkeypatch.setattr(hashing, "_SPLIT", 1)  # the root's folders are the pieces
-    monkeypatch.setattr(hashing, "_cpus", lambda: 2)
+    monkeypatch.setattr(hashing_walk, "READ_AHEAD_MIN", 1)
+    monkeypatch.setattr(hashing_walk, "_SPLIT", 1)  # the root's folders are the pieces
+    for module in (hashing_cpus, hashing_files, hashing_walk):  # its lookups
+        monkeypatch.setattr(module, "_cpus", lambda: 2)
     joined: list[int] = []
-    real = hashing._join
+    real = hashing_walk._join
 
-    def spy(out: hashing._ReadOut, got: tuple[bytes, ...]) -> None:
+    def spy(out: hashing_listing._ReadOut, got: tuple[bytes, ...]) -> None:
         joined.append(1)
         real(out, got)
 
-    monkeypatch.setattr(hashing, "_join", spy)
+    monkeypatch.setattr(hashing_walk, "_join", spy)
     return joined
 
 
@@ -48,7 +58,7 @@ def tree(root: Path, n: int = 40) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"part-{i:03d}.jsonl").write_text(f'{{"i": {i}}}\n' * (i % 4))
     (root / "d1" / "ünïcode ✓.jsonl").write_text('{"u": 1}\n')
-    (root / "big.jsonl").write_bytes(b'{"b": 0}\n' * (hashing.SMALL_FILE // 9 + 10))
+    (root / "big.jsonl").write_bytes(b'{"b": 0}\n' * (SMALL_FILE // 9 + 10))
     (root / ".git").mkdir()
     (root / ".git" / "HEAD").write_text("ref\n")
     (root / "d2" / "link.jsonl").symlink_to(root / "d0" / "part-001.jsonl")
@@ -57,17 +67,17 @@ def tree(root: Path, n: int = 40) -> Path:
     return root
 
 
-def plain(root: Path, **kw: object) -> hashing.TreeResult:
+def plain(root: Path, **kw: object) -> TreeResult:
     return hash_tree(root, use_cache=False, **kw)  # type: ignore[arg-type]
 
 
-def ahead(root: Path, count: str | None = None, **kw: object) -> hashing.TreeResult:
+def ahead(root: Path, count: str | None = None, **kw: object) -> TreeResult:
     walked = walk_tree(root, read=Ahead(count is not None, None))
     assert walked.read is not None, "the walk did not read ahead"
     return hash_tree(root, use_cache=False, walked=walked, count=count, **kw)  # type: ignore[arg-type]
 
 
-def same(a: hashing.TreeResult, b: hashing.TreeResult) -> None:
+def same(a: TreeResult, b: TreeResult) -> None:
     assert a.digest == b.digest
     assert a.records == b.records and a.size == b.size
     assert dict(a.files) == dict(b.files)
@@ -122,9 +132,9 @@ def test_a_symlink_out_of_the_tree_is_refused_as_the_walk_refuses_it(
     tmp_path: Path, workers: list[int]
 ) -> None:
     root = _escaping(tmp_path, "d3/zz.jsonl")
-    with pytest.raises(hashing.SymlinkEscapeError) as plain_error:
+    with pytest.raises(SymlinkEscapeError) as plain_error:
         walk_tree(root)
-    with pytest.raises(hashing.SymlinkEscapeError) as ahead_error:
+    with pytest.raises(SymlinkEscapeError) as ahead_error:
         walk_tree(root, read=Ahead())
     assert str(ahead_error.value) == str(plain_error.value)
 
@@ -132,14 +142,14 @@ def test_a_symlink_out_of_the_tree_is_refused_as_the_walk_refuses_it(
 def test_a_fifo_is_listed_never_opened(tmp_path: Path, workers: list[int]) -> None:
     root = tree(tmp_path / "t")
     os.mkfifo(root / "d2" / "pipe.jsonl")
-    with pytest.raises(hashing.UnreadableFileError, match="FIFO"):
+    with pytest.raises(UnreadableFileError, match="FIFO"):
         ahead(root)
 
 
 def _swap_after_listing(monkeypatch: pytest.MonkeyPatch, victim: Path, to: Path) -> None:
     """Replace ``victim`` by a symlink to ``to`` once its folder was listed (its
     directory entry still says a regular file)."""
-    real = hashing._listing
+    real = hashing_listing._listing
 
     def listing(folder: str, rel: str, boundary: str, *, lazy: bool):  # type: ignore[no-untyped-def]
         found = real(folder, rel, boundary, lazy=lazy)
@@ -148,7 +158,7 @@ def _swap_after_listing(monkeypatch: pytest.MonkeyPatch, victim: Path, to: Path)
             victim.symlink_to(to)
         return found
 
-    monkeypatch.setattr(hashing, "_listing", listing)
+    monkeypatch.setattr(hashing_listing, "_listing", listing)
 
 
 def test_a_file_swapped_for_a_symlink_after_listing_is_not_followed(
@@ -156,13 +166,13 @@ def test_a_file_swapped_for_a_symlink_after_listing_is_not_followed(
 ) -> None:
     """In the parent (the swap is patched here): the name opened with O_NOFOLLOW
     is a link now, and a link the walk did not judge is never read."""
-    monkeypatch.setattr(hashing, "READ_AHEAD_MIN", 10**9)  # all in this process
-    monkeypatch.setattr(hashing, "_SPLIT", 1)  # and the folders walked whole, reading
+    monkeypatch.setattr(hashing_walk, "READ_AHEAD_MIN", 10**9)  # all in this process
+    monkeypatch.setattr(hashing_walk, "_SPLIT", 1)  # and the folders walked whole, reading
     root = tree(tmp_path / "t")
     (tmp_path / "secret").write_text('{"leaked": true}\n')
     victim = root / "d1" / "part-011.jsonl"
     _swap_after_listing(monkeypatch, victim, tmp_path / "secret")
-    with pytest.raises(hashing.UnreadableFileError) as caught:
+    with pytest.raises(UnreadableFileError) as caught:
         ahead(root)
     assert "part-011.jsonl" in str(caught.value)
 
@@ -170,11 +180,11 @@ def test_a_file_swapped_for_a_symlink_after_listing_is_not_followed(
 def test_a_file_that_vanishes_after_listing_is_an_error_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(hashing, "READ_AHEAD_MIN", 10**9)
-    monkeypatch.setattr(hashing, "_SPLIT", 1)
+    monkeypatch.setattr(hashing_walk, "READ_AHEAD_MIN", 10**9)
+    monkeypatch.setattr(hashing_walk, "_SPLIT", 1)
     root = tree(tmp_path / "t")
     victim = root / "d1" / "part-011.jsonl"
-    real = hashing._listing
+    real = hashing_listing._listing
 
     def listing(folder: str, rel: str, boundary: str, *, lazy: bool):  # type: ignore[no-untyped-def]
         found = real(folder, rel, boundary, lazy=lazy)
@@ -182,8 +192,8 @@ def test_a_file_that_vanishes_after_listing_is_an_error_naming_it(
             victim.unlink()
         return found
 
-    monkeypatch.setattr(hashing, "_listing", listing)
-    with pytest.raises(hashing.InputNotFoundError) as caught:
+    monkeypatch.setattr(hashing_listing, "_listing", listing)
+    with pytest.raises(InputNotFoundError) as caught:
         walk_tree(root, read=Ahead())
     assert "part-011.jsonl" in str(caught.value)
 
@@ -194,7 +204,7 @@ def test_an_unreadable_file_is_named_by_the_hash(tmp_path: Path, workers: list[i
     locked = root / "d2" / "part-020.jsonl"
     locked.chmod(0)
     try:
-        with pytest.raises(hashing.UnreadableFileError, match="part-020"):
+        with pytest.raises(UnreadableFileError, match="part-020"):
             ahead(root)
     finally:
         locked.chmod(stat.S_IRUSR | stat.S_IWUSR)
@@ -228,13 +238,13 @@ def test_lock_reads_ahead_only_where_the_folder_cache_knows_nothing(
     root = tree(tmp_path / "t")
     monkeypatch.setenv("FTMANIFEST_CACHE_DIR", str(tmp_path / "cache"))
     asked: list[object] = []
-    real = hashing.walk_tree
+    real = hashing_walk.walk_tree
 
     def spy(path, **kw):  # type: ignore[no-untyped-def]
         asked.append(kw.get("read"))
         return real(path, **kw)
 
-    monkeypatch.setattr(hashing, "walk_tree", spy)
+    monkeypatch.setattr(hashing_tree, "walk_tree", spy)  # the name hash_tree looks up
     monkeypatch.setattr(observe, "walk_tree", spy)  # the name observe imported
     first = observe.hash_path(root, root, use_cache=True, count=True)
     again = observe.hash_path(root, root, use_cache=True, count=True)
@@ -271,7 +281,7 @@ def test_the_plain_walk_shared_out_is_the_one_walk(tmp_path: Path, workers: list
     shared = walk_tree(root)
     assert workers, "no folder was walked by a worker"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(hashing, "_read_ahead_here", lambda: False)
+        mp.setattr(hashing_walk, "_read_ahead_here", lambda: False)
         alone = walk_tree(root)
     assert shared.read is None
     assert (shared.names, shared.keys, shared.special, shared.count) == (
@@ -286,7 +296,7 @@ def test_a_shared_out_walk_raises_the_first_error_in_path_order(
     tmp_path: Path, workers: list[int]
 ) -> None:
     root = _escaping(tmp_path, "d3/zz.jsonl", "d1/aa.jsonl")
-    with pytest.raises(hashing.SymlinkEscapeError) as shared:
+    with pytest.raises(SymlinkEscapeError) as shared:
         walk_tree(root)
     assert "d1/aa.jsonl" in str(shared.value)
 
@@ -331,11 +341,11 @@ def test_a_name_that_is_not_utf8_is_refused_as_the_walk_refuses_it(
     bad = os.path.join(os.fsencode(root / "d2"), b"bad-\xff.jsonl")
     with open(bad, "wb") as fh:
         fh.write(b"{}\n")
-    with pytest.raises(hashing.InputError) as alone:
+    with pytest.raises(InputError) as alone:
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(hashing, "_read_ahead_here", lambda: False)
+            mp.setattr(hashing_walk, "_read_ahead_here", lambda: False)
             walk_tree(root)
-    with pytest.raises(hashing.InputError) as ahead_error:
+    with pytest.raises(InputError) as ahead_error:
         walk_tree(root, read=Ahead())
     assert type(ahead_error.value) is type(alone.value)
     assert str(ahead_error.value) == str(alone.value)
