@@ -32,6 +32,7 @@ from ftmanifest.verify.acceptances import Acceptance, apply_acceptances
 from ftmanifest.verify.drift import compare
 from ftmanifest.verify.environment import observed_environment
 from ftmanifest.verify.observe import observe
+from ftmanifest.verify.publisher import publisher_rows
 
 if TYPE_CHECKING:
     from ftmanifest.manifest import LoadedManifest
@@ -234,6 +235,8 @@ def _verify(
                 loaded.manifest, manifest_path, allow_outside=allow_outside
             )
         ]
+    # the publisher lock found in model.sig must still be trusted (its bytes are pinned)
+    findings += publisher_rows(loaded.manifest.model.publisher_signature, manifest_path, trust_path)
     if loaded.manifest.experiment.parent:
         findings += variant_check(loaded, manifest_path, ledger=ledger)
     if scan and "verify" in loaded.manifest.security.scan.on:
