@@ -99,8 +99,8 @@ class Matcher:
     def _compile_hyperscan(self) -> None:
         # gated rules: Hyperscan reports gate regions, keywords are looked up inside
         for i, r in enumerate(self.rules):
-            if r.gate:
-                self.patterns.append(("gate", i, r.gate.encode(), r.gate_len))
+            for gate in (r.gate,) if isinstance(r.gate, str) else r.gate or ():
+                self.patterns.append(("gate", i, gate.encode(), r.gate_len))
         # gated anchors: Hyperscan runs the gate instead, ``re`` tests the anchor
         # (its left condition included) at each end the gate reports
         self._anchor_of: dict[int, tuple[int, re.Pattern[bytes], int, int]] = {}

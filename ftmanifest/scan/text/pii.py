@@ -126,6 +126,17 @@ _EMAIL = (
 )
 
 
+# The bytes before an address's @ as its Hyperscan gates read them: the last one a
+# local-part byte, and not a local part "git" (``git@github.com``), which ``email``
+# refuses; "git" after more local-part bytes (``digit@``) still counts.  Two gates:
+# one alternation of both ran Hyperscan at a quarter of its speed.
+_DOMAIN_GATE = r"@[A-Za-z0-9\-\x80-\xff]{1,189}\."
+_EMAIL_GATES = (
+    r"[A-SU-Za-su-z0-9._%+\-\x80-\xbf]" + _DOMAIN_GATE,
+    r"(?:^|[^iI]|(?:^|[^gG])[iI]|[A-Za-z0-9._%+\-\x80-\xff][gG][iI])[tT]" + _DOMAIN_GATE,
+)
+
+
 def email(m: Match, g: int) -> bool:
     buf, start, end = m.string, m.start(g), m.end(g)
     if start > 0 and buf[start - 1] in _ALNUM | frozenset(b"._%+-"):
@@ -151,7 +162,7 @@ PII_RULES: tuple[Rule, ...] = (
         validator=email,
         group=1,
         back_chars=r"A-Za-z0-9._%+\-\x80-\xff",
-        gate=r"[A-Za-z0-9._%+\-\x80-\xbf]@[A-Za-z0-9\-\x80-\xff]{1,189}\.",
+        gate=_EMAIL_GATES,
         gate_len=192,
         severity="warning",
         back=190,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ftmanifest.scan.text import secrets as v
+from ftmanifest.scan.text.gates import not_led_by
 
 Validator = Callable[[Any, int], bool]  # (re.Match[bytes], group) -> keep?
 
@@ -42,10 +43,11 @@ class Rule:
     group: int = 0  # the group holding the sensitive value
     back: int = 0  # how far a match may start before its keyword
     back_chars: str = ""  # ... over these characters (a regex class body)
-    # Hyperscan-only speed-up: a necessary condition of ``regex`` (same flags) whose
-    # matches end within ``gate_len`` bytes after the keyword; keyword hits with no
-    # gate match nearby are dropped unconfirmed.  It never changes the findings.
-    gate: str | None = None
+    # Hyperscan-only speed-up: a necessary condition of a finding (``regex`` and
+    # ``validator``, same flags) whose matches end within ``gate_len`` bytes after the
+    # keyword; keyword hits with no gate match nearby are dropped unconfirmed.  It
+    # never changes the findings.  Several gates: a finding needs one of them.
+    gate: str | tuple[str, ...] | None = None
     gate_len: int = 0
     # Hyperscan-only speed-up for anchors Hyperscan runs slowly (alternations of
     # digit classes): a cheap regex that has a match ending wherever an anchor's
@@ -59,6 +61,14 @@ class Rule:
 
 
 _GEN_KEYS = r"(?:password|passwd|pwd|secret|token|api[_\-]?key|access[_\-]?key|auth[_\-]?key)"
+_VALUE_EXCLUDED = r"\s\"'`,;(){}\[\]<>\\"  # bytes a generic assignment's value stops at
+# Values ``generic_assignment`` refuses by their first bytes (``is_placeholder``: an
+# environment reference or a placeholder word), left out by its Hyperscan gate.  None
+# holds a digit: a value cut short inside one of them has none and is refused too.
+_REFUSED_LEADS = (
+    "os.environ", "os.getenv", "getenv", "process.env", "****", "your", "xxxx",
+    *("$" + c for c in "abcdefghijklmnopqrstuvwxyz_"),
+)  # fmt: skip
 
 SECRET_RULES: tuple[Rule, ...] = (
     Rule(
@@ -392,6 +402,8 @@ SECRET_RULES: tuple[Rule, ...] = (
         r"curl\s[^\n]{0,200}?(?:-u|--user)[\s=]{1,3}[\"']?[^\s:\"']{1,64}:([^\s\"']{4,128})",
         ("curl",),
         validator=v.curl_password,
+        gate=r"curl\s[^\n]{0,200}(?:-u|--user)[\s=]{1,3}[\"']?[^\s:\"']{1,64}:[^\s\"']{4}",
+        gate_len=284,
         group=1,
         fwd=420,
         true_positives=("curl -s -u deploy:Tr0ub4dor3x https://ci.example.com/api",),
@@ -466,8 +478,8 @@ SECRET_RULES: tuple[Rule, ...] = (
         ("://",),
         validator=v.url_password,
         back_chars=r"A-Za-z0-9+.\-",
-        gate=r"://[^\s:@/\"'<>\\]{1,64}:[^\s:@/\"'<>\\]{3}",
-        gate_len=80,
+        gate=r"://[^\s:@/\"'<>\\]{1,64}:[^\s:@/\"'<>\\]{3,128}@",  # the regex up to its @
+        gate_len=197,
         group=1,
         back=22,
         fwd=480,
@@ -499,8 +511,9 @@ SECRET_RULES: tuple[Rule, ...] = (
         ),
         validator=v.generic_assignment,
         back_chars=r"\w.\-",
-        gate=_GEN_KEYS + r"[\w.\-]{0,40}[\"']?\s{0,3}(?::=|=>|=|:)\s{0,3}[\"']?"
-        r"[^\s\"'`,;(){}\[\]<>\\]{8}",
+        gate=_GEN_KEYS
+        + r"[\w.\-]{0,40}[\"']?\s{0,3}(?::=|=>|=|:)\s{0,3}[\"']?"
+        + not_led_by(_REFUSED_LEADS, _VALUE_EXCLUDED, 8),
         gate_len=130,
         group=1,
         back=48,
