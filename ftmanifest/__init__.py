@@ -58,6 +58,9 @@ PUBLIC: dict[str, str] = {
     "seed_everything": "ftmanifest.seeding",
     "FtManifestCallback": "ftmanifest.integrations.transformers",
     "DriftRefusedError": "ftmanifest.integrations.transformers",
+    "RanksRefusedError": "ftmanifest.integrations.transformers",
+    "StepRefusedError": "ftmanifest.integrations.transformers",
+    "EvalRefusedError": "ftmanifest.integrations.transformers",
     "load_pinned": "ftmanifest.integrations.pinned",
     "SnapshotNotFoundError": "ftmanifest.hfcache",
     "load_pinned_dataset": "ftmanifest.integrations.datasets",
@@ -122,7 +125,10 @@ if TYPE_CHECKING:
     from ftmanifest.integrations.datasets import load_pinned_dataset as load_pinned_dataset
     from ftmanifest.integrations.pinned import load_pinned as load_pinned
     from ftmanifest.integrations.transformers import DriftRefusedError as DriftRefusedError
+    from ftmanifest.integrations.transformers import EvalRefusedError as EvalRefusedError
     from ftmanifest.integrations.transformers import FtManifestCallback as FtManifestCallback
+    from ftmanifest.integrations.transformers import RanksRefusedError as RanksRefusedError
+    from ftmanifest.integrations.transformers import StepRefusedError as StepRefusedError
     from ftmanifest.manifest import LoadedManifest as LoadedManifest
     from ftmanifest.manifest import load_manifest as load_manifest
     from ftmanifest.manifest.load import Document

@@ -89,7 +89,7 @@ def _named_types(annotation: ast.expr, origins: dict[str, str]) -> set[str]:
 
 def unexported(public: dict[str, str]) -> list[str]:
     """Every type a public function returns, and every error a public name documents
-    or a public function raises itself, that ``public`` does not export."""
+    or builds in its own body, that ``public`` does not export."""
     missing = []
     for name, module in public.items():
         where, node = definition(module, name)
@@ -100,9 +100,9 @@ def unexported(public: dict[str, str]) -> list[str]:
             if name not in FRAMEWORK_RESULTS:
                 assert "Any" not in ast.unparse(node.returns), f"{name} returns Any"
             needed |= dict.fromkeys(_named_types(node.returns, origins), "returns")
-            for raised in ast.walk(node):
-                if isinstance(raised, ast.Raise) and isinstance(raised.exc, ast.Call):
-                    needed |= dict.fromkeys(_named_types(raised.exc.func, origins), "raises")
+        for made in ast.walk(node):  # an error built in its own body: raised, or stopped with
+            if isinstance(made, ast.Call) and ast.unparse(made.func).endswith("Error"):
+                needed |= dict.fromkeys(_named_types(made.func, origins), "raises")
         missing += [f"{name} {how} {t}" for t, how in sorted(needed.items()) if t not in public]
     return missing
 
@@ -120,3 +120,6 @@ def test_an_unexported_result_or_error_is_named() -> None:
     assert "load_pinned documents UsageError" in missing  # named in its docstring
     less = {k: v for k, v in ftmanifest.PUBLIC.items() if k != "SnapshotNotFoundError"}
     assert unexported(less) == ["load_pinned documents SnapshotNotFoundError"]
+    # the callback stops training with an error it builds (self._stop(state, ...))
+    less = {k: v for k, v in ftmanifest.PUBLIC.items() if k != "StepRefusedError"}
+    assert unexported(less) == ["FtManifestCallback raises StepRefusedError"]
