@@ -80,6 +80,8 @@ from ftmanifest.verify.guard import judge_this_interpreter
 if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
 
+    from ftmanifest.signing.keys import PrivateKey
+
 __all__ = [
     "FtManifestCallback",
     "DriftRefusedError",
@@ -229,7 +231,7 @@ class FtManifestCallback(TrainerCallback):
         allow_outside: bool = False,
         record_name: str = RUN_RECORD,
         trace_model: bool = True,
-        bind_key: Any = None,
+        bind_key: PrivateKey | str | Path | None = None,
         rank_timeout: float = 300.0,
     ) -> None:
         self.manifest = Path(manifest)
@@ -768,12 +770,13 @@ class FtManifestCallback(TrainerCallback):
             return None
         return self.manifest.parent / export.path
 
-    def _key(self) -> Any:
+    def _key(self) -> PrivateKey:
         from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
         if isinstance(self.bind_key, (Ed25519PrivateKey, EllipticCurvePrivateKey)):
             return self.bind_key
+        assert self.bind_key is not None  # the caller records an unbound adapter instead
         from ftmanifest.signing.keys import load_private_key
 
         return load_private_key(Path(self.bind_key))
