@@ -64,7 +64,7 @@ def _usable(entry: TrustedKey, when: datetime, *, certificate: bool) -> bool:
 
 
 def _row(record: PublisherSignature, manifest_path: Path, observed: str) -> Finding:
-    what = "CA" if record.method == "certificate" else "key"
+    what, pem = ("CA", "CA.pem") if record.method == "certificate" else ("key", "PUB.pem")
     return Finding.at(
         LOC,
         kind="drift",
@@ -76,6 +76,6 @@ def _row(record: PublisherSignature, manifest_path: Path, observed: str) -> Find
         observed=observed[:300],
         hint=f"do not train on or ship this model until you know why the publisher's {what} "
         f"was withdrawn; if the publisher signed again with a new {what}, get their new "
-        f"{record.file}, trust the new {what} (ftmanifest trust add PUB.pem --principal NAME) "
+        f"{record.file}, trust the new {what} (ftmanifest trust add {pem} --principal NAME) "
         "and lock again",
     )

@@ -272,3 +272,27 @@ def test_the_trust_file_stays_valid_for_ssh_keygen_and_keys_still_work(
     record = load_manifest(project / "exp.yaml").manifest.model.publisher_signature
     assert record is not None and record.method == "key" and record.signer == "pub@example.org"
     assert record.certificate is None
+
+
+def test_verify_refuses_once_the_ca_is_no_longer_trusted(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    publisher = Publisher(tmp_path / "pub")
+    publisher.sign(project / "model")
+    _trust_ca(publisher, capsys)
+    code, err = _lock(capsys)
+    assert code == 0, err
+    capsys.readouterr()
+    assert main(["verify", "exp.yaml", "--no-signature"]) == 0  # control
+    trust = project / ".ftmanifest" / "allowed_signers"
+    lines = trust.read_text().splitlines()
+    kept = [line for line in lines if "cert-authority" not in line]
+    assert len(kept) == len(lines) - 1
+    trust.write_text("".join(f"{line}\n" for line in kept))
+    capsys.readouterr()
+    assert main(["verify", "exp.yaml", "--no-signature"]) == 1
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "model.publisher_signature.key" in text and "model.sig" in text, text
+    assert "no longer in" in text and "trust add CA.pem" in text, text
+    assert "Traceback" not in text
