@@ -46,7 +46,8 @@ from typing import Any, Literal
 
 from ftmanifest.counts import format_of
 from ftmanifest.data.parallel import LINE_KINDS, _line_chunks, _Lines, digest, shard_path
-from ftmanifest.data.text import input_pieces, normalise, record_text, shingle_list
+from ftmanifest.data.text import shingle_list
+from ftmanifest.data.walk import RecordTexts
 from ftmanifest.errors import WorkerDiedError
 from ftmanifest.recordio import decode_line, iter_records, loads
 
@@ -92,14 +93,16 @@ Item = tuple[list[str], bytes | None]
 long enough to search for) and the digest of its whole input (None: too short)."""
 
 
-def item_of(value: Any, fields: Sequence[str]) -> Item:
-    """The pieces and the input digest of one record of an earlier split."""
-    raw = input_pieces(value, fields)
+def item_of(value: Any, fields: Sequence[str], texts: RecordTexts | None = None) -> Item:
+    """The pieces and the input digest of one record of an earlier split (``texts``:
+    the record's, when the caller has them)."""
+    if texts is None:
+        texts = RecordTexts(value, fields)
     pieces = []
-    for piece in dict.fromkeys(normalise(p) for p in raw):
+    for piece in dict.fromkeys(texts.piece(p) for p in texts.pieces):
         if len(piece) >= MIN_CHARS and len(_tokens(piece)) >= MIN_TOKENS:
             pieces.append(piece)
-    whole = normalise(" ".join(raw))
+    whole = texts.input
     return pieces, digest(whole) if len(_tokens(whole)) >= MIN_INPUT_TOKENS else None
 
 
@@ -188,25 +191,23 @@ _COLLECT = False  # whether ``examine`` returns each record's ``Item`` too
 
 
 def _match(
-    value: Any, fields: Sequence[str], task: tuple[str, str, list[str]] | None = None
+    value: Any, fields: Sequence[str], texts: RecordTexts | None = None
 ) -> list[tuple[How, int]]:
-    """What of ``_INDEX`` one record holds: contained pieces, an equal input.  ``task``:
-    the record's task text as read, normalised and cut into shingles, reused when its
+    """What of ``_INDEX`` one record holds: contained pieces, an equal input.  ``texts``:
+    the record's, with its task text normalised and cut into shingles, reused when its
     whole text is the same (a record without system or developer turns)."""
+    if texts is None:
+        texts = RecordTexts(value, fields)
     out: list[tuple[How, int]] = []
-    raw = record_text(value, fields)
-    if task is not None and raw == task[0]:
-        whole, cut = task[1], task[2]
-    else:
-        whole = normalise(raw)
-        cut = shingle_list(whole)
-    if whole and _INDEX.anchor_words:
-        for triple in _INDEX.anchor_words.intersection(cut):
-            for pid in _INDEX.anchors[triple]:
-                if _SEEN[("contained", pid)] <= COMMON and _inside(_INDEX.pieces[pid], whole):
-                    out.append(("contained", pid))
+    if _INDEX.anchor_words:
+        whole = texts.whole
+        if whole:
+            for triple in _INDEX.anchor_words.intersection(texts.whole_cut):
+                for pid in _INDEX.anchors[triple]:
+                    if _SEEN[("contained", pid)] <= COMMON and _inside(_INDEX.pieces[pid], whole):
+                        out.append(("contained", pid))
     if _INDEX.inputs:
-        given = normalise(" ".join(input_pieces(value, fields)))
+        given = texts.input
         iid = _INDEX.inputs.get(digest(given)) if given else None
         if iid is not None:
             out.append(("input", iid))
@@ -215,14 +216,13 @@ def _match(
     return out
 
 
-def examine(
-    value: Any, fields: tuple[str, ...], raw: str, normalised: str, cut: list[str]
-) -> tuple[list[tuple[How, int]], Item | None] | None:
+def examine(texts: RecordTexts) -> tuple[list[tuple[How, int]], Item | None] | None:
     """The signing pass's look at one record (``parallel.Workers``' ``extra``): what of
     ``_INDEX`` it holds and, when its split holds items (``_COLLECT``), its ``Item``;
     None when neither has anything."""
-    found = _match(value, fields, (raw, normalised, cut)) if _INDEX.pieces or _INDEX.inputs else []
-    item = item_of(value, fields) if _COLLECT else None
+    value, fields = texts.value, texts.fields
+    found = _match(value, fields, texts) if _INDEX.pieces or _INDEX.inputs else []
+    item = item_of(value, fields, texts) if _COLLECT else None
     return (found, item) if found or item is not None else None
 
 

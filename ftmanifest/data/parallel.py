@@ -55,6 +55,7 @@ from ftmanifest.counts import format_of, open_regular
 from ftmanifest.data import sigpack
 from ftmanifest.data.shards import Marks
 from ftmanifest.data.text import NUM_PERM, SEED, normalise, shingle_list, task_text
+from ftmanifest.data.walk import RecordTexts
 from ftmanifest.errors import EXIT_BUG, FtManifestError, WorkerDiedError
 from ftmanifest.progress import ProgressSink
 from ftmanifest.recordio import (
@@ -146,13 +147,15 @@ class _Batch:
 Job = _Lines | _Texts | _Batch
 
 
-Extra = Callable[[Any, tuple[str, ...], str, str, list[str]], Any]
+Extra = Callable[[RecordTexts], Any]
 """What the signing pass also computes from one parsed JSONL record: called with its
-value, the text fields, its task text as read, normalised and cut into shingles (so the
-record is parsed and normalised once); None when it has nothing to say."""
-Tally = Callable[[list[Any], tuple[str, ...]], Any]
+``RecordTexts`` (its value and fields, its task text normalised and cut into shingles,
+so the record is parsed, walked and each field normalised once); None when it has
+nothing to say."""
+Tally = Callable[[list[Any], tuple[str, ...], list[int]], Any]
 """What the signing pass also sums up over the parsed records of one chunk of lines
-(their values and the text fields), merged by the caller in file order."""
+(their values, the text fields and each record's ``RecordTexts.whole_length``), merged
+by the caller in file order."""
 _EXTRA: Extra | None = None  # set by ``Workers`` before its processes fork
 _TALLY: Tally | None = None
 Signed = tuple[list[tuple[int, int, bytes | None, Any]], list[tuple[int, Any]], list[Any]]
@@ -198,31 +201,37 @@ def _sign_records(job: _Lines, extra: Extra | None, tally: Tally | None) -> Sign
     sigs: list[tuple[int, int, bytes | None, Any]] = []
     extras: list[tuple[int, Any]] = []
     values: list[Any] = []
+    lengths: list[int] = []
+    fields = job.fields
+    json_lines = job.kind in ("jsonl", "ndjson")
     for i, raw in enumerate(job.raws):
         if not raw.strip():
             continue
         line = job.first + i
         decoded = decode_line(raw, path, line)
         value: Any
-        if job.kind in ("jsonl", "ndjson"):
+        if json_lines:
             value = loads(decoded, path, line)
         else:
             decoded = decoded[:-1] if decoded.endswith("\n") else decoded
             value = decoded[:-1] if decoded.endswith("\r") else decoded
-        values.append(value)
-        task = task_text(value, job.fields)
-        text = normalise(task)
-        cut = shingle_list(text) if text else []
+        texts = RecordTexts(value, fields)
+        text = texts.task
         if text:
+            texts.cut = cut = shingle_list(text)
             m = RMinHash(num_perm=NUM_PERM, seed=SEED)
             m.update(cut)
             sigs.append((len(sigs) + 1, line, digest(text), m))
         else:
+            texts.cut = []
             sigs.append((len(sigs) + 1, line, None, None))
-        e = None if extra is None else extra(value, job.fields, task, text, cut)
+        if tally is not None:
+            values.append(value)
+            lengths.append(texts.whole_length)
+        e = None if extra is None else extra(texts)
         if e is not None:
             extras.append((len(sigs) - 1, e))
-    return sigs, extras, [] if tally is None else [tally(values, job.fields)]
+    return sigs, extras, [] if tally is None else [tally(values, fields, lengths)]
 
 
 def _texts(job: _Lines) -> list[tuple[int, str]]:

@@ -48,6 +48,12 @@ WORST = 5
 _EXACT = 1024
 
 
+def _coarse(value: int) -> int:
+    """The bucket of a value of ``_EXACT`` or more: its ten leading bits."""
+    shift = value.bit_length() - 10
+    return (value >> shift) << shift
+
+
 class Histogram:
     """Counts of non-negative integers: exact below 1024, above it to within 0.2 %
     (ten significant bits), so a billion lengths take a few thousand buckets."""
@@ -59,11 +65,20 @@ class Histogram:
         self.max: int | None = None
 
     def add(self, value: int) -> None:
-        shift = max(0, value.bit_length() - 10)
-        self.buckets[(value >> shift) << shift if value >= _EXACT else value] += 1
+        self.buckets[value if value < _EXACT else _coarse(value)] += 1
         self.count += 1
         self.min = value if self.min is None else min(self.min, value)
         self.max = value if self.max is None else max(self.max, value)
+
+    def add_all(self, values: list[int]) -> None:
+        """``add`` each of ``values``, in order."""
+        if not values:
+            return
+        self.buckets.update([v if v < _EXACT else _coarse(v) for v in values])
+        self.count += len(values)
+        low, high = min(values), max(values)
+        self.min = low if self.min is None else min(self.min, low)
+        self.max = high if self.max is None else max(self.max, high)
 
     def percentile(self, q: float) -> int | None:
         """The smallest bucket with at least ``q`` of the values at or below it."""
@@ -172,19 +187,27 @@ Part = tuple[int, int, Counter[str], Histogram]
 (in the order each first appears) and the characters' ``Histogram``."""
 
 
-def tally(values: list[Any], fields: tuple[str, ...], label: str | None = None) -> Part:
+def tally(
+    values: list[Any],
+    fields: tuple[str, ...],
+    label: str | None = None,
+    lengths: list[int] | None = None,
+) -> Part:
     """``collect``'s counts (without tokens) over ``values``, in order; ``merge`` adds
-    them to a ``SplitStats`` as ``collect`` would have counted them one by one."""
+    them to a ``SplitStats`` as ``collect`` would have counted them one by one.
+    ``lengths``: each value's ``len(record_text(value, fields))``, when the caller has
+    them."""
     categories: Counter[str] = Counter()
-    chars = Histogram()
     unlabelled = 0
-    for value in values:
-        category = label_of(value, label)
+    for category in [label_of(value, label) for value in values]:
         if category is None:
             unlabelled += 1
         else:
             categories[category] += 1
-        chars.add(len(record_text(value, fields)))
+    if lengths is None:
+        lengths = [len(record_text(value, fields)) for value in values]
+    chars = Histogram()
+    chars.add_all(lengths)
     return len(values), unlabelled, categories, chars
 
 
@@ -219,8 +242,10 @@ class Collector:
         self.label = label
         self.stats: dict[str, SplitStats] = {}
 
-    def tally(self, values: list[Any], fields: tuple[str, ...]) -> Part:
-        return tally(values, fields, self.label)
+    def tally(
+        self, values: list[Any], fields: tuple[str, ...], lengths: list[int] | None = None
+    ) -> Part:
+        return tally(values, fields, self.label, lengths)
 
     def start(self, split: Any) -> None:
         self.stats[split.name] = SplitStats(split.name, split.role, str(split.path))

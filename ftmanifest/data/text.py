@@ -147,14 +147,53 @@ def normalise(text: str) -> str:
     ``& amp;`` into a reference), so the steps repeat until the text no longer
     changes.
     """
+    return normalise_piece(text)[0]
+
+
+def normalise_piece(text: str) -> tuple[str, bool]:
+    """``normalise(text)``, and whether one pass made it (its first pass left no ``&``
+    that a second could join into a reference): only such pieces may be joined after
+    they were normalised apart (``join_normalised``)."""
+    out = _once(text)
+    if "&" not in out:  # nothing left that a second pass could change
+        return out, True
     while True:
-        out = _once(text)
-        if "&" not in out:  # nothing left that a second pass could change
-            return out
         again = _once(out)
         if again == out:
-            return out
-        text = again
+            return out, False
+        out = _once(again)
+        if "&" not in out:
+            return out, False
+
+
+def join_normalised(pieces: Sequence[tuple[str, bool]]) -> str | None:
+    """``normalise`` of texts joined by whitespace (``_SEP`` or a space), from each
+    text's ``normalise_piece``; None when a piece needed a second pass.
+
+    A pass changes each text on its own: a reference, a composed character or a
+    markdown mark cannot span the whitespace between two texts (``html.unescape`` stops
+    at it, nothing composes with it), and the join is folded like any run of spaces,
+    dropped beside punctuation.  So the whole's one pass is the pieces' passes joined
+    by one space, none where either side is punctuation, and it leaves no ``&``.  A
+    piece with ``&`` left after its first pass may join a reference across the space
+    (``& amp;``): the caller normalises the joined text instead."""
+    out = ""
+    for text, one_pass in pieces:
+        if not one_pass:
+            return None
+        if text:
+            if out and not (_is_punctuation(out[-1]) or _is_punctuation(text[0])):
+                out += " "
+            out += text
+    return out
+
+
+_ASCII_P_SET = frozenset(_ASCII_P)
+
+
+def _is_punctuation(c: str) -> bool:
+    """Category P, as the space-dropping step sees it (``_ASCII_P``, ``_classes``)."""
+    return c in _ASCII_P_SET if c.isascii() else unicodedata.category(c)[0] == "P"
 
 
 def _once(text: str) -> str:
@@ -181,7 +220,11 @@ def _once(text: str) -> str:
             again, text = again or decoded != text, decoded
         if not again:
             break
-    if text.isascii() and "  " not in text and not any(c in text for c in _ASCII_SPACES):
+    if (
+        text.isascii()
+        and "  " not in text
+        and (text.isprintable() or not any(c in text for c in _ASCII_SPACES))
+    ):  # printable ASCII holds no whitespace but the space
         text = text.strip(" ")  # one space between words already
     else:
         text = " ".join(text.split())  # str.split splits at what \s+ matches
@@ -315,6 +358,8 @@ def shingle_list(normalised: str, words: int = SHINGLE_WORDS) -> list[str]:
     tokens = normalised.split(" ")
     if len(tokens) <= words:
         return [normalised] if normalised else []
+    if words == 3:  # the usual width, without the generator
+        return list(map(" ".join, zip(tokens, tokens[1:], tokens[2:], strict=False)))
     return list(map(" ".join, zip(*(tokens[i:] for i in range(words)), strict=False)))
 
 

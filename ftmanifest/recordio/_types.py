@@ -147,6 +147,7 @@ class DuplicateKey(ValueError):
 
 
 _PAIRS = unique_keys(lambda key: DuplicateKey(f"duplicate key {key!r}"))
+_DECODER = json.JSONDecoder(object_pairs_hook=_PAIRS)  # ``json.loads`` builds one a call
 
 
 def loads(text: str, path: Path, line: int) -> Any:
@@ -157,7 +158,7 @@ def loads(text: str, path: Path, line: int) -> Any:
     ``json`` (and so the record count) reads them.
     """
     try:
-        return json.loads(text, object_pairs_hook=_PAIRS)
+        return _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         at = line + exc.lineno - 1
         raise fail(MalformedRecordError, path, exc.msg, line=at, column=exc.colno) from None
