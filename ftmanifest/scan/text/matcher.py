@@ -167,22 +167,20 @@ class Matcher:
         out: set[tuple[int, int]] = set()
         add, pats = out.add, self.patterns
         regions: list[tuple[int, int]] = []
-        ends: list[tuple[int, int]] = []
+        anchor_of = self._anchor_of
 
         def on_match(pid: int, _start: int, to: int, _flags: int, _ctx: Any) -> None:
             kind, ri, _, n = pats[pid]
-            if kind == "gate":
+            if kind == "pre":  # a gated anchor: tested here, each end once
+                apid, exact, width, n = anchor_of[pid]
+                if exact.search(buf, to - width if to > width else 0, to) is not None:
+                    add((apid, to - n if n else to))
+            elif kind == "gate":
                 regions.append((ri, to))
-            elif kind == "pre":
-                ends.append((pid, to))
             else:
                 add((pid, to - n if kind == "kw" or n else to))
 
         self._db.scan(buf, match_event_handler=on_match)
-        for pid, to in ends:
-            apid, exact, width, n = self._anchor_of[pid]
-            if exact.search(buf, max(0, to - width), to) is not None:
-                add((apid, to - n if n else to))
         # A gate reports every end of its match: merge the windows of a rule so
         # that each stretch of the buffer is searched for its keywords once.
         regions.sort()
