@@ -286,8 +286,8 @@ def load_report_data(path: str | Path) -> dict[str, Any]:
             path=str(path),
             hint="give the JSON that `ftmanifest audit --format json` wrote",
         ) from None
-    if isinstance(value, dict) and isinstance(value.get("report"), dict):
-        value = value["report"]
+    if isinstance(value, dict) and "report" in value:
+        value = _of_type(path, "report", value["report"], dict)
     if not isinstance(value, dict):
         raise InputError(
             "an audit file holds a JSON object",
@@ -295,7 +295,39 @@ def load_report_data(path: str | Path) -> dict[str, Any]:
             expected="an object",
             observed=type(value).__name__,
         )
+    for name, kind in _SECTIONS.items():
+        _of_type(path, name, value.get(name), kind)
+    for name in ("data", "findings"):
+        for i, row in enumerate(value.get(name) or ()):
+            _of_type(path, f"{name}[{i}]", row, dict)
     return value
+
+
+# The report's sections and their JSON types (each may also be missing or null): a
+# section of another type is refused, not rendered as "not available" or crashed on.
+_SECTIONS: dict[str, type] = {
+    **dict.fromkeys(
+        ("manifest", "signature", "experiment", "deliverable", "model", "environment",
+         "training", "comparison", "history"),
+        dict,
+    ),
+    **dict.fromkeys(("data", "findings"), list),
+    **dict.fromkeys(("limits", "verdict"), str),
+}  # fmt: skip
+_JSON_NAMES: dict[type, str] = {dict: "an object", list: "an array", str: "a string"}
+
+
+def _of_type(path: Path, name: str, value: Any, kind: type) -> Any:
+    if value is None or isinstance(value, kind):
+        return value
+    raise InputError(
+        f"the audit's {name} is not {_JSON_NAMES[kind]}",
+        path=str(path),
+        field=name,
+        expected=f"{_JSON_NAMES[kind]} (or null), as `ftmanifest audit --format json` writes it",
+        observed=type(value).__name__,
+        hint="give the JSON that `ftmanifest audit --format json` wrote, unedited",
+    )
 
 
 def _duplicate(key: str) -> ValueError:
