@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from ftmanifest.scan.text import phones
-from ftmanifest.scan.text.anchors_re import compile_finder, max_width
+from ftmanifest.scan.text.anchors_re import compile_finder
 from ftmanifest.scan.text.pii import PII_RULES
 from ftmanifest.scan.text.secret_formats import FORMAT_RULES
 from ftmanifest.scan.text.secret_rules import SECRET_RULES, Rule
@@ -93,6 +93,7 @@ class Matcher:
         self.back = {i: frozenset(_expand(r.back_chars)) for i, r in enumerate(rules)}
         self.gated = {i: r.gate_len for i, r in enumerate(rules) if r.gate}
         self._db: Any = None
+        self._db_apart: Any = None  # Rule.anchor_apart: anchors that slow the shared one
         if engine == "hyperscan":
             self._compile_hyperscan()
 
@@ -101,17 +102,6 @@ class Matcher:
         for i, r in enumerate(self.rules):
             for gate in (r.gate,) if isinstance(r.gate, str) else r.gate or ():
                 self.patterns.append(("gate", i, gate.encode(), r.gate_len))
-        # gated anchors: Hyperscan runs the gate instead, ``re`` tests the anchor
-        # (its left condition included) at each end the gate reports
-        self._anchor_of: dict[int, tuple[int, re.Pattern[bytes], int, int]] = {}
-        for apid, (kind, i, pat, n) in enumerate(list(self.patterns)):
-            r = self.rules[i]
-            if kind == "anchor" and r.anchor_gate:
-                lb = b"(?<![" + r.anchor_left.encode() + b"])" if r.anchor_left else b""
-                exact = re.compile(lb + b"(?:" + pat + b")\\Z")
-                width = max_width(pat)
-                self._anchor_of[len(self.patterns)] = (apid, exact, width, n)
-                self.patterns.append(("pre", i, r.anchor_gate.encode(), n))
         self._kw_of = {
             i: [(pid, p) for pid, (k, j, p, _) in enumerate(self.patterns) if k == "kw" and j == i]
             for i in self.gated
@@ -120,12 +110,21 @@ class Matcher:
             pid
             for pid, (k, i, _, _) in enumerate(self.patterns)
             if not (k == "kw" and i in self.gated)
-            and not (k == "anchor" and self.rules[i].anchor_gate)
         ]
+        apart = [
+            pid
+            for pid in used
+            if self.patterns[pid][0] == "anchor" and self.rules[self.patterns[pid][1]].anchor_apart
+        ]
+        self._db = self._hs_database(sorted(set(used) - set(apart)))
+        self._db_apart = self._hs_database(apart) if apart else None
+
+    def _hs_database(self, pids: list[int]) -> Any:
         pats = self._anchor_patterns()
-        exprs = [re.escape(pats[pid][2]) if pats[pid][0] == "kw" else pats[pid][2] for pid in used]
-        self._db = _hs.Database()
-        self._db.compile(expressions=exprs, ids=used, flags=[self._hs_flags(pid) for pid in used])
+        exprs = [re.escape(pats[pid][2]) if pats[pid][0] == "kw" else pats[pid][2] for pid in pids]
+        db = _hs.Database()
+        db.compile(expressions=exprs, ids=pids, flags=[self._hs_flags(pid) for pid in pids])
+        return db
 
     def _anchor_patterns(self) -> list[tuple[str, int, bytes, int]]:
         """The pattern table with each rule's ``anchor_left`` condition applied."""
@@ -167,20 +166,17 @@ class Matcher:
         out: set[tuple[int, int]] = set()
         add, pats = out.add, self.patterns
         regions: list[tuple[int, int]] = []
-        anchor_of = self._anchor_of
 
         def on_match(pid: int, _start: int, to: int, _flags: int, _ctx: Any) -> None:
             kind, ri, _, n = pats[pid]
-            if kind == "pre":  # a gated anchor: tested here, each end once
-                apid, exact, width, n = anchor_of[pid]
-                if exact.search(buf, to - width if to > width else 0, to) is not None:
-                    add((apid, to - n if n else to))
-            elif kind == "gate":
+            if kind == "gate":
                 regions.append((ri, to))
             else:
                 add((pid, to - n if kind == "kw" or n else to))
 
         self._db.scan(buf, match_event_handler=on_match)
+        if self._db_apart is not None:
+            self._db_apart.scan(buf, match_event_handler=on_match)
         # A gate reports every end of its match: merge the windows of a rule so
         # that each stretch of the buffer is searched for its keywords once.
         regions.sort()
