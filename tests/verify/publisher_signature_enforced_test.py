@@ -8,6 +8,7 @@ Each attack has the control beside it: the untouched project passes all three.""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import warnings
@@ -48,31 +49,47 @@ def _publisher_sign(model: Path, key: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-@pytest.fixture
-def signed(
-    models: dict[str, Path], tmp_path: Path, signer: Any, monkeypatch: pytest.MonkeyPatch
-) -> tuple[Path, Path]:
-    """A repository whose base carries the publisher's model.sig, trusted and locked."""
-    root = tmp_path / "project"
+@pytest.fixture(scope="module")
+def pristine(
+    models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, signer: Any
+) -> tuple[Path, str]:
+    """A repository whose base carries the publisher's model.sig, trusted and locked,
+    built once (a model_signing run, a lock): each test tampers with its own copy."""
+    top = tmp_path_factory.mktemp("publisher-signed")
+    root = top / "project"
     root.mkdir()
     trust_repo(root, signer)
     copy_tree(models["gpt2-a"], root / "base")
     (root / ".gitignore").write_text("out/\n")
     manifest = write_manifest(root, "base", "gpt2", training={"micro_batch": 2, "max_steps": 2})
-    keys = tmp_path / "keys"
+    keys = top / "keys"
     keys.mkdir()
     publisher = _keygen(keys / "publisher")
     _publisher_sign(root / "base", publisher)
-    monkeypatch.chdir(root)
-    monkeypatch.delenv("FTMANIFEST_TRUST_FILE", raising=False)
-    assert main(["trust", "add", f"{publisher}.pub.pem", "--principal", PRINCIPAL]) == 0
-    git(root, "add", "-A")
-    git(root, "commit", "-qm", "publisher-signed base and manifest")
-    lock_manifest(manifest)
-    git(root, "commit", "-qam", "lock")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        mp.delenv("FTMANIFEST_TRUST_FILE", raising=False)
+        assert main(["trust", "add", f"{publisher}.pub.pem", "--principal", PRINCIPAL]) == 0
+        git(root, "add", "-A")
+        git(root, "commit", "-qm", "publisher-signed base and manifest")
+        lock_manifest(manifest)
+        git(root, "commit", "-qam", "lock")
     record = load_manifest(manifest).manifest.model.publisher_signature
     assert record is not None and record.signer == PRINCIPAL
-    return root, manifest
+    return top, str(manifest.relative_to(root))
+
+
+@pytest.fixture
+def signed(
+    pristine: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, Path]:
+    """This test's own copy of the pristine project (and the keys beside it)."""
+    top, manifest = pristine
+    shutil.copytree(top, tmp_path / "copy", symlinks=True)
+    root = tmp_path / "copy" / "project"
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("FTMANIFEST_TRUST_FILE", raising=False)
+    return root, root / manifest
 
 
 def _replace_sig(root: Path) -> None:
