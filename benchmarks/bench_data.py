@@ -263,7 +263,8 @@ def main() -> int:
     print(f"check: {jobs} signing processes, {full['cpu_seconds']:.0f} CPU s in "
           f"{secs:.0f} s; parent {full['maxrss_kib'] / 2**20:.2f} GiB, largest worker "
           f"{full['worker_maxrss_kib'] / 2**20:.2f} GiB; whole command "
-          f"{command['cpu_seconds']:.0f} CPU s, {command['tree_kib'] / 2**20:.2f} GiB; "
+          f"{command['cpu_seconds']:.0f} CPU s ({command['cpu_seconds'] / n * 1e6:.0f} µs "
+          f"a training record, parent and workers), {command['tree_kib'] / 2**20:.2f} GiB; "
           f"load average at start {load:.1f}, "
           f"at end {os.getloadavg()[0]:.1f} (other work on the same cores)")  # fmt: skip
     return print_table(rows, "two splits + a 1,000-record sealed test split, fresh processes")

@@ -37,10 +37,11 @@ is ``_inside``.
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any, Literal
 
@@ -86,6 +87,12 @@ class Hit:
 
 def _tokens(text: str) -> list[str]:
     return text.split(" ") if text else []
+
+
+def _inner(piece: str) -> str:
+    """The piece without its first and last word: ``" ".join(_tokens(piece)[1:-1])``."""
+    first, last = piece.find(" "), piece.rfind(" ")
+    return piece[first + 1 : last] if first >= 0 else ""
 
 
 Item = tuple[list[str], bytes | None]
@@ -147,16 +154,18 @@ class Builder:
         # normalising drops a space next to punctuation): a record holding the piece
         # holds those three words as one of its shingles (``text.shingle_list``), which
         # the signing has already cut; a word is in many records, three in few
-        frequency: dict[str, int] = defaultdict(int)
-        inner = [set(shingle_list(" ".join(_tokens(p)[1:-1]))) for p in index.pieces]
-        for triples in inner:
-            for w in triples:
-                frequency[w] += 1
+        inner = [set(shingle_list(_inner(p))) for p in index.pieces]
+        frequency = Counter(chain.from_iterable(inner))
         for pid, triples in enumerate(inner):
             if pid in common or not triples:
                 continue
-            anchor = min(triples, key=lambda w: (frequency[w], -len(w), w))
-            index.anchors.setdefault(anchor, []).append(pid)
+            # the least of (frequency, -len(w), w): the rarest, the longest, the first in order
+            low = min(map(frequency.__getitem__, triples))
+            rarest = [w for w in triples if frequency[w] == low]
+            if len(rarest) > 1:
+                longest = max(map(len, rarest))
+                rarest = [w for w in rarest if len(w) == longest]
+            index.anchors.setdefault(min(rarest), []).append(pid)
         index.anchor_words = frozenset(index.anchors)
         return index
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 import functools
 import html
 import re
+import string
 import unicodedata
 from collections.abc import Sequence
 from typing import Any
@@ -196,7 +197,16 @@ def _is_punctuation(c: str) -> bool:
     return c in _ASCII_P_SET if c.isascii() else unicodedata.category(c)[0] == "P"
 
 
+_PLAIN = (string.ascii_lowercase + string.digits + " ").encode()
+"""Lower-case ASCII letters, digits and the space: text of these alone has nothing but
+runs of spaces for ``_once`` to change."""
+
+
 def _once(text: str) -> str:
+    if text.isascii():
+        text = text.lower()
+        if not text.encode().translate(None, _PLAIN):  # the loop below would only fold spaces
+            return text.strip(" ") if "  " not in text else " ".join(text.split())
     astral = False
     while True:
         if text.isascii():  # no marks, no format characters; NFKC leaves it as it is
