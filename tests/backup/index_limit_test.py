@@ -111,12 +111,13 @@ def test_a_page_over_what_restore_reads_is_refused_with_nothing_written(
 
 def test_more_entries_than_the_limit_are_refused_before_hashing(keys, tmp_path, monkeypatch):
     monkeypatch.setattr(index_mod, "MAX_ENTRIES", 5)
-    import ftmanifest.hashing.files
+    import ftmanifest.backup.create
 
-    def no_hashing(*a, **k):
-        raise AssertionError("the refusal comes before any file is hashed")
+    def no_reading(*a, **k):
+        raise AssertionError("the refusal comes before any file is read")
 
-    monkeypatch.setattr(ftmanifest.hashing.files, "hash_files", no_hashing)
+    # where create reads (and hashes) each file as it archives it
+    monkeypatch.setattr(ftmanifest.backup.create, "_copy_file", no_reading)
     src = _deep_tree(tmp_path / "src", 6, depth=1)
     with pytest.raises(InputError, match="more than 5 files and folders") as caught:
         backup(keys, [src], tmp_path / "backups")
