@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import warnings
 from collections.abc import Callable
@@ -25,28 +24,18 @@ from ftmanifest.verify.lock import lock_manifest
 from tests.adapter.conftest import copy_tree, models, signer, trust_repo, write_manifest
 from tests.adapter.trainer_bind_test import _train
 from tests.conftest import ENV, git, run_cli
+from tests.verify.publisher_signature_test import _keys, _publisher_sign
 
 __all__ = ["models", "signer"]
 
 pytest.importorskip("model_signing")
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
-MODEL_SIGNING = str(Path(sys.executable).with_name("model_signing"))
 PRINCIPAL = "pub@example.org"
 COMMAND = (sys.executable, "-c", "print('RAN')")
 
 
 def _keygen(key: Path) -> Path:
-    assert main(["keygen", "-f", str(key), "--type", "ecdsa-p256", "--no-passphrase"]) == 0
-    return key
-
-
-def _publisher_sign(model: Path, key: Path) -> None:
-    done = subprocess.run(
-        [MODEL_SIGNING, "sign", "key", str(model), "--private_key", str(key),
-         "--signature", str(model / "model.sig")],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
+    return _keys(key.parent, key.name)
 
 
 @pytest.fixture(scope="module")
