@@ -11,7 +11,7 @@ keeping the index and the verdict: the result is the same for any number of work
 
 Memory is bounded: the parent never reads more than ``IN_FLIGHT`` chunks per
 worker ahead of what it has consumed (about a MiB of lines each).  JSONL and
-text are split at line boundaries by the parent (``physical_lines``, with the
+text are split at line boundaries by the parent (``line_blocks``, with the
 reader's per-line bound) and decoded and parsed in the workers exactly as
 ``recordio`` does, line numbers included; CSV/TSV (a quoted cell may span
 lines), JSON and Parquet are read by ``recordio.iter_records`` in the parent,
@@ -64,13 +64,14 @@ from ftmanifest.recordio import (
     decode_line,
     fail,
     iter_records,
+    line_blocks,
     loads,
-    physical_lines,
 )
 from ftmanifest.wire import Malformed, bad_answer
 
 CHUNK_BYTES = 1 << 20
 CHUNK_RECORDS = 4096
+BLOCK_BYTES = 1 << 20  # read at once, then split into lines
 IN_FLIGHT = 3  # chunks per worker read ahead of the one being consumed
 SMALL = 8 << 20  # inputs under this many bytes in all are signed in the parent by default
 LINE_KINDS = frozenset({"jsonl", "ndjson", "text", "txt"})
@@ -402,31 +403,47 @@ def _bytes_of(job: Job) -> int:
     return sum(len(raw) for raw in job.raws) if isinstance(job, _Lines) else 0
 
 
-def _line_chunks(path: Path, kind: str, fields: tuple[str, ...]) -> Iterator[_Lines]:
-    """Chunks of about ``CHUNK_BYTES`` at line boundaries.  Each line keeps its number in
-    the file, so a byte-order mark is stripped on line 1 only, as the reader does."""
+def _blocks(path: Path) -> Iterator[tuple[int, list[bytes]]]:
+    """(number of the first line, lines) of ``path`` a block at a time, with the reader's
+    bounds and its errors."""
     import io
 
     def refuse(p: Path, reason: str) -> RecordReadError:
         return fail(RecordReadError, p, reason)
 
     with open_regular(path, refuse) as raw, io.BufferedReader(raw, 1 << 20) as f:
-        raws: list[bytes] = []
-        first, size = 1, 0
         try:
-            for line, data in physical_lines(f, path, DEFAULT_LIMITS):
-                full = size >= CHUNK_BYTES or len(raws) >= CHUNK_RECORDS
-                if full:
-                    yield _Lines(str(path), kind, fields, first, raws)
-                    raws, first, size = [], line, 0
-                raws.append(data)
-                size += len(data)
+            yield from line_blocks(f, path, DEFAULT_LIMITS, BLOCK_BYTES)
         except OSError as exc:
             if isinstance(exc, RecordReadError):
                 raise
             raise fail(RecordReadError, path, exc.strerror or str(exc)) from exc
-        if raws:
-            yield _Lines(str(path), kind, fields, first, raws)
+
+
+def _line_chunks(path: Path, kind: str, fields: tuple[str, ...]) -> Iterator[_Lines]:
+    """Chunks of about ``CHUNK_BYTES`` at line boundaries: a chunk ends before the line
+    that finds it ``CHUNK_BYTES`` long or ``CHUNK_RECORDS`` lines long.  Each line keeps
+    its number in the file, so a byte-order mark is stripped on line 1 only, as the
+    reader does."""
+    from bisect import bisect_left
+    from itertools import accumulate
+
+    raws: list[bytes] = []
+    first, size = 1, 0
+    for start, block in _blocks(path):
+        at = 0
+        while at < len(block):
+            if size >= CHUNK_BYTES or len(raws) >= CHUNK_RECORDS:
+                yield _Lines(str(path), kind, fields, first, raws)
+                raws, first, size = [], start + at, 0
+            part = block[at : at + CHUNK_RECORDS - len(raws)]
+            before = list(accumulate(map(len, part), initial=size))  # the size before each
+            take = min(bisect_left(before, CHUNK_BYTES), len(part))  # those while it is short
+            raws += part[:take]
+            size = before[take]
+            at += take
+    if raws:
+        yield _Lines(str(path), kind, fields, first, raws)
 
 
 def shard_path(folder: Path, name: str) -> Path:
@@ -514,21 +531,28 @@ def _selected(
             if rec.number in wanted:
                 yield rec.number, rec.line, task_text(rec.value, fields)
         return
+    fields = tuple(fields)
+    ahead = sorted(wanted, reverse=True)  # the wanted numbers not reached yet, last first
     number = 0
-    for chunk in _line_chunks(path, kind, tuple(fields)):
+    for start, block in _blocks(path):
+        if not ahead:
+            return
+        records = sum(map(bool, map(bytes.strip, block)))  # non-blank lines: records
+        if ahead[-1] > number + records:
+            number += records  # none wanted here: counted, not parsed
+            continue
+        raws = [b""] * len(block)  # blank: skipped, keeps the line numbers
         keep = []
-        for i, raw in enumerate(chunk.raws):
+        for i, raw in enumerate(block):
             if raw.strip():
                 number += 1
                 if number in wanted:
-                    keep.append((number, i))
-        if not keep:
-            continue
-        raws = [b""] * len(chunk.raws)  # blank: skipped, keeps the line numbers
-        for _n, i in keep:
-            raws[i] = chunk.raws[i]
-        texts = _texts(_Lines(chunk.path, kind, chunk.fields, chunk.first, raws))
-        for (n, _i), (line, text) in zip(keep, texts, strict=True):
+                    keep.append(number)
+                    raws[i] = raw
+        while ahead and ahead[-1] <= number:
+            ahead.pop()
+        texts = _texts(_Lines(str(path), kind, fields, start, raws))
+        for n, (line, text) in zip(keep, texts, strict=True):
             yield n, line, text
 
 

@@ -32,6 +32,7 @@ from ftmanifest.recordio._lines import (
     delimited_records,
     delimited_rows,
     jsonl_records,
+    line_blocks,
     physical_lines,
     text_records,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "iter_records",
     "iter_rows",
     "loads",
+    "line_blocks",
     "physical_lines",
     "text_fields",
 ]

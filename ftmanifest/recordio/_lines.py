@@ -12,6 +12,7 @@ opened with ``newline=""`` splits them (at ``\\n``, ``\\r\\n`` or a lone ``\\r``
 from __future__ import annotations
 
 import csv
+import io
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -49,6 +50,69 @@ def physical_lines(f: BinaryIO, path: Path, limits: Limits) -> Iterator[tuple[in
             what = f"line longer than the {cap}-byte record limit"
             raise fail(RecordTooLargeError, path, what, line=number)
         yield number, raw
+
+
+def line_blocks(
+    f: BinaryIO, path: Path, limits: Limits, size: int = 1 << 20
+) -> Iterator[tuple[int, list[bytes]]]:
+    """``physical_lines`` a block at a time: (number of the block's first line, its
+    lines), read ``size`` bytes at once and split in C rather than a ``readline`` per
+    line.  The same lines, numbers and refusals: a block holding a line over a limit
+    yields the lines before it, then raises as ``physical_lines`` does at that line."""
+    cap, limit = limits.record_bytes, limits.total_bytes
+    total, number = 0, 0
+    pending: list[bytes] = []  # the start of a line that no block has ended yet
+    held = 0
+    while True:
+        data = f.read(size)
+        if not data:
+            if not pending:
+                return
+            lines, pending, held = [b"".join(pending)], [], 0
+        else:
+            end = data.rfind(b"\n") + 1
+            if end == 0:
+                pending.append(data)
+                held += len(data)
+                if held <= cap:
+                    continue
+                lines, pending, held = [b"".join(pending)], [], 0  # refused below
+            else:
+                lines = io.BytesIO(data[:end]).readlines()
+                if pending:
+                    lines[0] = b"".join(pending) + lines[0]
+                pending = [data[end:]] if end < len(data) else []
+                held = len(data) - end
+        longest = max(map(len, lines))
+        grown = total + sum(map(len, lines))
+        last = lines[-1]  # the only line that may lack its \n: the file's last
+        over = longest > cap + 1 or (len(last) > cap and not last.endswith(b"\n"))
+        if over or (limit is not None and grown > limit):
+            yield from _checked(lines, number, total, path, limits)  # raises at the line
+        yield number + 1, lines
+        number += len(lines)
+        total = grown
+
+
+def _checked(
+    lines: list[bytes], number: int, total: int, path: Path, limits: Limits
+) -> Iterator[tuple[int, list[bytes]]]:
+    """The lines before the first that ``physical_lines`` refuses, then its refusal (it
+    reads at most ``record_bytes + 1`` bytes of a line before judging it)."""
+    cap = limits.record_bytes
+    for k, line in enumerate(lines):
+        raw = line[: cap + 1]
+        total += len(raw)
+        what = ""
+        if limits.total_bytes is not None and total > limits.total_bytes:
+            what = f"file longer than the {limits.total_bytes}-byte limit"
+        elif len(raw) > cap and not (len(raw) == cap + 1 and raw.endswith(b"\n")):
+            what = f"line longer than the {cap}-byte record limit"
+        if what:
+            if k:
+                yield number + 1, lines[:k]
+            raise fail(RecordTooLargeError, path, what, line=number + k + 1)
+    raise AssertionError("a block over a limit holds no line over it")  # pragma: no cover
 
 
 def decode_line(raw: bytes, path: Path, line: int) -> str:
