@@ -309,6 +309,13 @@ def check_leakage(
             n = empty = 0
             own = marks[split.name]
             read = source.signatures(split.path, split.format, split.fields, split.shards, own)
+            name, store = split.name, split.name in indexed
+            leaks = leaking[name] if split.kind == "train" else None
+            checks = [  # (other split, its exact hashes, the pair, its LSH index)
+                (other, seen if other == name else exact[other], (other, name),
+                 index if other == name else lsh[other])
+                for other in partners[name]
+            ]  # fmt: skip
             for number, line, h, m in read:
                 n += 1
                 if h is None:  # no text
@@ -316,36 +323,34 @@ def check_leakage(
                     continue
                 repeat = h in seen
                 near_to = []  # splits this record is not an exact duplicate of
-                for other in partners[split.name]:
-                    hit = seen.get(h) if other == split.name else exact[other].get(h)
+                for check in checks:
+                    other, table, key, _near = check
+                    hit = table.get(h)
                     if hit is None:
-                        near_to.append(other)
+                        near_to.append(check)
                         continue
-                    pair = results[(other, split.name)]
-                    pair.exact += 1
-                    matched[(other, split.name)].add(number)
-                    if split.kind == "train" and other != split.name:
-                        leaking[split.name].add(number)
-                    if len(exact_matches[(other, split.name)]) < examples:
+                    results[key].exact += 1
+                    matched[key].add(number)
+                    if leaks is not None and other != name:
+                        leaks.add(number)
+                    if len(exact_matches[key]) < examples:
                         a = Ref(other, hit[0], hit[1], marks[other].shard_of(hit[0]))
-                        b = Ref(split.name, number, line, own.shard_of(number))
-                        exact_matches[(other, split.name)].append(Match("exact", a, b, 1.0))
+                        b = Ref(name, number, line, own.shard_of(number))
+                        exact_matches[key].append(Match("exact", a, b, 1.0))
                 if not repeat:
                     seen[h] = (number, line)
-                store = split.name in indexed and not repeat  # a repeat's first copy stands in
-                for other in near_to:
-                    key = (other, split.name)
+                for other, _table, key, near in near_to:
                     if key in stopped:
                         continue
-                    found = (index if other == split.name else lsh[other]).query(m)
+                    found = near.query(m)
                     if not found:
                         continue
                     if kept[key] + len(found) > MAX_PAIRS:
                         stopped.add(key)  # templated data: bounded, and reported as a floor
                         continue
                     kept[key] += len(found)
-                    candidates.update((other, k, split.name, number) for k in found)
-                if store:
+                    candidates.update((other, k, name, number) for k in found)
+                if store and not repeat:  # a repeat's first copy stands in
                     index.insert(number, m)
             if n and empty == n:
                 raise _no_text(split, n)
