@@ -400,7 +400,7 @@ def _bytes_of(job: Job) -> int:
     """The bytes of the lines a chunk holds (records read by the parent: none known)."""
     if isinstance(job, _Batch):
         return sum(_bytes_of(one) for one in job.jobs)
-    return sum(len(raw) for raw in job.raws) if isinstance(job, _Lines) else 0
+    return sum(map(len, job.raws)) if isinstance(job, _Lines) else 0
 
 
 def _blocks(path: Path) -> Iterator[tuple[int, list[bytes]]]:
@@ -472,8 +472,8 @@ def shard_chunks(
         chunks = _line_chunks(path, kind, fields) if lines else _text_chunks(path, fmt, fields)
         for job in chunks:
             if isinstance(job, _Lines):
-                records += sum(1 for raw in job.raws if raw.strip())  # as ``_texts`` skips
-                size += sum(len(raw) for raw in job.raws)
+                records += sum(map(bool, map(bytes.strip, job.raws)))  # as ``_texts`` skips
+                size += sum(map(len, job.raws))
                 count += len(job.raws)
             else:
                 records += len(job.items)
