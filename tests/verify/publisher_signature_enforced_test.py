@@ -56,8 +56,7 @@ def pristine(
     publisher = _keygen(keys / "publisher")
     _publisher_sign(root / "base", publisher)
     with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(root)
-        mp.delenv("FTMANIFEST_TRUST_FILE", raising=False)
+        _environment(mp, root)
         assert main(["trust", "add", f"{publisher}.pub.pem", "--principal", PRINCIPAL]) == 0
         git(root, "add", "-A")
         git(root, "commit", "-qm", "publisher-signed base and manifest")
@@ -76,9 +75,18 @@ def signed(
     top, manifest = pristine
     shutil.copytree(top, tmp_path / "copy", symlinks=True)
     root = tmp_path / "copy" / "project"
-    monkeypatch.chdir(root)
-    monkeypatch.delenv("FTMANIFEST_TRUST_FILE", raising=False)
+    _environment(monkeypatch, root)
     return root, root / manifest
+
+
+def _environment(mp: pytest.MonkeyPatch, root: Path) -> None:
+    """The variables lock pins as the CLI subprocesses see them (``ENV``): another test
+    in this worker may have left its own value (transformers' full determinism sets
+    CUBLAS_WORKSPACE_CONFIG), and the in-process lock would pin that instead."""
+    mp.chdir(root)
+    mp.delenv("FTMANIFEST_TRUST_FILE", raising=False)
+    for name, value in ENV.items():
+        mp.setenv(name, value)
 
 
 def _replace_sig(root: Path) -> None:
