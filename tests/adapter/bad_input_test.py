@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ftmanifest.cli import main
-from tests.cli.cli_bad_input_test import MANIFEST_INPUTS, bad  # noqa: F401 (a fixture)
+from tests.cli.cli_bad_input_test import MANIFEST_INPUTS, bad, template  # noqa: F401 (fixtures)
 from tests.conftest import within
 
 
