@@ -28,6 +28,9 @@ _FOLD = [
     (re.compile(r"\(\d+(\.\d+)? s\b"), "(<seconds> s"),
     # how many lines lock changes follows the machine (packages, variables set)
     (re.compile(r"\(\d+ line\(s\) changed\)"), "(<n> line(s) changed)"),
+    # so does how many packages a manifest pins (`make demo`'s venv has no trl or
+    # datasets, the test venv has both)
+    (re.compile(r"\(\d+ exact pin\(s\)\)"), "(<n> exact pin(s))"),
     (re.compile(r"[ \t]+"), " "),
 ]
 
