@@ -38,14 +38,14 @@ EXTRACT = ROOT / "manifests" / "invoice-extract-lora-r8.yaml"
 @pytest.fixture(autouse=True)
 def _torch_determinism_restored() -> Any:
     """A Trainer with full_determinism (the example manifest's) switches torch's
-    deterministic mode on for the whole process; each test gets the mode it found."""
+    deterministic mode on for the whole process; each test gets the mode it found
+    (torch's default, off, when the test is the one that imported torch)."""
     torch = sys.modules.get("torch")
-    if torch is None:
-        yield
-        return
-    mode = torch.are_deterministic_algorithms_enabled()
+    mode = torch.are_deterministic_algorithms_enabled() if torch is not None else False
     yield
-    torch.use_deterministic_algorithms(mode)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.use_deterministic_algorithms(mode)
 
 
 # The stat cache's racy window in this test process.  The tool's 2 s covers FAT's
