@@ -35,17 +35,34 @@ CLF = ROOT / "manifests" / "docroute-lora-r16.yaml"
 EXTRACT = ROOT / "manifests" / "invoice-extract-lora-r8.yaml"
 
 
-@pytest.fixture(autouse=True)
-def _torch_determinism_restored() -> Any:
-    """A Trainer with full_determinism (the example manifest's) switches torch's
-    deterministic mode on for the whole process; each test gets the mode it found
-    (torch's default, off, when the test is the one that imported torch)."""
+# What transformers' enable_full_determinism sets besides torch's mode.
+_DETERMINISM_VARIABLES = ("CUBLAS_WORKSPACE_CONFIG", "FLASH_ATTENTION_DETERMINISTIC")
+
+
+def _determinism_restored() -> Any:
+    """Run the body, then give back torch's deterministic mode and the variables
+    full determinism sets, as they were (torch's default, off, when torch was not yet
+    imported)."""
     torch = sys.modules.get("torch")
     mode = torch.are_deterministic_algorithms_enabled() if torch is not None else False
+    variables = {name: os.environ.get(name) for name in _DETERMINISM_VARIABLES}
     yield
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.use_deterministic_algorithms(mode)
+    for name, value in variables.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+# A Trainer with full_determinism (the example manifest's) switches torch's
+# deterministic mode on for the whole process.  Each test gets back the state it
+# found; each module too, since a module-scoped fixture that trains runs before any
+# test's own fixture and would otherwise hand the mode to the next module's tests.
+_torch_determinism_restored = pytest.fixture(autouse=True)(_determinism_restored)
+_module_determinism_restored = pytest.fixture(autouse=True, scope="module")(_determinism_restored)
 
 
 # The stat cache's racy window in this test process.  The tool's 2 s covers FAT's
