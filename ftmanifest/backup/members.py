@@ -1,34 +1,19 @@
-"""The tar stream inside an archive, member by member, against its signed index.
+"""The members of an archive's tar stream, judged one by one against its signed index.
 
-Layer: judging rooms - edge (parses tar itself, hashes, hands folders and file chunks to
-a sink; never ``tarfile``, never ``extractall``).  ``consume`` is what
-``unpack.read_archive`` runs on the age child's output: the first member must be the
-index the metadata names, signed by a trusted key, about this backup; every later member
-a regular file or folder the index lists, once, with its size; every entry present; then
-(backups since the index stopped holding them) the files' sha256 as the last member,
-which must be what the signed metadata names and what each file's bytes hashed to, the
-members having come in the index's order; only zero padding after the end.  A stream
-that ends early raises ``Truncated`` (the caller asks age why).
-
-The reader goes forward only and accepts the POSIX ustar and pax headers that
-``backup create`` and GNU ``tar --format=pax`` write: each header block must
-carry the POSIX magic and a valid checksum; one pax extended header (type
-``x``) may precede a member, and of its records only ``path`` and ``size``
-change anything (a ``GNU.sparse`` record makes the member a sparse file,
-refused; modes, times and owners are taken from the signed index, never from
-the tar).  Every other type -- links, devices, FIFOs, GNU long names and sparse
-files, global headers, contiguous files -- is refused by name.  A member's
-bytes are read from the pipe straight into the buffer the sink lends
-(``claim``), up to 1 MiB a read, with no allocation and no copy on the way:
-Python's ``tarfile`` in stream mode spent as long again joining buffers, and a
-fresh 1 MiB ``bytes`` a read cost page faults and a copy into restore's
-aligned blocks.
+Layer: judging rooms - edge (hashes, hands folders and file chunks to a sink; the tar
+headers come from ``tarstream``, never ``tarfile``, never ``extractall``).  ``consume``
+is what ``unpack.read_archive`` runs on the age child's output: the first member must be
+the index the metadata names, signed by a trusted key, about this backup; every later
+member a regular file or folder the index lists, once, with its size; every entry
+present; then (backups since the index stopped holding them) the files' sha256 as the
+last member, which must be what the signed metadata names and what each file's bytes
+hashed to, the members having come in the index's order; only zero padding after the
+end.  A stream that ends early raises ``tarstream.Truncated`` (the caller asks age why).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
@@ -53,29 +38,18 @@ from ftmanifest.backup.index import (
     parse_pages,
 )
 from ftmanifest.backup.meta import Meta
-from ftmanifest.backup.pipe import PIPE_BYTES
+from ftmanifest.backup.tarstream import (
+    MEMBER_READ,
+    Malformed,
+    TarMember,
+    TarStream,
+    Truncated,
+    kind_words,
+    read_header,
+)
 from ftmanifest.signing.attest import verify_envelope
 from ftmanifest.signing.dsse import parse_envelope
 from ftmanifest.signing.intoto import Expect
-
-BLOCK = 512
-MEMBER_READ = PIPE_BYTES  # a member's bytes, at most this much a read
-PAX_MAX = 1 << 20  # the largest pax extended header accepted
-_MAGIC = b"ustar\x0000"  # POSIX ustar and pax; GNU's old "ustar  \0" is refused
-
-_TYPE_WORDS = {
-    b"1": "a hard link",
-    b"2": "a symbolic link",
-    b"3": "a character device",
-    b"4": "a block device",
-    b"6": "a FIFO",
-    b"7": "a contiguous file",
-    b"S": "a GNU sparse file",
-    b"L": "a GNU long name",
-    b"K": "a GNU long link name",
-    b"g": "a pax global header",
-    b"x": "a second pax extended header",
-}
 
 
 class Sink(Protocol):
@@ -84,212 +58,19 @@ class Sink(Protocol):
     def open(self, entry: Entry) -> Any: ...  # an object with claim, commit and close
 
 
-class _Discard:
-    """Where a member's bytes go when nothing is written (``backup check
-    --read-data``): one reused buffer.  A sink's file has the same three
-    calls: ``claim(n)`` lends a writable buffer of at most ``n`` bytes that
-    the stream reads into, ``commit(n)`` takes its first ``n`` bytes, and
-    ``close()`` ends the file."""
-
-    def __init__(self) -> None:
-        self.view = memoryview(bytearray(MEMBER_READ))
-
-    def claim(self, n: int) -> memoryview:
-        return self.view[:n]
-
-    def commit(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 @dataclass(frozen=True)
 class Read:
     entries: tuple[Entry, ...]
     signers: tuple[str, ...]  # who signed the index
 
 
-class Truncated(Exception):
-    """The tar stream ended early: a consequence of a failed decryption."""
-
-
-@dataclass(frozen=True)
-class _Member:
-    name: str
-    kind: bytes  # b"0" a file, b"5" a folder, else a type refused by name
-    size: int
-    sparse: bool
-
-
-class _Stream:
-    """The tar stream, forward only, from a descriptor: headers through a
-    read-ahead buffer, a member's bytes straight from ``os.read``."""
-
-    def __init__(self, source: IO[bytes]) -> None:
-        self.fd = source.fileno()
-        self.buf = b""
-        self.at = 0
-        self.offset = 0  # bytes of the stream consumed so far
-        self.discard = _Discard()
-
-    def some(self, n: int) -> bytes:
-        """Up to ``n`` bytes, at least one unless the stream ended."""
-        if self.at < len(self.buf):
-            data = self.buf[self.at : self.at + n]
-            self.at += len(data)
-        else:
-            data = os.read(self.fd, min(n, MEMBER_READ))
-        self.offset += len(data)
-        return data
-
-    def readinto(self, view: memoryview) -> int:
-        """Read up to ``len(view)`` bytes into ``view`` (0 at the end): the
-        read-ahead buffer first, then straight from the descriptor, with no
-        allocation and no copy on the way to the sink's buffer."""
-        if self.at < len(self.buf):
-            n = min(len(view), len(self.buf) - self.at)
-            view[:n] = self.buf[self.at : self.at + n]
-            self.at += n
-        else:
-            n = os.readv(self.fd, [view])
-        self.offset += n
-        return n
-
-    def exactly(self, n: int) -> bytes:
-        """``n`` bytes, or ``Truncated``."""
-        if len(self.buf) - self.at < n:
-            parts, got = [self.buf[self.at :]], len(self.buf) - self.at
-            while got < n:
-                more = os.read(self.fd, max(MEMBER_READ, n - got))
-                if not more:
-                    raise Truncated()
-                parts.append(more)
-                got += len(more)
-            self.buf, self.at = b"".join(parts), 0
-        data = self.buf[self.at : self.at + n]
-        self.at += n
-        self.offset += n
-        return data
-
-    def skip_padding(self, size: int) -> None:
-        if pad := -size % BLOCK:
-            if self.exactly(pad).count(0) != pad:
-                raise _Malformed("nonzero padding after a member")
-
-    def all_zero_to_end(self) -> bool:
-        while data := self.some(MEMBER_READ):
-            if data.count(0) != len(data):
-                return False
-        return True
-
-
-class _Malformed(Exception):
-    """A header this reader does not accept; the text says which part."""
-
-
-def _number(field: bytes, what: str) -> int:
-    if field[:1] in (b"\x80", b"\xff"):  # base-256, for values an octal field cannot hold
-        if field[:1] == b"\xff":
-            raise _Malformed(f"negative {what}")
-        return int.from_bytes(field[1:], "big")
-    text = field.split(b"\0", 1)[0].strip(b" ")
-    if not text:
-        return 0
-    try:
-        return int(text, 8)
-    except ValueError:
-        raise _Malformed(f"{what} is not an octal number") from None
-
-
-def _text(field: bytes) -> str:
-    return field.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-
-
-def _checksum_ok(block: bytes) -> bool:
-    stored = _number(block[148:156], "checksum")
-    unsigned = sum(block) - sum(block[148:156]) + 8 * 32
-    if stored == unsigned:
-        return True
-    high = sum(1 for b in block[:148] if b > 127) + sum(1 for b in block[156:] if b > 127)
-    return stored == unsigned - 256 * high  # as some old tars summed signed chars
-
-
-def _pax(data: bytes) -> dict[str, bytes]:
-    """The records of a pax extended header: ``"%d %s=%s\\n"`` each."""
-    records: dict[str, bytes] = {}
-    pos = 0
-    while pos < len(data):
-        if data[pos:].count(0) == len(data) - pos:
-            break  # zero fill to the block
-        space = data.find(b" ", pos)
-        if space < 0 or not data[pos:space].isdigit():
-            raise _Malformed("a pax record without its length")
-        end = pos + int(data[pos:space])
-        if end <= space or end > len(data) or data[end - 1 : end] != b"\n":
-            raise _Malformed("a pax record of the wrong length")
-        key, eq, value = data[space + 1 : end - 1].partition(b"=")
-        if not eq:
-            raise _Malformed("a pax record without '='")
-        records[key.decode("utf-8", "surrogateescape")] = value
-        pos = end
-    return records
-
-
-def _header(stream: _Stream) -> _Member | None:
-    """The next member's header (following one pax header), or None at the end."""
-    block = stream.exactly(BLOCK)
-    if block.count(0) == BLOCK:
-        stream.offset -= BLOCK  # the end: the zero blocks are judged as padding
-        stream.at -= BLOCK
-        return None
-    records: dict[str, bytes] = {}
-    block = _checked(block)
-    if block[156:157] == b"x":
-        size = _number(block[124:136], "size")
-        if size > PAX_MAX:
-            raise _Malformed(f"a pax header of {size} bytes")
-        records = _pax(stream.exactly(size))
-        stream.skip_padding(size)
-        block = _checked(stream.exactly(BLOCK))
-    kind = block[156:157]
-    name = _text(block[0:100])
-    if prefix := _text(block[345:500]):
-        name = prefix + "/" + name
-    size = _number(block[124:136], "size")
-    if "path" in records:
-        name = records["path"].decode("utf-8", "surrogateescape")
-    if "size" in records:
-        if not records["size"].isdigit():
-            raise _Malformed("a pax size that is not a number")
-        size = int(records["size"])
-    if kind in (b"0", b"\0") and name.endswith("/"):
-        kind = b"5"  # the old way to write a folder
-    if kind == b"\0":
-        kind = b"0"
-    if kind == b"5":
-        name = name.rstrip("/")
-        if size:
-            raise _Malformed(f"a folder with {size} bytes of data")
-    sparse = any(k.startswith("GNU.sparse.") for k in records)
-    return _Member(name, kind, size, sparse)
-
-
-def _checked(block: bytes) -> bytes:
-    if len(block) != BLOCK or block[257:265] != _MAGIC:
-        raise _Malformed("a header block without the POSIX ustar magic")
-    if not _checksum_ok(block):
-        raise _Malformed("a header block whose checksum does not match")
-    return block
-
-
 def consume(
     stream: IO[bytes], meta: Meta, trust: Any, sink: Sink | None, where: str, progress: Any
 ) -> Read:
-    tar = _Stream(stream)
+    tar = TarStream(stream)
     try:
         return _members(tar, meta, trust, sink, where, progress)
-    except _Malformed as exc:
+    except Malformed as exc:
         raise _not_tar(str(exc), where) from None
 
 
@@ -305,9 +86,9 @@ def _not_tar(what: str, where: str) -> MemberRefusedError:
 
 
 def _members(
-    tar: _Stream, meta: Meta, trust: Any, sink: Sink | None, where: str, progress: Any
+    tar: TarStream, meta: Meta, trust: Any, sink: Sink | None, where: str, progress: Any
 ) -> Read:
-    first = _header(tar)
+    first = read_header(tar)
     if first is None:
         raise _no_index(where)
     entries, signers, after = _index(tar, first, meta, trust, where)
@@ -315,11 +96,11 @@ def _members(
     by_path = {e.path: e for e in entries}
     seen: set[str] = set()
     observed = bytearray()  # the files' sha256 in member order, when they follow the files
-    while (member := _header(tar)) is not None:
+    while (member := read_header(tar)) is not None:
         if after and member.name == DIGESTS_MEMBER:
             _all_present(by_path, seen, where)
             _file_digests(tar, member, entries, observed, meta, where)
-            if (late := _header(tar)) is not None:
+            if (late := read_header(tar)) is not None:
                 raise MemberRefusedError(
                     f"a member follows {DIGESTS_MEMBER}, the archive's last",
                     path=where,
@@ -379,8 +160,8 @@ def _all_present(by_path: dict[str, Entry], seen: set[str], where: str) -> None:
 
 
 def _file_digests(
-    tar: _Stream,
-    member: _Member,
+    tar: TarStream,
+    member: TarMember,
     entries: list[Entry],
     observed: bytearray,
     meta: Meta,
@@ -395,7 +176,7 @@ def _file_digests(
             path=where,
             field="file_digests",
             expected=f"a regular file of {len(observed)} bytes ({DIGEST_BYTES} a file)",
-            observed=f"{_kind_words(member)} of {member.size} bytes",
+            observed=f"{kind_words(member)} of {member.size} bytes",
             hint="the archive is hostile or damaged; nothing was written",
         )
     sha = hashlib.sha256()
@@ -439,7 +220,7 @@ def _no_index(where: str) -> IndexMismatchError:
 
 
 def _index(
-    tar: _Stream, first: _Member, meta: Meta, trust: Any, where: str
+    tar: TarStream, first: TarMember, meta: Meta, trust: Any, where: str
 ) -> tuple[list[Entry], tuple[str, ...], bool]:
     """The signed index's entries, its signers, and whether the files' digests
     follow the files (``DIGESTS_MEMBER``) rather than sit in the entries."""
@@ -449,7 +230,7 @@ def _index(
             "the archive does not start with its signed index",
             path=where,
             expected=f"a first member {INDEX_MEMBER} of at most {INDEX_MAX_BYTES} bytes",
-            observed=f"{first.name!r} ({_kind_words(first)}, {first.size} bytes)",
+            observed=f"{first.name!r} ({kind_words(first)}, {first.size} bytes)",
             hint="the archive was not written by ftmanifest backup; do not restore it",
         )
     raw = tar.exactly(first.size)
@@ -533,7 +314,7 @@ def _agree(entries: list[Entry], meta: Meta, where: str) -> None:
 
 
 def _paged(
-    tar: _Stream, predicate: dict[str, Any], where: str, after: bool
+    tar: TarStream, predicate: dict[str, Any], where: str, after: bool
 ) -> tuple[list[Entry], str]:
     """The entries of a paged index: each page the next member, by name, read
     whole and checked against its signed size and digest before it is parsed."""
@@ -543,7 +324,7 @@ def _paged(
     seen: set[str] = set()
     for number, page in enumerate(pages, 1):
         name = PAGE_MEMBER.format(number)
-        member = _header(tar)
+        member = read_header(tar)
         if member is None or member.name != name or member.kind != b"0" or member.sparse:
             observed = "the end of the archive" if member is None else repr(member.name)
             raise IndexMismatchError(
@@ -576,14 +357,7 @@ def _paged(
     return entries, whole.hexdigest()
 
 
-def _kind_words(member: _Member) -> str:
-    if member.sparse:
-        return "a sparse file"
-    words = {b"0": "a regular file", b"5": "a folder", b"x": "a pax extended header"}
-    return words.get(member.kind) or _TYPE_WORDS.get(member.kind, f"type {member.kind!r}")
-
-
-def _judge(member: _Member, by_path: dict[str, Entry], seen: set[str], where: str) -> Entry:
+def _judge(member: TarMember, by_path: dict[str, Entry], seen: set[str], where: str) -> Entry:
     name = member.name
     problem = check_member_name(name)
     if problem:
@@ -596,7 +370,7 @@ def _judge(member: _Member, by_path: dict[str, Entry], seen: set[str], where: st
             hint="the archive is hostile or damaged; nothing was written",
         )
     if member.kind not in (b"0", b"5") or member.sparse:
-        kind = _kind_words(member)
+        kind = kind_words(member)
         raise MemberRefusedError(
             f"archive member {name!r} is {kind}; only regular files and folders are restored",
             path=where,
@@ -634,7 +408,7 @@ def _judge(member: _Member, by_path: dict[str, Entry], seen: set[str], where: st
     return entry
 
 
-def _copy(tar: _Stream, entry: Entry, sink: Sink | None, where: str, progress: Any) -> bytes:
+def _copy(tar: TarStream, entry: Entry, sink: Sink | None, where: str, progress: Any) -> bytes:
     """A file member's bytes into the sink; their sha256, which must be the
     index's where the index holds it (older backups)."""
     out = sink.open(entry) if sink else tar.discard

@@ -150,7 +150,7 @@ class _SparseFile:
 
     def claim(self, n: int) -> memoryview:
         """A fresh buffer for the next ``n`` bytes at most: the writer thread
-        keeps it until written (``members._Discard`` says what the calls mean)."""
+        keeps it until written (``tarstream.Discard`` says what the calls mean)."""
         self.lent = memoryview(bytearray(n))
         return self.lent
 

@@ -54,9 +54,10 @@ from ftmanifest.backup.errors import (
     MetadataMismatchError,
     WrongIdentityError,
 )
-from ftmanifest.backup.members import Read, Sink, Truncated, consume
+from ftmanifest.backup.members import Read, Sink, consume
 from ftmanifest.backup.meta import Meta
 from ftmanifest.backup.pipe import CHUNK, PIPE_BYTES
+from ftmanifest.backup.tarstream import Truncated
 from ftmanifest.errors import FtManifestError
 
 __all__ = ["Read", "Sink", "hash_archive", "read_archive"]

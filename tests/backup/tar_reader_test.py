@@ -1,10 +1,10 @@
 """Restore's own tar reader, and the archive digest computed while age decrypts.
 
-The reader (``backup.members``) parses the tar stream itself.  Each case here is
-a tar Python's ``tarfile`` or GNU tar writes, or one byte changed in one, and
-the test says what ``tarfile`` (the loader a user might reach for) makes of it,
-so a case the reader accepts is one that really restores those bytes, and a
-case it refuses is named for what it is, never restored.
+The reader (``backup.tarstream``, judged by ``backup.members``) parses the tar stream
+itself.  Each case here is a tar Python's ``tarfile`` or GNU tar writes, or one byte
+changed in one, and the test says what ``tarfile`` (the loader a user might reach for)
+makes of it, so a case the reader accepts is one that really restores those bytes, and
+a case it refuses is named for what it is, never restored.
 """
 
 from __future__ import annotations
