@@ -31,8 +31,10 @@ from ftmanifest.backup.index import (
     PREDICATE_TYPE,
     Entry,
     check_member_name,
-    check_no_file_is_a_folder,
     entries_digest,
+)
+from ftmanifest.backup.index_read import (
+    check_no_file_is_a_folder,
     page_entries,
     parse_entries,
     parse_pages,

@@ -131,7 +131,7 @@ def test_check_and_restore_agree_on_a_signed_index(keys, tmp_path, capsys, monke
 
 
 def test_the_judge_names_the_file_that_has_a_child():
-    from ftmanifest.backup.index import parse_entries
+    from ftmanifest.backup.index_read import parse_entries
 
     with pytest.raises(IndexMismatchError) as caught:
         parse_entries([entry_for("a", b"x").to_dict(), entry_for("a/b", b"y").to_dict()], "here")

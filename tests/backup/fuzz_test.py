@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from ftmanifest.backup.check import header_stanzas
 from ftmanifest.backup.errors import IndexMismatchError, MetadataMismatchError, RecipientError
-from ftmanifest.backup.index import INDEX_MEMBER, check_member_name, parse_entries
+from ftmanifest.backup.index import INDEX_MEMBER, check_member_name
+from ftmanifest.backup.index_read import parse_entries
 from ftmanifest.backup.keys import parse_recipient
 from ftmanifest.backup.meta import parse_predicate
 from ftmanifest.errors import FtManifestError
