@@ -21,6 +21,8 @@ examples below are made up.  Each is run by ``tests/scan/secret_formats_test.py`
 from __future__ import annotations
 
 from ftmanifest.scan.text import secrets as v
+from ftmanifest.scan.text.secret_compound import COMPOUND_RULES
+from ftmanifest.scan.text.secret_keyed import KEYED_RULES
 from ftmanifest.scan.text.secret_providers import PROVIDER_RULES
 from ftmanifest.scan.text.secret_rules import Rule
 from ftmanifest.scan.text.secret_shapes import UUID, keyed, prefixed
@@ -173,7 +175,7 @@ FORMAT_RULES: tuple[Rule, ...] = (
             "Facebook app secret (32 hex) or app token (id|secret) after the word facebook",
             ("facebook", "fb_app", "fb_secret", "fb_access", "fb_token"),
             r"[0-9a-f]{32}|[0-9]{15,16}(?:\||%7[Cc])[A-Za-z0-9_\-]{27,43}",
-            (f"FACEBOOK_APP_SECRET={_H32}", f"fb_access_token = '1234567890123456|{_A[:27]}'"),
+            (f"FACEBOOK_APP_SECRET={_H32}", f"fb_access_token = '4839201756391824|{_A[:27]}'"),
             (f"facebook_app_id = {_H32[:15]}", f"facebook_md5: {_H32}"),
         ),
         prefixed(
@@ -205,7 +207,7 @@ FORMAT_RULES: tuple[Rule, ...] = (
         prefixed(
             "secret.flutterwave-secret-key",
             "Flutterwave secret key or encryption key (FLWSECK-, FLWSECK_TEST-)",
-            r"FLWSECK(?:_TEST)?(?:-[0-9a-f]{32}-X|[0-9a-f]{12})",
+            r"FLWSECK(?:_TEST)?(?:-[0-9a-f]{32}-X|-?[0-9a-f]{12})",
             ("flwseck",),
             (
                 "FLW_SECRET_KEY=FLWSECK_TEST-" + _H32 + "-X",
@@ -275,4 +277,6 @@ FORMAT_RULES: tuple[Rule, ...] = (
         ),
     )
     + PROVIDER_RULES
+    + KEYED_RULES
+    + COMPOUND_RULES
 )

@@ -271,6 +271,7 @@ PROVIDER_RULES: tuple[Rule, ...] = (
         r"ico-[A-Za-z0-9]{32}",
         ("ico-",),
         "ico-" + _r(32),
+        validator=v.unembedded_token,
         **_gated(r"ico-[A-Za-z0-9]{32}", 36),
     ),
     _p(
@@ -411,11 +412,12 @@ PROVIDER_RULES: tuple[Rule, ...] = (
     ),
     _p(
         "secret.sendgrid-key",
-        "SendGrid API key (SG.22.43)",
-        r"SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}",
+        "SendGrid API key (SG.22.43; 66 after SG. in any of its characters)",
+        r"SG\.[A-Za-z0-9=_\-.]{66}",
         ("sg.",),
         f"SG.{_r(22)}.{_r(43)}",
-        **_gated(r"SG\.[A-Za-z0-9_\-]{22}\.", 26),
+        validator=v.mixed_token,
+        **_gated(r"SG\.[A-Za-z0-9=_\-.]{66}", 70),
     ),
     _p(
         "secret.brevo-key",
@@ -466,7 +468,7 @@ PROVIDER_RULES: tuple[Rule, ...] = (
     _p(
         "secret.sourcegraph-token",
         "Sourcegraph access token (sgp_)",
-        r"sgp_(?:[0-9a-f]{16}_|local_)?[0-9a-f]{40}",
+        r"sgp_(?:[0-9a-fA-F]{16}_|local_)?[0-9a-fA-F]{40}",
         ("sgp_",),
         f"sgp_{_r(16, HX)}_{_r(40, HX)}",
     ),

@@ -124,8 +124,8 @@ SECRET_RULES: tuple[Rule, ...] = (
     Rule(
         "secret.github-fine-grained-pat",
         "secret",
-        "GitHub fine-grained token",
-        r"github_pat_[A-Za-z0-9]{22}_[A-Za-z0-9]{59}",
+        "GitHub fine-grained token (22, underscore, 59; older ones run 82 without it)",
+        r"github_pat_[A-Za-z0-9_]{82}",
         ("github_pat_",),
         validator=v.provider_token,
         fwd=100,
@@ -279,8 +279,8 @@ SECRET_RULES: tuple[Rule, ...] = (
         "secret.slack-webhook",
         "secret",
         "Slack webhook URL (incoming webhooks, workflow and trigger URLs)",
-        r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/"
-        r"T[A-Za-z0-9]{8,12}/[A-Za-z0-9]{8,16}/[A-Za-z0-9/]{10,80}",
+        r"(?:https?://)?hooks\.slack\.com/(?:services|workflows|triggers)/"
+        r"(?:T[A-Za-z0-9]{8,12}/[A-Za-z0-9]{8,16}/[A-Za-z0-9/]{10,80}|[A-Za-z0-9+/]{43,56})",
         ("hooks.slack.com",),
         validator=v.provider_token,
         back_chars="htps:/",

@@ -33,6 +33,9 @@ _PLACEHOLDER_WORDS = (
     b"SECRET_HERE",
     b"TOKEN_HERE",
     b"KEY_HERE",
+    b"TOKENHERE",
+    b"STRINGHERE",
+    b"KEYHERE",
 )
 _PLACEHOLDER = re.compile(b"|".join(map(re.escape, _PLACEHOLDER_WORDS)), re.IGNORECASE)
 _ENV_REF = re.compile(
@@ -40,7 +43,14 @@ _ENV_REF = re.compile(
     re.IGNORECASE,
 )
 _REPEAT = re.compile(rb"(.)\1{5}")
+# Seven letters or digits in alphabet order (``abcdefg``, ``1234567``): typed by hand,
+# one in about 10**11 of random 100-character tokens.
+_RUNS = (b"abcdefghijklmnopqrstuvwxyz", b"0123456789")
+_SEQUENCE = re.compile(
+    b"|".join(re.escape(a[i : i + 7]) for a in _RUNS for i in range(len(a) - 6)), re.IGNORECASE
+)
 _HEX = re.compile(rb"[0-9a-fA-F]+")
+_VERSIONED = re.compile(rb"[A-Za-z][-_]v?[0-9]{1,4}\.[0-9]{1,4}(?:\.[0-9]{1,4})?$")
 _UUID = re.compile(rb"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
@@ -56,7 +66,9 @@ def is_placeholder(value: bytes) -> bool:
     """``YOUR_API_KEY``, ``AKIA...EXAMPLE``, ``xxxxxx``, ``<token>``, ``${VAR}``..."""
     if _PLACEHOLDER.search(value):
         return True
-    if _ENV_REF.search(value) or _REPEAT.search(value):
+    if _ENV_REF.search(value) or _REPEAT.search(value) or _SEQUENCE.search(value):
+        return True
+    if value.endswith(b".."):  # elided in documentation: ``ops_eyJzaWdu...``
         return True
     return len(value) >= 16 and entropy(value) < 3.0
 
@@ -70,18 +82,27 @@ def token_boundary(buf: bytes, start: int, end: int, chars: bytes = b"") -> bool
 
 
 def provider_token(m: Match, g: int) -> bool:
-    """A token with a provider prefix: bounded by non-token chars, not a placeholder."""
+    """A token with a provider prefix: bounded by non-token chars, not a placeholder,
+    and not masked (``xoxp-…-####``: the rest is hidden)."""
     value, buf, start, end = m.group(g), m.string, m.start(g), m.end(g)
+    if buf[end : end + 4] in (b"####", b"****"):
+        return False
     return token_boundary(buf, start, end, b"_-") and not is_placeholder(value)
 
 
-_WEAK_PASSWORDS = frozenset({b"password", b"pass", b"passwd", b"secret", b"changeme", b"pwd"})
+_WEAK_PASSWORDS = frozenset(
+    b"password pass passwd secret changeme pwd token apikey api_key key".split()
+)
 
 
 def curl_password(m: Match, g: int) -> bool:
-    """``curl -u user:pass``: a password, not a variable, a placeholder or the word itself."""
-    value = m.group(g)
-    if value.lower() in _WEAK_PASSWORDS or value.startswith((b"$", b"%", b"<", b"{")):
+    """``curl -u user:pass``: a password, not a variable, a placeholder (``<user:pass>``,
+    ``[PASSWORD]``), the word itself or the user name again (``test:test``)."""
+    value, buf = m.group(g), m.string
+    user = re.split(rb"[\s\"'=]", buf[m.start() : m.start(g) - 1])[-1]
+    if value.lower() in _WEAK_PASSWORDS or value.startswith((b"$", b"%", b"<", b"{", b"[")):
+        return False
+    if value == user or user.startswith((b"<", b"[")) or value.endswith((b">", b"]")):
         return False
     return not is_placeholder(value)
 
@@ -100,6 +121,8 @@ def high_entropy(m: Match, g: int) -> bool:
         return False  # md5/sha1/sha2 digests and git SHAs
     if value.startswith((b"sha256-", b"sha384-", b"sha512-", b"sha256:", b"data:", b"http")):
         return False
+    if _VERSIONED.search(value):  # a package and its version: ``jjwt-jackson-0.11.2``
+        return False
     has_digit = any(48 <= c <= 57 for c in value)
     has_alpha = any(65 <= c <= 90 or 97 <= c <= 122 for c in value)
     threshold = 3.0 if len(value) < 20 else 3.5
@@ -112,10 +135,20 @@ _TOKEN_KEY_EXCLUDE = re.compile(
 )
 
 
+# The key's last word says the value is about a secret, not one (``SECRET_NAME``,
+# ``secret_length``); these words say it is meant to be seen (``publicToken``, CSRF).
+_ABOUT_WORDS = frozenset(b"name names length len size type count path file url".split())
+_SEEN_WORDS = frozenset(b"public publishable csrf xsrf".split())
+
+
 def generic_assignment(m: Match, g: int) -> bool:
-    """``password = "..."``: the key must not be a tokenizer/count field."""
+    """``password = "..."``: the key must not be a tokenizer/count field, the name or
+    length of a secret, or a token meant to be public."""
     buf, start = m.string, m.start(g)
     if _TOKEN_KEY_EXCLUDE.search(buf, m.start(), start):
+        return False
+    words = [w.lower() for w in _WORD.findall(buf[m.start() : start])]
+    if words and (words[-1] in _ABOUT_WORDS or _SEEN_WORDS.intersection(words)):
         return False
     return high_entropy(m, g)
 
@@ -189,10 +222,21 @@ def key_words(key: bytes) -> frozenset[bytes]:
     return frozenset(w.lower() for w in _WORD.findall(key))
 
 
+def word_start(buf: bytes, i: int) -> bool:
+    """A word of a key starts at ``i``: not inside another (``okta`` in ``rookTable``,
+    ``meraki`` in ``CameraKit``), though a capital after a small letter starts one."""
+    if i == 0 or not chr(buf[i - 1]).isalpha():
+        return True
+    return chr(buf[i - 1]).islower() and chr(buf[i]).isupper()
+
+
 def keyed_value(m: Match, g: int) -> bool:
     """A provider's word before a value of its shape (a UUID, a hex string): the key
-    must not name an identifier or a digest (``HEROKU_APP_ID``, ``sentry_project``)."""
+    must not name an identifier or a digest (``HEROKU_APP_ID``, ``sentry_project``)
+    and the word must start a word of the key."""
     value, buf = m.group(g), m.string
+    if not word_start(buf, m.start()):
+        return False
     words = key_words(buf[m.start() : m.start(g)])
     if words & _ID_WORDS and not words & _CREDENTIAL_WORDS:
         return False
