@@ -24,6 +24,7 @@ from ftmanifest.scan.text import secrets as v
 from ftmanifest.scan.text.secret_compound import COMPOUND_RULES
 from ftmanifest.scan.text.secret_keyed import KEYED_RULES
 from ftmanifest.scan.text.secret_providers import PROVIDER_RULES
+from ftmanifest.scan.text.secret_providers_s_z import PROVIDER_RULES_S_Z
 from ftmanifest.scan.text.secret_rules import Rule
 from ftmanifest.scan.text.secret_shapes import UUID, keyed, prefixed
 
@@ -277,6 +278,7 @@ FORMAT_RULES: tuple[Rule, ...] = (
         ),
     )
     + PROVIDER_RULES
+    + PROVIDER_RULES_S_Z
     + KEYED_RULES
     + COMPOUND_RULES
 )

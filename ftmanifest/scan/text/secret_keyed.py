@@ -7,13 +7,17 @@ is.  So each rule asks for the provider's word in the key and the value's shape
 (hex, a UUID, a base62 run of a given length) and not for a ``*_KEY`` suffix:
 
 - a hex or UUID value counts beside the word unless the key names only an
-  identifier (``KUCOIN_ACCOUNT_ID``, ``meraki_serial``...);
+  identifier or a digest (``KUCOIN_ACCOUNT_ID``, ``meraki_firmware_sha1``), and
+  only in one case (mixed-case hex is made up);
 - a base62 value counts only when the key also names a credential (key, token,
-  secret, password...) and the value mixes letters and digits, because a run of
-  letters after ``etsy_shop:`` is a name.
+  secret, password...) and the value mixes letters and digits or both cases at
+  random, because a run of letters after ``etsy_shop:`` is a name;
+- the word must start a word of the key (``okta`` is not in ``rookTable``).
 
-Client ids made only of digits (Asana, Discord) are identifiers, not secrets, and
-have no rule.  The examples are drawn at import time from a fixed seed.
+Values with a structure of their own whose prefix is too common to stand alone
+(Twilio ``SK``, Okta ``00``, Vault ``s.``) come first.  Client ids made only of
+digits (Asana, Discord) are identifiers, not secrets, and have no rule.  The
+examples are drawn at import time from a fixed seed.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ _HX = "0123456789abcdef"
 _rng = random.Random("ftmanifest-secret-keyed")
 
 
-def _r(n: int, alpha: str) -> str:
+def _r(n: int, alpha: str = _AN) -> str:
     return "".join(_rng.choice(alpha) for _ in range(n))
 
 
@@ -251,4 +255,106 @@ def _rule(rid: str, what: str, words: tuple[str, ...], shape: tuple[str, str], b
     return dataclasses.replace(rule, validator=keyed_token if b62 else keyed_hex)
 
 
-KEYED_RULES: tuple[Rule, ...] = tuple(_rule(*row) for row in _TABLE)
+_U = _uuid()
+# Values with a structure of their own that still need the word (a common prefix
+# such as ``SK``, ``00``, ``s.``, or none).
+_STRUCTURED: tuple[Rule, ...] = (
+    keyed(
+        "secret.twilio-key",
+        "Twilio API key (SK + 32 hex) or auth token after the word twilio",
+        ("twilio",),
+        r"SK[0-9a-fA-F]{32}|[0-9a-f]{32}",
+        (f"TWILIO_API_KEY=SK{_r(32, _HX)}", f"twilio_auth_token: {_r(32, _HX)}"),
+        (f"TWILIO_ACCOUNT_SID=AC{_r(32, _HX)}", f"twilio_request_sha: {_r(32, _HX)}"),
+    ),
+    keyed(
+        "secret.mailgun-key",
+        "Mailgun API, public or webhook signing key after the word mailgun",
+        ("mailgun",),
+        r"(?:pub)?key-[0-9a-f]{32}|[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}",
+        (f"MAILGUN_API_KEY=key-{_r(32, _HX)}",),
+        ("MAILGUN_API_KEY=key-<your-key>",),
+    ),
+    keyed(
+        "secret.okta-token",
+        "Okta API token (00 + 40) after the word okta",
+        ("okta",),
+        r"00[A-Za-z0-9_\-]{40}",
+        (f"OKTA_API_TOKEN=00{_r(40)}",),
+        ("okta_org_url: 00-ops",),
+    ),
+    keyed(
+        "secret.lob-key",
+        "Lob API key (live_, test_) after the word lob",
+        ("lob",),
+        r"(?:live|test)_(?:pub_[0-9a-f]{31}|[0-9a-f]{35})",
+        (f"LOB_API_KEY=live_{_r(35, _HX)}",),
+        ("blob_name = live_model_v2",),
+    ),
+    keyed(
+        "secret.gocardless-token",
+        "GoCardless access token after the word gocardless",
+        ("gocardless",),
+        r"(?:live|sandbox)_[A-Za-z0-9_\-=]{40}",
+        (f"GOCARDLESS_TOKEN=live_{_r(40)}",),
+        ("gocardless_env: live_mode",),
+    ),
+    keyed(
+        "secret.vault-legacy-token",
+        "HashiCorp Vault legacy token (s.) after the word vault",
+        ("vault",),
+        r"s\.[A-Za-z0-9]{24}",
+        (f"VAULT_TOKEN=s.{_r(24)}",),
+        ("vault_path: s.secret/data",),
+    ),
+    keyed(
+        "secret.yandex-static-key",
+        "Yandex Cloud static access key (YC) after the word yandex",
+        ("yandex",),
+        r"YC[A-Za-z0-9_\-]{38}",
+        (f"YANDEX_SECRET_KEY=YC{_r(38)}",),
+        ("yandex_region: YC-central",),
+    ),
+    keyed(
+        "secret.launchdarkly-key",
+        "LaunchDarkly API or SDK key after the word launchdarkly",
+        ("launchdarkly", "launch_darkly"),
+        r"(?:api|sdk|mob)-" + UUID,
+        (f"LAUNCHDARKLY_SDK_KEY=sdk-{_U}",),
+        (f"launchdarkly_project: proj-{_U}",),
+    ),
+    keyed(
+        "secret.beamer-token",
+        "Beamer API key (b_) after the word beamer",
+        ("beamer",),
+        r"b_[A-Za-z0-9=_\-]{44}",
+        (f"BEAMER_API_KEY=b_{_r(44)}",),
+        ("beamer_theme: b_dark",),
+    ),
+    keyed(
+        "secret.asana-token",
+        "Asana personal access token (1/…:hex, 2/…/…:hex)",
+        ("asana",),
+        r"[12]/[0-9]{10,20}(?:/[0-9]{10,20})?:[0-9a-f]{32}",
+        (f"ASANA_PAT=2/{_r(16, string.digits)}/{_r(16, string.digits)}:{_r(32, _HX)}",),
+        ("asana_workspace: 1/2",),
+    ),
+    keyed(
+        "secret.discord-bot-token",
+        "Discord bot token (id.time.hmac) after the word discord",
+        ("discord",),
+        r"[MNO][A-Za-z0-9_\-]{23,27}\.[A-Za-z0-9_\-]{6}\.[A-Za-z0-9_\-]{27,40}",
+        (f"DISCORD_BOT_TOKEN=M{_r(25)}.{_r(6)}.{_r(38)}",),
+        ("discord_invite: Mabc.def.ghi",),
+    ),
+    keyed(
+        "secret.cloudflare-key",
+        "Cloudflare global API key (37 hex) or API token after cloudflare",
+        ("cloudflare",),
+        r"[0-9a-f]{37}|[A-Za-z0-9_\-]{40}",
+        (f"CLOUDFLARE_API_KEY={_r(37, _HX)}", f"CLOUDFLARE_API_TOKEN={_r(40)}"),
+        (f"cloudflare_zone_id: {_r(32, _HX)}", f"cloudflare_commit_sha = {_r(40, _HX)}"),
+    ),
+)
+
+KEYED_RULES: tuple[Rule, ...] = _STRUCTURED + tuple(_rule(*row) for row in _TABLE)
