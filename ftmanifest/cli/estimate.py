@@ -20,6 +20,7 @@ from ftmanifest.adapter.base import pinned_folder
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 from ftmanifest.errors import EXIT_OK, InputError
 from ftmanifest.manifest import load_manifest
+from ftmanifest.manifest.model import Manifest
 from ftmanifest.output import table, to_json
 from ftmanifest.preflight.estimate import (
     ALLOCATORS,
@@ -69,7 +70,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
-def _size(manifest: Any, path: Path, flag: int | None, name: str) -> int:
+def _size(manifest: Manifest, path: Path, flag: int | None, name: str) -> int:
     value = flag if flag is not None else getattr(manifest.training, name, None)
     if value is None or value < 1:
         raise InputError(

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ftmanifest.findings import Finding
+from ftmanifest.manifest.model import Manifest
 
 if TYPE_CHECKING:
     from ftmanifest.findings import Severity
@@ -60,7 +61,7 @@ class Categories:
         return "eval" if self.role == "baseline-eval" else self.role
 
 
-def _guards(manifest: Any, split: str) -> list[Any]:
+def _guards(manifest: Manifest, split: str) -> list[Any]:
     return [
         g
         for g in manifest.experiment.guards
@@ -68,7 +69,7 @@ def _guards(manifest: Any, split: str) -> list[Any]:
     ]
 
 
-def minimum(manifest: Any, split: str) -> tuple[int, str]:
+def minimum(manifest: Manifest, split: str) -> tuple[int, str]:
     """(fewest examples per category in ``split``, the rule that gave it)."""
     fixed = manifest.data_checks.min_per_category
     if fixed is not None:
@@ -105,7 +106,7 @@ def _finding(c: Categories, rule: str, severity: Severity, message: str, *more: 
     )
 
 
-def category_findings(splits: Sequence[Categories], manifest: Any) -> list[Finding]:
+def category_findings(splits: Sequence[Categories], manifest: Manifest) -> list[Finding]:
     """Every finding about categories across ``splits`` (none when nothing is labelled)."""
     if not any(c.counts for c in splits):
         return []

@@ -35,6 +35,7 @@ from ftmanifest.data.stats import label_of, split_records
 from ftmanifest.data.stats import load_tokenizer as load
 from ftmanifest.errors import FtManifestError, InputError
 from ftmanifest.hashing.files import hash_file
+from ftmanifest.manifest.model import Manifest
 
 NO_CATEGORY = "(no category)"
 MAX_CATEGORIES = 10_000  # per split; more distinct labels is a wrong label key, not categories
@@ -81,7 +82,7 @@ class Tokenizer:
     chat_template: bool = False
 
 
-def default_seed(manifest: Any) -> tuple[int, str]:
+def default_seed(manifest: Manifest) -> tuple[int, str]:
     """The seed to choose with, and where it came from (the manifest's seeds, else 0)."""
     for name in SEED_FIELDS:
         value = getattr(manifest.seeds, name)
@@ -170,7 +171,7 @@ def choose(
     return out
 
 
-def _pinned_tokenizer_drift(manifest: Any, folder: Path) -> str | None:
+def _pinned_tokenizer_drift(manifest: Manifest, folder: Path) -> str | None:
     """The first tokenizer file here that differs from its pin in ``model.files``."""
     pins = {f.path: f.digest for f in manifest.model.files if f.digest}
     if not pins:

@@ -21,6 +21,7 @@ from ftmanifest.data.leakage import ROLE_ORDER
 from ftmanifest.data.splits import refuse_into_pinned, splits_of
 from ftmanifest.data.trl_sft import sft_format
 from ftmanifest.errors import FtManifestError, UsageError
+from ftmanifest.manifest.model import Manifest
 
 
 def _selected(loaded: Any, names: Sequence[str]) -> Any:
@@ -64,7 +65,7 @@ WAYS = {
 }
 
 
-def preparation(manifest: Any) -> tuple[str | None, Callable[..., Any] | None, str]:
+def preparation(manifest: Manifest) -> tuple[str | None, Callable[..., Any] | None, str]:
     """How ``data sample`` formats a record for ``manifest``'s trainer: (way, format, what it
     says); way ``None``: ftmanifest does not reproduce that trainer's preprocessing."""
     objective = manifest.training.objective

@@ -18,6 +18,7 @@ from ftmanifest.data.text import record_text
 from ftmanifest.errors import FtManifestError
 from ftmanifest.extras import install_line
 from ftmanifest.hashing.files import hash_file
+from ftmanifest.manifest.model import Manifest
 
 TRANSFORMERS_MISSING = "transformers is not installed"  # the start of the why, when it is that
 
@@ -38,7 +39,7 @@ TOKENIZER_FILES = (
 """What ``AutoTokenizer`` reads from a model folder (config.json picks the class)."""
 
 
-def unpinned_file(manifest: Any, folder: Path) -> str | None:
+def unpinned_file(manifest: Manifest, folder: Path) -> str | None:
     """Why the tokenizer in ``folder`` is not the pinned one, or None when it is
     (or when ``model.files`` pins nothing yet)."""
     pins = {f.path: f.digest for f in manifest.model.files}

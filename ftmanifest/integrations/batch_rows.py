@@ -41,6 +41,7 @@ from ftmanifest.data.text import DEFAULT_FIELDS, field_texts, normalise
 from ftmanifest.findings import Finding
 from ftmanifest.integrations.batches import TrainingForwardHook, redact_tokens
 from ftmanifest.integrations.data_rows import RULE, _permutation
+from ftmanifest.manifest.model import Manifest
 
 KEY = 24  # leading normalised characters of a row's first piece that key the index
 MAX_INDEX_ROWS = 200_000  # pinned rows indexed; past it an example not found is not judged
@@ -292,7 +293,7 @@ class ContentGuard(TrainingForwardHook):
 
 
 def install(
-    model: Any, tokenizer: Any, dataloader: Any, trace: dict[str, Any], manifest: Any,
+    model: Any, tokenizer: Any, dataloader: Any, trace: dict[str, Any], manifest: Manifest | None,
     path: str, refuse: Callable[[list[Finding]], None], record: dict[str, Any],
 ) -> ContentGuard | None:  # fmt: skip
     """A ``ContentGuard`` when the training dataset was traced to pinned rows, else None

@@ -35,12 +35,13 @@ from __future__ import annotations
 from typing import Any
 
 from ftmanifest.findings import Finding
+from ftmanifest.manifest.model import Manifest
 
 RULE = "drift.data-rows"
 
 
 def judge_rows(
-    dataset: Any, pinned: int, entries: list[int], manifest: Any, manifest_path: str, role: str
+    dataset: Any, pinned: int, entries: list[int], manifest: Manifest, manifest_path: str, role: str
 ) -> tuple[list[Finding], dict[str, Any]]:
     """Rows refusing ``dataset`` when it reads other rows than the ``pinned`` traced ones,
     and the run record's part (``entries``: the traced entries' indices)."""

@@ -26,6 +26,7 @@ from typing import Any
 
 from ftmanifest.findings import Finding
 from ftmanifest.integrations.batches import TrainingForwardHook
+from ftmanifest.manifest.model import Manifest
 
 RULE = "drift.loss-mask"
 IGNORE = -100
@@ -106,7 +107,7 @@ class LabelGuard(TrainingForwardHook):
 
 
 def install(
-    model: Any, manifest: Any, path: str, refuse: Callable[[list[Finding]], None],
+    model: Any, manifest: Manifest | None, path: str, refuse: Callable[[list[Finding]], None],
     record: dict[str, Any],
 ) -> LabelGuard | None:  # fmt: skip
     """A ``LabelGuard`` when the manifest pins ``loss_on: completion``, else None."""

@@ -25,6 +25,7 @@ from typing import Any
 from ftmanifest.errors import UsageError
 from ftmanifest.findings import Finding
 from ftmanifest.location import Loc, format_loc
+from ftmanifest.manifest.model import Manifest
 
 RULE = "drift.model-config"
 # Config fields that do not change the forward or backward pass.
@@ -54,7 +55,7 @@ def pinned_config(folder: Path) -> Any:
     return AutoConfig.from_pretrained(str(folder), local_files_only=True)
 
 
-def judge_config(model: Any, folder: Path, manifest: Any, path: str) -> list[Finding]:
+def judge_config(model: Any, folder: Path, manifest: Manifest, path: str) -> list[Finding]:
     """One row per config field of ``model`` that differs from the pinned snapshot's."""
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "to_dict"):
@@ -199,7 +200,7 @@ def _class(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _dtypes(model: Any, manifest: Any, path: str) -> list[Finding]:
+def _dtypes(model: Any, manifest: Manifest, path: str) -> list[Finding]:
     precision = manifest.training.precision
     if precision is None:
         return []
@@ -227,7 +228,7 @@ def _dtypes(model: Any, manifest: Any, path: str) -> list[Finding]:
     ]
 
 
-def pinned_kernels(manifest: Any) -> list[tuple[Loc, str]]:
+def pinned_kernels(manifest: Manifest) -> list[tuple[Loc, str]]:
     """Where the manifest pins the attention kernel, and to what: ``model.attn_implementation``
     and ``environment.attn_implementation`` (both, when both are given)."""
     env = manifest.environment.attn_implementation if manifest.environment else None
@@ -250,7 +251,7 @@ def effective_kernels(model: Any) -> dict[str, str | None]:
     return out
 
 
-def _kernels(model: Any, manifest: Any, path: str) -> list[Finding]:
+def _kernels(model: Any, manifest: Manifest, path: str) -> list[Finding]:
     rows = []
     seen = effective_kernels(model)
     for loc, pinned in pinned_kernels(manifest):
@@ -265,7 +266,7 @@ def _kernels(model: Any, manifest: Any, path: str) -> list[Finding]:
     return rows
 
 
-def refuse_overrides(kwargs: dict[str, Any], folder: Path, manifest: Any) -> dict[str, Any]:
+def refuse_overrides(kwargs: dict[str, Any], folder: Path, manifest: Manifest) -> dict[str, Any]:
     """``from_pretrained``'s keywords, the pinned kernel added; replacing a pinned field refused."""
     if "config" in kwargs:
         raise UsageError(

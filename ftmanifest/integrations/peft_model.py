@@ -40,6 +40,7 @@ from typing import Any
 from ftmanifest.adapter import method as methods
 from ftmanifest.findings import Finding
 from ftmanifest.manifest import targets as tg
+from ftmanifest.manifest.model import Manifest
 
 RULE = "drift.method"
 SHOWN = 3
@@ -261,7 +262,7 @@ def _names(items: list[str]) -> str:
 
 
 def judge_peft_model(
-    model: Any, manifest: Any, manifest_path: str | Path, *, resumed: bool = False
+    model: Any, manifest: Manifest, manifest_path: str | Path, *, resumed: bool = False
 ) -> list[Finding]:
     """``drift.method`` rows where ``model`` would train otherwise than the
     manifest's ``method`` says (``manifest``: the model or a LoadedManifest).

@@ -37,6 +37,7 @@ from ftmanifest.findings import Finding
 from ftmanifest.integrations.options import judge_unpinned
 from ftmanifest.integrations.options import same as _same
 from ftmanifest.location import Loc, format_loc
+from ftmanifest.manifest.model import Manifest
 
 RULE = "drift.recipe"
 HINT = (
@@ -220,7 +221,7 @@ def argument_defaults(args: Any) -> dict[str, Any]:
 
 
 def judge_arguments(
-    manifest: Any,
+    manifest: Manifest,
     data: Mapping[str, Any],
     manifest_path: str,
     defaults: Mapping[str, Any] | None = None,
@@ -284,7 +285,7 @@ def judge_arguments(
     return check
 
 
-def _compared_elsewhere(manifest: Any, data: Mapping[str, Any]) -> set[str]:
+def _compared_elsewhere(manifest: Manifest, data: Mapping[str, Any]) -> set[str]:
     """The fields the manifest pins outside the tables: steps, precision, loss_on,
     determinism (judged on torch itself), the objective's parameters, the options."""
     t = manifest.training
@@ -324,7 +325,7 @@ def _pinned_options(
     return rows
 
 
-def _steps(manifest: Any, data: Mapping[str, Any], row: Callable[..., None]) -> None:
+def _steps(manifest: Manifest, data: Mapping[str, Any], row: Callable[..., None]) -> None:
     t = manifest.training
     steps = data.get("max_steps")
     if t.max_steps is not None:
@@ -339,7 +340,7 @@ def _steps(manifest: Any, data: Mapping[str, Any], row: Callable[..., None]) -> 
 
 
 def _precision(
-    manifest: Any, data: Mapping[str, Any], row: Callable[..., None], check: RecipeCheck
+    manifest: Manifest, data: Mapping[str, Any], row: Callable[..., None], check: RecipeCheck
 ) -> None:
     want = manifest.training.precision
     if want is None:
@@ -356,7 +357,7 @@ def _precision(
 
 
 def _objective(
-    manifest: Any, data: Mapping[str, Any], row: Callable[..., None], check: RecipeCheck
+    manifest: Manifest, data: Mapping[str, Any], row: Callable[..., None], check: RecipeCheck
 ) -> None:
     declared = manifest.training.objective
     seen = check.objective
@@ -379,7 +380,7 @@ def _objective(
 
 
 def _loss_on(
-    manifest: Any, data: Mapping[str, Any], row: Callable[..., None], check: RecipeCheck
+    manifest: Manifest, data: Mapping[str, Any], row: Callable[..., None], check: RecipeCheck
 ) -> None:
     want = manifest.training.loss_on
     if want is None or "completion_only_loss" not in data:
@@ -394,7 +395,7 @@ def _loss_on(
         row(loc, "completion_only_loss", "completion", "all: completion_only_loss=False")
 
 
-def _not_compared(manifest: Any, data: Mapping[str, Any], check: RecipeCheck) -> None:
+def _not_compared(manifest: Manifest, data: Mapping[str, Any], check: RecipeCheck) -> None:
     t = manifest.training
     if t.loss_normalization is not None:
         check.not_compared.append({

@@ -29,6 +29,7 @@ from ftmanifest.findings import Finding
 from ftmanifest.integrations.recipe import HINT, RULE
 from ftmanifest.integrations.schedule import inner_optimizer
 from ftmanifest.location import Loc
+from ftmanifest.manifest.model import Manifest
 
 IGNORE = -100
 BATCH_RULE = "drift.first-batch"
@@ -41,7 +42,7 @@ def _row(path: str, loc: Loc, message: str, expected: Any, observed: Any, hint: 
 
 
 def judge_runtime(
-    manifest: Any, path: str, *, args: Any, model: Any, optimizer: Any, max_steps: int
+    manifest: Manifest, path: str, *, args: Any, model: Any, optimizer: Any, max_steps: int
 ) -> list[Finding]:
     """Rows for the optimizer object, determinism switches, steps and checkpointing."""
     rows = _optimizer(manifest, path, args, model, optimizer)
@@ -73,7 +74,9 @@ def _checkpointing(model: Any) -> bool | None:
     return None
 
 
-def _optimizer(manifest: Any, path: str, args: Any, model: Any, optimizer: Any) -> list[Finding]:
+def _optimizer(
+    manifest: Manifest, path: str, args: Any, model: Any, optimizer: Any
+) -> list[Finding]:
     pinned = manifest.training.optimizer
     if pinned is None or optimizer is None:
         return []
@@ -140,7 +143,7 @@ def _close(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _determinism(manifest: Any, path: str) -> list[Finding]:
+def _determinism(manifest: Manifest, path: str) -> list[Finding]:
     import torch
 
     seeds = manifest.seeds
@@ -201,7 +204,7 @@ def first_batch(dataloader: Any, size: int) -> tuple[Mapping[str, Any] | None, s
 
 
 def judge_batch(
-    manifest: Any, path: str, batch: Mapping[str, Any] | None, why: str | None
+    manifest: Manifest, path: str, batch: Mapping[str, Any] | None, why: str | None
 ) -> list[Finding]:
     """Rows for the first batch against ``seq_len`` and ``loss_on``."""
     t = manifest.training

@@ -34,6 +34,7 @@ from typing import Any
 
 from ftmanifest.findings import Finding
 from ftmanifest.location import Loc
+from ftmanifest.manifest.model import Manifest
 
 RULE = "drift.lr-schedule"
 STEP_RULE = "drift.optimizer-step"
@@ -67,7 +68,7 @@ def _row(path: str, loc: Loc, message: str, expected: Any, observed: Any,
 
 
 def pinned_schedule(
-    manifest: Any, path: str, total_steps: int
+    manifest: Manifest, path: str, total_steps: int
 ) -> tuple[PinnedSchedule | None, list[Finding], str | None]:
     """``(schedule, rows, why not compared)``: rows when the pinned schedule cannot be
     built from the manifest's values; ``why`` when the manifest pins none to compare."""

@@ -28,6 +28,7 @@ from typing import Any
 from ftmanifest.findings import Finding
 from ftmanifest.integrations.init_adapter import judge_init_adapter
 from ftmanifest.integrations.options import RULE as UNPINNED
+from ftmanifest.manifest.model import Manifest
 
 WARM_RULE = "drift.warm-start"
 ZERO_B_INITS = (True, "gaussian")  # peft inits that start every lora_B at zero
@@ -36,7 +37,7 @@ SHOWN = 3
 
 
 def judge_start(
-    model: Any, manifest: Any, path: str, *, resumed: bool, dataloader: Any = None
+    model: Any, manifest: Manifest, path: str, *, resumed: bool, dataloader: Any = None
 ) -> list[Finding]:
     """Rows for a warm-started adapter and an unpinned packing collator."""
     rows = [] if resumed or model is None else _warm_start(model, manifest, path)
@@ -57,7 +58,7 @@ def _lora_b(model: Any) -> list[tuple[str, float]]:
     return out
 
 
-def _warm_start(model: Any, manifest: Any, path: str) -> list[Finding]:
+def _warm_start(model: Any, manifest: Manifest, path: str) -> list[Finding]:
     method = getattr(manifest, "method", None)
     if method is not None and method.kind == "lora" and method.init_adapter is not None:
         return judge_init_adapter(model, method.init_adapter, path)
@@ -108,7 +109,7 @@ def _collator(dataloader: Any) -> Any:
     return collate
 
 
-def _packing(dataloader: Any, manifest: Any, path: str) -> list[Finding]:
+def _packing(dataloader: Any, manifest: Manifest, path: str) -> list[Finding]:
     if dataloader is None or manifest.training.packing.enabled:
         return []
     collate = _collator(dataloader)

@@ -94,6 +94,8 @@ from ftmanifest.adapter.architecture import (
     with_tied_head,
 )
 from ftmanifest.findings import Finding
+from ftmanifest.manifest.model import Manifest
+from ftmanifest.manifest.training import FullMethod, PeftMethod
 from ftmanifest.preflight.shapes import FUSED_ACTIVATIONS, Architecture, numel
 
 PRECISION_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2}
@@ -436,7 +438,7 @@ def levers(arch: Architecture, setup: Setup) -> list[Lever]:
     return out
 
 
-def setup_from_manifest(manifest: Any, *, seq_len: int, micro_batch: int) -> Setup:
+def setup_from_manifest(manifest: Manifest, *, seq_len: int, micro_batch: int) -> Setup:
     """The ``Setup`` a manifest declares (``seq_len``/``micro_batch`` resolved by the caller)."""
     t, m, d = manifest.training, manifest.method, manifest.distributed
     opt = t.optimizer if t is not None else None
@@ -448,8 +450,8 @@ def setup_from_manifest(manifest: Any, *, seq_len: int, micro_batch: int) -> Set
         checkpointing=bool(t is not None and t.activation_checkpointing),
         method=kind,
         lora=LoraFacts.from_method(m) if kind == "lora" else None,
-        frozen_modules=tuple(m.frozen_modules) if kind == "full" and m is not None else (),
-        trainable_override=m.trainable_params if kind == "peft" else None,
+        frozen_modules=tuple(m.frozen_modules) if isinstance(m, FullMethod) else (),
+        trainable_override=m.trainable_params if isinstance(m, PeftMethod) else None,
         optimizer=opt.name if opt is not None else DEFAULT_OPTIMIZER,
         state_precision=opt.state_precision if opt is not None else "fp32",
         strategy=d.strategy if d is not None else "none",

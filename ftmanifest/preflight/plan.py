@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ftmanifest.errors import InputError
+from ftmanifest.manifest.model import Manifest
 from ftmanifest.preflight.recipe import default_recipe
 from ftmanifest.preflight.run import recorded_rows
 from ftmanifest.recordio import iter_records
@@ -89,7 +90,7 @@ class Plan:
         }
 
 
-def steps_of(manifest: Any, train_examples: int, sequences_per_step: int) -> int:
+def steps_of(manifest: Manifest, train_examples: int, sequences_per_step: int) -> int:
     t = manifest.training
     if t.max_steps:
         return int(t.max_steps)
@@ -97,7 +98,7 @@ def steps_of(manifest: Any, train_examples: int, sequences_per_step: int) -> int
     return max(1, math.ceil(epochs * train_examples / max(sequences_per_step, 1)))
 
 
-def make_plan(manifest: Any, days: float, f: Figures, a: Assumptions | None = None) -> Plan:
+def make_plan(manifest: Manifest, days: float, f: Figures, a: Assumptions | None = None) -> Plan:
     a = a or Assumptions()
     if not f.tokens_per_second > 0:
         raise ValueError("tokens_per_second must be > 0")

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.errors import InputError, UsageError
+from ftmanifest.manifest.model import Manifest
 from ftmanifest.recordio import iter_records
 from ftmanifest.seeding import seed_everything
 
@@ -60,7 +61,7 @@ class Example:
 class Recipe:
     """Everything one training step needs, each part replaceable by ``--recipe``."""
 
-    manifest: Any
+    manifest: Manifest
     manifest_path: Path
     model_folder: Path
     tokenizer: Any
@@ -199,7 +200,7 @@ def default_build_model(recipe: Recipe) -> Any:
 
         config = LoraConfig(
             r=method.r,
-            lora_alpha=method.alpha,
+            lora_alpha=method.alpha,  # type: ignore[arg-type]  # peft says int; a float scales alike
             lora_dropout=method.dropout,
             target_modules=method.target_modules,
             modules_to_save=method.modules_to_save or None,
