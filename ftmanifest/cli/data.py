@@ -29,7 +29,7 @@ from ftmanifest.cli._args import (
     add_manifest_argument,
 )
 from ftmanifest.cli._ranks import deciding, print_error
-from ftmanifest.data import parallel
+from ftmanifest.data import parallel, ranks
 from ftmanifest.data.check import check_data, serve_data
 from ftmanifest.distributed import shard
 from ftmanifest.distributed.agree import agree_arguments, agree_on_copies, leave_together
@@ -203,11 +203,11 @@ def _run_distributed(args: argparse.Namespace) -> int:
         except FtManifestError as exc:
             print_error(exc, getattr(args, "format", "text"))
             return leave_together(comm, exc.exit_code)
-        signer = parallel.RankSigner(comm, workers)
+        signer = ranks.RankSigner(comm, workers)
         if job.rank == 0:
-            code, error = parallel.run_ranks(comm, lambda: _check(args, signer))
+            code, error = ranks.run_ranks(comm, lambda: _check(args, signer))
         else:
-            code, error = parallel.run_ranks(comm, lambda: _serve(args, comm, signer))
+            code, error = ranks.run_ranks(comm, lambda: _serve(args, comm, signer))
     if job.rank == 0:
         if error is not None:
             raise error

@@ -46,7 +46,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ftmanifest.counts import format_of
-from ftmanifest.data.parallel import LINE_KINDS, _line_chunks, _Lines, digest, shard_path
+from ftmanifest.data.chunks import LINE_KINDS, _line_chunks, _Lines
+from ftmanifest.data.parallel import digest
+from ftmanifest.data.shards import shard_path
 from ftmanifest.data.text import shingle_list
 from ftmanifest.data.walk import RecordTexts
 from ftmanifest.errors import WorkerDiedError

@@ -38,10 +38,11 @@ from typing import Any, Literal
 
 from ftmanifest.counts import format_of
 from ftmanifest.data import contain
-from ftmanifest.data.parallel import LINE_KINDS, NUM_PERM, Workers, selected_texts, shard_path
-from ftmanifest.data.shards import Marks
+from ftmanifest.data.chunks import LINE_KINDS, selected_texts
+from ftmanifest.data.parallel import Workers
+from ftmanifest.data.shards import Marks, shard_path
 from ftmanifest.data.stats import Collector
-from ftmanifest.data.text import normalise, shingle_list
+from ftmanifest.data.text import NUM_PERM, normalise, shingle_list
 from ftmanifest.errors import FtManifestError, InputError
 from ftmanifest.manifest.data import LeakTolerance, PairTolerance
 from ftmanifest.progress import ProgressSink
@@ -234,7 +235,7 @@ def check_leakage(
 
     ``jobs`` processes sign the records (1: this one); the report is the same for any.
     ``signer``: what yields each split's signatures in file order instead
-    (``parallel.RankSigner``: the ranks of a torchrun job).  ``progress`` counts
+    (``ranks.RankSigner``: the ranks of a torchrun job).  ``progress`` counts
     the records of the first read (``parallel.Workers``).  ``collector``: the
     per-split statistics (``stats.Collector``), counted by the same read when every
     split is JSONL or text lines read here (left empty otherwise)."""

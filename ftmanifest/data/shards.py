@@ -105,3 +105,8 @@ class Marks:
         """The shard holding record ``record``; "" for a split that is one file."""
         i = bisect.bisect_right(self.firsts, record) - 1
         return self.names[i] if i >= 0 else ""
+
+
+def shard_path(folder: Path, name: str) -> Path:
+    """Shard ``name`` ('/'-separated) of ``folder``."""
+    return folder.joinpath(*name.split("/"))

@@ -2,7 +2,7 @@
 
 Layer: judging rooms - data (pure: bytes in, checked values out; numpy and rensa
 imported inside functions).  What a rank hands the others at each gather of
-``parallel.RankSigner`` is parsed here, never unpickled, and every field is checked; a
+``ranks.RankSigner`` is parsed here, never unpickled, and every field is checked; a
 payload that does not fit raises ``wire.Malformed`` and the caller refuses naming the
 rank.  One payload, little-endian:
 

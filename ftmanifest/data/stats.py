@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ftmanifest.data.categories import OTHER
-from ftmanifest.data.parallel import shard_path
+from ftmanifest.data.shards import shard_path
 from ftmanifest.data.text import record_text
 from ftmanifest.data.tokens import TRANSFORMERS_MISSING, count_tokens
 from ftmanifest.data.tokens import load_tokenizer as load_tokenizer  # data sample's import

@@ -105,18 +105,18 @@ def _chunks_line_by_line(path: Path, limit_bytes: int, limit_lines: int) -> list
 def test_chunks_are_cut_where_a_line_by_line_reader_cuts_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
-    from ftmanifest.data import parallel
+    from ftmanifest.data import chunks
 
     rng = random.Random(seed)
     path = tmp_path / "train.jsonl"
     lines = [b"{}" + b"x" * rng.choice([0, 1, 5, 40, 300]) + b"\n" for _ in range(400)]
     path.write_bytes(b"".join(lines))
     limit_bytes, limit_lines = rng.choice([1, 50, 700, 5000]), rng.choice([1, 3, 16, 1000])
-    monkeypatch.setattr(parallel, "CHUNK_BYTES", limit_bytes)
-    monkeypatch.setattr(parallel, "CHUNK_RECORDS", limit_lines)
-    monkeypatch.setattr(parallel, "BLOCK_BYTES", rng.choice([7, 333, 1 << 20]))
-    got = [(c.first, len(c.raws)) for c in parallel._line_chunks(path, "jsonl", ())]
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", limit_bytes)
+    monkeypatch.setattr(chunks, "CHUNK_RECORDS", limit_lines)
+    monkeypatch.setattr(chunks, "BLOCK_BYTES", rng.choice([7, 333, 1 << 20]))
+    got = [(c.first, len(c.raws)) for c in chunks._line_chunks(path, "jsonl", ())]
     assert got == _chunks_line_by_line(path, limit_bytes, limit_lines)
-    assert b"".join(r for c in parallel._line_chunks(path, "jsonl", ()) for r in c.raws) == (
+    assert b"".join(r for c in chunks._line_chunks(path, "jsonl", ()) for r in c.raws) == (
         path.read_bytes()
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ftmanifest.cli.data import _payload
-from ftmanifest.data import parallel
+from ftmanifest.data import chunks, parallel
 from ftmanifest.data.leakage import Split, check_leakage
 from ftmanifest.errors import InputError
 from ftmanifest.recordio import iter_records
@@ -49,7 +49,7 @@ def test_two_processes_give_the_same_report_as_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _data(tmp_path)
-    monkeypatch.setattr(parallel, "CHUNK_RECORDS", 7)  # many chunks, boundaries everywhere
+    monkeypatch.setattr(chunks, "CHUNK_RECORDS", 7)  # many chunks, boundaries everywhere
     one = _payload(check_leakage(_splits(tmp_path), jobs=1), None)
     two = _payload(check_leakage(_splits(tmp_path), jobs=2), None)
     assert one == two
@@ -81,7 +81,7 @@ def test_a_broken_record_deep_in_the_file_is_the_readers_own_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: int
 ) -> None:
     _data(tmp_path)
-    monkeypatch.setattr(parallel, "CHUNK_RECORDS", 16)
+    monkeypatch.setattr(chunks, "CHUNK_RECORDS", 16)
     path = tmp_path / "train.jsonl"
     lines = path.read_bytes().split(b"\n")
     lines[150] = b'{"text": "cut'
@@ -100,7 +100,7 @@ def test_a_byte_order_mark_past_line_1_is_refused_at_a_chunk_start(
     """The reader strips a BOM on line 1 only; a chunk that began with one on a later
     line would read it as line 1 of the chunk and accept it."""
     _data(tmp_path)
-    monkeypatch.setattr(parallel, "CHUNK_RECORDS", 8)
+    monkeypatch.setattr(chunks, "CHUNK_RECORDS", 8)
     path = tmp_path / "train.jsonl"
     lines = path.read_bytes().split(b"\n")
     lines[8] = b"\xef\xbb\xbf" + lines[8]  # line 9: a chunk would start there
@@ -116,10 +116,10 @@ def test_selected_texts_match_the_reader(tmp_path: Path, monkeypatch: pytest.Mon
     from ftmanifest.data.text import record_text
 
     _data(tmp_path)
-    monkeypatch.setattr(parallel, "CHUNK_RECORDS", 5)
+    monkeypatch.setattr(chunks, "CHUNK_RECORDS", 5)
     path = tmp_path / "train.jsonl"
     wanted = {1, 2, 30, 99, 100, 101, 102, 300}
-    got = list(parallel.selected_texts(path, None, (), wanted))
+    got = list(chunks.selected_texts(path, None, (), wanted))
     expect = [(r.number, r.line, record_text(r.value)) for r in iter_records(path)]
     assert got == [e for e in expect if e[0] in wanted]
     assert [n for n, _l, _t in got] == sorted(wanted)
@@ -161,7 +161,7 @@ def test_distributed_check_equals_the_single_process_run(tmp_path: Path) -> None
     manifest = _project(tmp_path / "project")
     alone = run_cli("data", "check", str(manifest), "--format", "json", "--jobs", "1")
     assert alone.returncode == 1, alone.stderr
-    assert (manifest.parent / "train.jsonl").stat().st_size > 6 * parallel.CHUNK_BYTES
+    assert (manifest.parent / "train.jsonl").stat().st_size > 6 * chunks.CHUNK_BYTES
     argv = ["data", "check", str(manifest), "--format", "json", "--distributed",
             "--rank-timeout", "60"]  # fmt: skip
     job = verify_job(tmp_path / "job", argv)
@@ -184,7 +184,7 @@ def test_distributed_a_rank_whose_copy_is_broken_stops_every_rank(tmp_path: Path
     for rank in (0, 1):  # the same broken copy on both: the copies agree, then the read fails
         broken = _project(tmp_path / f"p{rank}").parent / "train.jsonl"
         lines = broken.read_bytes().split(b"\n")
-        at = next(i for i, n in enumerate(_offsets(lines)) if n > parallel.CHUNK_BYTES + 5000)
+        at = next(i for i, n in enumerate(_offsets(lines)) if n > chunks.CHUNK_BYTES + 5000)
         lines[at] = b'{"text": "cut'
         broken.write_bytes(b"\n".join(lines))
     argv = ["data", "check", str(tmp_path / "p{rank}" / "exp.yaml"), "--distributed",

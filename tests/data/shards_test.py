@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ftmanifest.data import parallel
+from ftmanifest.data import chunks, parallel, ranks
 from ftmanifest.data.check import check_data
 from ftmanifest.data.leakage import Split, check_leakage
 from ftmanifest.data.shards import shard_names
@@ -104,10 +104,10 @@ def test_small_shards_are_signed_in_batches_the_same_in_every_worker(
 ) -> None:
     manifest, _texts = _project(tmp_path, per_shard=1, shards=40)
     folder = Split("train", "train", tmp_path / "train", shards=shard_names(tmp_path / "train"))
-    jobs = list(parallel.shard_chunks(folder.path, None, (), folder.shards))
-    assert len(jobs) == 1 and isinstance(jobs[0], parallel._Batch)  # forty shards, one job
-    monkeypatch.setattr(parallel, "CHUNK_RECORDS", 4)
-    assert len(list(parallel.shard_chunks(folder.path, None, (), folder.shards))) == 10
+    jobs = list(chunks.shard_chunks(folder.path, None, (), folder.shards))
+    assert len(jobs) == 1 and isinstance(jobs[0], chunks._Batch)  # forty shards, one job
+    monkeypatch.setattr(chunks, "CHUNK_RECORDS", 4)
+    assert len(list(chunks.shard_chunks(folder.path, None, (), folder.shards))) == 10
     with parallel.Workers(1) as one, parallel.Workers(2) as two:
         alone = [
             (n, line, h) for n, line, h, _m in one.signatures(folder.path, None, (), folder.shards)
@@ -216,7 +216,7 @@ def test_thread_ranks_sign_a_folder_exactly_as_one_process(
     from ftmanifest.data.shards import Marks
     from tests.distributed.threads import on_ranks
 
-    monkeypatch.setattr(parallel, "CHUNK_RECORDS", 4)  # 36 records: 9 batches, 2 rounds
+    monkeypatch.setattr(chunks, "CHUNK_RECORDS", 4)  # 36 records: 9 batches, 2 rounds
     _project(tmp_path)
     names = shard_names(tmp_path / "train")
     marks = Marks()
@@ -226,7 +226,7 @@ def test_thread_ranks_sign_a_folder_exactly_as_one_process(
     def rank(comm):  # type: ignore[no-untyped-def]
         mine = Marks()
         with parallel.Workers(1) as workers:
-            signer = parallel.RankSigner(comm, workers, batch=1)
+            signer = ranks.RankSigner(comm, workers, batch=1)
             got = list(signer.signatures(tmp_path / "train", None, (), names, mine))
         return got, mine.firsts, mine.names
 

@@ -150,7 +150,7 @@ def test_a_rank_that_joins_then_hangs_is_a_timeout_refusal(tmp_path: Path) -> No
 ATTACK = """\
 import json, os, pickle, sys
 from pathlib import Path
-from ftmanifest.data import parallel
+from ftmanifest.data import parallel, ranks
 from ftmanifest.distributed import shard
 from ftmanifest.distributed.comm import job_from_env, joined
 from ftmanifest.errors import FtManifestError
@@ -165,7 +165,7 @@ steps = {
     "exit codes": lambda c: shard.agree_exit(c, 0),
     "file stats": lambda c: shard.hash_files(c, [out / "ftm_rank_main.py"], use_cache=False),
     "record signatures": lambda c: list(
-        parallel.RankSigner(c, parallel.Workers(1)).signatures(out / "rows.jsonl", None)
+        ranks.RankSigner(c, parallel.Workers(1)).signatures(out / "rows.jsonl", None)
     ),
 }
 result = {}

@@ -22,7 +22,7 @@ import pytest
 
 from ftmanifest import wire
 from ftmanifest.counts import RecordCountError
-from ftmanifest.data import parallel, sigpack
+from ftmanifest.data import parallel, ranks, sigpack
 from ftmanifest.distributed import shard
 from ftmanifest.distributed.scan import scan_distributed
 from ftmanifest.errors import EXIT_REFUSED, FtManifestError, InputNotFoundError, UsageError
@@ -74,7 +74,7 @@ def _data(tmp_path: Path) -> Path:
 def _sign(path: Path) -> Callable[[ThreadComm], Any]:
     def run(comm: ThreadComm) -> Any:
         with parallel.Workers(1) as workers:
-            return list(parallel.RankSigner(comm, workers).signatures(path, None))
+            return list(ranks.RankSigner(comm, workers).signatures(path, None))
 
     return run
 
@@ -318,7 +318,7 @@ def test_chunks_that_are_not_the_ranks_own_are_refused_by_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunks: list[Any], observed: str
 ) -> None:
     """Rank 1 sends a well-formed round, but not of its chunks 1, 3 and 5 of round one."""
-    monkeypatch.setattr(parallel, "CHUNK_RECORDS", 16)  # 200 records: 13 chunks
+    monkeypatch.setattr("ftmanifest.data.chunks.CHUNK_RECORDS", 16)  # 200 records: 13 chunks
     path = _data(tmp_path)
     forged = sigpack.pack_round(chunks, ended=True)
     results = on_ranks([_sign(path), lambda c: c.all_gather_bytes(forged, "signatures")])
@@ -329,7 +329,7 @@ def test_chunks_that_are_not_the_ranks_own_are_refused_by_name(
 def test_two_thread_ranks_sign_exactly_what_one_process_signs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(parallel, "CHUNK_RECORDS", 16)  # 200 records: 13 chunks, 3 rounds
+    monkeypatch.setattr("ftmanifest.data.chunks.CHUNK_RECORDS", 16)  # 13 chunks, 3 rounds
     path = _data(tmp_path)
     with parallel.Workers(1) as workers:
         alone = list(workers.signatures(path, None))
@@ -341,13 +341,13 @@ def test_two_thread_ranks_sign_exactly_what_one_process_signs(
 
 def test_the_verdict_reaches_every_rank_as_bytes() -> None:
     def rank0(comm: ThreadComm) -> Any:
-        return parallel.run_ranks(comm, lambda: 1)
+        return ranks.run_ranks(comm, lambda: 1)
 
     def other(comm: ThreadComm) -> Any:
         def fail() -> None:
             raise RecordReadError("cannot read records in /r:3: cut", path="/r", line=3)
 
-        return parallel.run_ranks(comm, fail)
+        return ranks.run_ranks(comm, fail)
 
     (code0, err0), (code1, err1) = on_ranks([rank0, other])
     assert (code0, err0) == (1, None)
