@@ -2,7 +2,8 @@
 and every use of the sealed test split.
 
 Layer: judging rooms (after scan, before adapter and verify).  ``store`` is
-the edge (one folder of hash-linked record files);
+the edge (one folder of hash-linked record files; ``recordfile`` says what
+each holds, ``judge`` weighs them as a whole);
 ``attempts`` is the pure view of it; ``folder`` picks the folder;
 ``evidence`` says which records count in a ledger that signs.
 """
@@ -13,7 +14,8 @@ import secrets
 from pathlib import Path
 
 from ftmanifest.ledger.folder import ledger_dir
-from ftmanifest.ledger.store import Entry, Ledger
+from ftmanifest.ledger.recordfile import Entry
+from ftmanifest.ledger.store import Ledger
 
 __all__ = ["Entry", "Ledger", "ledger_dir", "new_attempt", "open_ledger"]
 

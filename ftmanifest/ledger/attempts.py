@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeGuard
 
-from ftmanifest.ledger.store import Entry
+from ftmanifest.ledger.recordfile import Entry
 
 MARKS = ("abandoned", "invalid")
 ENDS = ("completed", "failed", "not-started")

@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.errors import FtManifestError
-from ftmanifest.ledger.store import KEY_ENV, Contents, Entry, Ledger, Problem, signature_problems
+from ftmanifest.ledger.judge import signature_problems
+from ftmanifest.ledger.recordfile import KEY_ENV, Contents, Entry, Problem
+from ftmanifest.ledger.store import Ledger
 from ftmanifest.signing.errors import TrustFileNotFoundError
 from ftmanifest.signing.locate import (
     DEFAULT_TRUST,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ftmanifest.ledger import Ledger, ledger_dir
 from ftmanifest.ledger.attempts import Attempt, attempts, counts, family_uses, over_budget
 from ftmanifest.ledger.evidence import Untrusted, evidence, reading_trust, signs, untrusted_warning
-from ftmanifest.ledger.store import Entry, Problem
+from ftmanifest.ledger.recordfile import Entry, Problem
 from ftmanifest.manifest.identity import recipe_digest
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ from ftmanifest.hashing.files import hash_files
 from ftmanifest.hashing.listing import Ahead
 from ftmanifest.hashing.tree import hash_tree
 from ftmanifest.hashing.walk import walk_tree
+from ftmanifest.ledger.recordfile import NAME_RE
 from ftmanifest.ledger.runrecord import records_path
-from ftmanifest.ledger.store import NAME_RE
 from ftmanifest.location import Loc
 from ftmanifest.manifest.pinned import pinned_files
 from ftmanifest.probe import ProbeContext, git_context, probe_all

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ftmanifest.ledger.attempts import attempts, counts, find
-from ftmanifest.ledger.store import Entry
+from ftmanifest.ledger.recordfile import Entry
 
 
 def _entries(*records: dict[str, Any]) -> list[Entry]:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ftmanifest.ledger import Entry, Ledger
-from ftmanifest.ledger.store import file_name, record_id
+from ftmanifest.ledger.recordfile import file_name, record_id
 from tests.conftest import run_cli
 
 LEDGER_ENVS = ("FTMANIFEST_LEDGER", "FTMANIFEST_LEDGER_KEY", "FTMANIFEST_TRUST_FILE")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ftmanifest.ledger import Entry, Ledger
-from ftmanifest.ledger.store import KEY_ENV
+from ftmanifest.ledger.recordfile import KEY_ENV
 from ftmanifest.manifest import load_manifest
 from ftmanifest.manifest.identity import recipe_digest
 from ftmanifest.signing.keys import load_private_key

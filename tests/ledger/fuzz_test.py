@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ftmanifest.ledger import Ledger
-from ftmanifest.ledger.store import Contents, Problem, file_name, record_id
+from ftmanifest.ledger.recordfile import Contents, Problem, file_name, record_id
 from ftmanifest.signing.trust import parse_trust
 
 NAME = "20260101T000000.000000Z-0123456789abcdef0123.json"

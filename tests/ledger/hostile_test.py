@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ftmanifest.ledger import Ledger
-from ftmanifest.ledger.store import MAX_RECORD_BYTES, file_name, record_id
+from ftmanifest.ledger.recordfile import MAX_RECORD_BYTES, file_name, record_id
 from tests.conftest import CLF, within
 from tests.ledger.conftest import fill, ftmanifest_cmd, rules
 

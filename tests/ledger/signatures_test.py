@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ftmanifest.ledger import Ledger
-from ftmanifest.ledger.store import KEY_ENV, _sign
+from ftmanifest.ledger.recordfile import KEY_ENV, sign_record
 from ftmanifest.signing.keys import load_private_key
 from tests.conftest import CLF
 from tests.ledger.conftest import (
@@ -106,9 +106,9 @@ def test_a_record_resigned_by_an_untrusted_key(
     mine, stranger = keys
     newest = signed.read().entries[-1]
     record = dict(body(newest.file)["record"], note="did not happen")
-    from ftmanifest.ledger.store import record_id
+    from ftmanifest.ledger.recordfile import record_id
 
-    envelope = _sign(record_id(record), load_private_key(stranger.key))
+    envelope = sign_record(record_id(record), load_private_key(stranger.key))
     rewrite(newest, signature=envelope, note="did not happen")
     code, report = check_json(signed.root, "--trust", str(mine.trust))
     assert code == 1 and rules(report) == ["ledger.bad-signature"]

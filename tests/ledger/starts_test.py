@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.ledger.attempts import attempts
+from ftmanifest.ledger.recordfile import Entry
 from ftmanifest.ledger.starts import different_starts, start_of
-from ftmanifest.ledger.store import Entry
 
 W1, W2 = "sha256:" + "a" * 64, "sha256:" + "b" * 64
 B1 = "sha256:" + "c" * 64

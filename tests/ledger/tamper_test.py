@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ftmanifest.ledger import Ledger
-from ftmanifest.ledger.store import file_name, record_id
+from ftmanifest.ledger.recordfile import file_name, record_id
 from tests.ledger.conftest import body, check_json, fill, ledger_cli, rewrite, rules
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from ftmanifest.ledger import Ledger
-from ftmanifest.ledger.store import KEY_ENV
+from ftmanifest.ledger.recordfile import KEY_ENV
 from ftmanifest.signing.locate import TRUST_ENV
 from tests.conftest import CLF, git
 from tests.ledger.conftest import KeyPair, body, fill, ledger_cli, rules

@@ -261,7 +261,7 @@ FORMATS: tuple[Format, ...] = (
     Format(
         "ledger record",
         "https://ftmanifest.dev/ledger-record/v1",
-        "ftmanifest.ledger.store:PREDICATE",
+        "ftmanifest.ledger.recordfile:PREDICATE",
         "append-only; records stay readable by every later release",
     ),
     Format(
