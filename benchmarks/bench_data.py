@@ -111,7 +111,7 @@ data:
 
 
 def _splits(folder: Path) -> list:  # type: ignore[type-arg]
-    from ftmanifest.data.leakage import Split
+    from ftmanifest.data.leak_report import Split
 
     return [
         Split("train", "train", folder / "train.jsonl"),

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.data import leakage
+from ftmanifest.data import leak_report, leakage
 from ftmanifest.data.clean import CleanCopy, fingerprint, refuse_input, write_clean
 from ftmanifest.data.parallel import cores, default_jobs
 from ftmanifest.data.splits import image_splits_of, refuse_into_pinned, splits_of
@@ -31,7 +31,7 @@ from ftmanifest.progress import ProgressSink
 
 @dataclass(frozen=True)
 class DataCheck:
-    leakage: leakage.LeakageReport
+    leakage: leak_report.LeakageReport
     summary: DataSummary
     clean: CleanCopy | None = None
 
@@ -110,7 +110,7 @@ def check_data(
     return DataCheck(report, summary, clean)
 
 
-def _pinned_records(loaded: Any, splits: Sequence[leakage.Split]) -> int:
+def _pinned_records(loaded: Any, splits: Sequence[leak_report.Split]) -> int:
     """The records the manifest pins for ``splits``, or 0 when it leaves one unpinned."""
     pinned = {entry.name: entry.records for entry in loaded.manifest.data}
     counts = [pinned.get(split.name) for split in splits]

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.data.leakage import ROLE_ORDER
+from ftmanifest.data.leak_report import ROLE_ORDER
 from ftmanifest.data.stats import Histogram
 from ftmanifest.findings import Finding
 
@@ -176,7 +176,7 @@ def _pair_tolerance(a: Any, b: Any, tolerance: Any) -> Any:
 
 
 def check_images(splits: Sequence[Any], tolerance: Any) -> ImageReport:
-    """Read every image split (``leakage.Split`` with format images) once."""
+    """Read every image split (``leak_report.Split`` with format images) once."""
     try:
         from PIL import Image
     except ImportError:

@@ -134,7 +134,7 @@ def rank(seed: int, split: str, number: int, *, key: bytes | None = None) -> int
 def choose(
     splits: Sequence[Any], per_category: int, seed: int, label: str | None = None
 ) -> list[SplitSample]:
-    """``per_category`` records of each category of each split (``data.leakage.Split``)."""
+    """``per_category`` records of each category of each split (``data.leak_report.Split``)."""
     out = []
     for split in splits:
         sample = SplitSample(split.name, split.role)

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ftmanifest.data import sample as s
-from ftmanifest.data.leakage import ROLE_ORDER
+from ftmanifest.data.leak_report import ROLE_ORDER
 from ftmanifest.data.splits import refuse_into_pinned, splits_of
 from ftmanifest.data.trl_sft import sft_format
 from ftmanifest.errors import FtManifestError, UsageError

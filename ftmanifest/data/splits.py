@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ftmanifest.data.leakage import ROLE_ORDER, Split
+from ftmanifest.data.leak_report import ROLE_ORDER, Split
 from ftmanifest.data.shards import shard_names
 from ftmanifest.errors import InputError, InputNotFoundError, UsageError
 from ftmanifest.fsutil import resolve_inside

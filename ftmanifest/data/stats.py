@@ -148,7 +148,7 @@ def collect(
     tokenizer: Any = None,
     seq_len: int | None = None,
 ) -> SplitStats:
-    """One pass over ``split`` (a ``leakage.Split``)."""
+    """One pass over ``split`` (a ``leak_report.Split``)."""
     stats = SplitStats(split.name, split.role, str(split.path))
     if tokenizer is not None:
         stats.tokens = Histogram()

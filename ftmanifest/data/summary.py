@@ -43,7 +43,7 @@ def summarise(
     counts: bool = True,
     counted: dict[str, SplitStats] | None = None,
 ) -> DataSummary:
-    """Statistics of ``text`` and ``images`` (``leakage.Split``s of ``loaded``), and,
+    """Statistics of ``text`` and ``images`` (``leak_report.Split``s of ``loaded``), and,
     with ``counts``, every data entry's record count and digest against the manifest.
     ``counted``: the statistics a pass over the splits already counted (without
     tokens; ``stats.Collector``), used for the splits it holds when no tokenizer is

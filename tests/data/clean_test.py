@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ftmanifest.data import leakage
+from ftmanifest.data import leak_report, leakage
 from ftmanifest.data.check import check_data
 from ftmanifest.data.clean import fingerprint, write_clean
 from ftmanifest.errors import InputError
@@ -94,7 +94,7 @@ def test_check_refuses_a_training_file_written_during_the_check(
     manifest.write_text(MANIFEST.format(ext="jsonl", sealed="false"))
     real = leakage.check_leakage
 
-    def check_then_write(*args: object, **kw: object) -> leakage.LeakageReport:
+    def check_then_write(*args: object, **kw: object) -> leak_report.LeakageReport:
         report = real(*args, **kw)  # type: ignore[arg-type]
         with open(tmp_path / "train.jsonl", "ab") as f:
             f.write(b'{"text": "appended meanwhile"}\n')

@@ -15,7 +15,7 @@ from PIL import Image
 
 from ftmanifest.data import images as images_mod
 from ftmanifest.data.images import check_images
-from ftmanifest.data.leakage import Split
+from ftmanifest.data.leak_report import Split
 from ftmanifest.manifest.data import LeakTolerance
 from tests.conftest import run_cli
 

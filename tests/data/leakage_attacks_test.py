@@ -16,7 +16,8 @@ import pytest
 from ftmanifest.cli import main
 from ftmanifest.data import leakage
 from ftmanifest.data.check import check_data
-from ftmanifest.data.leakage import Split, check_leakage
+from ftmanifest.data.leak_report import Split
+from ftmanifest.data.leakage import check_leakage
 from ftmanifest.data.text import NUM_PERM, normalise, record_text, task_text
 from ftmanifest.recordio import iter_records
 from tests.data.leakage_test import WORDS, pair, sentence, write_jsonl

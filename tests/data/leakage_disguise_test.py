@@ -18,7 +18,8 @@ import pytest
 
 from ftmanifest.data import contain
 from ftmanifest.data.clean import write_clean
-from ftmanifest.data.leakage import Split, check_leakage
+from ftmanifest.data.leak_report import Split
+from ftmanifest.data.leakage import check_leakage
 from ftmanifest.data.text import input_pieces, normalise
 from ftmanifest.recordio import iter_records
 from tests.data.leakage_test import pair, sentence, write_jsonl

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from ftmanifest.data.check import check_data
 from ftmanifest.data.clean import write_clean
-from ftmanifest.data.leakage import Split, check_leakage
+from ftmanifest.data.leak_report import Split
+from ftmanifest.data.leakage import check_leakage
 from ftmanifest.data.text import normalise, record_text
 from ftmanifest.errors import InputError, UsageError
 from tests.conftest import run_cli

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from ftmanifest.data import contain, leakage, stats
-from ftmanifest.data.leakage import Split, check_leakage
+from ftmanifest.data import contain, leak_report, leakage, stats
+from ftmanifest.data.leak_report import Split
+from ftmanifest.data.leakage import check_leakage
 from ftmanifest.data.text import input_pieces, normalise, record_text
 from tests.data.leakage_disguise_test import DISGUISES, ITEM, _realistic, chat
 from tests.data.leakage_test import write_jsonl
@@ -39,7 +40,7 @@ def _data(root: Path, rng: random.Random) -> list[Split]:
     ]
 
 
-def _seen(report: leakage.LeakageReport) -> Any:
+def _seen(report: leak_report.LeakageReport) -> Any:
     return (
         report.leaking,
         [(p.a, p.b, p.exact, p.near, p.examples, p.refused) for p in report.pairs],

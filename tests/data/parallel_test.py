@@ -11,7 +11,8 @@ import pytest
 
 from ftmanifest.cli.data import _payload
 from ftmanifest.data import chunks, parallel
-from ftmanifest.data.leakage import Split, check_leakage
+from ftmanifest.data.leak_report import Split
+from ftmanifest.data.leakage import check_leakage
 from ftmanifest.errors import InputError
 from ftmanifest.recordio import iter_records
 from tests.conftest import run_cli

@@ -13,7 +13,7 @@ import pytest
 
 from ftmanifest.cli import main
 from ftmanifest.data import sample as s
-from ftmanifest.data.leakage import Split
+from ftmanifest.data.leak_report import Split
 
 CATS = ("billing", "shipping", "returns")
 TEMPLATE = (

@@ -15,7 +15,8 @@ import pytest
 
 from ftmanifest.data import chunks, parallel, ranks
 from ftmanifest.data.check import check_data
-from ftmanifest.data.leakage import Split, check_leakage
+from ftmanifest.data.leak_report import Split
+from ftmanifest.data.leakage import check_leakage
 from ftmanifest.data.shards import shard_names
 from ftmanifest.errors import InputError, UsageError
 from tests.conftest import run_cli

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ftmanifest.data.categories import DEFAULT_MINIMUM, MAX_MINIMUM, minimum
-from ftmanifest.data.leakage import Split
+from ftmanifest.data.leak_report import Split
 from ftmanifest.data.stats import MAX_LABEL, Histogram, collect, label_of
 from ftmanifest.manifest import load_manifest
 from tests.conftest import run_cli
