@@ -39,11 +39,11 @@ def test_a_model_of_ten_thousand_files_locks_and_loads_back(tmp_path: Path) -> N
 def test_lock_refuses_what_the_loader_would_refuse_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ftmanifest.manifest import load
+    from ftmanifest.manifest import yaml_syntax
 
     manifest = _example(tmp_path, 300)
     before = manifest.read_bytes()
-    monkeypatch.setattr(load, "MAX_NODES", 600)  # a folder too large for the loader
+    monkeypatch.setattr(yaml_syntax, "MAX_NODES", 600)  # a folder too large for the loader
     with pytest.raises(InputError) as caught:
         lock_manifest(manifest, allow_outside=True)
     err = caught.value
