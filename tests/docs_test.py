@@ -54,7 +54,7 @@ def test_generated_reference_pages_are_current() -> None:
 def test_the_reference_covers_every_command_and_rule() -> None:
     from ftmanifest.cli import COMMANDS
     from ftmanifest.cli.reference import pages
-    from ftmanifest.lint import RULES
+    from ftmanifest.manifest.lint_rules import RULES
 
     generated = {rel.as_posix(): text for rel, text in pages().items()}
     assert {f"docs/reference/cli/{name}.md" for name in COMMANDS} <= set(generated)

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ftmanifest.lint import RULES, lint_document
+from ftmanifest.lint import lint_document
 from ftmanifest.manifest import load_document
+from ftmanifest.manifest.lint_rules import RULES
 from tests.conftest import CLF
 
 Data = dict[str, Any]

@@ -52,7 +52,8 @@ def manifest_page() -> str:
 
 
 def lint_page() -> str:
-    from ftmanifest.lint import FILL_RULES, RULES, VARIANT_RULES
+    from ftmanifest.lint import FILL_RULES, VARIANT_RULES
+    from ftmanifest.manifest.lint_rules import RULES
 
     rows = [("FTM000", "the file reads, parses and matches the schema (exit 2 otherwise)")]
     rows += [(rule.id, rule.title) for rule in RULES.values()]
