@@ -10,7 +10,8 @@ import pytest
 
 from ftmanifest.manifest import load_manifest
 from ftmanifest.snapshot import FileState, ModelState
-from ftmanifest.verify.drift import GIB, compare
+from ftmanifest.verify.drift import compare
+from ftmanifest.verify.drift_env import GIB
 from ftmanifest.verify.environment import from_probe
 from ftmanifest.verify.observe import Observed
 from tests.conftest import CLF, EXTRACT

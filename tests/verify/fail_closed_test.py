@@ -20,7 +20,8 @@ from ftmanifest.ledger.runrecord import read as read_records
 from ftmanifest.manifest import load_manifest
 from ftmanifest.manifest.model import Manifest
 from ftmanifest.verify import apply_acceptances, verify_manifest
-from ftmanifest.verify.drift import compare, exact_pin, same_version
+from ftmanifest.verify.drift import compare
+from ftmanifest.verify.drift_env import exact_pin, same_version
 from ftmanifest.verify.observe import observe_data
 from tests.conftest import CLF, ENV, git, run_cli, within
 from tests.verify.drift_test import _observed
