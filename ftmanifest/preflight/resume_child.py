@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 from ftmanifest.manifest import load_manifest
-from ftmanifest.preflight.checks import greedy, trainable_digest
 from ftmanifest.preflight.recipe import apply_hook, default_recipe
 from ftmanifest.preflight.steps import micro_batches, pad_id, train_step
+from ftmanifest.preflight.train_checks import greedy, trainable_digest
 from ftmanifest.seeding import seed_everything
 
 

@@ -23,10 +23,31 @@ from ftmanifest.errors import UsageError
 from ftmanifest.ledger import open_ledger
 from ftmanifest.manifest.environment import fingerprint
 from ftmanifest.manifest.identity import recipe_digest
-from ftmanifest.preflight.checks import CHECKS, Options, Row, State
+from ftmanifest.preflight.checks import Check, Options, Row, State, disk, stack, tokens
 from ftmanifest.preflight.recipe import apply_hook, default_recipe
+from ftmanifest.preflight.train_checks import (
+    determinism,
+    overfit,
+    resume,
+    step,
+    throughput,
+    update,
+)
 from ftmanifest.progress import live
 from ftmanifest.seeding import seed_everything
+
+# The checks in the order they run and report: the setup first, then those that train.
+CHECKS: dict[str, Check] = {
+    "stack": stack,
+    "disk": disk,
+    "tokens": tokens,
+    "step": step,
+    "update": update,
+    "overfit": overfit,
+    "resume": resume,
+    "determinism": determinism,
+    "throughput": throughput,
+}
 
 
 @dataclass
