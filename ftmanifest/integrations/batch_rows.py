@@ -97,7 +97,8 @@ class Pinned:
     """The pinned rows a traced dataset was read from (``trace.record["origins"]``)."""
 
     def __init__(self, origins: list[dict[str, Any]]) -> None:
-        from ftmanifest.integrations.datasets import _info, _split_table
+        from ftmanifest.integrations.data_trace import _split_table
+        from ftmanifest.integrations.datasets import _info
 
         self.tables: list[Any] = []
         self.label = ", ".join(f"{e['field']} {e['name']!r} ({e['path']})"

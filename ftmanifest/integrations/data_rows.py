@@ -1,6 +1,6 @@
 """The rows a Trainer reads, against the pinned entries they were traced to.
 
-Layer: edges - edge (integrations).  Called by ``datasets.trace_dataset`` once a
+Layer: edges - edge (integrations).  Called by ``data_trace.trace_dataset`` once a
 ``datasets.Dataset`` is traced to pinned entries: tracing proves where its
 Arrow files came from, not that every pinned row is read.  ``.select``,
 ``.shuffle``, ``.filter`` and ``train_test_split`` leave the pinned Arrow files

@@ -563,8 +563,8 @@ class FtManifestCallback(TrainerCallback):
         return rows
 
     def _trace_data(self, dataloader: Any, report: VerifyReport) -> Any:
-        """The training dataset traced to pinned train entries (``integrations.datasets``)."""
-        from ftmanifest.integrations.datasets import trace_dataset
+        """The training dataset traced to pinned train entries (``integrations.data_trace``)."""
+        from ftmanifest.integrations.data_trace import trace_dataset
 
         dataset = getattr(dataloader, "dataset", None)
         trace = trace_dataset(
@@ -617,7 +617,7 @@ class FtManifestCallback(TrainerCallback):
             return  # one judgement per dataloader: the Trainer builds one per evaluation
         self._eval_loader = loader
         dataset = getattr(loader, "dataset", None)
-        from ftmanifest.integrations.datasets import trace_dataset
+        from ftmanifest.integrations.data_trace import trace_dataset
 
         trace = trace_dataset(
             dataset, self.manifest, "eval", allow_outside=bool(self.options["allow_outside"])

@@ -14,7 +14,8 @@ import datasets
 import pytest
 
 from ftmanifest.integrations.data_rows import RULE
-from ftmanifest.integrations.datasets import load_pinned_dataset, trace_dataset
+from ftmanifest.integrations.data_trace import trace_dataset
+from ftmanifest.integrations.datasets import load_pinned_dataset
 
 datasets.disable_progress_bars()
 pytestmark = pytest.mark.filterwarnings("ignore")

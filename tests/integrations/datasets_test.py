@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from ftmanifest.errors import EXIT_INPUT, EXIT_REFUSED, InputError, UsageError
+from ftmanifest.integrations.data_trace import trace_dataset
 from ftmanifest.integrations.datasets import (
     CACHE_RULE,
     DIGEST_RULE,
@@ -29,7 +30,6 @@ from ftmanifest.integrations.datasets import (
     DataDigestError,
     DataTrace,
     load_pinned_dataset,
-    trace_dataset,
 )
 from ftmanifest.statcache import cache_dir
 
