@@ -2,7 +2,9 @@
 
 Layer: edges - edge (integrations).  Importing this module imports transformers (the
 callback subclasses ``transformers.TrainerCallback``); nothing else in
-ftmanifest imports it.
+ftmanifest imports it.  The callback's start-of-run judgement is its base
+``guard_start.StartOfRun``, its run record and bindings ``guard_record.RunRecord``;
+the checks over the steps and the eval stay here.
 
     from ftmanifest.integrations.transformers import FtManifestCallback
 
@@ -52,7 +54,6 @@ checked against the job: world size, nodes, and the strategy the
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -60,22 +61,21 @@ from typing import TYPE_CHECKING, Any
 
 from transformers import TrainerCallback
 
-from ftmanifest.errors import InputError
 from ftmanifest.findings import Finding
-from ftmanifest.fsutil import atomic_write_text
-from ftmanifest.integrations import batches, model_origin
+from ftmanifest.integrations import batches
 from ftmanifest.integrations.builders import (
     dpo_config,
     lora_config,
     sft_config,
     training_arguments,
 )
-from ftmanifest.integrations.pinned import compare_weights, load_pinned
+from ftmanifest.integrations.guard_record import RunRecord
+from ftmanifest.integrations.guard_start import StartOfRun, trainer_job
+from ftmanifest.integrations.pinned import load_pinned
 from ftmanifest.ledger import runrecord
 from ftmanifest.ledger.guardreport import report_guarded
 from ftmanifest.safe_text import escape
-from ftmanifest.verify import DriftError, VerifyReport, apply_acceptances, verify_manifest
-from ftmanifest.verify.guard import judge_this_interpreter
+from ftmanifest.verify import DriftError, VerifyReport, apply_acceptances
 
 if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
@@ -173,33 +173,7 @@ class RanksRefusedError(DriftRefusedError):
         return escape(self.message) + "".join(rows)
 
 
-def _class_name(obj: Any) -> str:
-    inner = getattr(obj, "optimizer", None) or getattr(obj, "scheduler", None) or obj
-    return f"{type(inner).__module__}.{type(inner).__qualname__}"
-
-
-def _job(args: TrainingArguments) -> Any:
-    """This process's place in a job of more than one process, or None."""
-    from ftmanifest.distributed.comm import Job, job_from_env
-
-    job = job_from_env()
-    if job is not None:
-        return job if job.world_size > 1 else None
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
-        return None
-    return Job(
-        rank=dist.get_rank(),
-        world_size=dist.get_world_size(),
-        local_rank=max(int(getattr(args, "local_rank", 0) or 0), 0),
-        local_world_size=dist.get_world_size(),
-        node_rank=0,
-        master="(initialised by the script)",
-    )
-
-
-class FtManifestCallback(TrainerCallback):
+class FtManifestCallback(StartOfRun, RunRecord, TrainerCallback):
     """Verify ``manifest`` when training begins; stop with ``DriftRefusedError`` on drift.
 
     The keyword options are those of ``ftmanifest.verify.verify_manifest``
@@ -271,7 +245,7 @@ class FtManifestCallback(TrainerCallback):
     ) -> None:
         started = runrecord.now()
         self._begin = (args, kw)
-        job = _job(args)
+        job = trainer_job(args)
         if job is None:
             report = self._verify(kw.get("model"), state)
             refusal: DriftRefusedError = DriftRefusedError(report)
@@ -389,30 +363,6 @@ class FtManifestCallback(TrainerCallback):
             warnings.warn(problem, stacklevel=3)
         return links
 
-    def _verify(self, model: Any, state: TrainerState, hasher: Any = None) -> VerifyReport:
-        """This process's verify, the model's origin rows included (``hasher``: the job's)."""
-        options = {k: v for k, v in self.options.items() if k != "accept"}
-        report = verify_manifest(self.manifest, hasher=hasher, **options)
-        from ftmanifest.probe.packages import TEST_VERSIONS, forced_versions
-
-        if forced_versions():  # loud: this run judges forced package versions (tests only)
-            report.warnings.append(f"TEST OVERRIDE ACTIVE: {TEST_VERSIONS} forces versions")
-            warnings.warn(report.warnings[-1], stacklevel=2)
-        # One acceptance pass over the verify rows and the model's, so an
-        # acceptance covers either and the unused ones are warned about once.
-        found = report.findings + self._trace(model, state, report) + self._trace_reference()
-        found += self._judge_recipe(model, state, report)
-        report.findings, report.accepted, unused = apply_acceptances(found, self.options["accept"])
-        report.warnings += unused
-        # This very process: imported modules, start-up files and variables, bytecode
-        # (rows no acceptance covers: the manifest allows code, not the script).
-        judged = judge_this_interpreter(
-            report, code_dir=self.options["code_dir"], use_cache=bool(self.options["use_cache"])
-        )
-        if judged is not None:
-            self.interpreter = {**judged.interpreter, "judged": dict(judged.judged)}
-        return report
-
     def _verify_ranks(
         self, job: Any, args: TrainingArguments, state: TrainerState, model: Any
     ) -> tuple[VerifyReport, DriftRefusedError]:
@@ -438,170 +388,6 @@ class FtManifestCallback(TrainerCallback):
             if fp.get("test_override") and fp["rank"] != job.rank:
                 report.warnings.append(f"rank {fp['rank']}: TEST OVERRIDE ACTIVE")
         return report, RanksRefusedError(report)
-
-    def _trace(self, model: Any, state: TrainerState, report: VerifyReport) -> list[Finding]:
-        """Rows refusing ``model`` when it is not the pinned snapshot's (``model_origin``)."""
-        if not self.trace_model:
-            self.origin = {"traced": False, "reason": "trace_model=False"}
-            report.warnings.append(
-                "model origin NOT traced (trace_model=False): the model being trained may "
-                "not be the snapshot the manifest pins"
-            )
-            return []
-        from ftmanifest.manifest import load_manifest
-
-        base = model_origin.unwrap_model(model)
-        name, commit = model_origin.name_and_commit(base)
-        pinned = model_origin.read_pinned(
-            load_manifest(self.manifest).manifest.model,
-            self.manifest,
-            allow_outside=bool(self.options["allow_outside"]),
-        )
-        origin = model_origin.read_origin(name, commit)
-        self.origin = {
-            "traced": True,
-            "name_or_path": name or None,
-            "commit_hash": commit,
-            "pinned": pinned.label(),
-            "weights_compared": 0,
-        }
-        rows = model_origin.judge_origin(origin, pinned)
-        if rows or pinned.folder is None:
-            return rows  # a missing snapshot is already a verify row
-        if state.global_step > 0:
-            report.warnings.append(
-                f"model weights not compared: resumed at step {state.global_step}, "
-                "they are the checkpoint's"
-            )
-            return rows
-        check = compare_weights(base, pinned.folder)
-        self.origin["weights_compared"] = check.compared
-        if check.compared == 0 and check.error is None:
-            report.warnings.append(
-                f"model weights not compared: no safetensors tensor of {pinned.label()} "
-                "matches a parameter of the model"
-            )
-        return model_origin.judge_weights(check, pinned)
-
-    def _trace_reference(self) -> list[Finding]:
-        """Rows refusing a preference trainer's reference model (``reference``)."""
-        from ftmanifest.integrations import reference
-        from ftmanifest.manifest import load_manifest
-
-        if not self.trace_model:
-            return []  # the run record says the models were not traced
-        trainer = reference.find_trainer(self)
-        manifest = load_manifest(self.manifest).manifest
-        pinned = model_origin.read_pinned(
-            manifest.model, self.manifest, allow_outside=bool(self.options["allow_outside"])
-        )
-        objective = manifest.training.objective
-        kind = objective.kind if objective is not None else None
-        record, rows = reference.judge_reference(trainer, trainer is not None, pinned, kind)
-        self.origin[reference.NAME] = record
-        return rows
-
-    def _judge_recipe(self, model: Any, state: TrainerState, report: VerifyReport) -> list[Finding]:
-        """Rows for what the Trainer will really run: arguments, objects, first batch, config."""
-        from ftmanifest.integrations import recipe, resume, runtime, start_state
-        from ftmanifest.manifest import load_manifest
-
-        if self._begin is None or report.loaded is None:
-            return []  # verify already refused the manifest itself
-        args, kw = self._begin
-        manifest = report.loaded.manifest
-        shown = str(self.manifest)
-        data, digest = recipe.effective_arguments(args)
-        check = recipe.judge_arguments(manifest, data, shown, recipe.argument_defaults(args))
-        rows = list(check.rows)
-        rows += runtime.judge_runtime(
-            manifest, shown, args=args, model=model, optimizer=kw.get("optimizer"),
-            max_steps=int(state.max_steps or 0),
-        )  # fmt: skip
-        size = manifest.training.micro_batch or int(args.per_device_train_batch_size)
-        batch, why = runtime.first_batch(kw.get("train_dataloader"), size)
-        rows += runtime.judge_batch(manifest, shown, batch, why)
-        if model is not None:
-            from ftmanifest.integrations.peft_model import judge_peft_model, resolved_peft
-
-            rows += judge_peft_model(model, manifest, shown, resumed=state.global_step > 0)
-            rows += self._judge_config(model, load_manifest(self.manifest).manifest, shown)
-        rows += start_state.judge_start(model, manifest, shown, resumed=state.global_step > 0,
-                                        dataloader=kw.get("train_dataloader"))  # fmt: skip
-        resumed, resume_record = resume.judge_resume(
-            resume.resume_folder(), int(state.global_step), report.manifest_digest, shown
-        )
-        rows += resumed
-        rows += self._judge_tokenizer(kw.get("processing_class") or kw.get("tokenizer"), shown)
-        rows += self._pin_schedule(manifest, shown, int(state.max_steps or 0))
-        traced = self._trace_data(kw.get("train_dataloader"), report)
-        rows += [f for f in traced.findings if f.severity == "error"]
-        optimizer, scheduler = kw.get("optimizer"), kw.get("lr_scheduler")
-        self.recipe = {
-            "arguments": data,
-            "arguments_digest": digest,
-            "objective": check.objective,
-            "optimizer": None if optimizer is None else _class_name(optimizer),
-            "lr_scheduler": None if scheduler is None else _class_name(scheduler),
-            "not_compared": check.not_compared,
-            "unpinned": check.unpinned,
-            "first_batch": {"judged": batch is not None, "why_not": why},
-            "data": traced.record,
-            "peft": resolved_peft(model) if model is not None else None,
-            "lr_schedule": self._schedule_record,
-            "tokenizer": self._tokenizer_record,
-            "resume": resume_record,
-        }
-        return rows
-
-    def _pin_schedule(self, manifest: Any, shown: str, total: int) -> list[Finding]:
-        """The pinned lr schedule the steps are held to (``integrations.schedule``)."""
-        from ftmanifest.integrations.schedule import pinned_schedule
-
-        self._schedule, rows, why = pinned_schedule(manifest, shown, total)
-        self._schedule_record = {"compared": self._schedule is not None, "why_not": why}
-        return rows
-
-    def _trace_data(self, dataloader: Any, report: VerifyReport) -> Any:
-        """The training dataset traced to pinned train entries (``integrations.data_trace``)."""
-        from ftmanifest.integrations.data_trace import trace_dataset
-
-        dataset = getattr(dataloader, "dataset", None)
-        trace = trace_dataset(
-            dataset, self.manifest, "train", allow_outside=bool(self.options["allow_outside"])
-        )
-        report.warnings += [
-            f"{f.field or 'data'}: {f.message}" for f in trace.findings if f.severity != "error"
-        ]
-        return trace
-
-    def _judge_config(self, model: Any, manifest: Any, shown: str) -> list[Finding]:
-        from ftmanifest.integrations.model_config import judge_config
-
-        pinned = model_origin.read_pinned(
-            manifest.model, self.manifest, allow_outside=bool(self.options["allow_outside"])
-        )
-        if pinned.folder is None:
-            return []  # a missing snapshot is already a verify row
-        return judge_config(model_origin.unwrap_model(model), pinned.folder, manifest, shown)
-
-    def _judge_tokenizer(self, processing_class: Any, shown: str) -> list[Finding]:
-        """The Trainer's tokenizer against the pinned snapshot's (``pinned_tokenizer``)."""
-        from ftmanifest.integrations.pinned_tokenizer import judge_tokenizer
-        from ftmanifest.manifest import load_manifest
-
-        if processing_class is None:
-            self._tokenizer_record = {"compared": False, "why_not": "no processing_class"}
-            return []
-        pinned = model_origin.read_pinned(
-            load_manifest(self.manifest).manifest.model,
-            self.manifest,
-            allow_outside=bool(self.options["allow_outside"]),
-        )
-        if pinned.folder is None:
-            return []  # a missing snapshot is already a verify row
-        self._tokenizer_record = {"compared": True, "why_not": None}
-        return judge_tokenizer(processing_class, pinned.folder, shown)
 
     def on_prediction_step(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -708,130 +494,3 @@ class FtManifestCallback(TrainerCallback):
             if self.record_path is not None:
                 self._write(self.record)
             self._append(self.record)
-
-    def bind(self, folder: str | Path) -> dict[str, Any]:
-        """Bind the adapter in ``folder`` to the manifest's base (signed with
-        ``bind_key``); returns what the run record keeps about it."""
-        from ftmanifest.adapter.bind import bind_adapter
-
-        folder = Path(folder)
-        if self.bind_key is None:
-            entry: dict[str, Any] = {
-                "path": str(folder),
-                "bound": False,
-                "reason": "no bind_key given to FtManifestCallback",
-            }
-            warnings.warn(
-                f"adapter {folder} not bound: pass bind_key= to FtManifestCallback, or run "
-                f"ftmanifest bind {folder} --manifest {self.manifest} --key KEY",
-                stacklevel=2,
-            )
-        else:
-            result = bind_adapter(
-                folder,
-                self.manifest,
-                self._key(),
-                use_cache=self.options["use_cache"],
-                allow_outside=self.options["allow_outside"],
-                key_path=self._key_path(),
-            )
-            entry = {
-                "path": str(folder),
-                "bound": True,
-                "base_tensor_digest": result.binding.base_tensor_digest,
-                "envelope": str(result.envelope_path),
-                "model_sig": str(result.model_sig) if result.model_sig else None,
-            }
-        self.bindings.append(entry)
-        self._record_late_binding(entry)
-        return entry
-
-    def _record_late_binding(self, entry: dict[str, Any]) -> None:
-        """After the run's end record, a binding goes to the run record file
-        and to the ledger as a ``bound`` record of the same attempt."""
-        if not self._ended_main or self.record is None:
-            return  # during training on_train_end records it; other ranks record nothing
-        self.record["adapter_bindings"] = list(self.bindings)
-        if self.record_path is not None:
-            self._write(self.record)
-        self._append(runrecord.bound_after(self.record, [entry]))
-
-    def _bind_if_adapter(self, folder: Path) -> None:
-        if self._export_folder() is None:
-            return  # the manifest exports no adapter: nothing to bind
-        if (folder / "adapter_config.json").is_file():
-            self.bind(folder)
-
-    def _export_folder(self) -> Path | None:
-        from ftmanifest.manifest import load_manifest
-
-        export = load_manifest(self.manifest).manifest.export
-        if export is None or export.kind != "adapter":
-            return None
-        return self.manifest.parent / export.path
-
-    def _key(self) -> PrivateKey:
-        from cryptography.hazmat.primitives.asymmetric.ec import EllipticCurvePrivateKey
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-        if isinstance(self.bind_key, (Ed25519PrivateKey, EllipticCurvePrivateKey)):
-            return self.bind_key
-        assert self.bind_key is not None  # the caller records an unbound adapter instead
-        from ftmanifest.signing.keys import load_private_key
-
-        return load_private_key(Path(self.bind_key))
-
-    def _key_path(self) -> Path | None:
-        """The key file ``bind_key`` names (model.sig is made from the file), or None."""
-        return Path(self.bind_key) if isinstance(self.bind_key, (str, Path)) else None
-
-    def _record(
-        self, report: VerifyReport, args: TrainingArguments, state: TrainerState, started: str
-    ) -> dict[str, Any]:
-        import os
-
-        from ftmanifest.ledger import new_attempt
-
-        return runrecord.build(
-            report,
-            status="started" if report.ok else "refused",
-            started_at=started,
-            attempt=os.environ.get(runrecord.ATTEMPT_ENV) or new_attempt(),
-            start_global_step=state.global_step,
-            final_global_step=None,
-            model_origin=dict(self.origin),
-            interpreter=dict(self.interpreter),
-            recipe=dict(self.recipe),
-            trainer={
-                "seed": args.seed,
-                "data_seed": args.data_seed,
-                "max_steps": state.max_steps,
-                "world_size": args.world_size,
-                "output_dir": args.output_dir,
-            },
-        )
-
-    def _append(self, record: Mapping[str, Any]) -> None:
-        """Add ``record`` to the run records beside the manifest (as ``verify`` and ``run`` do).
-
-        A drift accepted on purpose is never left unrecorded: if that record
-        cannot be written, training is refused.
-        """
-        try:
-            runrecord.append(self.manifest, record)
-        except OSError as exc:
-            where = runrecord.records_path(self.manifest)
-            if record.get("accepted"):
-                raise InputError(
-                    "cannot record the accepted drift",
-                    path=str(where),
-                    expected="a writable ledger folder (.ftmanifest/ledger)",
-                    observed=exc.strerror or str(exc),
-                    hint="make the manifest's folder writable, or fix the drift instead",
-                ) from None
-            warnings.warn(f"run record not written to {where}: {exc}", stacklevel=2)
-
-    def _write(self, record: Mapping[str, Any]) -> None:
-        assert self.record_path is not None
-        self.record_path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.record_path, json.dumps(record, indent=2, default=str) + "\n")
