@@ -19,7 +19,7 @@ from typing import Any
 from ftmanifest.adapter.base import pinned_folder
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 from ftmanifest.errors import EXIT_OK, InputError
-from ftmanifest.manifest import load_manifest
+from ftmanifest.manifest import LoadedManifest, load_manifest
 from ftmanifest.manifest.model import Manifest
 from ftmanifest.output import table, to_json
 from ftmanifest.preflight.estimate import (
@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def last_step(loaded: Any) -> Mapping[str, Any] | None:
+def last_step(loaded: LoadedManifest) -> Mapping[str, Any] | None:
     """The figures of the last passing preflight step of this recipe, from the
     ledger (``preflight.run.recorded_rows``); None without one."""
 

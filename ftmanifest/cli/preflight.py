@@ -22,7 +22,7 @@ from ftmanifest.cli._render import marked_tokens
 from ftmanifest.errors import UsageError
 from ftmanifest.fsutil import atomic_write_text, write_error
 from ftmanifest.ledger import open_ledger
-from ftmanifest.manifest import load_manifest
+from ftmanifest.manifest import LoadedManifest, load_manifest
 from ftmanifest.output import table, to_json
 from ftmanifest.preflight.checks import Options
 from ftmanifest.preflight.run import record, run_preflight, selected, stderr_say
@@ -138,7 +138,7 @@ def device_for(backend: str | None) -> str:
     return {"cuda": "cuda", "rocm": "cuda", "mps": "mps"}.get(str(backend or ""), "cpu")
 
 
-def _record(loaded: Any, result: Any, args: argparse.Namespace) -> str | None:
+def _record(loaded: LoadedManifest, result: Any, args: argparse.Namespace) -> str | None:
 
     probed = probe_all(Path(loaded.path).parent)
     env = from_probe(to_environment_fields(probed, packages=loaded.manifest.environment.packages))

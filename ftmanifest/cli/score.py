@@ -16,7 +16,7 @@ from typing import Any
 from ftmanifest.cli._args import add_format_argument, add_manifest_argument
 from ftmanifest.fsutil import atomic_write_text
 from ftmanifest.ledger.sealed import open_use, record_score
-from ftmanifest.manifest import load_manifest
+from ftmanifest.manifest import LoadedManifest, load_manifest
 from ftmanifest.manifest.canonical import sha256_digest
 from ftmanifest.output import note, table, to_json
 from ftmanifest.results.resultsfile import build_results, dumps
@@ -101,7 +101,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _consume_sealed_use(loaded: Any, args: argparse.Namespace, data: str, text: str) -> None:
+def _consume_sealed_use(
+    loaded: LoadedManifest, args: argparse.Namespace, data: str, text: str
+) -> None:
     """A sealed split is scored only against a use ``unseal`` recorded; this
     score consumes it (refused, nothing written, without one)."""
 

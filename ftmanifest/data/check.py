@@ -25,7 +25,7 @@ from ftmanifest.data.splits import image_splits_of, refuse_into_pinned, splits_o
 from ftmanifest.data.stats import Collector
 from ftmanifest.data.summary import DataSummary, summarise
 from ftmanifest.errors import UsageError
-from ftmanifest.manifest import load_manifest
+from ftmanifest.manifest import LoadedManifest, load_manifest
 from ftmanifest.progress import ProgressSink
 
 
@@ -110,7 +110,7 @@ def check_data(
     return DataCheck(report, summary, clean)
 
 
-def _pinned_records(loaded: Any, splits: Sequence[leak_report.Split]) -> int:
+def _pinned_records(loaded: LoadedManifest, splits: Sequence[leak_report.Split]) -> int:
     """The records the manifest pins for ``splits``, or 0 when it leaves one unpinned."""
     pinned = {entry.name: entry.records for entry in loaded.manifest.data}
     counts = [pinned.get(split.name) for split in splits]

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 from ftmanifest.checks import run_checks
 from ftmanifest.findings import Finding
+from ftmanifest.manifest import LoadedManifest
 from ftmanifest.verify.drift import DRIFT_CHECKS
 from ftmanifest.verify.observe import observe_data
 
 FIX = "restore the pinned data, or run `ftmanifest lock` to pin what is here after review"
 
 
-def count_findings(loaded: Any, *, allow_outside: bool = False) -> list[Finding]:
+def count_findings(loaded: LoadedManifest, *, allow_outside: bool = False) -> list[Finding]:
     """verify's data rows for ``loaded`` (a ``manifest.Loaded``), kind ``data``."""
     manifest = loaded.manifest
     seen = SimpleNamespace(

@@ -35,6 +35,7 @@ from ftmanifest.data.stats import label_of, split_records
 from ftmanifest.data.stats import load_tokenizer as load
 from ftmanifest.errors import FtManifestError, InputError
 from ftmanifest.hashing.files import hash_file
+from ftmanifest.manifest import LoadedManifest
 from ftmanifest.manifest.model import Manifest
 
 NO_CATEGORY = "(no category)"
@@ -192,7 +193,7 @@ def _pinned_tokenizer_drift(manifest: Manifest, folder: Path) -> str | None:
     return None
 
 
-def load_tokenizer(loaded: Any, *, allow_outside: bool = False) -> Tokenizer:
+def load_tokenizer(loaded: LoadedManifest, *, allow_outside: bool = False) -> Tokenizer:
     """The pinned model's tokenizer (``stats.load_tokenizer``: the local folder or hub
     cache, never the network), refused when a tokenizer file differs from its pin."""
     tok, where = load(loaded, allow_outside=allow_outside)

@@ -21,10 +21,11 @@ from ftmanifest.data.leak_report import ROLE_ORDER
 from ftmanifest.data.splits import refuse_into_pinned, splits_of
 from ftmanifest.data.trl_sft import sft_format
 from ftmanifest.errors import FtManifestError, UsageError
+from ftmanifest.manifest import LoadedManifest
 from ftmanifest.manifest.model import Manifest
 
 
-def _selected(loaded: Any, names: Sequence[str]) -> Any:
+def _selected(loaded: LoadedManifest, names: Sequence[str]) -> Any:
     """``loaded`` with only the data entries ``names`` names (every sampled one if none)."""
     entries = [d for d in loaded.manifest.data if d.role in ROLE_ORDER]
     there = [d.name for d in entries]
@@ -85,7 +86,7 @@ def preparation(manifest: Manifest) -> tuple[str | None, Callable[..., Any] | No
 
 
 def sample_payload(
-    loaded: Any,
+    loaded: LoadedManifest,
     *,
     per_category: int,
     splits: Sequence[str] = (),
@@ -154,7 +155,7 @@ def sample_payload(
     }
 
 
-def refuse_output(out: Path, loaded: Any, payload: dict[str, Any], flag: str) -> None:
+def refuse_output(out: Path, loaded: LoadedManifest, payload: dict[str, Any], flag: str) -> None:
     """The page (``flag``) must not replace the manifest or a data file it read, nor add a
     file to the pinned model's folder (that would be drift of the model)."""
     base = Path(loaded.path).parent

@@ -18,13 +18,14 @@ from ftmanifest.data.leak_report import ROLE_ORDER, Split
 from ftmanifest.data.shards import shard_names
 from ftmanifest.errors import InputError, InputNotFoundError, UsageError
 from ftmanifest.fsutil import resolve_inside
+from ftmanifest.manifest import LoadedManifest
 
 TEXT_FORMATS = frozenset({"jsonl", "json", "csv", "tsv", "parquet", "text"})
 IMAGES = "images"
 
 
 def splits_of(
-    loaded: Any, *, allow_outside: bool = False, fields: Sequence[str] = ()
+    loaded: LoadedManifest, *, allow_outside: bool = False, fields: Sequence[str] = ()
 ) -> list[Split]:
     """One ``Split`` per text data entry whose role is train, eval, baseline-eval or test."""
     base = Path(loaded.path).parent
@@ -51,7 +52,7 @@ def splits_of(
     return out
 
 
-def image_splits_of(loaded: Any, *, allow_outside: bool = False) -> list[Split]:
+def image_splits_of(loaded: LoadedManifest, *, allow_outside: bool = False) -> list[Split]:
     """One ``Split`` per ``format: images`` entry whose role is train, eval,
     baseline-eval or test (its path a folder; a missing one refused)."""
     base = Path(loaded.path).parent
@@ -94,7 +95,7 @@ def _located(base: Path, i: int, entry: Any, allow_outside: bool, *, folder: boo
     return path
 
 
-def _distinct(loaded: Any) -> None:
+def _distinct(loaded: LoadedManifest) -> None:
     names = [e.name for e in loaded.manifest.data if e.role in ROLE_ORDER]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -108,7 +109,9 @@ def _distinct(loaded: Any) -> None:
         )
 
 
-def refuse_into_pinned(out: Path, loaded: Any, flag: str, model: str | Path | None = None) -> None:
+def refuse_into_pinned(
+    out: Path, loaded: LoadedManifest, flag: str, model: str | Path | None = None
+) -> None:
     """Refuse an output (``flag``) inside a pinned folder: the model's (``model``, else
     the manifest's local ``model.path``) or a data entry that is a folder.  A new
     file there changes that folder's tree digest: the run would then drift."""

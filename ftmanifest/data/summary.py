@@ -17,6 +17,7 @@ from ftmanifest.data.images import ImageReport, check_images
 from ftmanifest.data.stats import SplitStats, collect, length_findings
 from ftmanifest.data.tokens import load_tokenizer
 from ftmanifest.findings import SEVERITY_ORDER, Finding
+from ftmanifest.manifest import LoadedManifest
 
 
 @dataclass
@@ -35,7 +36,7 @@ class DataSummary:
 
 
 def summarise(
-    loaded: Any,
+    loaded: LoadedManifest,
     text: Sequence[Any],
     images: Sequence[Any],
     *,

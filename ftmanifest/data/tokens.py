@@ -18,6 +18,7 @@ from ftmanifest.data.text import record_text
 from ftmanifest.errors import FtManifestError
 from ftmanifest.extras import install_line
 from ftmanifest.hashing.files import hash_file
+from ftmanifest.manifest import LoadedManifest
 from ftmanifest.manifest.model import Manifest
 
 TRANSFORMERS_MISSING = "transformers is not installed"  # the start of the why, when it is that
@@ -73,7 +74,7 @@ def count_tokens(value: Any, tokenizer: Any, fields: Sequence[str] = ()) -> int:
         return len(tokenizer(record_text(value, fields))["input_ids"])
 
 
-def load_tokenizer(loaded: Any, *, allow_outside: bool = False) -> tuple[Any, str]:
+def load_tokenizer(loaded: LoadedManifest, *, allow_outside: bool = False) -> tuple[Any, str]:
     """(the pinned model's tokenizer, where it came from), or (None, why not).
 
     Never downloads: ``model.path`` or the hub snapshot already in the cache,

@@ -16,6 +16,7 @@ from typing import Any
 
 from ftmanifest.errors import UsageError
 from ftmanifest.integrations.model_origin import WeightCheck, pinned_snapshot
+from ftmanifest.manifest import LoadedManifest
 from ftmanifest.manifest.renamed import renamed_keywords
 
 # A leading slice of each tensor is enough to tell other weights apart, and
@@ -85,7 +86,7 @@ def load_pinned(
     return model, tok
 
 
-def _apply_seeds(loaded: Any) -> None:
+def _apply_seeds(loaded: LoadedManifest) -> None:
     """The manifest's seeds, applied as the model is handed over: ``get_peft_model``
     right after initialises its LoRA weights from the pinned seeds, whatever the
     script drew before (three runs of one manifest ended at losses 1.63, 1.66 and

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ftmanifest.errors import InputError
+from ftmanifest.manifest import LoadedManifest
 from ftmanifest.manifest.model import Manifest
 from ftmanifest.preflight.recipe import default_recipe
 from ftmanifest.preflight.run import recorded_rows
@@ -153,13 +154,13 @@ def make_plan(manifest: Manifest, days: float, f: Figures, a: Assumptions | None
 # -- the edge: reading the figures ----------------------------------------------
 
 
-def last_preflight(loaded: Any, ledger: Any) -> dict[str, Any] | None:
+def last_preflight(loaded: LoadedManifest, ledger: Any) -> dict[str, Any] | None:
     """The newest preflight of this recipe whose throughput row passed."""
     found = [r for r in recorded_rows(loaded, ledger) if r.get("throughput", {}).get("ok")]
     return {**found[-1]["_record"], "by_name": found[-1]} if found else None
 
 
-def inputs(loaded: Any, *, tokens_per_second: float | None, ledger: Any) -> Figures:
+def inputs(loaded: LoadedManifest, *, tokens_per_second: float | None, ledger: Any) -> Figures:
     from pathlib import Path
 
     record = last_preflight(loaded, ledger)

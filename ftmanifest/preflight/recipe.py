@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ftmanifest.errors import InputError, UsageError
+from ftmanifest.manifest import LoadedManifest
 from ftmanifest.manifest.model import Manifest
 from ftmanifest.recordio import iter_records
 from ftmanifest.seeding import seed_everything
@@ -251,7 +252,7 @@ def default_load(folder: Path, recipe: Recipe) -> tuple[Any, Any]:
 # -- building ----------------------------------------------------------------
 
 
-def model_folder(loaded: Any, *, allow_outside: bool = False) -> Path:
+def model_folder(loaded: LoadedManifest, *, allow_outside: bool = False) -> Path:
     """The pinned model's folder here (a missing one is an error naming the fix)."""
     from ftmanifest.adapter.base import from_manifest
 
@@ -259,7 +260,7 @@ def model_folder(loaded: Any, *, allow_outside: bool = False) -> Path:
     return Path(base.folder)
 
 
-def train_records(loaded: Any, limit: int = 2000) -> list[tuple[int, Any]]:
+def train_records(loaded: LoadedManifest, limit: int = 2000) -> list[tuple[int, Any]]:
     entries = [d for d in loaded.manifest.data if d.role == "train"]
     if not entries:
         raise InputError(
@@ -279,7 +280,7 @@ def train_records(loaded: Any, limit: int = 2000) -> list[tuple[int, Any]]:
     return out
 
 
-def default_recipe(loaded: Any, *, allow_outside: bool = False) -> Recipe:
+def default_recipe(loaded: LoadedManifest, *, allow_outside: bool = False) -> Recipe:
     from transformers import AutoTokenizer
 
     m = loaded.manifest

@@ -21,6 +21,7 @@ from typing import Any
 import ftmanifest
 from ftmanifest.errors import UsageError
 from ftmanifest.ledger import open_ledger
+from ftmanifest.manifest import LoadedManifest
 from ftmanifest.manifest.environment import fingerprint
 from ftmanifest.manifest.identity import recipe_digest
 from ftmanifest.preflight.checks import Check, Options, Row, State, disk, stack, tokens
@@ -74,7 +75,7 @@ def selected(only: Sequence[str]) -> list[str]:
 
 
 def run_preflight(
-    loaded: Any,
+    loaded: LoadedManifest,
     *,
     only: Sequence[str] = (),
     options: Options | None = None,
@@ -112,7 +113,7 @@ def run_preflight(
     return out
 
 
-def record(loaded: Any, result: Preflight, environment: Any) -> dict[str, Any]:
+def record(loaded: LoadedManifest, result: Preflight, environment: Any) -> dict[str, Any]:
     """The ledger record of a preflight run."""
     backend = environment.backend if environment is not None else None
     return {
@@ -155,7 +156,7 @@ def stderr_say(text: str) -> None:
         sys.stderr.flush()
 
 
-def recorded_rows(loaded: Any, ledger: Any = None) -> list[dict[str, dict[str, Any]]]:
+def recorded_rows(loaded: LoadedManifest, ledger: Any = None) -> list[dict[str, dict[str, Any]]]:
     """The rows (name -> row) of every preflight of this recipe in the ledger,
     oldest first: what ``plan`` and ``estimate`` take their measurements from."""
     digest = recipe_digest(loaded)
