@@ -33,9 +33,10 @@ demo: $(VENV)/.installed-demo
 	$(PY) -m compileall -q ftmanifest
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m tests.support.demorun
 
+# The slowest tests are listed at the end of every run: the suite's time is a target.
 test: $(VENV)/.installed-test
 	$(PY) -m compileall -q ftmanifest
-	$(PY) -m pytest -n $(JOBS) -q
+	$(PY) -m pytest -n $(JOBS) -q --durations=30
 
 bench: $(VENV)/.installed-test
 	@failed=0; for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || failed=1; done; exit $$failed
