@@ -18,7 +18,7 @@ from ftmanifest.scan.artifacts.binary import scan_binary
 from ftmanifest.scan.artifacts.safetensors import check_safetensors
 from ftmanifest.scan.artifacts.sniff import detect_format
 
-TOKEN = "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ01234567"
+TOKEN = "hf_" + "Kq8WJrlnHiKb7KDSPDTEosxWSWpmL29zMG"  # random: typed runs are placeholders
 
 
 def _real(tmp_path: Path, metadata: dict[str, str] | None = None) -> Path:

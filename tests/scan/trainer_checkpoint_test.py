@@ -19,7 +19,7 @@ from ftmanifest.findings import Finding
 from ftmanifest.scan.artifacts.binary import BINARY_FORMATS, scan_binary
 from ftmanifest.scan.artifacts.sniff import detect_format
 
-TOKEN = "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNm01234567"
+TOKEN = "hf_" + "upA9Z0bLxxnf6CwiSQZmwKxLkSOCdOXRw9"  # random: typed runs are placeholders
 
 
 def _scan(path: Path) -> list[Finding]:
