@@ -10,7 +10,9 @@ negatives put the same words beside identifiers, digests and run ids.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import random
 import string
 import uuid
@@ -156,3 +158,31 @@ def test_hand_typed_and_masked_values_are_placeholders(engine: str) -> None:
     # control: the same places with a real-looking value are found
     assert _format_rules("ALGOLIA_API_KEY=q8w2e7r4t1y9u3i6o0p5a8s2d7f4g1h9\n", engine)
     assert _format_rules("curl -i -u 'deploy:Tr0ub4dor3x' https://api.example.com\n", engine)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_mask_after_a_whole_token_hides_nothing(engine: str) -> None:
+    r = random.Random(7)
+    hf = "hf_" + _s(r, 34)
+    slack = f"xoxb-{_s(r, 12, string.digits)}-{_s(r, 13, string.digits)}-{_s(r, 24)}"
+    exposed = [f"HF_TOKEN={hf}****\n", f"token: {slack}-####\n", f"slack: {slack}####\n"]
+    assert [line for line in exposed if not _format_rules(line, engine)] == []
+
+
+def _jwt(r: random.Random) -> str:
+    def part(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    head = part(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    body = part(json.dumps({"sub": _s(r, 8), "exp": 1999999999}).encode())
+    return f"{head}.{body}.{part(r.randbytes(32))}"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_token_at_the_end_of_a_sentence_is_found(engine: str) -> None:
+    r = random.Random(11)
+    jwt = _jwt(r)
+    ends = [f"the token is {jwt}.\n", f"token={jwt}...\n", f"see {jwt}. Then run it.\n"]
+    assert [line for line in ends if not _format_rules(line, engine)] == []
+    # control: a fourth dotted part makes a longer run, which is not this JWT
+    assert not [x for x in _format_rules(f"id {jwt}.{_s(r, 20)}\n", engine) if "jwt" in x]

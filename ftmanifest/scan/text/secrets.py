@@ -81,11 +81,21 @@ def token_boundary(buf: bytes, start: int, end: int, chars: bytes = b"") -> bool
     return before not in allowed and after not in allowed
 
 
+def masked(value: bytes, after: bytes) -> bool:
+    """``xoxp-572…-188-####``: the secret part replaced by a mask, so what shows is the
+    prefix and numeric ids.  A mask after a whole token, or after letters of its secret
+    part (``hf_…****``, ``xoxb-…-AbC…-####``), hides nothing: still a token."""
+    if after[:4] not in (b"####", b"****") or not value.endswith((b"-", b"_")):
+        return False
+    shown = value.split(b"-", 1)[1] if b"-" in value else value.split(b"_", 1)[-1]
+    return all(c in b"0123456789-_" for c in shown)
+
+
 def provider_token(m: Match, g: int) -> bool:
     """A token with a provider prefix: bounded by non-token chars, not a placeholder,
-    and not masked (``xoxp-…-####``: the rest is hidden)."""
+    and not masked (``masked``)."""
     value, buf, start, end = m.group(g), m.string, m.start(g), m.end(g)
-    if buf[end : end + 4] in (b"####", b"****"):
+    if masked(value, buf[end : end + 4]):
         return False
     return token_boundary(buf, start, end, b"_-") and not is_placeholder(value)
 
@@ -165,7 +175,14 @@ def openai_key(m: Match, g: int) -> bool:
 def jwt(m: Match, g: int) -> bool:
     """Three base64url parts whose header decodes to JSON with ``alg``."""
     value, buf, start, end = m.group(g), m.string, m.start(g), m.end(g)
-    if not token_boundary(buf, start, end, b"_-."):
+    # Full stops that end a sentence (``… is eyJ….``, ``eyJ…...``) bound the token;
+    # dots followed by more of the alphabet are a longer dotted run.
+    stop = end
+    while buf[stop : stop + 1] == b".":
+        stop += 1
+    if stop > end and not token_boundary(buf, stop, stop, b"_-"):
+        stop = end
+    if not token_boundary(buf, start, stop, b"_-."):
         return False
     head = value.split(b".", 1)[0]
     try:
