@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ftmanifest.findings import Finding
 from ftmanifest.hashing.digests import FileDigest
 from ftmanifest.manifest.patterns import normalize_name
+from ftmanifest.verify.drift_row import row
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -40,21 +41,6 @@ _ALLOW_FIX = (
     "or, to run it unjudged on purpose, add its folder to environment.interpreter.allow_paths "
     "and sign again"
 )
-
-
-def _row(
-    rule: str, loc: Loc, message: str, path: str | None, expected: str, observed: str, hint: str
-) -> Finding:
-    return Finding.at(
-        loc,
-        kind="drift",
-        rule=rule,
-        message=message,
-        path=path,
-        expected=expected,
-        observed=observed,
-        hint=hint,
-    )
 
 
 def _named(names: list[str]) -> str:
@@ -88,77 +74,77 @@ def recorded_file(
     if recorded.digest is not None and recorded.digest == have:
         return None
     want = recorded.digest or recorded.problem or "a sha256 (RECORD gives none)"
-    return _row(
+    return row(
         "drift.module-record",
         package_loc(manifest, dist.name),
         f"installed file of {label} is not the file its RECORD lists (module {_named(names)})",
-        path,
         f"{want} (RECORD of {label})",
         have,
         f"reinstall it: {reinstall(dist)}",
+        path=path,
     )
 
 
 def unrecorded(path: str, names: list[str], folder: str | None) -> Finding:
-    return _row(
+    return row(
         "drift.module-unrecorded",
         ALLOW,
         f"module {_named(names)} runs from a file no installed distribution's RECORD lists",
-        path,
         f"a file listed in the RECORD of a distribution in {folder}",
         "listed by no RECORD",
         "remove it, or reinstall the package it should belong to; " + _ALLOW_FIX,
+        path=path,
     )
 
 
 def unjudged(path: str, names: list[str], words: str) -> Finding:
-    return _row(
+    return row(
         "drift.module-unjudged",
         ALLOW,
         f"module {_named(names)} runs from a file the manifest does not pin",
-        path,
         "the pinned repository's files, an installed distribution's RECORD, the "
         "standard library, or environment.interpreter.allow_paths",
         words,
         "commit it to the training repository and lock, or install it as a package; " + _ALLOW_FIX,
+        path=path,
     )
 
 
 def not_in_commit(path: str, names: list[str], rel: str, commit: str, words: str) -> Finding:
-    return _row(
+    return row(
         "drift.module-untracked",
         CODE,
         f"module {_named(names)} runs from {rel}, which the pinned commit does not have ({words})",
-        path,
         f"a file of commit {commit[:12]}",
         f"{words} file",
         f"commit {rel} (git add -f if it is ignored) and run ftmanifest lock, or stop importing it",
+        path=path,
     )
 
 
 def repo_changed(
     path: str, names: list[str], rel: str, commit: str, want: str, have: str
 ) -> Finding:
-    return _row(
+    return row(
         "drift.module-code",
         CODE,
         f"module {_named(names)} runs from {rel}, whose content is not the pinned commit's",
-        path,
         f"blob {want} (commit {commit[:12]})",
         f"blob {have}",
         f"git checkout {commit[:12]} -- {rel}, or commit the change and lock again",
+        path=path,
     )
 
 
 def customize(name: str, path: str, words: str) -> Finding:
-    return _row(
+    return row(
         "drift.sitecustomize",
         ALLOW,
         f"{name} runs at every interpreter start from a file the manifest does not pin",
-        path,
         f"no {name}, or one from an installed distribution's RECORD or the pinned repository",
         words,
         f"remove {path} (or the PYTHONPATH entry that finds it); " + _ALLOW_FIX,
+        path=path,
     )
 
 
@@ -168,14 +154,14 @@ def bytecode(pyc: str, source: str, why: str, where: Where, manifest: Manifest) 
         loc = package_loc(manifest, where.recorded.distribution.name)
     elif where.rule == "repo":
         loc = CODE
-    return _row(
+    return row(
         "drift.bytecode",
         loc,
         f"the interpreter ran bytecode that is not the compilation of {source}",
-        pyc,
         f"the compilation of {source} (its header claims it is)",
         why,
         f"delete it (rm '{pyc}'): the interpreter compiles the source again",
+        path=pyc,
     )
 
 
@@ -195,68 +181,68 @@ def pth_problem(entry: Mapping[str, Any], where: Where) -> str | None:
 def pth(path: str, entry: Mapping[str, Any], problem: str) -> Finding:
     lines = entry.get("import_lines") or []
     runs = f"; site runs its line(s) {', '.join(map(str, lines))} as code" if lines else ""
-    return _row(
+    return row(
         "drift.pth",
         ALLOW,
         "a .pth file the interpreter processes at start-up is not an installed one" + runs,
-        path,
         "only .pth files listed, with their sha256, in an installed RECORD",
         problem,
         "remove it, or reinstall the package it belongs to; " + _ALLOW_FIX,
+        path=path,
     )
 
 
 def editable(dist: Distribution, manifest: Manifest) -> Finding:
     pins = manifest.environment.packages
     spec = next((v for k, v in pins.items() if normalize_name(k) == normalize_name(dist.name)), "")
-    return _row(
+    return row(
         "drift.editable",
         package_loc(manifest, dist.name),
         f"{dist.name} is an editable install of {dist.editable}: the manifest pins its "
         "version, not that folder's code",
-        dist.info,
         f"{dist.name}{spec} installed from a wheel (its files judged by its RECORD)",
         f"editable install of {dist.editable} (version {dist.version})",
         f"{reinstall(dist)}; or make the package part of the training repository",
+        path=dist.info,
     )
 
 
 def variable(name: str, value: str, when: str, pinned: str | None) -> Finding:
     at = "when the interpreter started" if when == "startup" else "in the process now"
-    return _row(
+    return row(
         "drift.startup-variable",
         ("environment", "env_vars", name),
         f"{name} is set {at}; it changes which code runs and the manifest does not pin this value",
-        None,
         "unset" if pinned is None else f"{pinned!r} (pinned)",
         repr(value),
         f"unset {name} before starting Python, or pin it: environment.env_vars: "
         f"{{{name}: {value!r}}} and sign again",
+        path=None,
     )
 
 
 def preload_file(path: str, libraries: list[str]) -> Finding:
-    return _row(
+    return row(
         "drift.ld-so-preload",
         ALLOW,
         "the dynamic loader preloads libraries into every process",
-        path,
         "no preloaded library, or allowed ones",
         ", ".join(libraries),
         f"remove them from {path}; " + _ALLOW_FIX,
+        path=path,
     )
 
 
 def foreign_executable(exe: str, homes: list[str]) -> Finding:
-    return _row(
+    return row(
         "drift.interpreter",
         ("environment", "python"),
         "the interpreter's standard library is not its own installation's "
         "(PYTHONHOME, or a moved prefix?)",
-        exe,
         f"an executable inside {' or '.join(homes)}",
         exe,
         "unset PYTHONHOME and start the venv's own python",
+        path=exe,
     )
 
 

@@ -33,6 +33,7 @@ from ftmanifest.hfcache import (
     modules_cache_path,
 )
 from ftmanifest.snapshot import CodeCopy, ModelState, observe_side
+from ftmanifest.verify.drift_row import row
 
 if TYPE_CHECKING:
     from ftmanifest.location import Loc
@@ -58,9 +59,9 @@ def side_rows(m: Manifest, model: ModelState, transformers: str | None) -> Itera
     yield from _legacy(model, transformers)
     yield from _markers(model, pinned)
     for copy in model.code:
-        row = _copy_row(copy, model, pinned)
-        if row is not None:
-            yield row
+        copied = _copy_row(copy, model, pinned)
+        if copied is not None:
+            yield copied
 
 
 def command_cache_rows(
@@ -89,7 +90,7 @@ def command_cache_rows(
     if not same_hub:
         theirs = hub_cache_path(environ)
         rows.append(
-            _row(
+            row(
                 CACHE_RULE,
                 ("model", "repo"),
                 "the command reads the model from another hub cache than verify hashed",
@@ -117,7 +118,7 @@ def imported_cache_rows(model: ModelState) -> list[Finding]:
     ):
         if theirs is not None and ours is not None and not _same(str(theirs), ours):
             rows.append(
-                _row(
+                row(
                     CACHE_RULE,
                     ("model", "repo"),
                     f"this process imported its {name} before the environment changed",
@@ -137,7 +138,7 @@ def _legacy(model: ModelState, transformers: str | None) -> Iterator[Finding]:
     name, value = model.legacy_cache
     if _same(value, model.cache_dir):
         return
-    yield _row(
+    yield row(
         CACHE_RULE,
         ("model", "repo"),
         f"{name} names another hub cache: transformers {transformers} loads the model "
@@ -154,7 +155,7 @@ def _markers(model: ModelState, pinned: Mapping[str, tuple[int, str | None]]) ->
     for rel in model.no_exist:
         marker = os.path.join(model.no_exist_dir or "", rel)
         index = pinned.get(rel, (None, None))[0]
-        yield _row(
+        yield row(
             NO_EXIST_RULE,
             ("model", "files", index) if index is not None else ("model", "files"),
             f"a .no_exist marker hides {rel}: loaded by repo id, the model loads without it",
@@ -173,7 +174,7 @@ def _copy_row(
     index = pinned.get(rel or "", (None, None))[0]
     loc: Loc = ("model", "files", index) if index is not None else ("model", "files")
     if copy.role == "shadow":
-        return _row(
+        return row(
             CODE_COPY_RULE,
             loc,
             f"{copy.path} is imported instead of the copy of {rel} in the modules cache",
@@ -185,7 +186,7 @@ def _copy_row(
     if copy.role == "init":
         if copy.error is None and copy.digest == EMPTY:
             return None
-        return _row(
+        return row(
             CODE_COPY_RULE,
             loc,
             f"{copy.path} is not empty: importing the model's remote code runs it",
@@ -202,7 +203,7 @@ def _copy_row(
     if copy.error is None and copy.digest == want:
         return None
     folder = os.path.dirname(copy.path)
-    return _row(
+    return row(
         CODE_COPY_RULE,
         loc,
         f"the copy of {rel} that transformers imports (trust_remote_code) is not the pinned file",
@@ -210,21 +211,6 @@ def _copy_row(
         copy.error or copy.digest,
         f"delete {folder} (transformers copies the pinned files there again)",
         path=copy.path,
-    )
-
-
-def _row(
-    rule: str, loc: Loc, message: str, expected: object, observed: object, hint: str, path: str
-) -> Finding:
-    return Finding.at(
-        loc,
-        kind="drift",
-        rule=rule,
-        message=message,
-        path=path,
-        expected=None if expected is None else str(expected),
-        observed=None if observed is None else str(observed),
-        hint=hint,
     )
 
 
