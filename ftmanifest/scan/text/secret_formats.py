@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from ftmanifest.scan.text import secrets as v
 from ftmanifest.scan.text.secret_compound import COMPOUND_RULES
+from ftmanifest.scan.text.secret_contexts import CONTEXT_RULES
 from ftmanifest.scan.text.secret_keyed import KEYED_RULES
 from ftmanifest.scan.text.secret_providers import PROVIDER_RULES
 from ftmanifest.scan.text.secret_providers_s_z import PROVIDER_RULES_S_Z
-from ftmanifest.scan.text.secret_rules import Rule
+from ftmanifest.scan.text.secret_rules import CURL_CMD, Rule
 from ftmanifest.scan.text.secret_shapes import UUID, keyed, prefixed
 
 _U1, _U2 = "41ca7b1b-8f80-4b8a-972c-d4f693295fc1", "b6848487-3c60-4639-a312-1ca32d7f5e2a"
@@ -255,25 +256,29 @@ FORMAT_RULES: tuple[Rule, ...] = (
             "secret.curl-auth-header",
             "secret",
             "a token in a curl command's Authorization (Bearer, Basic, token) or API-key header",
-            r"curl\s[^\n]{0,300}?(?:-H|--header)[\s=]{1,3}[\"']?"
-            r"(?:authorization:\s{0,3}(?:bearer|token|basic|apikey|api-key)?|x-api-key:|api-key:"
-            r"|private-token:|x-auth-token:|x-access-token:)\s{0,3}"
+            CURL_CMD + r"(?:-H|--header)[\s=]{1,3}[\"']?"
+            r"(?:authorization:\s{0,3}(?:bearer|token|basic|api-token|apikey|api-key|digest)?"
+            r"|(?![a-z\-]{0,12}[cx]srf)[a-z\-]{0,30}(?:api-?key|token):)\s{0,3}"
             r"([A-Za-z0-9_\-.~+/=:]{8,4000})",
             ("curl",),
             validator=v.header_token,
-            gate=r"curl\s[^\n]{0,300}(?:-H|--header)",
-            gate_len=320,
+            gate=r"(?:-H|--header)[\s=]{1,3}[\"']?(?:authorization|[a-z\-]{0,30}(?:api-?key|token)):",
+            gate_len=460,
             group=1,
-            fwd=4400,
+            fwd=4500,
             ignore_case=True,
             true_positives=(
                 f'curl -s -H "Authorization: Bearer {_A[:40]}" https://api.example.com/v1',
                 f"curl --header 'X-API-Key: {_A2[:32]}' https://api.example.com",
+                f'curl -X GET https://api.example.com/v1 \\\n  -H "Api-Token: {_A[:24]}"',
+                f"# curl -X POST \\\n#   -H 'Authorization: Basic {_A2[:40]}='",
             ),
             false_positives=(
                 'curl -H "Authorization: Bearer $TOKEN" https://api.example.com',
                 'curl -H "Authorization: Bearer <token>" https://api.example.com',
                 'curl -H "Content-Type: application/json" https://api.example.com',
+                f'curl https://api.example.com\n-H "Authorization: Bearer {_A[:40]}"',
+                f'curl -H "X-CSRF-Token: {_A[:40]}" https://api.example.com',
             ),
         ),
     )
@@ -281,4 +286,5 @@ FORMAT_RULES: tuple[Rule, ...] = (
     + PROVIDER_RULES_S_Z
     + KEYED_RULES
     + COMPOUND_RULES
+    + CONTEXT_RULES
 )

@@ -23,6 +23,10 @@ _REFUSED_LEADS = (
     *("$" + c for c in "abcdefghijklmnopqrstuvwxyz_"),
 )  # fmt: skip
 
+# A curl command up to an option: its line and the lines that continue it (``\``
+# at a line's end, a ``#`` on the next when the command is commented out).
+CURL_CMD = r"curl\s(?:[^\n\\]|\\[^\n]|\\\r?\n){0,400}?"
+
 SECRET_RULES: tuple[Rule, ...] = (
     Rule(
         "secret.aws-access-key-id",
@@ -206,14 +210,18 @@ SECRET_RULES: tuple[Rule, ...] = (
         "Slack token (xoxb-, xoxp-, ..., xoxe- refresh and config tokens)",
         r"(?:xoxe\.)?xox[abposre]-[0-9]{1,}-[0-9A-Za-z\-]{10,250}",
         ("xox",),
-        validator=v.provider_token,
+        validator=v.slack_token,
         fwd=270,
         true_positives=(
             "xoxb-980134110561-6701139124722-NlAZkeNncJgQyVerdKKhVz4N",
             "xoxe.xoxp-1-Mi0yLTQwMjIxMDYzMjgtNzQxNjM4NTk0NzQ0LTc0MTYzODU5NDg2MA",
             "xoxe-1-My0xLTQwMjIxMDYzMjgtNzQxNjM4NTk1MDk4LTQyYjQzNmRmNTc2ZGEx",
         ),
-        false_positives=("xoxb-your-token-here", "xoxo-hugs-and-kisses-forever"),
+        false_positives=(
+            "xoxb-your-token-here",
+            "xoxo-hugs-and-kisses-forever",
+            "xoxp-1234-5678-9012-8c4f1b2e9d7a3c6f5e0b4a1d2c3e9f7a",  # ids typed by hand
+        ),
     ),
     Rule(
         "secret.slack-app-token",
@@ -352,18 +360,28 @@ SECRET_RULES: tuple[Rule, ...] = (
         "secret.curl-user-password",
         "secret",
         "a password on a curl command line (-u/--user user:password)",
-        r"curl\s[^\n]{0,200}?(?:-u|--user)[\s=]{1,3}[\"']?[^\s:\"']{1,64}:([^\s\"']{4,128})",
+        CURL_CMD + r"(?:-u|--user)[\s=]{1,3}[\"']?\{?[^\s:\"'{}]{0,64}\}?[\"']?:[\"']?\{?"
+        r"([^\s\"'{}]{4,128})",
         ("curl",),
         validator=v.curl_password,
-        gate=r"curl\s[^\n]{0,200}(?:-u|--user)[\s=]{1,3}[\"']?[^\s:\"']{1,64}:[^\s\"']{4}",
-        gate_len=284,
+        gate=r"(?:-u|--user)[\s=]{1,3}[\"']?\{?[^\s:\"'{}]{0,64}\}?[\"']?:[\"']?\{?[^\s\"'{}]{4}",
+        gate_len=500,
         group=1,
-        fwd=420,
-        true_positives=("curl -s -u deploy:Tr0ub4dor3x https://ci.example.com/api",),
+        fwd=620,
+        true_positives=(
+            "curl -s -u deploy:Tr0ub4dor3x https://ci.example.com/api",
+            "curl -X POST https://ci.example.com/api \\\n  -u deploy:Tr0ub4dor3x",
+            'curl -u ":Tr0ub4dor3x" https://ci.example.com/api',
+            "curl --user deploy:'Tr0ub4dor3x' https://ci.example.com/api",
+            'curl --user "{deploy}":"{Tr0ub4dor3x}" https://ci.example.com/api',
+        ),
         false_positives=(
             "curl -u $USER:$PASSWORD https://api.example.com",
             "curl --user admin https://api.example.com",
             "curl -u user:password https://api.example.com",
+            'curl -u "${username}":"${password}" https://api.example.com',
+            "curl https://api.example.com\n-u deploy:Tr0ub4dor3x",
+            "curl -u <user:password> https://api.example.com",
         ),
     ),
     Rule(
@@ -476,6 +494,8 @@ SECRET_RULES: tuple[Rule, ...] = (
         true_positives=(
             'db_password = "oPeKKO1O4IUAAoBE"',
             '{"client_secret": "x9Q2mZ7vR4tL8wK1pN"}',
+            "ACCESS_KEY: Ab7eQG1w3",
+            "secretStoreVaultKey: ml-prod-4Xq1R902Kb",
         ),
         false_positives=(
             'password = "YOUR_PASSWORD"',
@@ -484,6 +504,8 @@ SECRET_RULES: tuple[Rule, ...] = (
             '"max_tokens": 4096',
             "token = ${HF_TOKEN}",
             "secret_sha = 3f786850e387550fdab836ed7e6dc881de23001b",
+            "ACCESS_KEY: AbCeFG123",  # an alphabet run and a digit run, typed
+            "secretStoreVault: ml-prod-4471902285",  # a resource's name
         ),
     ),
 )

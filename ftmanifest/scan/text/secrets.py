@@ -100,7 +100,7 @@ def provider_token(m: Match, g: int) -> bool:
     return token_boundary(buf, start, end, b"_-") and not is_placeholder(value)
 
 
-_WEAK_PASSWORDS = frozenset(
+WEAK_PASSWORDS = frozenset(
     b"password pass passwd secret changeme pwd token apikey api_key key".split()
 )
 
@@ -109,12 +109,26 @@ def curl_password(m: Match, g: int) -> bool:
     """``curl -u user:pass``: a password, not a variable, a placeholder (``<user:pass>``,
     ``[PASSWORD]``), the word itself or the user name again (``test:test``)."""
     value, buf = m.group(g), m.string
-    user = re.split(rb"[\s\"'=]", buf[m.start() : m.start(g) - 1])[-1]
-    if value.lower() in _WEAK_PASSWORDS or value.startswith((b"$", b"%", b"<", b"{", b"[")):
+    head = buf[m.start() : m.start(g)].rstrip(b"\"'{").rstrip(b":").rstrip(b"\"'}")
+    user = re.split(rb"[\s\"'={]", head)[-1]
+    if value.lower() in WEAK_PASSWORDS or value.startswith((b"$", b"%", b"<", b"{", b"[")):
         return False
     if value == user or user.startswith((b"<", b"[")) or value.endswith((b">", b"]")):
         return False
     return not is_placeholder(value)
+
+
+def slack_token(m: Match, g: int) -> bool:
+    """A Slack token whose numeric ids are Slack's: team, user and bot ids are long
+    digit runs (``xoxb-980134110561-…``); a run of six digits or fewer other than a
+    leading one-digit version (``xoxe-1-``, ``xoxa-2-``) was typed by hand."""
+    parts = m.group(g).split(b"-")[1:-1]
+    for i, part in enumerate(parts):
+        if not part.isdigit():
+            break
+        if len(part) <= 6 and not (i == 0 and len(part) == 1):
+            return False
+    return provider_token(m, g)
 
 
 def aws_key_id(m: Match, g: int) -> bool:
@@ -151,14 +165,36 @@ _ABOUT_WORDS = frozenset(b"name names length len size type count path file url".
 _SEEN_WORDS = frozenset(b"public publishable csrf xsrf".split())
 
 
+# A key naming where secrets are kept (``keyVaultToStoreSecrets``) holds the name of
+# that place: lower-case words and numbers joined by hyphens, as cloud resources are.
+_STORE_WORDS = frozenset(b"vault vaults store stores keystore keyring manager bucket".split())
+_RESOURCE = re.compile(rb"[a-z][a-z0-9]*(?:-[a-z0-9]+){2,}")
+_RUN_PART = re.compile(rb"[a-z]+|[0-9]+")
+
+
+def typed_run(value: bytes) -> bool:
+    """``AbCeFG123``, ``abc1234``: at most 16 characters, a run of letters in alphabet
+    order (skipping one at a time at most) and a run of digits in order, typed as an
+    example."""
+    low = value.lower()
+    parts = _RUN_PART.findall(low)
+    if len(value) > 16 or len(parts) > 2 or sum(map(len, parts)) != len(value):
+        return False
+    return all(b - a in (1, 2) for p in parts for a, b in zip(p, p[1:], strict=False))
+
+
 def generic_assignment(m: Match, g: int) -> bool:
     """``password = "..."``: the key must not be a tokenizer/count field, the name or
-    length of a secret, or a token meant to be public."""
+    length of a secret, a token meant to be public, or a place secrets are kept that
+    names a resource; the value must not be a typed run (``typed_run``)."""
     buf, start = m.string, m.start(g)
     if _TOKEN_KEY_EXCLUDE.search(buf, m.start(), start):
         return False
     words = [w.lower() for w in _WORD.findall(buf[m.start() : start])]
     if words and (words[-1] in _ABOUT_WORDS or _SEEN_WORDS.intersection(words)):
+        return False
+    value = m.group(g)
+    if typed_run(value) or (_STORE_WORDS.intersection(words) and _RESOURCE.fullmatch(value)):
         return False
     return high_entropy(m, g)
 

@@ -1,0 +1,194 @@
+"""Secret rules that read a credential from the file that holds it, not from its shape.
+
+Layer: judging rooms - pure core (scan rules).  Some credentials have no shape of
+their own and are known by where they sit:
+
+- a **Kubernetes Secret** manifest (``kind: Secret``): each value under ``data:`` is
+  a secret written in base64, which hides nothing; under ``stringData:`` the values
+  are the secrets in plain text.  A ConfigMap, an ``ExternalSecret`` or a
+  ``SopsSecret`` holds none, and an empty, templated (``{{ .Values.x }}``) or
+  placeholder value stays quiet;
+- a **NuGet.config** ``<packageSourceCredentials>`` entry ``ClearTextPassword``
+  (the ``Password`` entry is encrypted for one machine's user and is left alone);
+  ``%VAR%`` is an environment reference;
+- a **curl** ``-u KEY:`` whose user part is an API key and whose password is empty,
+  the form Stripe, Mailgun and others document.
+
+The YAML is not parsed: a value counts only where the document (between ``---``
+lines) that holds it says ``kind: Secret``.  Each rule is run on its own made-up
+examples by ``tests/scan/secret_formats_test.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+from ftmanifest.scan.text import secrets as v
+from ftmanifest.scan.text.rule import Rule
+from ftmanifest.scan.text.secret_rules import CURL_CMD
+
+# Entries of the map that are skipped before the one a rule reports: a comment, a
+# blank line, or ``key: value`` indented (a ``|`` block's lines are indented too).
+_SKIP = r"(?:[ \t]*(?:#[^\n]*)?\r?\n|[ \t]+[^\s#][^\n]*\n){0,40}?"
+_KEY = r"[ \t]+[\"']?[\w.\-]{1,253}[\"']?:[ \t]*"
+_BLOCK = r"(?:[|>][-+]?[ \t]*\r?\n[ \t]+)?"  # a ``|`` or ``>`` block scalar
+_KIND = re.compile(rb"^[ \t]*[\"']?kind[\"']?:[ \t]*[\"']?secret[\"']?[ \t]*\r?$", re.I | re.M)
+_DOC = re.compile(rb"^---", re.M)
+_CRED_KEY = r"(?:pass|pwd|token|secret|key|auth|cred|dsn|cert)"
+
+
+def _document(buf: bytes, at: int) -> bytes:
+    """The YAML document (between ``---`` lines) around ``at``, at most 64 KiB."""
+    lo = max(0, at - 65536)
+    starts = [d.start() for d in _DOC.finditer(buf, lo, at)]
+    start = starts[-1] if starts else lo
+    nxt = _DOC.search(buf, at, at + 65536)
+    return buf[start : nxt.start() if nxt else min(len(buf), at + 65536)]
+
+
+def _in_secret(m: v.Match) -> bool:
+    """The map starts a line (not ``metadata:``) in a document of ``kind: Secret``."""
+    buf, start = m.string, m.start()
+    if start > 0 and buf[start - 1] not in b" \t\n":
+        return False
+    return _KIND.search(_document(buf, start)) is not None
+
+
+def k8s_data(m: v.Match, g: int) -> bool:
+    """A ``data:`` value of a Secret: base64 of six bytes or more that is not a
+    placeholder once decoded.  A value of one short line is read as a password; a
+    longer one (a certificate, a docker config) counts whatever it says."""
+    value = m.group(g)
+    if not _in_secret(m):
+        return False
+    try:
+        decoded = base64.b64decode(value + b"=" * (-len(value) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    if len(decoded) < 6:
+        return False
+    if len(decoded) <= 40 and decoded.isascii() and b"\n" not in decoded.strip():
+        text = decoded.strip()
+        return text.lower() not in v.WEAK_PASSWORDS and not v.is_placeholder(text)
+    return True
+
+
+def k8s_string_data(m: v.Match, g: int) -> bool:
+    """A ``stringData:`` value of a Secret under a credential's key, in plain text."""
+    value = m.group(g)
+    if not _in_secret(m) or value.startswith((b"$", b"%", b"<", b"{", b"[")):
+        return False
+    return value.lower() not in v.WEAK_PASSWORDS and not v.is_placeholder(value)
+
+
+def nuget_password(m: v.Match, g: int) -> bool:
+    """A clear-text NuGet password: not ``%VAR%``, a placeholder or the word itself."""
+    value = m.group(g)
+    if value.startswith((b"%", b"$", b"<", b"{")) or value.lower() in v.WEAK_PASSWORDS:
+        return False
+    return not v.is_placeholder(value)
+
+
+def curl_user_key(m: v.Match, g: int) -> bool:
+    """``curl -u KEY:``: an API key as the user name, an empty password."""
+    return v.header_token(m, g)
+
+
+_B64 = "WWpKc2RtUkhiR2hpYmxKc1kyMDFhR0pETVRCaU1sWjFXVmhrY0dJeU9YbGFWelE5"
+_PW = "T2xkHq4vRzN8wPa3"
+_UK = "k7Vq2NwXe9PmR4tY6sLc"
+
+CONTEXT_RULES: tuple[Rule, ...] = (
+    Rule(
+        "secret.kubernetes-secret",
+        "secret",
+        "a value under data: in a Kubernetes Secret manifest (base64 hides nothing)",
+        r"data:[ \t]*\r?\n" + _SKIP + _KEY + _BLOCK + r"[\"']?([A-Za-z0-9+/]{8,8192}={0,2})[\"']?"
+        r"[ \t]*(?:#[^\n]*)?(?:\r?\n|$)",
+        ("data:",),
+        validator=k8s_data,
+        gate=r"data:[ \t]{0,20}\r?\n[ \t]",
+        gate_len=32,
+        group=1,
+        fwd=12000,
+        true_positives=(
+            f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ntype: Opaque\n"
+            f"data:\n  password: {base64.b64encode(_PW.encode()).decode()}\n",
+            f"apiVersion: v1\ndata:\n  user: YWRtaW4=\n  token: {_B64}\nkind: Secret\n",
+            f"kind: 'Secret'\ndata:\n  # the key\n  tls.key: |\n    {_B64}\n",
+        ),
+        false_positives=(
+            "apiVersion: v1\nkind: ConfigMap\ndata:\n  path: c2VjcmV0L2FwcC9rZXk=\n",
+            f"kind: Secret\nmetadata:\n  name: a\n---\nkind: ConfigMap\ndata:\n  blob: {_B64}\n",
+            'kind: Secret\ndata:\n  password: ""\n  token: {{ .Values.token | b64enc }}\n',
+            "kind: Secret\ndata:\n  password: Y2hhbmdlbWU=\n",  # changeme
+            f"kind: SopsSecret\nspec:\n  data:\n    token: {_B64}\n",
+            f"metadata:\n  annotations:\n    a: b\nmetadata:\n  x: {_B64}\nkind: Secret\n",
+        ),
+    ),
+    Rule(
+        "secret.kubernetes-secret-stringdata",
+        "secret",
+        "a plain-text value under stringData: in a Kubernetes Secret manifest",
+        r"stringData:[ \t]*\r?\n"
+        + _SKIP
+        + r"[ \t]+[\"']?[\w.\-]{0,120}"
+        + _CRED_KEY
+        + r"[\w.\-]{0,120}[\"']?:[ \t]*[\"']?([^\s\"'#][^\n\"']{4,254}[^\s\"'])[\"']?[ \t]*"
+        r"(?:\r?\n|$)",
+        ("stringdata:",),
+        validator=k8s_string_data,
+        group=1,
+        fwd=12000,
+        ignore_case=True,
+        true_positives=(
+            f"apiVersion: v1\nkind: Secret\nstringData:\n  host: db\n  DB_PASSWORD: {_PW}\n",
+        ),
+        false_positives=(
+            f"kind: ConfigMap\nstringData:\n  api_token: {_PW}\n",
+            'kind: Secret\nstringData:\n  password: "${DB_PASSWORD}"\n',
+            "kind: Secret\nstringData:\n  password: <your-password>\n",
+        ),
+    ),
+    Rule(
+        "secret.nuget-cleartext-password",
+        "secret",
+        "a NuGet.config package source password in clear text (ClearTextPassword)",
+        r"ClearTextPassword[\"'][ \t\r\n]{1,20}value=[\"']([^\"'\n]{6,256})[\"']",
+        ("cleartextpassword",),
+        validator=nuget_password,
+        group=1,
+        fwd=300,
+        ignore_case=True,
+        true_positives=(f'<add key="ClearTextPassword" value="{_PW}" />',),
+        false_positives=(
+            '<add key="ClearTextPassword" value="%NUGET_FEED_PASSWORD%" />',
+            '<add key="ClearTextPassword" value="xxxxxxxxxx" />',
+            '<add key="ClearTextPassword" value="abc" />',
+        ),
+    ),
+    Rule(
+        "secret.curl-user-key",
+        "secret",
+        "an API key as the user of a curl command, with an empty password (-u KEY:)",
+        CURL_CMD + r"(?:-u|--user)[\s=]{1,3}[\"']?"
+        r"([^\s:\"'$<{\[]{8,128}):(?:[\"']|\s|$)",
+        ("curl",),
+        validator=curl_user_key,
+        gate=r"(?:-u|--user)[\s=]{1,3}[\"']?[^\s:\"'$<{\[]{8,128}:",
+        gate_len=560,
+        group=1,
+        fwd=600,
+        true_positives=(
+            f"curl https://api.example.com/v1/charges -u {_UK}:",
+            f'curl -X POST --user "{_UK}:" https://api.example.com',
+        ),
+        false_positives=(
+            "curl -u $STRIPE_KEY: https://api.example.com",
+            "curl -u username: https://api.example.com",
+            f"curl -u deploy:{_PW} https://api.example.com",
+        ),
+    ),
+)
