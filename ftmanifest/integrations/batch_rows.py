@@ -193,7 +193,7 @@ class ContentGuard(TrainingForwardHook):
         if not self.training_forward(module):
             return None
         self.remove()  # the first training batch only: nothing per step after
-        ids = kwargs.get("input_ids", args[0] if args and torch.is_tensor(args[0]) else None)
+        ids: Any = kwargs.get("input_ids", args[0] if args and torch.is_tensor(args[0]) else None)
         rows = self.judge_dataset()
         if not rows and torch.is_tensor(ids) and ids.dim() == 2:
             rows = self.judge_batch(ids, kwargs.get("attention_mask"))

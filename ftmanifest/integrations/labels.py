@@ -62,14 +62,14 @@ class LabelGuard(TrainingForwardHook):
 
         if not self.training_forward(module):
             return None  # an evaluation's or a reference model's forward
-        ids = kwargs.get("input_ids", args[0] if args and torch.is_tensor(args[0]) else None)
-        labels = kwargs.get("labels")
+        ids: Any = kwargs.get("input_ids", args[0] if args and torch.is_tensor(args[0]) else None)
+        labels: Any = kwargs.get("labels")
         if not (torch.is_tensor(ids) and torch.is_tensor(labels)) or (
             ids.dim() != 2 or labels.shape != ids.shape
         ):
             self.state["not_judged"] += 1
             return None
-        mask = kwargs.get("attention_mask")
+        mask: Any = kwargs.get("attention_mask")
         if torch.is_tensor(mask) and mask.shape == ids.shape:
             first = mask.ne(0).int().argmax(dim=1, keepdim=True)
         else:

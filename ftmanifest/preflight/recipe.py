@@ -201,7 +201,7 @@ def default_build_model(recipe: Recipe) -> Any:
 
         config = LoraConfig(
             r=method.r,
-            lora_alpha=method.alpha,  # type: ignore[arg-type]  # peft says int; a float scales alike
+            lora_alpha=method.alpha,  # peft says int; a float scales alike
             lora_dropout=method.dropout,
             target_modules=method.target_modules,
             modules_to_save=method.modules_to_save or None,
