@@ -51,7 +51,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="check a candidate's results against the manifest's guards",
     )
     add_manifest_argument(p, kind=str)
-    p.add_argument("--baseline", required=True, metavar="B", help="the baseline's results file")
+    p.add_argument(
+        "--baseline",
+        required=True,
+        metavar="B",
+        help="the baseline to compare against: the baseline run's results file",
+    )
     p.add_argument("--candidate", required=True, metavar="C", help="the candidate's results file")
     p.add_argument(
         "--resamples", type=int, default=1000, help="paired bootstrap resamples (0: no intervals)"

@@ -70,8 +70,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or folders to scan")
     add_format_argument(p, sarif=True)
     p.add_argument("--baseline", type=Path, metavar="FILE",
-                   help="baseline of accepted findings, each bound to one file's content (JSON); "
-                   "matches are suppressed")  # fmt: skip
+                   help="the baseline to compare against: accepted findings, each bound to one "
+                   "file's content (JSON); matches are suppressed")  # fmt: skip
     p.add_argument("--write-baseline", type=Path, metavar="FILE",
                    help="write every current finding as accepted and exit 0")  # fmt: skip
     p.add_argument("--redact-to", type=Path, metavar="DIR",

@@ -27,7 +27,7 @@ MEANINGS: dict[str, tuple[str, str]] = {
     "--allow-outside": ("flag", "outside the manifest"),
     "--archive-passphrase": ("flag", "passphrase"),
     "--archive-passphrase-env": ("value", "passphrase"),
-    "--baseline": ("value", "baseline"),
+    "--baseline": ("value", "the baseline to compare against"),
     "--code": ("value", "training code folder"),
     "--distributed": ("flag", "under torchrun"),
     "--dry-run": ("flag", "nothing"),
