@@ -105,8 +105,11 @@ CONTEXT_RULES: tuple[Rule, ...] = (
         "secret.kubernetes-secret",
         "secret",
         "a value under data: in a Kubernetes Secret manifest (base64 hides nothing)",
-        r"data:[ \t]*\r?\n" + _SKIP + _KEY + _BLOCK + r"[\"']?([A-Za-z0-9+/]{8,8192}={0,2})[\"']?"
-        r"[ \t]*(?:#[^\n]*)?(?:\r?\n|$)",
+        r"data:[ \t]{0,20}\r?\n"
+        + _SKIP
+        + _KEY
+        + _BLOCK
+        + r"[\"']?([A-Za-z0-9+/]{8,8192}={0,2})[\"']?[ \t]*(?:#[^\n]*)?(?:\r?\n|$)",
         ("data:",),
         validator=k8s_data,
         gate=r"data:[ \t]{0,20}\r?\n[ \t]",
@@ -132,7 +135,7 @@ CONTEXT_RULES: tuple[Rule, ...] = (
         "secret.kubernetes-secret-stringdata",
         "secret",
         "a plain-text value under stringData: in a Kubernetes Secret manifest",
-        r"stringData:[ \t]*\r?\n"
+        r"stringData:[ \t]{0,20}\r?\n"
         + _SKIP
         + r"[ \t]+[\"']?[\w.\-]{0,120}"
         + _CRED_KEY
