@@ -15,9 +15,7 @@ more: ``recall_at`` (1 - (1 - s**rows)**bands; 0.9977 at 0.8).
 Splits are compared pairwise by role (train/eval/test; ``baseline-eval`` counts
 as eval) and each split with itself.  The per-record work (parsing, normalising,
 shingling, MinHash) runs on ``jobs`` processes (``ftmanifest.data.parallel``);
-the index and the verdict stay here, so the result does not depend on ``jobs``.  The
-earlier splits a later one is compared with are also pooled in one index (``pools``),
-so a training record is looked up once in test and eval together.
+the index and the verdict stay here, so the result does not depend on ``jobs``.
 The report and ``judge``, which applies the manifest's ``data_checks.tolerance``, are
 ``leak_report``'s.
 
@@ -51,7 +49,6 @@ from ftmanifest.data.leak_report import (
     pairs_of,
 )
 from ftmanifest.data.parallel import Workers
-from ftmanifest.data.pools import Pools
 from ftmanifest.data.shards import Marks, shard_path
 from ftmanifest.data.stats import Collector
 from ftmanifest.data.text import NUM_PERM, normalise, shingle_list
@@ -117,8 +114,6 @@ def check_leakage(
     order = sorted(splits, key=lambda s: ROLE_ORDER[s.role])
     exact: dict[str, dict[bytes, tuple[int, int]]] = {}
     lsh: dict[str, Any] = {}
-    make = functools.partial(RMinHashLSH, threshold=threshold, num_perm=NUM_PERM, num_bands=bands)
-    pools = Pools(partners, make)
     results = {(a.name, b.name): PairResult(a.name, b.name) for a, b in pairs}
     exact_matches: dict[tuple[str, str], list[Match]] = defaultdict(list)
     matched: dict[tuple[str, str], set[int]] = defaultdict(set)  # pair -> later records found
@@ -174,16 +169,15 @@ def check_leakage(
         with workers:
             source = workers if signer is None else signer
             seen: dict[bytes, tuple[int, int]] = {}
-            index = make()
+            index = RMinHashLSH(threshold=threshold, num_perm=NUM_PERM, num_bands=bands)
             n = empty = 0
             own = marks[split.name]
             read = source.signatures(split.path, split.format, split.fields, split.shards, own)
             name, store = split.name, split.name in indexed
             leaks = leaking[name] if split.kind == "train" else None
-            pooled = pools.members.get(name, ())  # earlier splits queried in one index
-            checks = [  # (other split, its exact hashes, the pair, its LSH index or None)
+            checks = [  # (other split, its exact hashes, the pair, its LSH index)
                 (other, seen if other == name else exact[other], (other, name),
-                 index if other == name else None if other in pooled else lsh[other])
+                 index if other == name else lsh[other])
                 for other in partners[name]
             ]  # fmt: skip
             for number, line, h, m in read:
@@ -209,15 +203,10 @@ def check_leakage(
                         exact_matches[key].append(Match("exact", a, b, 1.0))
                 if not repeat:
                     seen[h] = (number, line)
-                pool: dict[str, list[int]] | None = None
                 for other, _table, key, near in near_to:
                     if key in stopped:
                         continue
-                    if near is None:  # pooled: one query for all of them
-                        pool = pools.query(name, m) if pool is None else pool
-                        found = pool.get(other, [])
-                    else:
-                        found = near.query(m)
+                    found = near.query(m)
                     if not found:
                         continue
                     if kept[key] + len(found) > MAX_PAIRS:
@@ -227,19 +216,18 @@ def check_leakage(
                     candidates.update((other, k, name, number) for k in found)
                 if store and not repeat:  # a repeat's first copy stands in
                     index.insert(number, m)
-                    pools.insert(name, number, m)
             if n and empty == n:
                 raise _no_text(split, n)
             counts[split.name] = n
             without[split.name] = empty
             exact[split.name] = seen
-            if pools.alone(split.name):
+            if split.name in indexed:
                 lsh[split.name] = index
         if search is not None:
             hits += contain.hits_of(search, split.name, hosts)
     if deferred is not None:
         raise deferred
-    del exact, lsh, pools  # the indexes: not needed past here
+    del exact, lsh  # the indexes: not needed past here
     near, best = _verify(splits, candidates, threshold, examples, leaking, marks, matched)
     del candidates
     kinds = {s.name: s.kind for s in splits}
@@ -247,8 +235,8 @@ def check_leakage(
     for key, pair in results.items():
         pair.near = near.get(key, 0) + len(inside.get(key, []))
         pair.complete = key not in stopped
-        shown = exact_matches[key] + best.get(key, []) + inside.get(key, [])
-        pair.examples = sorted(shown, key=_rank)[:examples]
+        found = exact_matches[key] + best.get(key, []) + inside.get(key, [])
+        pair.examples = sorted(found, key=_rank)[:examples]
     excerpts = _excerpts(splits, [m for p in results.values() for m in p.examples], marks)
     report = LeakageReport(threshold, counts, list(results.values()), leaking, excerpts)
     report.without_text = without
