@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, _cli_env, run_cli, run_cli_forked
+from tests.conftest import ROOT, _cli_env, run_cli_forked
+from tests.conftest import run_cli_fresh as run_cli
 from tests.support import cli_fork
 
 
