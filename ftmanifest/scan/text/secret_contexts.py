@@ -11,8 +11,9 @@ their own and are known by where they sit:
 - a **NuGet.config** ``<packageSourceCredentials>`` entry ``ClearTextPassword``
   (the ``Password`` entry is encrypted for one machine's user and is left alone);
   ``%VAR%`` is an environment reference;
-- a **curl** ``-u KEY:`` whose user part is an API key and whose password is empty,
-  the form Stripe, Mailgun and others document.
+- a **curl** ``-u user:password`` (``CURL_USER_PASSWORD``, which keeps its place in
+  ``secret_rules.SECRET_RULES``), and a ``-u KEY:`` whose user part is an API key and
+  whose password is empty, the form Stripe, Mailgun and others document.
 
 The YAML is not parsed: a value counts only where the document (between ``---``
 lines) that holds it says ``kind: Secret``.  Each rule is run on its own made-up
@@ -27,7 +28,6 @@ import re
 
 from ftmanifest.scan.text import secrets as v
 from ftmanifest.scan.text.rule import Rule
-from ftmanifest.scan.text.secret_rules import CURL_CMD
 
 # Entries of the map that are skipped before the one a rule reports: a comment, a
 # blank line, or ``key: value`` indented (a ``|`` block's lines are indented too).
@@ -99,6 +99,41 @@ def curl_user_key(m: v.Match, g: int) -> bool:
 _B64 = "WWpKc2RtUkhiR2hpYmxKc1kyMDFhR0pETVRCaU1sWjFXVmhrY0dJeU9YbGFWelE5"
 _PW = "T2xkHq4vRzN8wPa3"
 _UK = "k7Vq2NwXe9PmR4tY6sLc"
+
+# A curl command up to an option: its line and the lines that continue it (``\``
+# at a line's end, a ``#`` on the next when the command is commented out).
+CURL_CMD = r"curl\s(?:[^\n\\]|\\[^\n]|\\\r?\n){0,400}?"
+
+# -u/--user user:password: found in SECRET_RULES' order, before the provider formats
+CURL_USER_PASSWORD = Rule(
+    "secret.curl-user-password",
+    "secret",
+    "a password on a curl command line (-u/--user user:password)",
+    CURL_CMD + r"(?:-u|--user)[\s=]{1,3}[\"']?\{?[^\s:\"'{}]{0,64}\}?[\"']?:[\"']?\{?"
+    r"([^\s\"'{}]{4,128})",
+    ("curl",),
+    validator=v.curl_password,
+    gate=r"(?:-u|--user)[\s=]{1,3}[\"']?\{?[^\s:\"'{}]{0,64}\}?[\"']?:[\"']?\{?[^\s\"'{}]{4}",
+    gate_len=500,
+    group=1,
+    fwd=620,
+    true_positives=(
+        "curl -s -u deploy:Tr0ub4dor3x https://ci.example.com/api",
+        "curl -X POST https://ci.example.com/api \\\n  -u deploy:Tr0ub4dor3x",
+        'curl -u ":Tr0ub4dor3x" https://ci.example.com/api',
+        "curl --user deploy:'Tr0ub4dor3x' https://ci.example.com/api",
+        'curl --user "{deploy}":"{Tr0ub4dor3x}" https://ci.example.com/api',
+    ),
+    false_positives=(
+        "curl -u $USER:$PASSWORD https://api.example.com",
+        "curl --user admin https://api.example.com",
+        "curl -u user:password https://api.example.com",
+        'curl -u "${username}":"${password}" https://api.example.com',
+        "curl https://api.example.com\n-u deploy:Tr0ub4dor3x",
+        "curl -u <user:password> https://api.example.com",
+    ),
+)
+
 
 CONTEXT_RULES: tuple[Rule, ...] = (
     Rule(

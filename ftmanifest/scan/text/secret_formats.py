@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from ftmanifest.scan.text import secrets as v
 from ftmanifest.scan.text.secret_compound import COMPOUND_RULES
-from ftmanifest.scan.text.secret_contexts import CONTEXT_RULES
+from ftmanifest.scan.text.secret_contexts import CONTEXT_RULES, CURL_CMD
 from ftmanifest.scan.text.secret_keyed import KEYED_RULES
 from ftmanifest.scan.text.secret_providers import PROVIDER_RULES
 from ftmanifest.scan.text.secret_providers_s_z import PROVIDER_RULES_S_Z
-from ftmanifest.scan.text.secret_rules import CURL_CMD, Rule
+from ftmanifest.scan.text.secret_rules import Rule
 from ftmanifest.scan.text.secret_shapes import UUID, keyed, prefixed
 
 _U1, _U2 = "41ca7b1b-8f80-4b8a-972c-d4f693295fc1", "b6848487-3c60-4639-a312-1ca32d7f5e2a"

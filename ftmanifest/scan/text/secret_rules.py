@@ -12,6 +12,7 @@ from __future__ import annotations
 from ftmanifest.scan.text import secrets as v
 from ftmanifest.scan.text.gates import not_led_by
 from ftmanifest.scan.text.rule import Rule as Rule  # re-exported: the rule modules import it here
+from ftmanifest.scan.text.secret_contexts import CURL_USER_PASSWORD
 
 _GEN_KEYS = r"(?:password|passwd|pwd|secret|token|api[_\-]?key|access[_\-]?key|auth[_\-]?key)"
 _VALUE_EXCLUDED = r"\s\"'`,;(){}\[\]<>\\"  # bytes a generic assignment's value stops at
@@ -22,10 +23,6 @@ _REFUSED_LEADS = (
     "os.environ", "os.getenv", "getenv", "process.env", "****", "your", "xxxx",
     *("$" + c for c in "abcdefghijklmnopqrstuvwxyz_"),
 )  # fmt: skip
-
-# A curl command up to an option: its line and the lines that continue it (``\``
-# at a line's end, a ``#`` on the next when the command is commented out).
-CURL_CMD = r"curl\s(?:[^\n\\]|\\[^\n]|\\\r?\n){0,400}?"
 
 SECRET_RULES: tuple[Rule, ...] = (
     Rule(
@@ -356,34 +353,7 @@ SECRET_RULES: tuple[Rule, ...] = (
         true_positives=('client_secret = "Zx48Q~kV2pL9mN3qR7sT1wY5bC8dF0gH4jK6nM"',),
         false_positives=("abc8Q~short", "Zx48Q~" + "x" * 32),
     ),
-    Rule(
-        "secret.curl-user-password",
-        "secret",
-        "a password on a curl command line (-u/--user user:password)",
-        CURL_CMD + r"(?:-u|--user)[\s=]{1,3}[\"']?\{?[^\s:\"'{}]{0,64}\}?[\"']?:[\"']?\{?"
-        r"([^\s\"'{}]{4,128})",
-        ("curl",),
-        validator=v.curl_password,
-        gate=r"(?:-u|--user)[\s=]{1,3}[\"']?\{?[^\s:\"'{}]{0,64}\}?[\"']?:[\"']?\{?[^\s\"'{}]{4}",
-        gate_len=500,
-        group=1,
-        fwd=620,
-        true_positives=(
-            "curl -s -u deploy:Tr0ub4dor3x https://ci.example.com/api",
-            "curl -X POST https://ci.example.com/api \\\n  -u deploy:Tr0ub4dor3x",
-            'curl -u ":Tr0ub4dor3x" https://ci.example.com/api',
-            "curl --user deploy:'Tr0ub4dor3x' https://ci.example.com/api",
-            'curl --user "{deploy}":"{Tr0ub4dor3x}" https://ci.example.com/api',
-        ),
-        false_positives=(
-            "curl -u $USER:$PASSWORD https://api.example.com",
-            "curl --user admin https://api.example.com",
-            "curl -u user:password https://api.example.com",
-            'curl -u "${username}":"${password}" https://api.example.com',
-            "curl https://api.example.com\n-u deploy:Tr0ub4dor3x",
-            "curl -u <user:password> https://api.example.com",
-        ),
-    ),
+    CURL_USER_PASSWORD,
     Rule(
         "secret.planetscale-token",
         "secret",
