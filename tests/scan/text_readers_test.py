@@ -7,6 +7,7 @@ import json
 import pytest
 
 from ftmanifest.scan.engine import ScanOptions, scan_paths
+from ftmanifest.scan.text import readers
 from ftmanifest.scan.text.text import scan_text
 from tests.scan.engines import ENGINES
 
@@ -87,9 +88,14 @@ def test_ner_without_backend_says_so(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_five_megabyte_line_is_bounded(tmp_path, engine: str) -> None:
+def test_a_line_longer_than_a_chunk_is_bounded(tmp_path, engine: str, monkeypatch) -> None:
+    # One line longer than a chunk (a long run of one letter, of spaces,
+    # of a number-like pattern, then a token past the first chunk), with the chunk a
+    # quarter of its size so the line costs a quarter of the time it would at 4 MiB.
+    monkeypatch.setattr(readers, "CHUNK", 1 << 20)
     p = tmp_path / "one.txt"
-    p.write_bytes(b"a" * 2_500_000 + b" " * 2_000_000 + b"1.2" * 200_000 + f" {GHP}".encode())
+    p.write_bytes(b"a" * 625_000 + b" " * 500_000 + b"1.2" * 50_000 + f" {GHP}".encode())
+    assert p.stat().st_size > readers.CHUNK
     # No wall-clock bound here (speed lives in benchmarks/); a super-linear
     # pattern would make this test hang rather than pass.
     found = scan_paths([p], ScanOptions(engine=engine)).findings
