@@ -32,6 +32,9 @@ DEFAULT_TIMEOUT = 300.0
 """Seconds a rank waits for the others to join or answer (``--rank-timeout``)."""
 
 _JOINS = itertools.count()  # groups this process joined (every rank joins alike)
+# Set once this process has made a process group of its own (the CLI's --distributed):
+# ``cli.entry`` then ends the process without the interpreter's teardown.
+made_a_group = False
 _INTS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
 
 
@@ -278,6 +281,8 @@ def joined(job: Job, timeout: float = DEFAULT_TIMEOUT) -> Iterator[Comm]:
                 world_size=job.world_size,
                 timeout=deadline,
             )
+            global made_a_group
+            made_a_group = True
             group = None
         else:
             # a group of our own even beside a gloo one: its collectives keep the
