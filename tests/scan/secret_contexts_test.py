@@ -151,17 +151,25 @@ def test_slack_ids_typed_by_hand_are_not_a_slack_token(engine: str) -> None:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_generic_warning_skips_typed_runs_and_resource_names(engine: str) -> None:
+def test_generic_warning_skips_only_a_resource_named_by_a_place_for_secrets(engine: str) -> None:
     for quiet in (
-        "SUMO_ACCESS_KEY: AbCeFG123",
-        "api_key = abcd1234",
         "keyVaultToStoreSecrets: cmp2-qat-1208358310",
+        "secretStoreVault: ml-prod-4471902285",
     ):
         assert _rules(quiet, engine) == set(), quiet
     for loud in (
-        "SUMO_ACCESS_KEY: Ab7eQG1w3",  # as short, not a run
+        "SUMO_ACCESS_KEY: Ab7eQG1w3",
+        "SUMO_ACCESS_KEY: AbCeFG123",  # typed like an example: still a value
+        "api_key = abcd1234",  # a weak key is a key
+        'db_password = "abdf1235"',
         f"HF_TOKEN={PASSWORDS[2]}",
         "db_password: cmp2-qat-1208358310",  # the key names no place for secrets
         f"keyVaultToStoreSecrets: {PASSWORDS[3]}",
+        # a key that names a place and ends on a credential holds the credential
+        'vault_password = "correct-horse-battery-staple9"',
+        'VAULT_TOKEN = "prod-db-pass-88123"',
+        "keystore_password: winter-sun-rises-42",
+        'bucket_secret = "xk-prod-77a1-9q2z-k88"',
+        "secrets: prod-db-pass-88123",  # no place word: a list of secrets is not a place
     ):
         assert "secret.generic-assignment" in _rules(loud, engine), loud

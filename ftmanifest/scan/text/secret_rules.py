@@ -466,6 +466,8 @@ SECRET_RULES: tuple[Rule, ...] = (
             '{"client_secret": "x9Q2mZ7vR4tL8wK1pN"}',
             "ACCESS_KEY: Ab7eQG1w3",
             "secretStoreVaultKey: ml-prod-4Xq1R902Kb",
+            "ACCESS_KEY: AbCeFG123",  # typed like an example, a value all the same
+            'vault_password = "correct-horse-battery-staple9"',  # a passphrase
         ),
         false_positives=(
             'password = "YOUR_PASSWORD"',
@@ -474,7 +476,6 @@ SECRET_RULES: tuple[Rule, ...] = (
             '"max_tokens": 4096',
             "token = ${HF_TOKEN}",
             "secret_sha = 3f786850e387550fdab836ed7e6dc881de23001b",
-            "ACCESS_KEY: AbCeFG123",  # an alphabet run and a digit run, typed
             "secretStoreVault: ml-prod-4471902285",  # a resource's name
         ),
     ),

@@ -165,36 +165,28 @@ _ABOUT_WORDS = frozenset(b"name names length len size type count path file url".
 _SEEN_WORDS = frozenset(b"public publishable csrf xsrf".split())
 
 
-# A key naming where secrets are kept (``keyVaultToStoreSecrets``) holds the name of
-# that place: lower-case words and numbers joined by hyphens, as cloud resources are.
+# A key naming where secrets are kept (``keyVaultToStoreSecrets``, ``secretStoreVault``:
+# a place word, and the key ends on it or on "secrets") holds the name of that place:
+# lower-case words and numbers joined by hyphens, as cloud resources are.  A key that
+# ends on a credential (``vault_password``, ``VAULT_TOKEN``) holds the credential, and a
+# passphrase of hyphenated words is one.
 _STORE_WORDS = frozenset(b"vault vaults store stores keystore keyring manager bucket".split())
+_PLACE_LAST = _STORE_WORDS | {b"secrets"}
 _RESOURCE = re.compile(rb"[a-z][a-z0-9]*(?:-[a-z0-9]+){2,}")
-_RUN_PART = re.compile(rb"[a-z]+|[0-9]+")
-
-
-def typed_run(value: bytes) -> bool:
-    """``AbCeFG123``, ``abc1234``: at most 16 characters, a run of letters in alphabet
-    order (skipping one at a time at most) and a run of digits in order, typed as an
-    example."""
-    low = value.lower()
-    parts = _RUN_PART.findall(low)
-    if len(value) > 16 or len(parts) > 2 or sum(map(len, parts)) != len(value):
-        return False
-    return all(b - a in (1, 2) for p in parts for a, b in zip(p, p[1:], strict=False))
 
 
 def generic_assignment(m: Match, g: int) -> bool:
     """``password = "..."``: the key must not be a tokenizer/count field, the name or
     length of a secret, a token meant to be public, or a place secrets are kept that
-    names a resource; the value must not be a typed run (``typed_run``)."""
+    names a resource."""
     buf, start = m.string, m.start(g)
     if _TOKEN_KEY_EXCLUDE.search(buf, m.start(), start):
         return False
     words = [w.lower() for w in _WORD.findall(buf[m.start() : start])]
     if words and (words[-1] in _ABOUT_WORDS or _SEEN_WORDS.intersection(words)):
         return False
-    value = m.group(g)
-    if typed_run(value) or (_STORE_WORDS.intersection(words) and _RESOURCE.fullmatch(value)):
+    place = words and words[-1] in _PLACE_LAST and _STORE_WORDS.intersection(words)
+    if place and _RESOURCE.fullmatch(m.group(g)):
         return False
     return high_entropy(m, g)
 
