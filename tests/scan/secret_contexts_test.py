@@ -173,3 +173,18 @@ def test_generic_warning_skips_only_a_resource_named_by_a_place_for_secrets(engi
         "secrets: prod-db-pass-88123",  # no place word: a list of secrets is not a place
     ):
         assert "secret.generic-assignment" in _rules(loud, engine), loud
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_placeholder_first_in_the_map_hides_no_later_value(engine: str) -> None:
+    key = _b64(PASSWORDS[4] + PASSWORDS[5])  # e.g. a private key's base64, under no credential word
+    later = f"kind: Secret\ndata:\n  password: {_b64('changeme')}\n  tls.crt: {key}\n"
+    assert "secret.kubernetes-secret" in _rules(later, engine)
+    block = f"kind: Secret\ndata:\n  a: {_b64('changeme')}\n  tls.key: |\n    {key}\n"
+    assert "secret.kubernetes-secret" in _rules(block, engine)
+    # controls: every value a placeholder, the map ended before the value, another kind
+    assert _rules(f"kind: Secret\ndata:\n  a: {_b64('changeme')}\n  b: {_b64('password')}\n",
+                  engine) == set()  # fmt: skip
+    ended = f"kind: Secret\ndata:\n  a: {_b64('changeme')}\nmetadata:\n  tls.crt: {key}\n"
+    assert "secret.kubernetes-secret" not in _rules(ended, engine)
+    assert "secret.kubernetes-secret" not in _rules(later.replace("Secret", "ConfigMap"), engine)

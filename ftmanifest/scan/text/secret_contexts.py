@@ -58,11 +58,34 @@ def _in_secret(m: v.Match) -> bool:
 
 def k8s_data(m: v.Match, g: int) -> bool:
     """A ``data:`` value of a Secret: base64 of six bytes or more that is not a
-    placeholder once decoded.  A value of one short line is read as a password; a
-    longer one (a certificate, a docker config) counts whatever it says."""
-    value = m.group(g)
+    placeholder once decoded (``_secret_value``).  The rule's match is the map's first
+    such value; when that one is a placeholder, the map's later entries are read too, so
+    a ``changeme`` first hides nothing after it."""
     if not _in_secret(m):
         return False
+    if _secret_value(m.group(g)):
+        return True
+    buf, after = m.string, m.end(g)
+    top = _MAP_END.search(buf, after, after + 12000)
+    end = top.start() if top else min(len(buf), after + 12000)
+    return any(_secret_value(e.group(1)) for e in _ENTRY.finditer(buf, after, end))
+
+
+# An entry of the map (``  key: base64``, or a ``|`` block of one line), and where the
+# map ends: a line that starts with neither a space nor a comment (the next top-level
+# key, or a document marker).
+_ENTRY = re.compile(
+    rb"^[ \t]+[\"']?[\w.\-]{1,253}[\"']?:[ \t]*(?:[|>][-+]?[ \t]*\r?\n[ \t]+)?"
+    rb"[\"']?([A-Za-z0-9+/]{8,8192}={0,2})[\"']?[ \t]*(?:#[^\n]*)?\r?$",
+    re.M,
+)
+_MAP_END = re.compile(rb"^[^\s#]", re.M)
+
+
+def _secret_value(value: bytes) -> bool:
+    """Base64 of six bytes or more; a value of one short line is read as a password
+    (not a placeholder), a longer one (a certificate, a docker config) counts whatever
+    it says."""
     try:
         decoded = base64.b64decode(value + b"=" * (-len(value) % 4), validate=True)
     except (binascii.Error, ValueError):
