@@ -188,3 +188,37 @@ def test_a_placeholder_first_in_the_map_hides_no_later_value(engine: str) -> Non
     ended = f"kind: Secret\ndata:\n  a: {_b64('changeme')}\nmetadata:\n  tls.crt: {key}\n"
     assert "secret.kubernetes-secret" not in _rules(ended, engine)
     assert "secret.kubernetes-secret" not in _rules(later.replace("Secret", "ConfigMap"), engine)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_templated_entries_before_a_value_hide_nothing(engine: str) -> None:
+    # a chart's Secret: many templated values, then one written out in base64
+    templated = "".join(f'  k{i}: "{{{{ .Values.k{i} | b64enc }}}}"\n' for i in range(60))
+    key = _b64(PASSWORDS[2] + PASSWORDS[3])
+    late = f"kind: Secret\ndata:\n{templated}  tls.key: {key}\n"
+    assert "secret.kubernetes-secret" in _rules(late, engine)
+    # controls: the same map with every value templated; the value after the map ended
+    assert _rules(f"kind: Secret\ndata:\n{templated}", engine) == set()
+    ended = f"kind: Secret\ndata:\n{templated}metadata:\n  tls.key: {key}\n"
+    assert "secret.kubernetes-secret" not in _rules(ended, engine)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_secret_in_a_list_is_read_to_its_own_map_end(engine: str) -> None:
+    key = _b64(PASSWORDS[0] + PASSWORDS[1])
+    listed = f"kind: List\nitems:\n- apiVersion: v1\n  kind: Secret\n  data:\n    tls.key: {key}\n"
+    assert "secret.kubernetes-secret" in _rules(listed, engine)
+    # control: a value under a key beside the map (its metadata), not inside it
+    beside = (
+        f"kind: List\nitems:\n- kind: Secret\n  data:\n    a: {_b64('changeme')}\n"
+        f"  metadata:\n    checksum: {key}\n"
+    )
+    assert "secret.kubernetes-secret" not in _rules(beside, engine)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_what_one_file_says_of_its_kind_is_not_carried_to_the_next(engine: str) -> None:
+    key = _b64(PASSWORDS[4] + PASSWORDS[5])
+    secret = f"kind: Secret\ndata:\n  tls.key: {key}\n"
+    assert "secret.kubernetes-secret" in _rules(secret, engine)
+    assert _rules(secret.replace("Secret", "Config"), engine) == set()

@@ -24,36 +24,62 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
+import functools
 import re
+import threading
 
 from ftmanifest.scan.text import secrets as v
 from ftmanifest.scan.text.rule import Rule
 
-# Entries of the map that are skipped before the one a rule reports: a comment, a
-# blank line, or ``key: value`` indented (a ``|`` block's lines are indented too).
-_SKIP = r"(?:[ \t]*(?:#[^\n]*)?\r?\n|[ \t]+[^\s#][^\n]*\n){0,40}?"
-_KEY = r"[ \t]+[\"']?[\w.\-]{1,253}[\"']?:[ \t]*"
+# A map's key at the start of its line, its indentation captured (group 1), and the
+# lines skipped before the entry a rule reports: a blank or comment line, or a line
+# indented deeper than the map's key (an entry, or a ``|`` block's line).  Unbounded
+# in count, so any number of templated entries before a value hide nothing; the map
+# ends at a line indented no deeper than its key, so a nested map's match ends with
+# it and the matches of a file's maps, together, read each line a bounded number of
+# times.  The rule's window (``fwd``) bounds the whole.
+_MAP = r"(?<![^\n])([ \t]{0,40})"
+_SKIP = r"(?:[ \t]*(?:#[^\n]*)?\r?\n|\1[ \t]+[^\s#][^\n]*\n)*?"
+_KEY = r"\1[ \t]+[\"']?[\w.\-]{1,253}[\"']?:[ \t]*"
 _BLOCK = r"(?:[|>][-+]?[ \t]*\r?\n[ \t]+)?"  # a ``|`` or ``>`` block scalar
 _KIND = re.compile(rb"^[ \t]*[\"']?kind[\"']?:[ \t]*[\"']?secret[\"']?[ \t]*\r?$", re.I | re.M)
 _DOC = re.compile(rb"^---", re.M)
 _CRED_KEY = r"(?:pass|pwd|token|secret|key|auth|cred|dsn|cert)"
 
 
-def _document(buf: bytes, at: int) -> bytes:
-    """The YAML document (between ``---`` lines) around ``at``, at most 64 KiB."""
-    lo = max(0, at - 65536)
-    starts = [d.start() for d in _DOC.finditer(buf, lo, at)]
-    start = starts[-1] if starts else lo
-    nxt = _DOC.search(buf, at, at + 65536)
-    return buf[start : nxt.start() if nxt else min(len(buf), at + 65536)]
+class _Kinds(threading.local):
+    """Where the last buffer asked about says ``kind: Secret`` and where its YAML
+    documents start (``---`` lines): found in one pass, then each map asks by
+    bisection, so a file of many maps costs one read, not one per map.  The buffer is
+    held, so its identity cannot pass to another."""
+
+    def __init__(self) -> None:
+        self.buf: bytes | None = None
+        self.kinds: list[int] = []
+        self.docs: list[int] = []
+
+    def of(self, buf: bytes) -> _Kinds:
+        if self.buf is not buf:
+            self.kinds = [k.start() for k in _KIND.finditer(buf)]
+            self.docs = [d.start() for d in _DOC.finditer(buf)]
+            self.buf = buf
+        return self
+
+
+_kinds = _Kinds()
 
 
 def _in_secret(m: v.Match) -> bool:
-    """The map starts a line (not ``metadata:``) in a document of ``kind: Secret``."""
-    buf, start = m.string, m.start()
-    if start > 0 and buf[start - 1] not in b" \t\n":
-        return False
-    return _KIND.search(_document(buf, start)) is not None
+    """The map's YAML document (between ``---`` lines, at most 64 KiB either side of
+    the map) says ``kind: Secret``."""
+    buf, at = m.string, m.start()
+    memo = _kinds.of(buf)
+    i = bisect.bisect_left(memo.docs, at)
+    start = max(memo.docs[i - 1] if i else 0, at - 65536)
+    end = min(memo.docs[i] if i < len(memo.docs) else len(buf), at + 65536)
+    j = bisect.bisect_left(memo.kinds, start)
+    return j < len(memo.kinds) and memo.kinds[j] < end
 
 
 def k8s_data(m: v.Match, g: int) -> bool:
@@ -61,25 +87,28 @@ def k8s_data(m: v.Match, g: int) -> bool:
     placeholder once decoded (``_secret_value``).  The rule's match is the map's first
     such value; when that one is a placeholder, the map's later entries are read too, so
     a ``changeme`` first hides nothing after it."""
-    if not _in_secret(m):
-        return False
     if _secret_value(m.group(g)):
-        return True
+        return _in_secret(m)
     buf, after = m.string, m.end(g)
-    top = _MAP_END.search(buf, after, after + 12000)
+    top = _map_end(len(m.group(1))).search(buf, after, after + 12000)
     end = top.start() if top else min(len(buf), after + 12000)
-    return any(_secret_value(e.group(1)) for e in _ENTRY.finditer(buf, after, end))
+    later = any(_secret_value(e.group(1)) for e in _ENTRY.finditer(buf, after, end))
+    return later and _in_secret(m)
 
 
-# An entry of the map (``  key: base64``, or a ``|`` block of one line), and where the
-# map ends: a line that starts with neither a space nor a comment (the next top-level
-# key, or a document marker).
+# An entry of the map (``  key: base64``, or a ``|`` block of one line), and where a
+# map whose key is indented ``n`` columns ends: a line indented no deeper that is
+# neither blank nor a comment (the next key beside it, or a document marker).
 _ENTRY = re.compile(
     rb"^[ \t]+[\"']?[\w.\-]{1,253}[\"']?:[ \t]*(?:[|>][-+]?[ \t]*\r?\n[ \t]+)?"
     rb"[\"']?([A-Za-z0-9+/]{8,8192}={0,2})[\"']?[ \t]*(?:#[^\n]*)?\r?$",
     re.M,
 )
-_MAP_END = re.compile(rb"^[^\s#]", re.M)
+
+
+@functools.lru_cache(maxsize=64)
+def _map_end(n: int) -> re.Pattern[bytes]:
+    return re.compile(rb"^[ \t]{0,%d}[^\s#]" % n, re.M)
 
 
 def _secret_value(value: bytes) -> bool:
@@ -101,9 +130,9 @@ def _secret_value(value: bytes) -> bool:
 def k8s_string_data(m: v.Match, g: int) -> bool:
     """A ``stringData:`` value of a Secret under a credential's key, in plain text."""
     value = m.group(g)
-    if not _in_secret(m) or value.startswith((b"$", b"%", b"<", b"{", b"[")):
+    if value.startswith((b"$", b"%", b"<", b"{", b"[")) or value.lower() in v.WEAK_PASSWORDS:
         return False
-    return value.lower() not in v.WEAK_PASSWORDS and not v.is_placeholder(value)
+    return not v.is_placeholder(value) and _in_secret(m)
 
 
 def nuget_password(m: v.Match, g: int) -> bool:
@@ -163,7 +192,8 @@ CONTEXT_RULES: tuple[Rule, ...] = (
         "secret.kubernetes-secret",
         "secret",
         "a value under data: in a Kubernetes Secret manifest (base64 hides nothing)",
-        r"data:[ \t]{0,20}\r?\n"
+        _MAP
+        + r"data:[ \t]{0,20}\r?\n"
         + _SKIP
         + _KEY
         + _BLOCK
@@ -172,7 +202,9 @@ CONTEXT_RULES: tuple[Rule, ...] = (
         validator=k8s_data,
         gate=r"data:[ \t]{0,20}\r?\n[ \t]",
         gate_len=32,
-        group=1,
+        group=2,
+        back=40,
+        back_chars=r" \t",
         fwd=12000,
         true_positives=(
             f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ntype: Opaque\n"
@@ -193,15 +225,18 @@ CONTEXT_RULES: tuple[Rule, ...] = (
         "secret.kubernetes-secret-stringdata",
         "secret",
         "a plain-text value under stringData: in a Kubernetes Secret manifest",
-        r"stringData:[ \t]{0,20}\r?\n"
+        _MAP
+        + r"stringData:[ \t]{0,20}\r?\n"
         + _SKIP
-        + r"[ \t]+[\"']?[\w.\-]{0,120}"
+        + r"\1[ \t]+[\"']?[\w.\-]{0,120}"
         + _CRED_KEY
         + r"[\w.\-]{0,120}[\"']?:[ \t]*[\"']?([^\s\"'#][^\n\"']{4,254}[^\s\"'])[\"']?[ \t]*"
         r"(?:\r?\n|$)",
         ("stringdata:",),
         validator=k8s_string_data,
-        group=1,
+        group=2,
+        back=40,
+        back_chars=r" \t",
         fwd=12000,
         ignore_case=True,
         true_positives=(
