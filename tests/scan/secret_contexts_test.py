@@ -222,3 +222,14 @@ def test_what_one_file_says_of_its_kind_is_not_carried_to_the_next(engine: str) 
     secret = f"kind: Secret\ndata:\n  tls.key: {key}\n"
     assert "secret.kubernetes-secret" in _rules(secret, engine)
     assert _rules(secret.replace("Secret", "Config"), engine) == set()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_byte_order_mark_before_the_kind_hides_nothing(engine: str) -> None:
+    # editors on Windows write one; YAML readers, kubectl's included, skip it
+    key = _b64(PASSWORDS[2] + PASSWORDS[5])
+    marked = f"\ufeffkind: Secret\ndata:\n  tls.key: {key}\n"
+    assert "secret.kubernetes-secret" in _rules(marked, engine)
+    assert _rules(marked.replace("Secret", "ConfigMap"), engine) == set()
+    first = f"\ufeffdata:\n  tls.key: {key}\nkind: Secret\n"
+    assert "secret.kubernetes-secret" in _rules(first, engine)

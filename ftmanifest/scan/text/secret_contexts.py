@@ -39,11 +39,13 @@ from ftmanifest.scan.text.rule import Rule
 # ends at a line indented no deeper than its key, so a nested map's match ends with
 # it and the matches of a file's maps, together, read each line a bounded number of
 # times.  The rule's window (``fwd``) bounds the whole.
-_MAP = r"(?<![^\n])([ \t]{0,40})"
+_MAP = r"(?:(?<![^\n])|(?<=\xef\xbb\xbf))([ \t]{0,40})"  # a line start, or a BOM
 _SKIP = r"(?:[ \t]*(?:#[^\n]*)?\r?\n|\1[ \t]+[^\s#][^\n]*\n)*?"
 _KEY = r"\1[ \t]+[\"']?[\w.\-]{1,253}[\"']?:[ \t]*"
 _BLOCK = r"(?:[|>][-+]?[ \t]*\r?\n[ \t]+)?"  # a ``|`` or ``>`` block scalar
-_KIND = re.compile(rb"^[ \t]*[\"']?kind[\"']?:[ \t]*[\"']?secret[\"']?[ \t]*\r?$", re.I | re.M)
+_KIND = re.compile(
+    rb"^(?:\xef\xbb\xbf)?[ \t]*[\"']?kind[\"']?:[ \t]*[\"']?secret[\"']?[ \t]*\r?$", re.I | re.M
+)
 _DOC = re.compile(rb"^---", re.M)
 _CRED_KEY = r"(?:pass|pwd|token|secret|key|auth|cred|dsn|cert)"
 
