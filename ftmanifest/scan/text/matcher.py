@@ -19,6 +19,7 @@ from typing import Any
 
 from ftmanifest.scan.text import phones
 from ftmanifest.scan.text.anchors_re import compile_finder
+from ftmanifest.scan.text.cut_short import GENERIC, cut_short, formats
 from ftmanifest.scan.text.pii import PII_RULES
 from ftmanifest.scan.text.secret_formats import FORMAT_RULES
 from ftmanifest.scan.text.secret_rules import SECRET_RULES, Rule
@@ -72,6 +73,7 @@ class Matcher:
         self.rules = rules
         self.engine = engine
         self.regex = [re.compile(r.regex.encode(), re.I if r.ignore_case else 0) for r in rules]
+        self.formats = formats(rules)  # what a generic value may be cut short of
         # pattern table: (kind, rule index, keyword or anchor, length)
         self.patterns: list[tuple[str, int, bytes, int]] = []
         for i, r in enumerate(rules):
@@ -223,6 +225,8 @@ class Matcher:
             if key in seen:
                 continue
             if rule.validator is None or rule.validator(m, rule.group):
+                if rule.id == GENERIC and cut_short(m.group(rule.group), self.formats):
+                    continue
                 seen[key] = (rule, m, rule.group)
         return _drop_overlaps(list(seen.values()))
 

@@ -63,8 +63,9 @@ def entropy(value: bytes) -> float:
 
 
 def is_placeholder(value: bytes) -> bool:
-    """``YOUR_API_KEY``, ``AKIA...EXAMPLE``, ``xxxxxx``, ``<token>``, ``${VAR}``..."""
-    if _PLACEHOLDER.search(value):
+    """``YOUR_API_KEY``, ``AKIA...EXAMPLE``, ``xxxxxx``, ``<token>``, ``${VAR}``,
+    a Slack token with ids of four digits or fewer (``slack_ids_typed``)..."""
+    if _PLACEHOLDER.search(value) or slack_ids_typed(value, digits=4):
         return True
     if _ENV_REF.search(value) or _REPEAT.search(value) or _SEQUENCE.search(value):
         return True
@@ -118,17 +119,27 @@ def curl_password(m: Match, g: int) -> bool:
     return not is_placeholder(value)
 
 
+_SLACK = re.compile(rb"xox[a-z]-((?:[0-9]+-)+)")
+
+
+def slack_ids_typed(value: bytes, digits: int) -> bool:
+    """A Slack token (``xoxb-``, ``xoxp-``, ...) whose numeric ids were typed by hand:
+    a run of ``digits`` digits or fewer, other than a leading one-digit version
+    (``xoxe-1-``, ``xoxa-2-``).  Slack's team, user and bot ids are long digit runs
+    (``xoxb-980134110561-…``)."""
+    m = _SLACK.search(value)
+    if m is None:
+        return False
+    parts = m.group(1).split(b"-")[:-1]
+    return any(len(p) <= digits and not (i == 0 and len(p) == 1) for i, p in enumerate(parts))
+
+
 def slack_token(m: Match, g: int) -> bool:
-    """A Slack token whose numeric ids are Slack's: team, user and bot ids are long
-    digit runs (``xoxb-980134110561-…``); a run of six digits or fewer other than a
-    leading one-digit version (``xoxe-1-``, ``xoxa-2-``) was typed by hand."""
-    parts = m.group(g).split(b"-")[1:-1]
-    for i, part in enumerate(parts):
-        if not part.isdigit():
-            break
-        if len(part) <= 6 and not (i == 0 and len(part) == 1):
-            return False
-    return provider_token(m, g)
+    """A Slack token whose numeric ids are Slack's: a run of six digits or fewer is not
+    one of them.  Only four digits or fewer (``xoxp-1234-…``) make it a placeholder
+    for every rule: a legacy token's six-digit ids are still a random value after
+    ``*_TOKEN=`` for the generic warning."""
+    return not slack_ids_typed(m.group(g), digits=6) and provider_token(m, g)
 
 
 def aws_key_id(m: Match, g: int) -> bool:
