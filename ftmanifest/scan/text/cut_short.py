@@ -7,13 +7,15 @@ provider's documented length, in the provider's own alphabet, it is that token
 shortened, as documentation and logs show one, and it authenticates nothing: the
 provider's format rule is the authority on it, and the generic rule stays quiet.
 
-Only a shortening is quiet.  A value of the prefix in any other shape (longer, a
-character outside the alphabet, a part the format lacks) is still reported, since
-a provider may have changed its format.  A JWT is not a prefix and a length: its
-last part may be empty (an unsigned token, ``alg: none``, is a token all the same), so
-its rule is left out.  Whether the format "could go on" is asked of the format rule's
-own regex: it does not match the value, but matches the value extended by one repeated
-character of a common alphabet, past the value's end.
+Only a clear shortening is quiet: at most four fifths of the format's shortest length.
+A value of the prefix in any other shape (nearly as long, longer, a character outside
+the alphabet, a part the format lacks) is still reported, since a provider may have
+changed its format or issue tokens of lengths its rule does not name.  A JWT is not a
+prefix and a length: its last part may be empty (an unsigned token, ``alg: none``, is a
+token all the same), so its rule is left out.  Whether the format "could go on" is
+asked of the format rule's own regex: it does not match the value, but matches the
+value extended by one repeated character of a common alphabet, past the value's end;
+the fewest such characters give the format's shortest length.
 """
 
 from __future__ import annotations
@@ -43,13 +45,19 @@ def formats(rules: Iterable[Rule]) -> Formats:
 
 
 def cut_short(value: bytes, table: Formats) -> bool:
-    """``value`` begins with a format's prefix and is that format shortened."""
+    """``value`` begins with a format's prefix and is that format shortened by a fifth of
+    its shortest length or more: a value nearly as long as the format's minimum may be a
+    whole token of a provider whose tokens vary more than the rule says."""
     low = value.lower()
     for prefix, rx in table:
         if not low.startswith(prefix) or rx.match(value):
             continue
         for fill in _FILLS:
-            m = rx.match(value + fill * _REACH)
-            if m is not None and m.end() > len(value):
+            if rx.match(value + fill * _REACH) is None:
+                continue
+            shortest = next(
+                len(value) + k for k in range(1, _REACH + 1) if rx.match(value + fill * k)
+            )
+            if 5 * len(value) <= 4 * shortest:
                 return True
     return False
