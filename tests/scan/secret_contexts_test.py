@@ -233,3 +233,14 @@ def test_a_byte_order_mark_before_the_kind_hides_nothing(engine: str) -> None:
     assert _rules(marked.replace("Secret", "ConfigMap"), engine) == set()
     first = f"\ufeffdata:\n  tls.key: {key}\nkind: Secret\n"
     assert "secret.kubernetes-secret" in _rules(first, engine)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_secret_whose_data_opens_a_list_item_is_read(engine: str) -> None:
+    key = _b64(PASSWORDS[1] + PASSWORDS[3])
+    for text in (
+        f"kind: List\nitems:\n- data:\n    tls.key: {key}\n  kind: Secret\n",
+        f"kind: List\nitems:\n  - data:\n      tls.key: {key}\n    kind: Secret\n",
+    ):
+        assert "secret.kubernetes-secret" in _rules(text, engine), text
+        assert _rules(text.replace("Secret", "ConfigMap"), engine) == set(), text

@@ -32,14 +32,15 @@ import threading
 from ftmanifest.scan.text import secrets as v
 from ftmanifest.scan.text.rule import Rule
 
-# A map's key at the start of its line, its indentation captured (group 1), and the
+# A map's key at the start of its line or of a list item (``- data:``), the line's
+# indentation captured (group 1; a list item's own keys then count as the map's), and the
 # lines skipped before the entry a rule reports: a blank or comment line, or a line
 # indented deeper than the map's key (an entry, or a ``|`` block's line).  Unbounded
 # in count, so any number of templated entries before a value hide nothing; the map
 # ends at a line indented no deeper than its key, so a nested map's match ends with
 # it and the matches of a file's maps, together, read each line a bounded number of
 # times.  The rule's window (``fwd``) bounds the whole.
-_MAP = r"(?:(?<![^\n])|(?<=\xef\xbb\xbf))([ \t]{0,40})"  # a line start, or a BOM
+_MAP = r"(?:(?<![^\n])|(?<=\xef\xbb\xbf))([ \t]{0,40})(?:-[ \t]{1,8})?"  # or after a BOM
 _SKIP = r"(?:[ \t]*(?:#[^\n]*)?\r?\n|\1[ \t]+[^\s#][^\n]*\n)*?"
 _KEY = r"\1[ \t]+[\"']?[\w.\-]{1,253}[\"']?:[ \t]*"
 _BLOCK = r"(?:[|>][-+]?[ \t]*\r?\n[ \t]+)?"  # a ``|`` or ``>`` block scalar
@@ -205,8 +206,8 @@ CONTEXT_RULES: tuple[Rule, ...] = (
         gate=r"data:[ \t]{0,20}\r?\n[ \t]",
         gate_len=32,
         group=2,
-        back=40,
-        back_chars=r" \t",
+        back=50,
+        back_chars=r" \t\-",
         fwd=12000,
         true_positives=(
             f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ntype: Opaque\n"
@@ -237,8 +238,8 @@ CONTEXT_RULES: tuple[Rule, ...] = (
         ("stringdata:",),
         validator=k8s_string_data,
         group=2,
-        back=40,
-        back_chars=r" \t",
+        back=50,
+        back_chars=r" \t\-",
         fwd=12000,
         ignore_case=True,
         true_positives=(
