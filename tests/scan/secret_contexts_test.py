@@ -244,3 +244,13 @@ def test_a_secret_whose_data_opens_a_list_item_is_read(engine: str) -> None:
     ):
         assert "secret.kubernetes-secret" in _rules(text, engine), text
         assert _rules(text.replace("Secret", "ConfigMap"), engine) == set(), text
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_comment_after_the_map_key_hides_nothing(engine: str) -> None:
+    key = _b64(PASSWORDS[0] + PASSWORDS[5])
+    data = f"kind: Secret\ndata:  # base64, see the runbook\n  tls.key: {key}\n"
+    assert "secret.kubernetes-secret" in _rules(data, engine)
+    plain = f"kind: Secret\nstringData: # plain text\n  DB_PASSWORD: {PASSWORDS[2]}\n"
+    assert "secret.kubernetes-secret-stringdata" in _rules(plain, engine)
+    assert _rules(data.replace("Secret", "ConfigMap"), engine) == set()

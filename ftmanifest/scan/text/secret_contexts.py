@@ -41,6 +41,7 @@ from ftmanifest.scan.text.rule import Rule
 # it and the matches of a file's maps, together, read each line a bounded number of
 # times.  The rule's window (``fwd``) bounds the whole.
 _MAP = r"(?:(?<![^\n])|(?<=\xef\xbb\xbf))([ \t]{0,40})(?:-[ \t]{1,8})?"  # or after a BOM
+_COMMENT = r"(?:#[^\n]{0,200})?"  # after the map's key, on its line
 _SKIP = r"(?:[ \t]*(?:#[^\n]*)?\r?\n|\1[ \t]+[^\s#][^\n]*\n)*?"
 _KEY = r"\1[ \t]+[\"']?[\w.\-]{1,253}[\"']?:[ \t]*"
 _BLOCK = r"(?:[|>][-+]?[ \t]*\r?\n[ \t]+)?"  # a ``|`` or ``>`` block scalar
@@ -196,15 +197,17 @@ CONTEXT_RULES: tuple[Rule, ...] = (
         "secret",
         "a value under data: in a Kubernetes Secret manifest (base64 hides nothing)",
         _MAP
-        + r"data:[ \t]{0,20}\r?\n"
+        + r"data:[ \t]{0,20}"
+        + _COMMENT
+        + r"\r?\n"
         + _SKIP
         + _KEY
         + _BLOCK
         + r"[\"']?([A-Za-z0-9+/]{8,8192}={0,2})[\"']?[ \t]*(?:#[^\n]*)?(?:\r?\n|$)",
         ("data:",),
         validator=k8s_data,
-        gate=r"data:[ \t]{0,20}\r?\n[ \t]",
-        gate_len=32,
+        gate=r"data:[ \t]{0,20}" + _COMMENT + r"\r?\n[ \t]",
+        gate_len=240,
         group=2,
         back=50,
         back_chars=r" \t\-",
@@ -229,7 +232,9 @@ CONTEXT_RULES: tuple[Rule, ...] = (
         "secret",
         "a plain-text value under stringData: in a Kubernetes Secret manifest",
         _MAP
-        + r"stringData:[ \t]{0,20}\r?\n"
+        + r"stringData:[ \t]{0,20}"
+        + _COMMENT
+        + r"\r?\n"
         + _SKIP
         + r"\1[ \t]+[\"']?[\w.\-]{0,120}"
         + _CRED_KEY
