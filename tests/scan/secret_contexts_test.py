@@ -254,3 +254,14 @@ def test_a_comment_after_the_map_key_hides_nothing(engine: str) -> None:
     plain = f"kind: Secret\nstringData: # plain text\n  DB_PASSWORD: {PASSWORDS[2]}\n"
     assert "secret.kubernetes-secret-stringdata" in _rules(plain, engine)
     assert _rules(data.replace("Secret", "ConfigMap"), engine) == set()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_comment_after_the_kind_hides_nothing(engine: str) -> None:
+    key = _b64(PASSWORDS[3] + PASSWORDS[4])
+    text = f"kind: Secret  # the database's\ndata:\n  tls.key: {key}\n"
+    assert "secret.kubernetes-secret" in _rules(text, engine)
+    # controls: another kind with the same comment; a kind named in a comment only
+    assert _rules(text.replace("Secret", "ConfigMap", 1), engine) == set()
+    quoted = f"kind: ConfigMap  # not a Secret\ndata:\n  tls.key: {key}\n"
+    assert _rules(quoted, engine) == set()

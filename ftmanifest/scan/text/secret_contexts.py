@@ -46,7 +46,8 @@ _SKIP = r"(?:[ \t]*(?:#[^\n]*)?\r?\n|\1[ \t]+[^\s#][^\n]*\n)*?"
 _KEY = r"\1[ \t]+[\"']?[\w.\-]{1,253}[\"']?:[ \t]*"
 _BLOCK = r"(?:[|>][-+]?[ \t]*\r?\n[ \t]+)?"  # a ``|`` or ``>`` block scalar
 _KIND = re.compile(
-    rb"^(?:\xef\xbb\xbf)?[ \t]*[\"']?kind[\"']?:[ \t]*[\"']?secret[\"']?[ \t]*\r?$", re.I | re.M
+    rb"^(?:\xef\xbb\xbf)?[ \t]*[\"']?kind[\"']?:[ \t]*[\"']?secret[\"']?[ \t]*(?:#[^\n]*)?\r?$",
+    re.I | re.M,
 )
 _DOC = re.compile(rb"^---", re.M)
 _CRED_KEY = r"(?:pass|pwd|token|secret|key|auth|cred|dsn|cert)"
