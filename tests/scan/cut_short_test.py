@@ -70,3 +70,9 @@ def test_an_unsigned_jwt_is_a_whole_token(engine: str) -> None:
     # alg none: the signature part is empty, and a server that accepts it is open
     unsigned = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ0cmFpbmVyLWJvdCJ9."
     assert _rules(f'String sessionToken = "{unsigned}";', engine)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_slack_shape_inside_another_value_hides_nothing(engine: str) -> None:
+    value = "Zq9Lm4Tx8Rw-xoxa-12-34-Rk2Vb7"  # only a whole value is read as a Slack token
+    assert "secret.generic-assignment" in _rules(f'db_password = "{value}"', engine)

@@ -123,11 +123,11 @@ _SLACK = re.compile(rb"xox[a-z]-((?:[0-9]+-)+)")
 
 
 def slack_ids_typed(value: bytes, digits: int) -> bool:
-    """A Slack token (``xoxb-``, ``xoxp-``, ...) whose numeric ids were typed by hand:
+    """A Slack token (``xoxb-``, ``xoxp-``, ...; the whole value) whose ids were typed by hand:
     a run of ``digits`` digits or fewer, other than a leading one-digit version
     (``xoxe-1-``, ``xoxa-2-``).  Slack's team, user and bot ids are long digit runs
     (``xoxb-980134110561-…``)."""
-    m = _SLACK.search(value)
+    m = _SLACK.match(value)
     if m is None:
         return False
     parts = m.group(1).split(b"-")[:-1]
