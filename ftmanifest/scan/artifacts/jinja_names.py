@@ -65,7 +65,7 @@ class BuiltStrings:
                 self.built.add(target.name)
             return
         folded = self.fold(value)
-        if isinstance(folded, str):
+        if isinstance(folded, (str, dict, list, tuple)):  # a name kept in a container too
             self.consts.setdefault(target.name, folded)
         if self.builds(value):
             self.built.add(target.name)
@@ -119,19 +119,38 @@ class BuiltStrings:
             folded = self.fold(node)
             if isinstance(folded, str) and "__" in folded:
                 yield f"it builds the string {folded[:40]!r} at run time"
-        key = None
+        key, attribute = None, False
         if isinstance(node, n.Getitem):
             key = node.arg
-        elif isinstance(node, n.Filter) and node.name == "attr" and node.args:
-            key = node.args[0]
         elif isinstance(node, n.Filter):
-            key = next((k.value for k in node.kwargs if k.key == "attribute"), None)
+            key, attribute = _attribute_argument(node, n), True
         if key is not None and not isinstance(key, n.Const):
             folded = self.fold(key)
             if isinstance(folded, str) and folded.startswith("_"):
                 yield f"it reaches {folded!r}, a name built at run time"
+            elif folded is None and attribute:
+                yield "it reads an attribute whose name is not written in the template"
             elif folded is None and self.builds(key):
                 yield "it reads an attribute or item whose name is built at run time"
+
+
+_NAME_FIRST = frozenset({"attr", "selectattr", "rejectattr", "groupby"})
+
+
+def _attribute_argument(node: Any, n: Any) -> Any:
+    """The argument naming the attribute a filter reads: ``|attr(x)``, ``selectattr(x)``,
+    ``groupby(x)``, ``map('attr', x)``, ``attribute=x``; None when it reads none.  Real
+    chat templates write it as a constant; one taken from the rendered messages hands
+    the user the attribute."""
+    kw = next((k.value for k in node.kwargs if k.key == "attribute"), None)
+    if kw is not None:
+        return kw
+    if node.name in _NAME_FIRST and node.args:
+        return node.args[0]
+    first = node.args[0] if node.args else None
+    if node.name == "map" and isinstance(first, n.Const) and first.value == "attr":
+        return node.args[1] if len(node.args) > 1 else None
+    return None
 
 
 def _reading_field(text: str) -> str | None:
