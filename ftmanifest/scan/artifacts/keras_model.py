@@ -46,15 +46,22 @@ def judge_config(where: str, member: str, raw: bytes) -> list[Finding]:
     out: list[Finding] = []
     seen: set[tuple[str, str]] = set()
     lambdas: list[str] = []  # a Keras 3 Lambda holds its __lambda__: one finding for both
-    for obj, path in _objects(config, "", 0):
-        finding = _judge(where, member, obj, path)
-        if finding is not None and finding.rule == "keras.lambda-layer":
-            if any(path.startswith(outer + ".") for outer in lambdas):
-                continue
-            lambdas.append(path)
-        if finding is not None and (finding.rule, str(finding.observed)) not in seen:
-            seen.add((finding.rule, str(finding.observed)))
-            out.append(finding)
+    try:
+        for obj, path in _objects(config, "", 0):
+            finding = _judge(where, member, obj, path)
+            if finding is not None and finding.rule == "keras.lambda-layer":
+                if any(path.startswith(outer + ".") for outer in lambdas):
+                    continue
+                lambdas.append(path)
+            if finding is not None and (finding.rule, str(finding.observed)) not in seen:
+                seen.add((finding.rule, str(finding.observed)))
+                out.append(finding)
+    except _TooDeep as exc:
+        at = str(exc)[:80] + ("…" if len(str(exc)) > 80 else "")
+        why = f"config.json nests past {MAX_DEPTH} levels at {at}: what lies below is not read"
+        out.append(malformed(where, "keras.unreadable", why, member,
+                             expected=f"a config at most {MAX_DEPTH} levels deep",
+                             hint=REEXPORT_HINT))  # fmt: skip
     return out
 
 
@@ -62,9 +69,13 @@ def _duplicate(key: str) -> ValueError:
     return ValueError(f"duplicate key {key!r}")
 
 
+class _TooDeep(Exception):
+    """A config nested past ``MAX_DEPTH``: what lies below is not read, so not judged."""
+
+
 def _objects(node: Any, path: str, depth: int) -> Iterator[tuple[dict[str, Any], str]]:
     if depth > MAX_DEPTH:
-        return
+        raise _TooDeep(path)
     if isinstance(node, dict):
         yield node, path or "$"
         for key, value in node.items():
