@@ -265,3 +265,15 @@ def test_a_comment_after_the_kind_hides_nothing(engine: str) -> None:
     assert _rules(text.replace("Secret", "ConfigMap", 1), engine) == set()
     quoted = f"kind: ConfigMap  # not a Secret\ndata:\n  tls.key: {key}\n"
     assert _rules(quoted, engine) == set()
+
+
+def test_a_buffer_changed_in_place_is_read_again() -> None:
+    # a caller may hand the same bytearray again with other bytes: what it said of its
+    # kind before is not kept
+    key = _b64(PASSWORDS[1] + PASSWORDS[2])
+    buf = bytearray(f"kind: Config\ndata:\n  tls.key: {key}\n".encode())
+    found = scan_buffer(buf, path="x.yaml", pii=False, engine="re")
+    assert found == []
+    buf[6:12] = b"Secret"
+    found = scan_buffer(buf, path="x.yaml", pii=False, engine="re")
+    assert "secret.kubernetes-secret" in {f.rule for f in found}

@@ -65,7 +65,7 @@ class _Kinds(threading.local):
         self.docs: list[int] = []
 
     def of(self, buf: bytes) -> _Kinds:
-        if self.buf is not buf:
+        if self.buf is not buf or not isinstance(buf, bytes):  # a bytearray may change
             self.kinds = [k.start() for k in _KIND.finditer(buf)]
             self.docs = [d.start() for d in _DOC.finditer(buf)]
             self.buf = buf
