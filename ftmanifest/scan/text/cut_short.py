@@ -53,11 +53,24 @@ def cut_short(value: bytes, table: Formats) -> bool:
         if not low.startswith(prefix) or rx.match(value):
             continue
         for fill in _FILLS:
-            if rx.match(value + fill * _REACH) is None:
-                continue
-            shortest = next(
-                len(value) + k for k in range(1, _REACH + 1) if rx.match(value + fill * k)
-            )
-            if 5 * len(value) <= 4 * shortest:
+            k = _fewest(rx, value, fill)
+            if k is not None and 5 * len(value) <= 4 * (len(value) + k):
                 return True
     return False
+
+
+def _fewest(rx: re.Pattern[bytes], value: bytes, fill: bytes) -> int | None:
+    """The fewest ``fill`` characters after ``value`` that ``rx`` matches past its end,
+    by bisection (a format of a prefix and a length matches from some count on): a
+    file of many such values costs a few matches each, not one per count."""
+    m = rx.match(value + fill * _REACH)
+    if m is None or m.end() <= len(value):
+        return None
+    lo, hi = 1, m.end() - len(value)  # hi matches: the greedy match fits in it
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if rx.match(value + fill * mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo if rx.match(value + fill * lo) else None
