@@ -59,11 +59,13 @@ def malformed(
     member: str | None = None,
     *,
     expected: str | None = None,
+    observed: str | None = None,
     hint: str | None = None,
 ) -> Finding:
     """An artifact (or one member of it) that is not what its format says: an error."""
     return Finding(
         expected=expected,
+        observed=observed,
         hint=hint,
         kind="malformed",
         rule=rule,

@@ -26,6 +26,7 @@ def test_a_lambda_past_the_depth_read_is_an_error() -> None:
         "m.keras", "config.json", _nested(MAX_DEPTH // 2 + 10, {"class_name": "Dense"})
     )
     assert [f.rule for f in plain] == ["keras.unreadable"]
+    assert plain[0].observed and plain[0].observed.startswith(f"deeper than {MAX_DEPTH} levels")
     shallow = judge_config("m.keras", "config.json", _nested(3, LAMBDA))
     assert [f.rule for f in shallow] == ["keras.lambda-layer"]
     assert judge_config("m.keras", "config.json", _nested(3, {"class_name": "Dense"})) == []

@@ -61,6 +61,7 @@ def judge_config(where: str, member: str, raw: bytes) -> list[Finding]:
         why = f"config.json nests past {MAX_DEPTH} levels at {at}: what lies below is not read"
         out.append(malformed(where, "keras.unreadable", why, member,
                              expected=f"a config at most {MAX_DEPTH} levels deep",
+                             observed=f"deeper than {MAX_DEPTH} levels at {at}",
                              hint=REEXPORT_HINT))  # fmt: skip
     return out
 
