@@ -99,6 +99,11 @@ def steps_of(manifest: Manifest, train_examples: int, sequences_per_step: int) -
     return max(1, math.ceil(epochs * train_examples / max(sequences_per_step, 1)))
 
 
+def _rate(rate: float) -> str:
+    """A throughput as a reader counts it: ``19,360``, never ``1.936e+04``."""
+    return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
+
+
 def make_plan(manifest: Manifest, days: float, f: Figures, a: Assumptions | None = None) -> Plan:
     a = a or Assumptions()
     if not f.tokens_per_second > 0:
@@ -116,7 +121,7 @@ def make_plan(manifest: Manifest, days: float, f: Figures, a: Assumptions | None
         ("first checks", first,
          f"setup {a.setup_hours:g} h + preflight {f.preflight_seconds:.0f} s"),
         ("experiment", experiment, f"{f.steps} steps x {f.sequences_per_step} sequences x "
-         f"{f.train_mean_tokens:.1f} tokens at {rate:.4g} tokens/s ({f.source})"),
+         f"{f.train_mean_tokens:.1f} tokens at {_rate(rate)} tokens/s ({f.source})"),
         ("evaluation", evaluation, f"{a.evaluations} x {f.eval_tokens} tokens, forward only"),
         ("resume test", resume, "reload a checkpoint in a new process and one step"),
         ("export", export, f"{f.model_bytes / 2**20:.1f} MiB at {a.disk_mb_s:g} MB/s"),

@@ -101,3 +101,27 @@ def test_estimate_shows_the_measured_peak_of_the_last_preflight(tmp_path: Path) 
     assert after["error"] == pytest.approx(
         (after["total_bytes"] - after["measured_bytes"]) / after["measured_bytes"]
     )
+
+
+RATES = [(19_360.4, "19,360 tokens/s"), (123_456.0, "123,456 tokens/s"), (50.0, "50 tokens/s"),
+         (2.25, "2.25 tokens/s")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("rate", "shown"), RATES)
+def test_a_fast_rate_reads_as_a_whole_number_and_fits_the_demo_width(
+    tmp_path: Path, rate: float, shown: str
+) -> None:
+    """A GPU's tens of thousands of tokens/s read as digits, not ``1.936e+04``, and the
+    demo's experiment row (100 columns) stays on one line however fast the machine."""
+    from ftmanifest.output import table
+
+    small = Figures(**{**FIGURES.__dict__, "tokens_per_second": rate, "steps": 3,
+                       "sequences_per_step": 4, "train_mean_tokens": 25.0})  # fmt: skip
+    plan = make_plan(_manifest(tmp_path), 3, small)
+    text = dict((name, why) for name, _, why in plan.phases)["experiment"]
+    assert text.endswith(f" at {shown} (preflight)") and "e+" not in text
+    rows = [(name, f"{hours:.2f}", "0.0%", why) for name, hours, why in plan.phases]
+    lines = table(
+        rows, ["phase", "hours", "of rental", "from"], width=100, nowrap=(0, 1, 2)
+    ).splitlines()
+    assert [ln for ln in lines if ln.startswith("experiment")] and len(lines) == 2 + 6
