@@ -16,18 +16,22 @@ the pyc's path and stat key map to the sha256 of the source it was found to be
 the compilation of.  A later start with the same pyc (same inode, size, mtime,
 ctime) and the same source digest compiles nothing.  A first judgement of many
 files is spread over processes of this same interpreter (the probe file run
-with ``--compare``), one a CPU.
+with ``--compare``), one a CPU, and holds a lock in the cache's folder: the
+ranks of a job started together on one node wait for the first, then read its
+verdicts back instead of each compiling everything again.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ftmanifest.hashing.cpus import default_workers
@@ -35,6 +39,8 @@ from ftmanifest.probe import interpreter as probe
 from ftmanifest.statcache import StatCache, StatKey
 
 PER_PROCESS = 150  # fewer than this many pycs to compile: no child process is worth it
+LOCK_NAME = "pyc-judge.lock"  # in the stat cache's folder
+WAIT_SECONDS = 300.0  # for another process's first judgement; then judge alone
 
 
 @dataclass(frozen=True)
@@ -65,10 +71,34 @@ def mismatched(items: Iterable[Compiled], cache: StatCache | None) -> dict[str, 
             todo.append(item)
         except OSError as exc:
             bad[item.pyc] = f"unreadable: {exc.strerror or exc}"
-    known = cache.lookup_many(list(keys.items()), algo) if cache is not None else {}
-    todo = [item for item in todo if known.get(item.pyc) != item.source_digest]
+    todo = _unknown(todo, keys, cache, algo)
+    if cache is None or len(todo) < PER_PROCESS:
+        bad.update(_judged(todo, keys, cache, algo))
+        return bad
+    with _one_at_a_time(cache) as waited:
+        if waited:  # another process judged meanwhile: what it stored is known now
+            todo = _unknown(todo, keys, cache, algo)
+        bad.update(_judged(todo, keys, cache, algo))
+        cache.flush()  # before the next process looks
+    return bad
+
+
+def _unknown(
+    items: list[Compiled], keys: dict[str, StatKey], cache: StatCache | None, algo: str
+) -> list[Compiled]:
+    """The items whose pyc, as stat'ed, the cache holds no verdict for."""
+    if cache is None:
+        return items
+    known = cache.lookup_many([(i.pyc, keys[i.pyc]) for i in items], algo)
+    return [item for item in items if known.get(item.pyc) != item.source_digest]
+
+
+def _judged(
+    todo: list[Compiled], keys: dict[str, StatKey], cache: StatCache | None, algo: str
+) -> dict[str, str]:
+    """Compile and compare ``todo``; the verdict of each pyc still as stat'ed goes to the cache."""
     started = time.time_ns()
-    bad.update(_compare(todo))
+    bad = _compare(todo)
     if cache is not None:
         for item in todo:
             if item.pyc in bad:
@@ -80,6 +110,37 @@ def mismatched(items: Iterable[Compiled], cache: StatCache | None) -> dict[str, 
             if after == keys[item.pyc]:  # the pyc judged is the one found before
                 cache.put(item.pyc, algo, after, item.source_digest, hashed_at_ns=started)
     return bad
+
+
+@contextmanager
+def _one_at_a_time(cache: StatCache) -> Iterator[bool]:
+    """Hold the cache folder's judging lock while compiling, so that processes
+    started together on one cache (a job's ranks on a node) compile each pyc once:
+    the others wait, then read the verdicts back.  Yields whether another process
+    held it.  A lock that cannot be opened or had within ``WAIT_SECONDS`` costs
+    only speed: the process then judges on its own."""
+    try:
+        fd = os.open(cache.directory / LOCK_NAME,
+                     os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)  # fmt: skip
+    except OSError:
+        yield False
+        return
+    try:
+        waited, deadline = False, time.monotonic() + WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                waited = True
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            except OSError:
+                break
+        yield waited
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _compare(items: list[Compiled]) -> dict[str, str]:

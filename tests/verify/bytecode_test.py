@@ -6,6 +6,10 @@ import hashlib
 import importlib.util
 import os
 import py_compile
+import subprocess
+import sys
+import threading
+import time
 from importlib._bootstrap_external import _code_to_timestamp_pyc  # type: ignore[attr-defined]
 from pathlib import Path
 
@@ -56,3 +60,101 @@ def test_a_source_changed_since_it_was_verified_is_not_judged(tmp_path: Path) ->
 
 def _key(path: str) -> StatKey:
     return StatKey.of(os.stat(path))
+
+
+# --- processes started together on one cache ------------------------------------
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, started: threading.Event) -> list[int]:
+    """How many pycs each ``_compare`` call compiles; the first call lingers so that a
+    second process arrives while it runs."""
+    counts: list[int] = []
+    real = bytecode._compare
+
+    def compare(items: list[Compiled]) -> dict[str, str]:
+        counts.append(len(items))
+        started.set()
+        time.sleep(0.3)
+        return real(items)
+
+    monkeypatch.setattr(bytecode, "_compare", compare)
+    return counts
+
+
+def _together(
+    items: list[Compiled], first: Path, second: Path, started: threading.Event
+) -> list[dict[str, str]]:
+    """``mismatched`` on a cache in ``first``, and once it compiles (``started``), on one
+    in ``second`` (each its own connection and open lock file, as two processes have)."""
+    answers: list[dict[str, str]] = [{}, {}]
+
+    def judge(n: int, folder: Path) -> None:
+        with StatCache(folder) as cache:
+            answers[n] = mismatched(items, cache)
+
+    a = threading.Thread(target=judge, args=(0, first))
+    a.start()
+    assert started.wait(30)
+    judge(1, second)
+    a.join(30)
+    return answers
+
+
+def test_ranks_on_one_cache_compile_each_pyc_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    items = _modules(tmp_path, bytecode.PER_PROCESS + 20)
+    _forge(items[7])
+    settle(*(Path(i.pyc) for i in items))
+    counts = _counting(monkeypatch, started := threading.Event())
+    forged = {items[7].pyc: "other code than the source compiles to"}
+    assert _together(items, tmp_path / "cache", tmp_path / "cache", started) == [forged, forged]
+    assert counts == [len(items), 1]  # the second compiles only the forged pyc again
+
+
+def test_control_ranks_on_two_caches_each_compile_everything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    items = _modules(tmp_path, bytecode.PER_PROCESS + 20)
+    _forge(items[7])
+    settle(*(Path(i.pyc) for i in items))
+    counts = _counting(monkeypatch, started := threading.Event())
+    forged = {items[7].pyc: "other code than the source compiles to"}
+    assert _together(items, tmp_path / "a", tmp_path / "b", started) == [forged, forged]
+    assert counts == [len(items), len(items)]
+
+
+def test_a_lock_held_past_the_wait_costs_speed_not_the_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process that never lets go (stopped, hung): after ``WAIT_SECONDS`` this
+    one judges on its own, and a forged pyc is still found."""
+    items = _modules(tmp_path, bytecode.PER_PROCESS + 1)
+    _forge(items[0])
+    settle(*(Path(i.pyc) for i in items))
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(cache_dir / bytecode.LOCK_NAME)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        monkeypatch.setattr(bytecode, "WAIT_SECONDS", 0.5)
+        began = time.monotonic()
+        with StatCache(cache_dir) as cache:
+            found = mismatched(items, cache)
+        assert time.monotonic() - began >= 0.5
+        assert found == {items[0].pyc: "other code than the source compiles to"}
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+HOLD = """\
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(120)
+"""
