@@ -100,28 +100,42 @@ def _together(
     return answers
 
 
+FORGED = "other code than the source compiles to"
+
+
+@pytest.mark.parametrize(
+    ("caches", "second_compiles"),
+    [(("cache", "cache"), 1), (("a", "b"), "all")],  # the control: a cache each
+    ids=["one-cache", "control-two-caches"],
+)
 def test_ranks_on_one_cache_compile_each_pyc_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caches: tuple[str, str],
+    second_compiles: int | str,
+) -> None:  # fmt: skip
+    """On one cold cache the second compiles only the forged pyc again (its verdict is
+    never stored); each on its own cache compiles everything."""
     items = _modules(tmp_path, bytecode.PER_PROCESS + 20)
     _forge(items[7])
     settle(*(Path(i.pyc) for i in items))
     counts = _counting(monkeypatch, started := threading.Event())
-    forged = {items[7].pyc: "other code than the source compiles to"}
-    assert _together(items, tmp_path / "cache", tmp_path / "cache", started) == [forged, forged]
-    assert counts == [len(items), 1]  # the second compiles only the forged pyc again
+    first, second = (tmp_path / c for c in caches)
+    forged = {items[7].pyc: FORGED}
+    assert _together(items, first, second, started) == [forged, forged]
+    assert counts == [len(items), len(items) if second_compiles == "all" else second_compiles]
 
 
-def test_control_ranks_on_two_caches_each_compile_everything(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    items = _modules(tmp_path, bytecode.PER_PROCESS + 20)
-    _forge(items[7])
+def test_a_lock_file_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
+    """A link planted at the lock's name (to a file elsewhere) is neither opened nor
+    created through: the process judges alone, and finds the forged pyc."""
+    items = _modules(tmp_path, bytecode.PER_PROCESS + 1)
+    _forge(items[0])
     settle(*(Path(i.pyc) for i in items))
-    counts = _counting(monkeypatch, started := threading.Event())
-    forged = {items[7].pyc: "other code than the source compiles to"}
-    assert _together(items, tmp_path / "a", tmp_path / "b", started) == [forged, forged]
-    assert counts == [len(items), len(items)]
+    cache_dir, elsewhere = tmp_path / "cache", tmp_path / "elsewhere"
+    cache_dir.mkdir()
+    (cache_dir / bytecode.LOCK_NAME).symlink_to(elsewhere)
+    with StatCache(cache_dir) as cache:
+        assert mismatched(items, cache) == {items[0].pyc: FORGED}
+    assert not elsewhere.exists()
 
 
 def test_a_lock_held_past_the_wait_costs_speed_not_the_verdict(
@@ -145,7 +159,7 @@ def test_a_lock_held_past_the_wait_costs_speed_not_the_verdict(
         with StatCache(cache_dir) as cache:
             found = mismatched(items, cache)
         assert time.monotonic() - began >= 0.5
-        assert found == {items[0].pyc: "other code than the source compiles to"}
+        assert found == {items[0].pyc: FORGED}
     finally:
         holder.kill()
         holder.wait()
