@@ -72,7 +72,7 @@ def mismatched(items: Iterable[Compiled], cache: StatCache | None) -> dict[str, 
         except OSError as exc:
             bad[item.pyc] = f"unreadable: {exc.strerror or exc}"
     todo = _unknown(todo, keys, cache, algo)
-    if cache is None or len(todo) < PER_PROCESS:
+    if cache is None or not cache.enabled or len(todo) < PER_PROCESS:  # nothing to wait for
         bad.update(_judged(todo, keys, cache, algo))
         return bad
     with _one_at_a_time(cache) as waited:

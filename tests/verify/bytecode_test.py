@@ -165,6 +165,33 @@ def test_a_lock_held_past_the_wait_costs_speed_not_the_verdict(
         holder.wait()
 
 
+def test_a_broken_cache_does_not_wait_for_a_lock_it_could_not_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache that cannot be opened holds no verdict another process could leave:
+    waiting for the lock would only delay the same compilation."""
+    items = _modules(tmp_path, bytecode.PER_PROCESS + 1)
+    _forge(items[0])
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir()
+    (cache_dir / "statcache-v1.sqlite3").write_bytes(b"not a database" * 100)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(cache_dir / bytecode.LOCK_NAME)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        monkeypatch.setattr(bytecode, "WAIT_SECONDS", 30.0)
+        began = time.monotonic()
+        with StatCache(cache_dir) as cache:
+            assert not cache.enabled
+            assert mismatched(items, cache) == {items[0].pyc: FORGED}
+        assert time.monotonic() - began < 15
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 HOLD = """\
 import fcntl, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
