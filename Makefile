@@ -9,20 +9,36 @@ PIP := $(PY) -m pip --disable-pip-version-check
 # unpinned torch would pull a CUDA build of several GB.
 TORCH ?= torch==2.13.0
 JOBS ?= 2
+# The rest is installed by uv where it can be had: it fetches and unpacks in parallel and
+# compiles the bytecode on every core (about 16 s here against pip's 68 s for the test
+# extras, the same versions). uv lives in a folder of its own, outside the venvs the tool
+# judges. Where uv cannot be fetched or cannot reach the index, pip installs it all.
+UV_DIR ?= .venv-uv
+UV := $(UV_DIR)/bin/uv
+DEMO_EXTRAS := ml,interop
+TEST_EXTRAS := ml,dev
+# $(call install,EXTRAS): the project, editable, with EXTRAS, into $(VENV)
+install = $(UV) pip install -q --python $(PY) --compile-bytecode -e '.[$(1)]' \
+		--config-settings editable_mode=compat \
+	|| $(PIP) install -q -e '.[$(1)]' --config-settings editable_mode=compat
 
 .PHONY: demo test bench schema docs lint-self clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed-demo: pyproject.toml | $(PY)
+$(UV): | $(PY)
+	$(PIP) install -q --target $(UV_DIR) uv \
+		|| echo "uv could not be installed: pip installs the packages"
+
+$(VENV)/.installed-demo: pyproject.toml | $(PY) $(UV)
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e '.[ml,interop]' --config-settings editable_mode=compat
+	$(call install,$(DEMO_EXTRAS))
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(PY)
+$(VENV)/.installed-test: pyproject.toml | $(PY) $(UV)
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e '.[ml,dev]' --config-settings editable_mode=compat
+	$(call install,$(TEST_EXTRAS))
 	touch $@
 
 # An editable install writes no bytecode, and where PYTHONDONTWRITEBYTECODE is set
@@ -56,4 +72,4 @@ lint-self: $(VENV)/.installed-test
 	$(PY) -m mypy ftmanifest
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis demo-out
+	rm -rf $(VENV) $(UV_DIR) .pytest_cache .hypothesis demo-out
