@@ -81,6 +81,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     os.environ["FTMANIFEST_CACHE_DIR"] = tempfile.mkdtemp(prefix="ftm-test-cache-")
     statcache.RACY_NS = TEST_RACY_NS
+    # in this process, a fresh file is always worth settling: the tests of settle run here
+    statcache.SETTLE_MIN_BYTES = statcache.SETTLE_MIN_FILES = 0
 
 
 # Modules whose tests take minutes in one piece: the tutorial test runs the whole demo

@@ -207,9 +207,12 @@ def _hash_settled(
     workers: int | None,
     on_hashed: Callable[[_Job, _Hashed], None] | None = None,
 ) -> list[_Job]:
-    """Hash the files that are not racy; return the racy ones once they no longer are."""
+    """Hash the files that are not racy; return the racy ones once they no longer are.
+    Racy files not worth the wait (``statcache.worth_settling``) are returned at once."""
     now, window = time.time_ns(), statcache.RACY_NS
     racy = [job for job in todo if _changed_at(job.st) >= now - window]
+    if not statcache.worth_settling(len(racy), sum(job.st.st_size for job in racy)):
+        return todo
     ready = [job for job in todo if _changed_at(job.st) < now - window]
     _hash_all(ready, results, cache, progress, workers, on_hashed)
     if racy:

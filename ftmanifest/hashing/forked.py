@@ -62,10 +62,13 @@ def _hash_forked(
     left.extend(small[:room])
     small = small[room:]
     rounds = [small]
-    if settle:  # as _hash_settled: the racy ones once they no longer are
+    if settle:  # as _hash_settled: the racy ones once they no longer are, if worth it
         now = time.time_ns() - statcache.RACY_NS
         stamped = {i: max(KEY.unpack_from(walked.keys, i * size_at)[3:5]) for i in small}
-        rounds = [[i for i in small if stamped[i] < now], [i for i in small if stamped[i] >= now]]
+        racy = [i for i in small if stamped[i] >= now]
+        nbytes = sum(KEY.unpack_from(walked.keys, i * size_at)[2] for i in racy)
+        if statcache.worth_settling(len(racy), nbytes):
+            rounds = [[i for i in small if stamped[i] < now], racy]
     n = default_workers(len(small))
     _FORKED = (walked, rels, fmt)
     try:

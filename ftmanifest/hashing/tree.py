@@ -177,8 +177,8 @@ def _hash_walked(
             progress.advance(read.nbytes)
         keeper = held.current()  # the files it has room for are read again, and kept open
         again = _first_read(read.done, keeper.room()) if keeper is not None else []
-        if settle:  # read again once they are no longer racy
-            again += read.racy
+        if settle and statcache.worth_settling(len(read.racy), _sizes(keys, read.racy)):
+            again += read.racy  # read again once they are no longer racy
         if again:
             todo = sorted(set(todo).union(again))
     elif digests is not None and prev is not None:
@@ -240,6 +240,11 @@ def _unread(done: bytearray) -> list[int]:
 
 def _rel_at(names: bytes, i: int) -> str:
     return names.split(b"\0")[i].decode("utf-8")
+
+
+def _sizes(keys: bytes | bytearray, indices: list[int]) -> int:
+    """The bytes the files at ``indices`` hold, by their keys."""
+    return sum(KEY.unpack_from(keys, i * KEY.size)[2] for i in indices)
 
 
 def _changed_keys(here: bytes, stored: bytes, n: int) -> list[int]:

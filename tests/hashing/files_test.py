@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ftmanifest import statcache
 from ftmanifest.errors import InputNotFoundError
 from ftmanifest.hashing.digests import (
     FileDigest,
@@ -174,6 +175,28 @@ def test_settle_waits_out_the_racy_window_once(tmp_path: Path) -> None:
     hook = Hook()
     again = hash_files(old + fresh, cache=StatCache(tmp_path / "c"), progress=hook, count="txt")
     assert hook.done == 0 and again == results
+
+
+@pytest.mark.parametrize(
+    ("min_files", "min_bytes", "cached"),
+    [(2_500, 256 << 20, 0), (3, 256 << 20, 3), (2_500, 6, 3)],
+    ids=["the-tools-thresholds-read-them-again", "three-files-are-worth-it", "six-bytes-are"],
+)
+def test_settle_waits_only_when_reading_again_would_cost_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, min_files: int, min_bytes: int, cached: int
+) -> None:
+    """Three fresh files of two bytes: with the tool's thresholds they are hashed at once,
+    not cached, and the next run reads them again; past a threshold they are waited for."""
+    monkeypatch.setattr(statcache, "SETTLE_MIN_FILES", min_files)
+    monkeypatch.setattr(statcache, "SETTLE_MIN_BYTES", min_bytes)
+    fresh = [write(tmp_path / f"new{i}", b"n%d" % i, old=False) for i in range(3)]
+    cache = StatCache(tmp_path / "c")
+    results = hash_files(fresh, cache=cache, settle=True)
+    cache.flush()
+    assert (cache.stored, cache.racy) == (cached, 3 - cached)
+    hook = Hook()
+    again = hash_files(fresh, cache=StatCache(tmp_path / "c"), progress=hook)
+    assert again == results and hook.done == (0 if cached else 6)
 
 
 def test_settle_gives_up_on_a_future_mtime(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import ftmanifest.hashing.forked as hashing_forked
+from ftmanifest import statcache
 from ftmanifest.errors import InputError, InputNotFoundError
 from ftmanifest.hashing.digests import (
     FileDigest,
@@ -19,8 +21,10 @@ from ftmanifest.hashing.digests import (
     tree_digest,
 )
 from ftmanifest.hashing.files import hash_files
+from ftmanifest.hashing.listing import Ahead
 from ftmanifest.hashing.tree import hash_tree
-from ftmanifest.hashing.walk import list_tree
+from ftmanifest.hashing.walk import list_tree, walk_tree
+from ftmanifest.statcache import StatCache
 from tests.conftest import within
 from tests.hashing.conftest import sha, write
 
@@ -189,3 +193,29 @@ def test_hash_tree_counts_records(tmp_path: Path) -> None:
     assert hash_tree(root, count="bin").records is None
     plain = hash_tree(root)
     assert plain.digest == tree.digest and plain.files["a.jsonl"].records is None
+
+
+@pytest.mark.parametrize("way", ["read-after-the-walk", "read-during-the-walk", "forked"])
+@pytest.mark.parametrize("worth", [False, True], ids=["small-read-again", "worth-the-wait"])
+def test_settle_waits_for_a_trees_fresh_files_only_when_worth_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, way: str, worth: bool
+) -> None:
+    """Six fresh files of two bytes: under the tool's thresholds ``settle`` hashes them at
+    once and the next run reads them again (a miss each); worth the wait, none is read."""
+    if not worth:
+        monkeypatch.setattr(statcache, "SETTLE_MIN_FILES", 2_500)
+        monkeypatch.setattr(statcache, "SETTLE_MIN_BYTES", 256 << 20)
+    if way == "forked":
+        if sys.platform != "linux":
+            pytest.skip("worker processes read small files on Linux only")
+        monkeypatch.setattr(hashing_forked, "FORK_MIN", 2)
+    root = tmp_path / "t"
+    for i in range(6):
+        write(root / f"p{i}.jsonl", b"%d\n" % i, old=False)
+    walked = walk_tree(root, read=Ahead()) if way == "read-during-the-walk" else None
+    with StatCache(tmp_path / "c") as cache:
+        first = hash_tree(root, cache=cache, walked=walked, settle=True, workers=2)
+    with StatCache(tmp_path / "c") as cache:
+        again = hash_tree(root, cache=cache)
+        assert cache.misses == (0 if worth else 6)
+    assert again.digest == first.digest
