@@ -113,6 +113,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 GC_YOUNG_THRESHOLD = 50_000
 
 
+_full_collections = [0]  # full collections since the heap was last frozen
+
+
+def _count_full(phase: str, info: dict[str, int]) -> None:
+    if phase == "stop" and info["generation"] == 2:
+        _full_collections[0] += 1
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Keep what collection imported out of every later collection (``gc.freeze``)."""
     import gc
@@ -120,6 +128,22 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+    gc.callbacks.append(_count_full)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """After a test that ran a full collection (a Trainer asks for one), freeze what its
+    fixtures left: what transformers imported lazily, which the next one walked again."""
+    import gc
+
+    try:
+        return (yield)
+    finally:
+        if _full_collections[0]:
+            gc.collect()
+            gc.freeze()
+            _full_collections[0] = 0
 
 
 TOOL_RACY_NS = 2_000_000_000  # the window of a CLI subprocess (statcache.RACY_NS)

@@ -37,10 +37,17 @@ def _rel(path: Path) -> str:
 # --- the generated reference ------------------------------------------------------
 
 
-def test_generated_reference_pages_are_current() -> None:
-    from ftmanifest.cli.reference import pages, stray
+@pytest.fixture(scope="module")
+def generated() -> dict[Path, str]:
+    """The reference pages as the code renders them now (seconds: built once here)."""
+    from ftmanifest.cli.reference import pages
 
-    generated = pages()
+    return pages()
+
+
+def test_generated_reference_pages_are_current(generated: dict[Path, str]) -> None:
+    from ftmanifest.cli.reference import stray
+
     stale = [
         rel.as_posix()
         for rel, text in generated.items()
@@ -51,16 +58,15 @@ def test_generated_reference_pages_are_current() -> None:
     assert not extra, f"pages no longer generated {extra}: run `make docs` (it removes them)"
 
 
-def test_the_reference_covers_every_command_and_rule() -> None:
+def test_the_reference_covers_every_command_and_rule(generated: dict[Path, str]) -> None:
     from ftmanifest.cli import COMMANDS
-    from ftmanifest.cli.reference import pages
     from ftmanifest.manifest.lint_rules import RULES
 
-    generated = {rel.as_posix(): text for rel, text in pages().items()}
-    assert {f"docs/reference/cli/{name}.md" for name in COMMANDS} <= set(generated)
-    assert all(rule in generated["docs/reference/lint-rules.md"] for rule in RULES)
-    assert "| 141 | `EXIT_BROKEN_PIPE` |" in generated["docs/reference/exit-codes.md"]
-    assert "| `unknown-key` | 1 |" in generated["docs/reference/reasons.md"]
+    by_name = {rel.as_posix(): text for rel, text in generated.items()}
+    assert {f"docs/reference/cli/{name}.md" for name in COMMANDS} <= set(by_name)
+    assert all(rule in by_name["docs/reference/lint-rules.md"] for rule in RULES)
+    assert "| 141 | `EXIT_BROKEN_PIPE` |" in by_name["docs/reference/exit-codes.md"]
+    assert "| `unknown-key` | 1 |" in by_name["docs/reference/reasons.md"]
 
 
 def test_generating_the_reference_imports_no_torch() -> None:
