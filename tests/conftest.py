@@ -88,7 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # Modules whose tests take minutes in one piece: the tutorial test runs the whole demo
 # unless `make demo` left a stamped log (6 min on a quiet machine), accelerate's two
 # 2-rank launches share a module fixture (187 s at loadavg 11), the README's path is
-# one test (137 s at loadavg 12).  They run first: `pytest -n 2` hands tests out in
+# one test (137 s at loadavg 12).  They run first: `pytest -n` hands tests out in
 # collection order, and one of them collected last leaves a worker idle while it runs;
 # first, each module also lands whole on one worker (its module fixture runs once).
 RUN_FIRST = (
