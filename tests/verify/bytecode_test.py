@@ -10,6 +10,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib._bootstrap_external import _code_to_timestamp_pyc  # type: ignore[attr-defined]
 from pathlib import Path
 
@@ -148,21 +150,13 @@ def test_a_lock_held_past_the_wait_costs_speed_not_the_verdict(
     settle(*(Path(i.pyc) for i in items))
     cache_dir = tmp_path / "cache"
     cache_dir.mkdir()
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(cache_dir / bytecode.LOCK_NAME)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    with _lock_held(cache_dir):
         monkeypatch.setattr(bytecode, "WAIT_SECONDS", 0.5)
         began = time.monotonic()
         with StatCache(cache_dir) as cache:
             found = mismatched(items, cache)
         assert time.monotonic() - began >= 0.5
         assert found == {items[0].pyc: FORGED}
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_a_broken_cache_does_not_wait_for_a_lock_it_could_not_use(
@@ -175,21 +169,13 @@ def test_a_broken_cache_does_not_wait_for_a_lock_it_could_not_use(
     cache_dir = tmp_path / "cache"
     cache_dir.mkdir()
     (cache_dir / "statcache-v1.sqlite3").write_bytes(b"not a database" * 100)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(cache_dir / bytecode.LOCK_NAME)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    with _lock_held(cache_dir):
         monkeypatch.setattr(bytecode, "WAIT_SECONDS", 30.0)
         began = time.monotonic()
         with StatCache(cache_dir) as cache:
             assert not cache.enabled
             assert mismatched(items, cache) == {items[0].pyc: FORGED}
         assert time.monotonic() - began < 15
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 HOLD = """\
@@ -199,3 +185,18 @@ fcntl.flock(fd, fcntl.LOCK_EX)
 print("held", flush=True)
 time.sleep(120)
 """
+
+
+@contextmanager
+def _lock_held(cache_dir: Path) -> Iterator[None]:
+    """Another process holds the cache folder's judging lock until the block ends."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(cache_dir / bytecode.LOCK_NAME)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
