@@ -199,6 +199,26 @@ def test_settle_waits_only_when_reading_again_would_cost_more(
     assert again == results and hook.done == (0 if cached else 6)
 
 
+@pytest.mark.parametrize("waited", [False, True], ids=["not-worth-the-wait", "waited-for"])
+def test_a_fresh_file_rewritten_with_its_mtime_put_back_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, waited: bool
+) -> None:
+    """Attack on settling less: lock hashes a fresh file without waiting, then the file
+    gets other bytes of the same size and its old mtime.  The next hash must read it,
+    as it must after a wait (control)."""
+    if not waited:
+        monkeypatch.setattr(statcache, "SETTLE_MIN_FILES", 2_500)
+        monkeypatch.setattr(statcache, "SETTLE_MIN_BYTES", 256 << 20)
+    p = write(tmp_path / "f", b"aaaa", old=False)
+    before = p.stat()
+    with StatCache(tmp_path / "c") as cache:
+        assert hash_files([p], cache=cache, settle=True)[p] == FileDigest(sha(b"aaaa"), 4)
+    p.write_bytes(b"bbbb")
+    os.utime(p, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with StatCache(tmp_path / "c") as cache:
+        assert hash_files([p], cache=cache)[p] == FileDigest(sha(b"bbbb"), 4)
+
+
 def test_settle_gives_up_on_a_future_mtime(tmp_path: Path) -> None:
     p = write(tmp_path / "f", b"x", old=False)
     future = time.time_ns() + 3600 * 10**9
