@@ -79,6 +79,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--overfit-lr", type=float, default=None, metavar="LR",
                    help="learning rate of the overfit check (default: training.optimizer.lr, "
                    "else 0.01)")  # fmt: skip
+    p.add_argument("--throughput-seconds", type=float, default=3.0, metavar="S",
+                   help="seconds the throughput check trains for, after its two warm-up "
+                   "steps")  # fmt: skip
     p.add_argument("--no-repeat", action="store_true",
                    help="determinism: run the first steps in one fresh process, not two, and "
                    "compare nothing (when loading the model twice costs too much)")  # fmt: skip
@@ -106,6 +109,11 @@ def run(args: argparse.Namespace) -> int:
                          expected="a number in (0, 10), such as 0.01",
                          observed=str(args.overfit_lr),
                          hint="omit it to use training.optimizer.lr, else 0.01")  # fmt: skip
+    if not 0 < args.throughput_seconds <= 3600:
+        raise UsageError("--throughput-seconds must be in (0, 3600]",
+                         field="--throughput-seconds", expected="seconds in (0, 3600], such as 3",
+                         observed=str(args.throughput_seconds),
+                         hint="omit it to measure for 3 s")  # fmt: skip
     loaded = load_manifest(args.manifest)
     options = Options(
         device=args.device or device_for(loaded.manifest.environment.backend.kind),
@@ -113,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         overfit_steps=args.overfit_steps,
         overfit_ratio=args.overfit_ratio,
         overfit_lr=args.overfit_lr,
+        throughput_seconds=args.throughput_seconds,
         repeat=not args.no_repeat,
     )
     result = run_preflight(loaded, only=args.only, options=options, recipe_spec=args.recipe,

@@ -75,8 +75,11 @@ def test_cli_plans_from_the_recorded_preflight(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger"
     missing = run_cli("plan", str(manifest), "--days", "3", "--ledger", str(ledger))
     assert missing.returncode == 2 and "no measured throughput" in missing.stderr
-    pre = run_cli("preflight", str(manifest), "--only", "throughput", "--ledger", str(ledger))
+    pre = run_cli("preflight", str(manifest), "--only", "throughput", "--throughput-seconds",
+                  "0.5", "--ledger", str(ledger), "--format", "json")  # fmt: skip
     assert pre.returncode == 0, pre.stdout + pre.stderr
+    window = json.loads(pre.stdout)["rows"][0]["figures"]["window_seconds"]
+    assert 0.5 <= window < 2.5  # the window asked for, not the default 3 s
     out = run_cli("plan", str(manifest), "--days", "3", "--ledger", str(ledger), "--format",
                   "json")  # fmt: skip
     assert out.returncode == 0, out.stderr

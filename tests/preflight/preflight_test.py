@@ -193,6 +193,18 @@ def test_cli_records_the_result_and_writes_html(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "no preflight check named 'nope'" in bad.stderr
 
 
+@pytest.mark.parametrize("seconds", ["0", "-1", "nan", "inf", "3601"])
+def test_a_throughput_window_that_is_no_duration_is_a_usage_error(
+    tmp_path: Path, seconds: str
+) -> None:
+    manifest = tmp_path / "m.yaml"  # refused before the manifest is read
+    bad = run_cli("preflight", str(manifest), "--only", "throughput",
+                  "--throughput-seconds", seconds)  # fmt: skip
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "--throughput-seconds must be in (0, 3600]" in bad.stderr
+    assert f"observed: {float(seconds)}" in bad.stderr, bad.stderr
+
+
 def test_a_resume_that_loses_the_optimizer_state_fails_the_resume_row(tmp_path: Path) -> None:
     loaded = _example(tmp_path)
     hook = tmp_path / "loses.py"
