@@ -10,13 +10,13 @@ line.
 
 from __future__ import annotations
 
-import gc
 import json
 import sys
 
 from ftmanifest.manifest import load_manifest
 from ftmanifest.preflight.recipe import apply_hook, default_recipe
 from ftmanifest.preflight.repeat import first_steps, scramble
+from ftmanifest.preflight.steps import tune_collector
 
 
 def main(argv: list[str]) -> int:
@@ -35,9 +35,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    # A short-lived process of its own, tuned as ``ftmanifest.cli.entry`` tunes the CLI:
-    # importing torch, transformers and peft builds about a million objects, which the
-    # default thresholds collect some 900 times (a fifth of this process's CPU time).
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
+    tune_collector()
     sys.exit(main(sys.argv[1:]))
