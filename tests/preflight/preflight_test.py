@@ -205,6 +205,14 @@ def test_a_throughput_window_that_is_no_duration_is_a_usage_error(
     assert f"observed: {float(seconds)}" in bad.stderr, bad.stderr
 
 
+def test_a_throughput_window_that_is_no_number_is_a_usage_error_too(tmp_path: Path) -> None:
+    bad = run_cli("preflight", str(tmp_path / "m.yaml"), "--throughput-seconds", "soon")
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "--throughput-seconds" in bad.stderr and "Traceback" not in bad.stderr
+    huge = run_cli("preflight", str(tmp_path / "m.yaml"), "--throughput-seconds", "1e400")
+    assert huge.returncode == 2 and "observed: inf" in huge.stderr, huge.stderr  # overflows
+
+
 def test_a_resume_that_loses_the_optimizer_state_fails_the_resume_row(tmp_path: Path) -> None:
     loaded = _example(tmp_path)
     hook = tmp_path / "loses.py"
