@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import time
@@ -137,6 +138,28 @@ def test_an_environment_read_at_import_is_not_forked() -> None:
         assert server.unsound({**env, key: "changed"}) == {key}
         assert server.unsound({k: v for k, v in env.items() if k != key} | {key: "x"}) == {key}
     assert not server.unsound({**env, "FTMANIFEST_SCAN_ENGINE": "bogus"})  # control
+
+
+def test_the_width_argparse_reads_while_the_parser_is_built_is_not_kept() -> None:
+    """``add_argument`` builds a help formatter that reads ``COLUMNS`` and is dropped:
+    such reads are not recorded, so a call with its own width forks.  The forked help
+    is the fresh interpreter's at each width; a direct read is still recorded."""
+    server = _server()
+    assert "COLUMNS" not in server.import_env and "LINES" not in server.import_env
+    widths = set()
+    for columns in ("40", "200"):
+        env = {"COLUMNS": columns}
+        assert not server.unsound({**_cli_env(), **env})
+        forked = run_cli_forked("verify", "--help", env=env)
+        fresh = run_cli("verify", "--help", env=env)
+        assert (forked.returncode, forked.stdout) == (fresh.returncode, fresh.stdout)
+        widths.add(max(len(line) for line in forked.stdout.splitlines()))
+    assert len(widths) == 2  # the width changed what was printed
+    with cli_fork._env_reads() as (keys, _copied):
+        argparse.HelpFormatter(prog="x")
+        assert not keys
+        os.environ.get("COLUMNS")  # a direct read, as a module that keeps it makes
+    assert keys == {"COLUMNS"}
 
 
 def test_an_unsound_environment_runs_a_fresh_interpreter(tmp_path: Path) -> None:

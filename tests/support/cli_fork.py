@@ -19,7 +19,9 @@ What a forked child shares with the server that a fresh interpreter would not
   module level and caches none in an ``lru_cache``'d function (an AST scan of
   the package on 2026-12-06 found one, a dataclass ``default_factory``, which runs
   at call time).  Dependencies may; so the server records every key read from
-  ``os.environ`` while it imports (``import_env``) and a call whose environment
+  ``os.environ`` while it imports (``import_env``; not the width argparse's help
+  formatter reads while the parser is built: that formatter is dropped, and help
+  builds its own in the child) and a call whose environment
   differs from the server's in one of them, in a ``PYTHON*``/``LC_*``/``LD_*``/
   ``MALLOC_*`` variable, ``LANG``/``LANGUAGE`` (read once at start-up: stream
   encodings, the loader) or ``TMPDIR``/``TEMP``/``TMP`` (``tempfile`` caches
@@ -44,6 +46,7 @@ What a forked child shares with the server that a fresh interpreter would not
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import base64
 import importlib
@@ -88,7 +91,8 @@ def _env_reads() -> Iterator[tuple[set[str], list[bool]]]:
     copied = [False]
 
     def getitem(self: Any, key: str) -> str:
-        keys.add(key)
+        if not _read_by_help_formatter():
+            keys.add(key)
         return get(self, key)
 
     def iterate(self: Any) -> Iterator[str]:
@@ -100,6 +104,22 @@ def _env_reads() -> Iterator[tuple[set[str], list[bool]]]:
         yield keys, copied
     finally:
         cls.__getitem__, cls.__iter__ = get, it  # type: ignore[method-assign]
+
+
+def _read_by_help_formatter() -> bool:
+    """Whether argparse's ``HelpFormatter()`` is reading (``COLUMNS``, ``LINES``, through
+    ``shutil.get_terminal_size``).  ``add_argument`` builds one to check each argument and
+    drops it; help and usage build their own when they print, in the child, so the
+    width read while the parser is built is kept nowhere.  Recorded, it sent every call
+    with its own ``COLUMNS`` (the ledger's tests, all of them) to a fresh interpreter."""
+    frame = sys._getframe(2)
+    for _ in range(4):  # getitem <- get_terminal_size <- HelpFormatter.__init__
+        if frame is None:
+            return False
+        if frame.f_code is argparse.HelpFormatter.__init__.__code__:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _preload() -> dict[str, Any]:
