@@ -73,13 +73,16 @@ _module_determinism_restored = pytest.fixture(autouse=True, scope="module")(_det
 TEST_RACY_NS = 200_000_000
 
 
+_TEST_CACHE = [""]  # this process's cache folder, removed when the session ends
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Keep every test (and the CLI subprocesses it starts) out of the user's caches."""
     import tempfile
 
     from ftmanifest import statcache
 
-    os.environ["FTMANIFEST_CACHE_DIR"] = tempfile.mkdtemp(prefix="ftm-test-cache-")
+    os.environ["FTMANIFEST_CACHE_DIR"] = _TEST_CACHE[0] = tempfile.mkdtemp(prefix="ftm-test-cache-")
     statcache.RACY_NS = TEST_RACY_NS
     # in this process, a fresh file is always worth settling: the tests of settle run here
     statcache.SETTLE_MIN_BYTES = statcache.SETTLE_MIN_FILES = 0
@@ -89,6 +92,15 @@ def pytest_configure(config: pytest.Config) -> None:
     import gc
 
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove this process's cache folder: each worker made one, 7 MiB or so, that was left
+    in the temporary folder after every run."""
+    import shutil
+
+    if _TEST_CACHE[0]:
+        shutil.rmtree(_TEST_CACHE[0], ignore_errors=True)
 
 
 # Modules whose tests take minutes in one piece: the tutorial test runs the whole demo

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Iterator
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -131,19 +130,21 @@ def test_unlabelled_records_and_no_labels_at_all(tmp_path: Path) -> None:
     assert rc == 0 and not [f for f in payload["findings"] if "categor" in f["rule"]]
 
 
-@cache
-def tokenizer_folder() -> Path:
+@pytest.fixture(scope="module")
+def tokenizer_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from ftmanifest.examples.tiny import build_tokenizer
 
-    folder = Path(tempfile.mkdtemp(prefix="ftm-stats-tok-"))
+    folder = tmp_path_factory.mktemp("tokenizer")
     build_tokenizer(folder, ["alpha beta gamma delta epsilon zeta eta theta"])
     return folder
 
 
-def test_over_length_records_are_counted_with_the_pinned_tokenizer(tmp_path: Path) -> None:
+def test_over_length_records_are_counted_with_the_pinned_tokenizer(
+    tokenizer_folder: Path, tmp_path: Path
+) -> None:
     import shutil
 
-    shutil.copytree(tokenizer_folder(), tmp_path / "model")
+    shutil.copytree(tokenizer_folder, tmp_path / "model")
     # a word-level tokenizer: a text record is its words plus BOS and EOS
     lengths = [3, 12, 5, 30, 8, 9, 40, 1]  # +1 unknown word +2: 6 15 8 33 11 12 43 4
     rows = [{"text": " ".join(["alpha"] * n + [f"unknown{i}"]), "label": "x"}
@@ -203,11 +204,11 @@ def test_histogram_is_exact_small_and_close_large() -> None:
     assert len(big.buckets) < 512 * 15  # bounded: at most 512 buckets per doubling
 
 
-@cache
-def loaded_tokenizer() -> Any:
+@pytest.fixture(scope="module")
+def loaded_tokenizer(tokenizer_folder: Path) -> Any:
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(tokenizer_folder()), local_files_only=True)
+    return AutoTokenizer.from_pretrained(str(tokenizer_folder), local_files_only=True)
 
 
 JSON = st.recursive(
@@ -227,8 +228,10 @@ RECORD = st.one_of(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=st.lists(RECORD, max_size=8), tokens=st.booleans())
-def test_statistics_never_crash_on_arbitrary_json_records(rows: list[Any], tokens: bool) -> None:
-    tokenizer = loaded_tokenizer() if tokens else None
+def test_statistics_never_crash_on_arbitrary_json_records(
+    loaded_tokenizer: Any, rows: list[Any], tokens: bool
+) -> None:
+    tokenizer = loaded_tokenizer if tokens else None
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "train.jsonl"
         write_jsonl(path, rows)
@@ -299,12 +302,12 @@ def test_labels_cannot_write_to_the_terminal(tmp_path: Path) -> None:
     assert "\x1b" not in out and "\x07" not in out and "\\x1b[2J" in out
 
 
-def test_only_the_pinned_tokenizer_is_used(tmp_path: Path) -> None:
+def test_only_the_pinned_tokenizer_is_used(tokenizer_folder: Path, tmp_path: Path) -> None:
     import shutil
 
     from ftmanifest.hashing.files import hash_file
 
-    shutil.copytree(tokenizer_folder(), tmp_path / "model")
+    shutil.copytree(tokenizer_folder, tmp_path / "model")
     manifest = project(tmp_path, ["a"] * 3, ["a"] * 3, guard=False, minimum=0)
     model = tmp_path / "model"
     pins = "".join(
