@@ -205,6 +205,9 @@ def test_settle_waits_for_a_trees_fresh_files_only_when_worth_it(
     if not worth:
         monkeypatch.setattr(statcache, "SETTLE_MIN_FILES", 2_500)
         monkeypatch.setattr(statcache, "SETTLE_MIN_BYTES", 256 << 20)
+        # fresh for the whole test: with the suite's 0.2 s window, a first pass slower
+        # than that on a loaded machine cached the files it had called fresh (misses 0)
+        monkeypatch.setattr(statcache, "RACY_NS", 60 * 10**9)
     if way == "forked":
         if sys.platform != "linux":
             pytest.skip("worker processes read small files on Linux only")
