@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -160,6 +161,9 @@ def test_the_width_argparse_reads_while_the_parser_is_built_is_not_kept() -> Non
         assert not keys
         os.environ.get("COLUMNS")  # a direct read, as a module that keeps it makes
     assert keys == {"COLUMNS"}
+    with cli_fork._env_reads() as (keys, _copied):
+        shutil.get_terminal_size()  # a module keeping the size it read at import
+    assert keys == {"COLUMNS", "LINES"}
 
 
 def test_an_unsound_environment_runs_a_fresh_interpreter(tmp_path: Path) -> None:
