@@ -11,7 +11,8 @@ function-level ones too):
 2. file access - fsutil, counts, sqlite_store, statcache, foldercache, held,
    progress, hashing, treelist, untrusted, hfcache, snapshot, recordio, wire:
    reading, hashing, atomic writes, caches;
-3. probes and runtime - probe, seeding, supervise: what this machine is;
+3. probes and runtime - probe, seeding, supervise, collector: what this machine is
+   and how the tool's own processes run;
 4. signing - signing: keys, trust, envelopes;
 5. judging rooms - scan, ledger, adapter, verify, preflight, data, results,
    backup: each decides one kind of question;

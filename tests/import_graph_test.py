@@ -86,7 +86,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("file access", ("fsutil", "counts", "sqlite_store", "statcache", "foldercache",
                      "held", "progress", "hashing", "treelist", "untrusted", "hfcache",
                      "snapshot", "recordio", "wire")),
-    ("probes and runtime", ("probe", "seeding", "supervise")),
+    ("probes and runtime", ("probe", "seeding", "supervise", "collector")),
     ("signing", ("signing",)),
     ("judging rooms", ("scan", "ledger", "adapter", "verify", "preflight", "data", "results",
                        "backup")),

@@ -35,6 +35,7 @@ from ftmanifest.cli._args import (
     require_manifest,
     shown_extras,
 )
+from ftmanifest.collector import tune_collector
 from ftmanifest.errors import EXIT_BUG, EXIT_INTERRUPTED, FtManifestError, ResourceError
 from ftmanifest.extras import missing_extra
 from ftmanifest.output import error_text, terminal_width
@@ -351,7 +352,7 @@ def _broken_pipe() -> int:
 
 
 def entry() -> None:
-    _tune_gc()
+    tune_collector()
     code = main()
     comm = sys.modules.get("ftmanifest.distributed.comm")
     if comm is not None and comm.made_a_group:
@@ -380,15 +381,3 @@ def _exit_without_teardown(code: int) -> NoReturn:
         except (OSError, ValueError):
             code = code or 120  # what the interpreter returns when its final flush fails
     os._exit(code)
-
-
-def _tune_gc() -> None:
-    """Fewer cyclic collections for a process that builds millions of small objects
-    (a folder of a million files is a stat result, a cache row and a digest a file):
-    a young collection every 50,000 allocations, not 700, and what the start-up
-    imported kept out of every collection (``gc.freeze``).  A quarter of a cached
-    verify of 300,000 files went to collections that found nothing to free."""
-    import gc
-
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import sys
 
+from ftmanifest.collector import tune_collector
 from ftmanifest.manifest import load_manifest
 from ftmanifest.preflight.recipe import apply_hook, default_recipe
 from ftmanifest.preflight.repeat import first_steps, scramble
-from ftmanifest.preflight.steps import tune_collector
 
 
 def main(argv: list[str]) -> int:

@@ -14,9 +14,10 @@ import json
 import sys
 from pathlib import Path
 
+from ftmanifest.collector import tune_collector
 from ftmanifest.manifest import load_manifest
 from ftmanifest.preflight.recipe import apply_hook, default_recipe
-from ftmanifest.preflight.steps import micro_batches, pad_id, train_step, tune_collector
+from ftmanifest.preflight.steps import micro_batches, pad_id, train_step
 from ftmanifest.preflight.train_checks import greedy, trainable_digest
 from ftmanifest.seeding import seed_everything
 

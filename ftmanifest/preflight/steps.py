@@ -14,7 +14,6 @@ device allocator's peak (CUDA).
 
 from __future__ import annotations
 
-import gc
 import os
 import resource
 import sys
@@ -22,15 +21,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from ftmanifest.preflight.recipe import IGNORE, Example
-
-
-def tune_collector() -> None:
-    """For a short-lived child of its own (the determinism and resume checks), tuned as
-    ``ftmanifest.cli.entry`` tunes the CLI: importing torch, transformers and peft builds
-    about a million objects, which the default thresholds collect some 900 times (a
-    fifth of the child's CPU time).  Called before anything heavy is imported."""
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
 
 
 def pad_id(tokenizer: Any) -> int:
