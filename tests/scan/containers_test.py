@@ -195,6 +195,31 @@ def test_crc_mismatch_and_local_header_disagreement(tmp_path: Path) -> None:
     assert {"zip.header-mismatch"} <= {f.rule for f in found if f.severity == "error"}
 
 
+# The zip64 end record's "offset of the central directory" moved: zipfile shifts every
+# member's local header by the difference. 1000 puts the early members before the file's
+# start (the OS refuses the seek); 0x81 << 56 past what a C long holds (OverflowError).
+@pytest.mark.parametrize("shift", [1000, 0x81 << 56], ids=["before-the-start", "past-a-long"])
+def test_a_directory_that_puts_members_outside_the_file_names_them(
+    tmp_path: Path, shift: int
+) -> None:
+    path = _torch_zip(tmp_path)
+    data = bytearray(path.read_bytes())
+    at = data.rindex(b"PK\x06\x06") + 48  # torch writes a zip64 end record: Python reads it
+    struct.pack_into("<Q", data, at, (struct.unpack_from("<Q", data, at)[0] + shift) % (1 << 64))
+    path.write_bytes(bytes(data))
+    with pytest.raises(RuntimeError, match="zip archive"):
+        torch.load(path, weights_only=True)  # the loader cannot use it either
+    found = _scan(path)
+    outside = {
+        f.extra["member"]: f.severity
+        for f in found
+        if f.rule == "zip.header-mismatch" and "outside the file" in f.message
+    }
+    assert outside.get("clean/data.pkl") == "error", found
+    # named for what it is: no "cannot read file", no parser safety net
+    assert not {f.rule for f in found} & {"scan.unreadable", "scan.parse-failed"}, found
+
+
 def test_legacy_torch_tar(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     path = tmp_path / "old.pt"

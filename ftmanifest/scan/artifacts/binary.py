@@ -310,6 +310,7 @@ class Ctx:
         except (
             zipfile.BadZipFile, tarfile.TarError, EOFError, OSError,
             ValueError, NotImplementedError, RuntimeError,  # zipfile on a name not UTF-8...
+            OverflowError,  # ...or on an offset no C integer holds
         ) as exc:  # fmt: skip
             why = f"{kind} inside a stream unreadable: {type(exc).__name__}: {exc}"
             out.append(part_not_scanned(self.where, why, member, "scan.unreadable", REEXPORT_HINT))
@@ -456,8 +457,16 @@ def _members(
     if kind == "zip":
         zf = zipfile.ZipFile(buf)
         infos = [i for i in zf.infolist() if not i.filename.endswith("/")]
+        size = len(buf.getbuffer())
+
+        def member(info: zipfile.ZipInfo) -> IO[bytes]:
+            if not 0 <= info.header_offset < size:  # zipfile's seek would fail on it
+                where = f"offset {info.header_offset}, outside the archive"
+                raise zipfile.BadZipFile(f"the directory puts {info.filename!r} at {where}")
+            return zf.open(info)
+
         for info in infos[:limit]:
-            yield info.filename, lambda info=info: zf.open(info)  # type: ignore[misc]
+            yield info.filename, partial(member, info)
         return
     tar = tarfile.open(fileobj=buf, mode="r:")
     members = [m for m in tar.getmembers() if m.isfile()]

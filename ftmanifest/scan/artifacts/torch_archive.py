@@ -18,6 +18,7 @@ raw tensor bytes skipped by the sizes it records.
 from __future__ import annotations
 
 import io
+import os
 import struct
 import tarfile
 import zipfile
@@ -34,7 +35,14 @@ from ftmanifest.scan.unscanned import malformed
 if TYPE_CHECKING:
     from ftmanifest.scan.artifacts.binary import Ctx
 
-_ZIP_ERRORS = (zipfile.BadZipFile, EOFError, NotImplementedError, RuntimeError, ValueError)
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    EOFError,
+    NotImplementedError,
+    RuntimeError,
+    ValueError,
+    OverflowError,
+)
 _LOCAL = struct.Struct("<4s5H3L2H")
 _ELEMENT_SIZE = {
     **dict.fromkeys(("Double", "Long", "ComplexFloat"), 8),
@@ -76,7 +84,12 @@ def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
         infos.sort(key=lambda i: i.filename.rsplit("/", 1)[-1] != "data.pkl")
         folders = {name.rsplit("/", 1)[0] + "/" if "/" in name else "" for name in data_pkls}
         keras = fmt == "zip" and is_keras_archive([i.filename for i in infos])
+        size = os.fstat(raw.fileno()).st_size
         for info in infos:
+            if not 0 <= info.header_offset < size:  # no seek to make: zipfile's would fail
+                outside = f"the directory puts it at offset {info.header_offset}, outside the file"
+                out.append(malformed(where, "zip.header-mismatch", outside, info.filename))
+                continue
             problem = local_header_problem(raw, info)
             if problem:
                 out.append(malformed(where, "zip.header-mismatch", problem, info.filename))
