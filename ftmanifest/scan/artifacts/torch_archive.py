@@ -18,7 +18,6 @@ raw tensor bytes skipped by the sizes it records.
 from __future__ import annotations
 
 import io
-import os
 import struct
 import tarfile
 import zipfile
@@ -84,7 +83,7 @@ def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
         infos.sort(key=lambda i: i.filename.rsplit("/", 1)[-1] != "data.pkl")
         folders = {name.rsplit("/", 1)[0] + "/" if "/" in name else "" for name in data_pkls}
         keras = fmt == "zip" and is_keras_archive([i.filename for i in infos])
-        size = os.fstat(raw.fileno()).st_size
+        size = raw.seek(0, io.SEEK_END)  # a held copy has no file descriptor to stat
         for info in infos:
             if not 0 <= info.header_offset < size:  # no seek to make: zipfile's would fail
                 outside = f"the directory puts it at offset {info.header_offset}, outside the file"
