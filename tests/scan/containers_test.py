@@ -220,6 +220,30 @@ def test_a_directory_that_puts_members_outside_the_file_names_them(
     assert not {f.rule for f in found} & {"scan.unreadable", "scan.parse-failed"}, found
 
 
+@pytest.mark.parametrize("moved", [False, True], ids=["control", "moved"])
+def test_a_zip_inside_a_stream_whose_members_lie_outside_it_names_them(
+    tmp_path: Path, moved: bool
+) -> None:
+    """The same directory, in a zip held in memory after gunzip: a member placed
+    before the start is unreadable for that reason; the unmoved zip is judged whole."""
+    data = bytearray(_torch_zip(tmp_path).read_bytes())
+    if moved:
+        at = data.rindex(b"PK\x06\x06") + 48
+        struct.pack_into("<Q", data, at, struct.unpack_from("<Q", data, at)[0] + 1000)
+    path = tmp_path / "weights.pt.gz"
+    path.write_bytes(gzip.compress(bytes(data)))
+    found = _scan(path)
+    rules = {f.rule for f in found}
+    assert "scan.parse-failed" not in rules, found
+    unreadable = [f for f in found if f.rule == "scan.unreadable"]
+    if moved:
+        assert len(unreadable) == 1 and "outside the archive" in unreadable[0].message, found
+        assert unreadable[0].severity == "error"
+    else:
+        assert unreadable == [], found
+        assert "pickle.weights-as-pickle" in rules  # data.pkl was read and judged
+
+
 def test_legacy_torch_tar(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     path = tmp_path / "old.pt"
