@@ -216,6 +216,11 @@ def test_a_directory_that_puts_members_outside_the_file_names_them(
         if f.rule == "zip.header-mismatch" and "outside the file" in f.message
     }
     assert outside.get("clean/data.pkl") == "error", found
+    first = next(f for f in found if f.extra.get("member") == "clean/data.pkl")
+    size = len(data)
+    assert first.expected == f"an offset from 0 to {size - 1} (the file's {size} bytes)"
+    assert first.observed is not None and int(first.observed) < 0  # before the start
+    assert first.hint and "re-save" in first.hint
     # named for what it is: no "cannot read file", no parser safety net
     assert not {f.rule for f in found} & {"scan.unreadable", "scan.parse-failed"}, found
 

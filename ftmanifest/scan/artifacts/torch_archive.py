@@ -86,8 +86,7 @@ def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
         size = raw.seek(0, io.SEEK_END)  # a held copy has no file descriptor to stat
         for info in infos:
             if not 0 <= info.header_offset < size:  # no seek to make: zipfile's would fail
-                outside = f"the directory puts it at offset {info.header_offset}, outside the file"
-                out.append(malformed(where, "zip.header-mismatch", outside, info.filename))
+                out.append(_outside(where, info, size))
                 continue
             problem = local_header_problem(raw, info)
             if problem:
@@ -101,6 +100,21 @@ def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
                 out.append(_unreferenced(where, info.filename))
             out += _member(ctx, zf, info, fmt)
     return out
+
+
+def _outside(where: str, info: zipfile.ZipInfo, size: int) -> Finding:
+    """A member whose local header the central directory places outside the file."""
+    return malformed(
+        where,
+        "zip.header-mismatch",
+        f"the central directory puts the local header at offset {info.header_offset}, "
+        "outside the file",
+        info.filename,
+        expected=f"an offset from 0 to {size - 1} (the file's {size} bytes)",
+        observed=str(info.header_offset),
+        hint="no loader can read this member: re-save the archive from its source "
+        "(torch.save) and find out what rewrote its directory",
+    )
 
 
 def _keras_config(ctx: Ctx, zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> list[Finding]:
