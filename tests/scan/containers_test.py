@@ -249,6 +249,33 @@ def test_a_zip_inside_a_stream_whose_members_lie_outside_it_names_them(
         assert "pickle.weights-as-pickle" in rules  # data.pkl was read and judged
 
 
+@pytest.mark.parametrize(
+    ("at_end", "says"),
+    [(0, "outside the file"), (-1, "no local file header")],
+    ids=["at-the-size", "last-byte"],
+)
+def test_a_plain_zip_whose_entry_points_at_its_last_byte_or_past_it(
+    tmp_path: Path, at_end: int, says: str
+) -> None:
+    """The boundary: the directory of a plain zip (no zip64 record) gives the member's
+    header at the file's size, or at its last byte. zipfile cannot read it either way;
+    both are the member's error, neither is clean nor the parser's safety net."""
+    path = tmp_path / "notes.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("notes.txt", "hello")
+    data = bytearray(path.read_bytes())
+    entry = data.index(b"PK\x01\x02")  # the member's central directory entry
+    struct.pack_into("<L", data, entry + 42, len(data) + at_end)
+    path.write_bytes(bytes(data))
+    with zipfile.ZipFile(path) as zf, pytest.raises((zipfile.BadZipFile, OSError, ValueError)):
+        zf.read("notes.txt")  # what a reader gets
+    found = _scan(path)
+    rows = [f for f in found if f.rule == "zip.header-mismatch" and says in f.message]
+    assert len(rows) == 1 and rows[0].severity == "error", found
+    assert rows[0].extra["member"] == "notes.txt"
+    assert not {f.rule for f in found} & {"scan.unreadable", "scan.parse-failed"}, found
+
+
 def test_legacy_torch_tar(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     path = tmp_path / "old.pt"
