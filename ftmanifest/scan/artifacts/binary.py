@@ -460,7 +460,7 @@ def _members(
         size = len(buf.getbuffer())
 
         def member(info: zipfile.ZipInfo) -> IO[bytes]:
-            if not 0 <= info.header_offset < size:  # zipfile's seek would fail on it
+            if torch_archive.placed_outside(info, size):
                 where = f"offset {info.header_offset}, outside the archive"
                 raise zipfile.BadZipFile(f"the directory puts {info.filename!r} at {where}")
             return zf.open(info)

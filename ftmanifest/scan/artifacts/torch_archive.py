@@ -85,7 +85,7 @@ def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
         keras = fmt == "zip" and is_keras_archive([i.filename for i in infos])
         size = raw.seek(0, io.SEEK_END)  # a held copy has no file descriptor to stat
         for info in infos:
-            if not 0 <= info.header_offset < size:  # no seek to make: zipfile's would fail
+            if placed_outside(info, size):
                 out.append(_outside(where, info, size))
                 continue
             problem = local_header_problem(raw, info)
@@ -102,6 +102,13 @@ def scan_zip(ctx: Ctx, fmt: str) -> list[Finding]:
     return out
 
 
+def placed_outside(info: zipfile.ZipInfo, size: int) -> bool:
+    """Whether the central directory puts the member's local header outside the
+    archive's ``size`` bytes: zipfile's seek there fails (EINVAL, or OverflowError past
+    a C long), so the member is never read."""
+    return not 0 <= info.header_offset < size
+
+
 def _outside(where: str, info: zipfile.ZipInfo, size: int) -> Finding:
     """A member whose local header the central directory places outside the file."""
     return malformed(
@@ -112,8 +119,8 @@ def _outside(where: str, info: zipfile.ZipInfo, size: int) -> Finding:
         info.filename,
         expected=f"an offset from 0 to {size - 1} (the file's {size} bytes)",
         observed=str(info.header_offset),
-        hint="no loader can read this member: re-save the archive from its source "
-        "(torch.save) and find out what rewrote its directory",
+        hint="no loader can read this member: re-save the archive with the tool that made "
+        "it (torch.save, numpy.savez, keras) and find out what rewrote its directory",
     )
 
 
